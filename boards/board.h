@@ -1,0 +1,53 @@
+// Boards are data: what a NIC (or a simulated one) has and how keel uses it.
+//
+// A Board names its HAL backend, its ports (name, role, spec in the
+// --port grammar of keel/hal/port_spec.h), the cores for PMD threads and for
+// control, the EAL arguments when the backend is DPDK, the capacity of its
+// hardware flow table, the console line speed, and the configuration it boots
+// with when no --config is given (console commands, one per line). One file
+// per board in boards/; boards/registry.cpp lists them. No board #ifdef
+// anywhere else: firmware/ reads these fields and nothing more.
+//
+// Thread-safety: immutable constants with static storage.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "keel/hal/port.h"
+
+namespace keel::boards {
+
+enum class Backend : uint8_t { sim, dpdk };
+const char* to_string(Backend b);
+
+struct BoardPort {
+  std::string_view name;
+  hal::PortRole role;
+  std::string_view spec;  // --port grammar, e.g. "pcap:in=x.pcap" or "dpdk:0000:03:00.0"
+};
+
+inline constexpr int kUnpinned = -1;
+
+struct Board {
+  std::string_view name;
+  std::string_view description;
+  Backend backend;
+  std::span<const BoardPort> ports;
+  std::span<const int> pmd_cores;   // one PMD thread per entry; kUnpinned = let the OS place it
+  int control_core;                 // kUnpinned or a core
+  // DPDK backend (also used when a --port is dpdk:); "%p" becomes the process id.
+  std::span<const std::string_view> eal_args;
+  uint32_t offload_flows;           // hardware flow table capacity (rte_flow rules); 0 = none
+  uint32_t pmd_idle_sleep_us;       // >0: an idle PMD sleeps this long (shared host CPUs)
+  uint32_t console_baud;            // UART speed for --console /dev/ttyX
+  std::string_view default_config;  // console commands, one per line
+};
+
+// Every board, in a stable order; the first is the default.
+std::span<const Board* const> all();
+const Board* find(std::string_view name);
+const Board& default_board();
+
+}  // namespace keel::boards

@@ -1,0 +1,33 @@
+// host-sim: the default board. A software NIC on any Linux host: two ports,
+// p0 replays keel's built-in traffic sample, p1 drops what it is sent, and
+// the default config cross-connects them. --port replaces the ports.
+#include "boards/board.h"
+
+namespace keel::boards {
+namespace {
+constexpr BoardPort kPorts[] = {
+    {"p0", hal::PortRole::uplink, "sample:pps=1000"},
+    {"p1", hal::PortRole::host_representor, "null"},
+};
+constexpr int kPmdCores[] = {kUnpinned};
+// Used only when a --port is dpdk: (net_pcap/net_null/net_ring vdevs on a
+// host without hugepages or NICs). "%p" is replaced by the process id so runs can overlap.
+constexpr std::string_view kEal[] = {"--no-huge", "--no-pci", "-m", "512", "--no-telemetry",
+                                     "--file-prefix", "keel-host-sim-%p"};
+}  // namespace
+
+extern const Board kHostSim{
+    .name = "host-sim",
+    .description = "software NIC on a Linux host: pcap, ring, TAP and DPDK virtual ports",
+    .backend = Backend::sim,
+    .ports = kPorts,
+    .pmd_cores = kPmdCores,
+    .control_core = kUnpinned,
+    .eal_args = kEal,
+    .offload_flows = 65536,
+    .pmd_idle_sleep_us = 100,
+    .console_baud = 115200,
+    .default_config = "xconnect p0 p1\n",
+};
+
+}  // namespace keel::boards

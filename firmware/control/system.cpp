@@ -1,0 +1,163 @@
+#include "control/system.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace keel::control {
+
+namespace {
+
+std::vector<std::string> eal_args_for(const boards::Board& b) {
+  std::vector<std::string> args;
+  const std::string pid = std::to_string(getpid());
+  for (std::string_view a : b.eal_args) {
+    std::string s(a);
+    if (auto at = s.find("%p"); at != std::string::npos) s.replace(at, 2, pid);
+    args.push_back(std::move(s));
+  }
+  return args;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<System>> System::boot(const BootOptions& opts) {
+  const boards::Board* board = boards::find(opts.board);
+  if (!board) {
+    std::string known;
+    for (const boards::Board* b : boards::all()) known += (known.empty() ? "" : ", ") + std::string(b->name);
+    return error(Errc::not_found, "unknown board '" + opts.board + "' (boards: " + known + ")");
+  }
+  std::unique_ptr<System> sys(new System(*board));
+
+  // Ports: the board's, or the --port list instead.
+  if (opts.ports.empty()) {
+    for (const boards::BoardPort& bp : board->ports) {
+      auto spec = hal::parse_port_spec(bp.name, bp.spec);
+      if (!spec) return std::move(spec).take_status().prefix("board " + std::string(board->name));
+      spec->role = bp.role;
+      sys->specs_.push_back(std::move(spec.value()));
+    }
+  } else {
+    for (const std::string& arg : opts.ports) {
+      auto spec = hal::parse_port_arg(arg);
+      if (!spec) return std::move(spec).take_status();
+      for (const hal::PortSpec& s : sys->specs_)
+        if (s.name == spec->name) return invalid("port " + s.name + " is given twice");
+      sys->specs_.push_back(std::move(spec.value()));
+    }
+  }
+
+  // Backends: sim always (cheap); DPDK when the board or a port needs it.
+  bool need_dpdk = board->backend == boards::Backend::dpdk;
+  for (const hal::PortSpec& s : sys->specs_) need_dpdk |= s.kind == hal::PortKind::dpdk;
+  auto sim = hal::make_sim_backend({});
+  if (!sim) return std::move(sim).take_status();
+  sys->sim_ = std::move(sim.value());
+  if (need_dpdk) {
+    auto dpdk = hal::make_dpdk_backend(eal_args_for(*board));
+    if (!dpdk) return std::move(dpdk).take_status();
+    sys->dpdk_ = std::move(dpdk.value());
+  }
+
+  datapath::DatapathConfig cfg;
+  cfg.pmd_cores.assign(board->pmd_cores.begin(), board->pmd_cores.end());
+  cfg.pmd_idle_sleep_us = board->pmd_idle_sleep_us;
+  sys->dp_ = std::make_unique<datapath::Datapath>(cfg);
+  const auto n_pmds = static_cast<uint16_t>(cfg.pmd_cores.empty() ? 1 : cfg.pmd_cores.size());
+
+  for (const hal::PortSpec& s : sys->specs_) {
+    hal::Backend& be = s.kind == hal::PortKind::dpdk ? *sys->dpdk_ : *sys->sim_;
+    // One rx queue per port for now (RSS spreading arrives with multi-queue
+    // rx assignment); one tx queue per PMD so PMDs never share one.
+    auto port = be.open_port(s, 1, n_pmds);
+    if (!port) {
+      sys->shutdown();
+      return std::move(port).take_status();
+    }
+    auto id = sys->dp_->add_port(std::move(port.value()));
+    if (!id) {
+      sys->shutdown();
+      return std::move(id).take_status();
+    }
+  }
+  return sys;
+}
+
+System::~System() { shutdown(); }
+
+std::vector<std::string> System::backends() const {
+  std::vector<std::string> v;
+  if (sim_) v.push_back(sim_->name());
+  if (dpdk_) v.push_back(dpdk_->name());
+  return v;
+}
+
+Status System::start() {
+  std::vector<hal::Backend*> bes;
+  if (sim_) bes.push_back(sim_.get());
+  if (dpdk_) bes.push_back(dpdk_.get());
+  return dp_->start(bes);
+}
+
+void System::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (dp_) {
+    dp_->stop();
+    dp_->stop_ports();
+    dp_.reset();  // ports are destroyed before their backends
+  }
+  if (dpdk_) dpdk_->shutdown();
+  if (sim_) sim_->shutdown();
+}
+
+std::vector<PortView> System::ports() const {
+  std::vector<PortView> v;
+  for (size_t i = 0; hal::Port* p : dp_->ports()) {
+    const hal::PortSpec& s = specs_[i++];
+    PortView pv{p->id(), p->name(), p->kind(), hal::to_string(s.role), s.text, p->describe(),
+                p->link(), p->counters(), p->n_rxq(), p->n_txq(), std::nullopt};
+    if (auto out = dp_->xconnect(p->id())) pv.xconnect = dp_->port(*out)->name();
+    v.push_back(std::move(pv));
+  }
+  return v;
+}
+
+std::vector<std::string> System::port_names() const {
+  std::vector<std::string> v;
+  for (hal::Port* p : dp_->ports()) v.push_back(p->name());
+  return v;
+}
+
+Result<uint16_t> System::port_id(const std::string& name) const {
+  if (hal::Port* p = dp_->find_port(name)) return p->id();
+  std::string known;
+  for (const std::string& n : port_names()) known += (known.empty() ? "" : ", ") + n;
+  return error(Errc::not_found, "no port '" + name + "' (ports: " + known + ")");
+}
+
+Status System::xconnect(const std::string& in, const std::string& out) {
+  auto i = port_id(in);
+  if (!i) return std::move(i).take_status();
+  auto o = port_id(out);
+  if (!o) return std::move(o).take_status();
+  dp_->set_xconnect(*i, *o);
+  return {};
+}
+
+Status System::no_xconnect(const std::string& in) {
+  auto i = port_id(in);
+  if (!i) return std::move(i).take_status();
+  dp_->set_xconnect(*i, std::nullopt);
+  return {};
+}
+
+std::vector<std::pair<std::string, std::string>> System::xconnects() const {
+  std::vector<std::pair<std::string, std::string>> v;
+  for (hal::Port* p : dp_->ports())
+    if (auto out = dp_->xconnect(p->id())) v.emplace_back(p->name(), dp_->port(*out)->name());
+  return v;
+}
+
+}  // namespace keel::control

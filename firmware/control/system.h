@@ -1,0 +1,88 @@
+// System — the one API that consoles call: boot, the board, the ports, the
+// forwarding state, shutdown.
+//
+// Boot order (firmware/main.cpp drives it):
+//   System::boot(options)   board -> HAL backends -> ports -> datapath (idle)
+//   apply the startup config  console commands through cli/
+//   start()                 PMD threads begin polling
+//   ... consoles ...
+//   shutdown()              PMDs joined, ports stopped (pcap files flushed),
+//                           backends shut down
+// Forwarding starts only after the config is applied, so a pcap input is
+// never half-consumed by a switch that has no rules yet.
+//
+// Every method that a user can make fail returns a Status whose message
+// names the thing and the reason, and leaves the running state unchanged.
+//
+// Thread-safety: control-thread only (consoles run on it); the datapath's
+// own rules (datapath.h) govern what PMDs see.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "boards/board.h"
+#include "core/status.h"
+#include "datapath/datapath.h"
+#include "keel/hal/backend.h"
+#include "keel/hal/port_spec.h"
+
+namespace keel::control {
+
+struct BootOptions {
+  std::string board = "host-sim";
+  std::vector<std::string> ports;  // --port NAME=SPEC, replaces the board's ports
+};
+
+struct PortView {
+  uint16_t id;
+  std::string name;
+  std::string kind;
+  std::string role;
+  std::string spec;
+  std::string describe;
+  hal::LinkState link;
+  hal::PortCounters counters;
+  uint16_t n_rxq, n_txq;
+  std::optional<std::string> xconnect;  // name of the output port
+};
+
+class System {
+ public:
+  static Result<std::unique_ptr<System>> boot(const BootOptions& opts);
+  ~System();
+
+  const boards::Board& board() const { return board_; }
+  std::vector<std::string> backends() const;
+
+  Status start();
+  void shutdown();
+  bool running() const { return dp_->running(); }
+
+  std::vector<PortView> ports() const;
+  std::vector<std::string> port_names() const;
+
+  Status xconnect(const std::string& in, const std::string& out);
+  Status no_xconnect(const std::string& in);
+  std::vector<std::pair<std::string, std::string>> xconnects() const;
+
+  // For --exit-when-drained; see Datapath::wait_drained.
+  bool wait_drained(uint64_t timeout_ms) { return dp_->wait_drained(timeout_ms); }
+
+  datapath::Datapath& datapath() { return *dp_; }
+
+ private:
+  explicit System(const boards::Board& b) : board_(b) {}
+  Result<uint16_t> port_id(const std::string& name) const;
+
+  const boards::Board& board_;
+  std::vector<hal::PortSpec> specs_;
+  std::unique_ptr<hal::Backend> sim_;
+  std::unique_ptr<hal::Backend> dpdk_;
+  std::unique_ptr<datapath::Datapath> dp_;
+  bool shut_down_ = false;
+};
+
+}  // namespace keel::control

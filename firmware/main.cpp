@@ -1,0 +1,98 @@
+// keel boot: args -> board -> HAL -> datapath -> config -> forwarding -> console.
+//
+// Every boot failure ends with one line "keel: error: <thing>: <reason>" on
+// stderr and exit status 1; nothing is left running.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "cli/args.h"
+#include "cli/console.h"
+#include "control/system.h"
+#include "core/shutdown.h"
+
+namespace {
+
+void on_signal(int) { keel::request_shutdown(); }
+
+int fail(const keel::Status& st) {
+  fprintf(stderr, "keel: error: %s\n", st.message().c_str());
+  return 1;
+}
+
+keel::Result<std::string> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return keel::error(keel::Errc::io_error, "config '" + path + "': " + strerror(errno));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) return keel::error(keel::Errc::io_error, "config '" + path + "': read error");
+  return ss.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto parsed = keel::cli::parse_args(argc, argv);
+  if (auto* code = std::get_if<int>(&parsed)) return *code;
+  const keel::cli::Args& args = std::get<keel::cli::Args>(parsed);
+
+  // A closed console pipe must not kill the switch; writes just fail.
+  signal(SIGPIPE, SIG_IGN);
+  // SIGINT/SIGTERM shut down cleanly (PMDs joined, pcap outputs flushed).
+  // No SA_RESTART: a blocked console read returns EINTR and sees the flag.
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  std::string config_text;
+  std::string config_origin;
+  if (!args.config_file.empty()) {
+    auto text = read_file(args.config_file);
+    if (!text) return fail(text.status());
+    config_text = std::move(text.value());
+    config_origin = args.config_file;
+  }
+
+  auto sys = keel::control::System::boot(args.boot);
+  if (!sys) return fail(sys.status());
+  keel::control::System& system = **sys;
+
+  if (args.config_file.empty()) {
+    config_text = std::string(system.board().default_config);
+    config_origin = "board " + std::string(system.board().name) + " default config";
+  }
+
+  keel::cli::CommandTree tree(system);
+  if (auto st = keel::cli::apply_config(tree, config_text, config_origin, stdout); !st.ok()) {
+    system.shutdown();
+    return fail(st);
+  }
+  if (auto st = system.start(); !st.ok()) {
+    system.shutdown();
+    return fail(st);
+  }
+
+  const bool interactive = isatty(STDIN_FILENO);
+  if (args.exit_when_drained) {
+    // Bounded so a port that never drains can't hang a script forever.
+    constexpr int kDrainTimeoutS = 10 * 60;
+    int waited_ms = 0;
+    while (!system.wait_drained(100)) {
+      waited_ms += 100;
+      if (keel::shutdown_requested() || waited_ms >= kDrainTimeoutS * 1000) {
+        system.shutdown();
+        return fail(keel::error(keel::Errc::unavailable,
+                                keel::shutdown_requested()
+                                    ? "--exit-when-drained: interrupted before the inputs drained"
+                                    : "--exit-when-drained: inputs did not drain in 10 minutes"));
+      }
+    }
+  }
+  int status = keel::cli::run_console(tree, STDIN_FILENO, stdout, stderr, interactive);
+  system.shutdown();
+  return status;
+}

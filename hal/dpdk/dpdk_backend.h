@@ -1,0 +1,71 @@
+// hal/dpdk backend — the EAL, the mbuf pool and the list of open ports.
+//
+// One DpdkBackend per process (the EAL can be initialised once per process;
+// see dpdk_backend.cpp). It owns:
+//   * the one mbuf pool every port receives into and transmits from
+//     (priv_size = sizeof(hal::Packet): the descriptor lives in the mbuf, see
+//     mbuf.h);
+//   * a DpdkShared record that its ports also hold (shared_ptr), so that
+//     shutdown() can stop ports still open, and a port destroyed after the
+//     backend does not touch freed memory.
+//
+// Life cycle: make_dpdk_backend() -> open_port()* -> [PMDs: thread_init(),
+// rx/tx, thread_exit()] -> Port::stop()/destruction -> shutdown() (frees the
+// pool, rte_eal_cleanup; also run by the destructor). After shutdown() no
+// DPDK call may be made in this process, and make_dpdk_backend() fails.
+//
+// Thread-safety: open_port(), shutdown() and the DpdkShared port list are
+// control-thread work, serialised by DpdkShared::mu (never taken on a PMD).
+// alloc_burst() may be called from any thread (the mempool is multi-producer
+// multi-consumer, with a per-lcore cache on registered threads).
+// thread_init()/thread_exit() act on the calling thread only.
+#pragma once
+
+#include <rte_mempool.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "keel/hal/backend.h"
+
+namespace keel::hal::dpdk {
+
+class DpdkPort;
+
+struct DpdkShared {
+  std::mutex mu;
+  std::vector<DpdkPort*> ports;  // open (constructed, not destroyed) ports
+  rte_mempool* pool = nullptr;
+  bool shut_down = false;
+};
+
+class DpdkBackend final : public Backend {
+ public:
+  explicit DpdkBackend(rte_mempool* pool);
+  ~DpdkBackend() override;
+
+  const char* name() const override { return "dpdk"; }
+  Result<std::unique_ptr<Port>> open_port(const PortSpec& spec, uint16_t n_rxq,
+                                          uint16_t n_txq) override;
+  unsigned alloc_burst(std::span<Packet*> out) noexcept override;
+  Status thread_init() override;
+  void thread_exit() override;
+  void shutdown() override;
+
+ private:
+  std::shared_ptr<DpdkShared> shared_;
+  rte_mempool* pool_;  // == shared_->pool while not shut down
+};
+
+// Mbufs in the pool. net_pcap with infinite_rx=1 keeps its whole input file
+// resident in mbufs, and every rx queue pins its descriptors' worth (1024),
+// so this is sized for a handful of ports plus a test file, not for line rate
+// on many queues (about 37 MB of memory at 2.3 KB per mbuf).
+inline constexpr unsigned kPoolMbufs = 16384;
+inline constexpr unsigned kPoolCache = 256;  // per-lcore mempool cache
+inline constexpr uint16_t kRxDescriptors = 1024;
+inline constexpr uint16_t kTxDescriptors = 1024;
+
+}  // namespace keel::hal::dpdk

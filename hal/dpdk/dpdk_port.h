@@ -1,0 +1,92 @@
+// hal/dpdk port — one DPDK ethdev (a vdev such as net_pcap/net_ring/net_null,
+// or a PCI device / representor on the NIC) as a hal::Port.
+//
+// open() hot-plugs the device from the PortSpec's devargs (rte_dev_probe; a
+// device the EAL already probed from -a/--vdev is accepted), finds its ethdev
+// port, configures the queues (RSS when the NIC can hash), starts it and
+// turns promiscuous mode on. Any failure rolls everything back (stop, close,
+// detach) and says which step failed, so nothing is left half-applied.
+//
+// Per burst: rx_burst() turns rte_mbufs into hal::Packets in place (the
+// descriptor is in the mbuf's private area, mbuf.h); tx_burst() writes the
+// descriptors back into the mbufs, copies foreign (sim) buffers into fresh
+// mbufs, and hands the burst to rte_eth_tx_burst(). One indirect call per
+// burst, no allocation other than mempool gets for foreign copies, no lock,
+// no syscall (input watching reads the vDSO clock once per non-empty burst,
+// and only on net_pcap file inputs).
+//
+// Life cycle: open() (may fail) -> rx/tx from PMDs -> stop() (never fails,
+// idempotent: rte_eth_dev_stop + rte_eth_dev_close, which is what makes
+// net_pcap flush and close its tx_pcap file; then the device is detached when
+// no other ethdev port uses it) -> destruction (calls stop()). The backend's
+// shutdown() stops ports that are still open.
+//
+// Thread-safety: the Port contract (port.h): rx queue q is polled by one
+// thread, tx queue q is used by one thread at a time; the DPDK PMDs rely on
+// the same rule. The input watch (input_state()) is written per rx queue by
+// its polling thread with relaxed atomics and read by the control thread.
+// open(), stop(), link(), describe() and destruction are control-thread
+// calls, and stop() only after the PMDs have stopped using the port.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dpdk/dpdk_backend.h"
+#include "keel/hal/port.h"
+
+struct rte_device;
+
+namespace keel::hal::dpdk {
+
+class DpdkPort final : public Port {
+ public:
+  // Called by DpdkBackend::open_port() with shared->mu held.
+  static Result<std::unique_ptr<Port>> open(const std::shared_ptr<DpdkShared>& shared,
+                                            const PortSpec& spec, uint16_t n_rxq, uint16_t n_txq);
+  ~DpdkPort() override;
+
+  LinkState link() const override;
+  InputState input_state() const override;
+  std::string describe() const override;
+  void stop() noexcept override;
+
+  uint16_t port_id() const { return port_id_; }
+
+  // A net_pcap rx file counts as exhausted once every rx queue has been
+  // polled empty with nothing received for this long.
+  static constexpr uint64_t kInputQuietNs = 200'000'000;
+
+ protected:
+  uint16_t rx_burst(uint16_t q, std::span<Packet*> out) noexcept override;
+  uint16_t tx_burst(uint16_t q, std::span<Packet* const> pkts) noexcept override;
+
+ private:
+  DpdkPort(std::shared_ptr<DpdkShared> shared, const PortSpec& spec, uint16_t port_id,
+           rte_device* device, std::string driver, bool watch_input);
+  uint16_t tx_chunk(uint16_t q, std::span<Packet* const> pkts) noexcept;
+
+  // Per rx queue: when the queue last returned packets, and whether it has
+  // been polled empty since. Written only by the queue's PMD.
+  struct alignas(64) InputWatch {
+    std::atomic<uint64_t> last_rx_ns{0};
+    std::atomic<bool> empty_since_rx{false};
+  };
+
+  // Fast-path fields first.
+  uint16_t port_id_;
+  bool watch_input_;  // net_pcap rx file read once: input can run out
+  rte_mempool* pool_;
+  std::array<InputWatch, kMaxQueues> watch_{};
+
+  std::shared_ptr<DpdkShared> shared_;
+  rte_device* device_;
+  std::string devargs_;
+  std::string driver_;
+  bool stopped_ = false;
+};
+
+}  // namespace keel::hal::dpdk

@@ -1,0 +1,57 @@
+// sim::Pool (pool.h): the one up-front allocation and sim::release().
+//
+// Thread-safety: create() and the destructor run on the control thread;
+// release() is called from any thread (see pool.h).
+#include "pool.h"
+
+#include <cstring>
+#include <new>
+#include <string>
+
+namespace keel::hal::sim {
+
+namespace {
+constexpr std::align_val_t kAlign{64};
+}
+
+Pool::Pool(unsigned buffers, uint8_t* mem) : buffers_(buffers), mem_(mem), free_(buffers) {
+  for (unsigned i = 0; i < buffers_; ++i) {
+    Packet* p = new (mem_ + size_t{i} * kStride) Packet();
+    (void)free_.push(p);  // capacity >= buffers_: cannot fail
+  }
+}
+
+Pool::~Pool() {
+  // Packet is trivially destructible; the storage goes back in one piece.
+  ::operator delete[](mem_, kAlign);
+}
+
+Result<std::shared_ptr<Pool>> Pool::create(unsigned buffers) {
+  if (buffers == 0) return invalid("sim pool: needs at least one buffer");
+  const size_t bytes = size_t{buffers} * kStride;
+  auto* mem = static_cast<uint8_t*>(::operator new[](bytes, kAlign, std::nothrow));
+  if (!mem) {
+    return error(Errc::resource_exhausted, "sim pool: cannot allocate " + std::to_string(buffers) +
+                                               " buffers (" + std::to_string(bytes >> 20) + " MiB)");
+  }
+  std::memset(mem, 0, bytes);
+  // The free-list ring allocates too; setup-time code, so a failure there is
+  // caught and reported like the first.
+  try {
+    return std::shared_ptr<Pool>(new Pool(buffers, mem));
+  } catch (const std::bad_alloc&) {
+    ::operator delete[](mem, kAlign);
+    return error(Errc::resource_exhausted, "sim pool: cannot allocate the free list");
+  }
+}
+
+bool Pool::owns(const Packet* p) const noexcept {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  auto base = reinterpret_cast<uintptr_t>(mem_);
+  return a >= base && a < base + size_t{buffers_} * kStride && (a - base) % kStride == 0;
+}
+
+// Declared in keel/hal/packet.h: hal::release() calls this for sim buffers.
+void release(Packet* p) noexcept { static_cast<Pool*>(p->owner())->free(p); }
+
+}  // namespace keel::hal::sim

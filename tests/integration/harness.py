@@ -1,0 +1,121 @@
+"""Shared helpers for keel's integration tests (python3 stdlib only).
+
+The tests boot the real keel binary: $KEEL is its path, $KEEL_EMULATOR an
+optional command prefix (qemu-aarch64 in the cross build).
+"""
+import json
+import os
+import shlex
+import struct
+import subprocess
+import sys
+import tempfile
+
+KEEL = os.environ.get("KEEL", "")
+EMULATOR = shlex.split(os.environ.get("KEEL_EMULATOR", ""))
+HAVE_DPDK = os.environ.get("KEEL_HAVE_DPDK", "").upper() in ("ON", "1", "TRUE", "YES")
+
+
+def keel_cmd(*args):
+    if not KEEL:
+        sys.exit("KEEL is not set (run through ctest)")
+    return EMULATOR + [KEEL] + list(args)
+
+
+def run_keel(*args, stdin="", timeout=120):
+    """Runs keel with `stdin` as its (non-terminal) input; returns CompletedProcess."""
+    return subprocess.run(keel_cmd(*args), input=stdin, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def tmpdir():
+    return tempfile.mkdtemp(prefix="keel-it-")
+
+
+def udp_frame(i, size):
+    """An Ethernet/IPv4/UDP frame of `size` bytes (>= 60) whose payload encodes i."""
+    eth = bytes.fromhex("020000000002" "020000000001" "0800")
+    ip_len = size - 14
+    hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, ip_len, i & 0xffff, 0, 64, 17, 0,
+                      bytes([10, 0, 0, 1]), bytes([10, 0, (i >> 8) & 0xff, i & 0xff]))
+    csum = 0
+    for k in range(0, 20, 2):
+        csum += (hdr[k] << 8) | hdr[k + 1]
+    while csum >> 16:
+        csum = (csum & 0xffff) + (csum >> 16)
+    hdr = hdr[:10] + struct.pack("!H", ~csum & 0xffff) + hdr[12:]
+    udp_len = ip_len - 20
+    udp = struct.pack("!HHHH", 1000 + (i % 7), 2000, udp_len, 0)
+    payload = bytes((i + k) & 0xff for k in range(udp_len - 8))
+    return eth + hdr + udp + payload
+
+
+def varied_frames(n):
+    sizes = [60, 64, 128, 256, 512, 1000, 1514]
+    return [udp_frame(i, sizes[i % len(sizes)]) for i in range(n)]
+
+
+def write_pcap(path, frames):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
+        for i, fr in enumerate(frames):
+            f.write(struct.pack("<IIII", 1700000000 + i, 0, len(fr), len(fr)))
+            f.write(fr)
+
+
+def read_pcap(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    magic = struct.unpack_from("<I", data, 0)[0]
+    if magic in (0xa1b2c3d4, 0xa1b23c4d):
+        e = "<"
+    elif magic in (0xd4c3b2a1, 0x4d3cb2a1):
+        e = ">"
+    else:
+        raise ValueError("%s: not a pcap file" % path)
+    off = 24
+    frames = []
+    while off < len(data):
+        _, _, incl, orig = struct.unpack_from(e + "IIII", data, off)
+        off += 16
+        frames.append(data[off:off + incl])
+        off += incl
+    return frames
+
+
+def json_lines(stdout):
+    """The JSON objects printed one per line by `--format json` commands."""
+    out = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            out.append(json.loads(line))
+    return out
+
+
+def ports_by_name(show_ports_json):
+    return {p["name"]: p for p in show_ports_json["ports"]}
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg, proc=None):
+    if not cond:
+        if proc is not None:
+            msg += "\n--- stdout ---\n%s\n--- stderr ---\n%s" % (proc.stdout, proc.stderr)
+        raise Failure(msg)
+
+
+def main(tests):
+    failed = 0
+    for t in tests:
+        try:
+            t()
+            print("PASS", t.__name__)
+        except Failure as e:
+            failed += 1
+            print("FAIL", t.__name__, e)
+    print("%d passed, %d failed" % (len(tests) - failed, failed))
+    sys.exit(1 if failed else 0)
