@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine (packages, arm64 sysroot), then builds and
+# runs the whole test suite: host (optimized), host with ASan+UBSan, and the
+# aarch64 cross build under qemu-aarch64, including one boot of the firmware
+# on the qemu-virt board under qemu-system-aarch64.
+#   ./test.sh            everything
+#   ./test.sh host asan  only those presets
+set -euo pipefail
+cd "$(dirname "$0")"
+presets=("$@")
+[ ${#presets[@]} -gt 0 ] || presets=(host asan aarch64)
+
+if [[ " ${presets[*]} " == *" aarch64 "* ]]; then
+  ./toolchains/setup.sh
+else
+  ./toolchains/setup.sh --host-only
+fi
+
+jobs=$(nproc)
+failed=()
+for p in "${presets[@]}"; do
+  echo "=== preset $p: configure and build"
+  cmake --preset "$p"
+  cmake --build --preset "$p" -j "$jobs"
+  echo "=== preset $p: test"
+  if ! ctest --preset "$p" -j "$jobs"; then
+    failed+=("$p")
+  fi
+done
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "=== FAILED presets: ${failed[*]}"
+  exit 1
+fi
+echo "=== all presets passed: ${presets[*]}"
