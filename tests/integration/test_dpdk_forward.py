@@ -1,0 +1,49 @@
+"""The DPDK backend: the same forwarding as test_forward_pcap, through DPDK's
+net_pcap virtual devices (host-sim's EAL arguments: no hugepages, no PCI)."""
+import os
+
+from harness import (check, json_lines, main, ports_by_name, read_pcap, run_keel, tmpdir,
+                     varied_frames, write_pcap)
+
+
+def test_dpdk_pcap_forward():
+    d = tmpdir()
+    inp, outp = os.path.join(d, "in.pcap"), os.path.join(d, "out.pcap")
+    frames = varied_frames(500)
+    write_pcap(inp, frames)
+    p = run_keel("--port", "p0=dpdk:net_pcap0,rx_pcap=" + inp,
+                 "--port", "p1=dpdk:net_pcap1,tx_pcap=" + outp,
+                 "--exit-when-drained", stdin="show ports --format json\nversion\n", timeout=300)
+    check(p.returncode == 0, "keel exited %d" % p.returncode, p)
+    out = read_pcap(outp)
+    check(len(out) == len(frames), "%d frames out of %d" % (len(out), len(frames)), p)
+    for i, (a, b) in enumerate(zip(out, frames)):
+        check(a == b, "frame %d differs" % i)
+    ports = ports_by_name(json_lines(p.stdout)[0])
+    check(ports["p0"]["kind"] == "dpdk", "dpdk port", p)
+    check(ports["p0"]["rx"]["packets"] == len(frames), "p0 rx", p)
+    check(ports["p1"]["tx"]["packets"] == len(frames), "p1 tx", p)
+    check(ports["p1"]["tx"]["bytes"] == sum(map(len, frames)), "p1 tx bytes", p)
+    check("dpdk" in p.stdout.split("running:")[-1], "version shows the dpdk backend running", p)
+
+
+def test_dpdk_mixed_with_sim_ports():
+    """A sim pcap input forwarded to a DPDK port: the buffer is copied into an mbuf."""
+    d = tmpdir()
+    inp, outp = os.path.join(d, "in.pcap"), os.path.join(d, "out.pcap")
+    frames = varied_frames(100)
+    write_pcap(inp, frames)
+    p = run_keel("--port", "p0=pcap:in=" + inp, "--port", "p1=dpdk:net_pcap0,tx_pcap=" + outp,
+                 "--exit-when-drained", stdin="show ports --format json\n", timeout=300)
+    check(p.returncode == 0, "keel exited %d" % p.returncode, p)
+    check(read_pcap(outp) == frames, "frames byte for byte", p)
+
+
+def test_dpdk_bad_devargs():
+    p = run_keel("--port", "p0=dpdk:net_nosuchdriver0", "--port", "p1=null", timeout=120)
+    check(p.returncode != 0, "non-zero exit", p)
+    check("net_nosuchdriver0" in p.stderr and "keel: error:" in p.stderr, "names the device", p)
+
+
+if __name__ == "__main__":
+    main([test_dpdk_pcap_forward, test_dpdk_mixed_with_sim_ports, test_dpdk_bad_devargs])
