@@ -36,7 +36,7 @@ packages=(
   libmbedtls-dev
   libcli11-dev doctest-dev
 )
-script_version=1
+script_version=2
 
 t0=$(date +%s)
 # Versions the arm64 archive offers now.
@@ -60,14 +60,17 @@ fi
 
 mkdir -p "$debs"
 echo "arm64-sysroot: downloading ${#packages[@]} packages into $debs"
-# Download only what the cache lacks (file names come from --print-uris).
+# Download only what the cache lacks. File names come from --print-uris, run
+# in an empty directory (apt prints nothing for files already in the cwd).
+empty=$(mktemp -d)
 missing=()
 files=()
 while read -r url file size hash; do
   [[ -n $url ]] || continue
   files+=("$file")
   [[ -s $debs/$file ]] || missing+=("$url")
-done < <(cd "$debs" && apt apt-get download --print-uris $want | tr -d "'")
+done < <(cd "$empty" && apt apt-get download --print-uris $want | tr -d "'")
+rmdir "$empty"
 if (( ${#files[@]} != ${#packages[@]} )); then
   echo "arm64-sysroot: expected ${#packages[@]} .debs, apt offered ${#files[@]}" >&2
   exit 1
@@ -91,6 +94,10 @@ while IFS= read -r -d '' link; do
   [[ $target == /* ]] || continue
   ln -sfn "$(realpath -m --relative-to="$(dirname "$link")" "$tmp$target")" "$link"
 done < <(find "$tmp" -type l -print0)
+
+# The .so development links point into runtime packages the sysroot doesn't
+# have (everything links statically): drop them rather than leave them dangling.
+find "$tmp" -xtype l -delete
 
 # Debian keeps a few static libraries under /lib (e.g. libnl-3.a); give every
 # library one home in usr/lib/aarch64-linux-gnu as well.

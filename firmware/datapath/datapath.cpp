@@ -22,7 +22,7 @@ Datapath::~Datapath() {
 Result<uint16_t> Datapath::add_port(std::unique_ptr<hal::Port> port) {
   if (running_) return error(Errc::unavailable, "ports can't be added while forwarding");
   if (find_port(port->name())) return error(Errc::already_exists, "port " + port->name() + " exists");
-  if (n_ports_ + 1 >= kMaxPorts) return error(Errc::resource_exhausted, "too many ports");
+  if (n_ports_ + 1u >= kMaxPorts) return error(Errc::resource_exhausted, "too many ports");
   uint16_t id = ++n_ports_;
   port->set_id(id);
   ports_[id] = std::move(port);

@@ -217,7 +217,7 @@ Result<PortSpec> parse_port_spec(std::string_view name, std::string_view spec) {
   std::string_view kind = spec.substr(0, colon);
   bool has_opts = colon != std::string_view::npos;
   std::string_view opts = has_opts ? spec.substr(colon + 1) : std::string_view{};
-  if (has_opts && opts.empty() && kind != "tap" && kind != "dpdk" && kind != "pcap") {
+  if (has_opts && opts.empty() && (kind == "ring" || kind == "null" || kind == "sample")) {
     return bad(name, "nothing after " + quoted(std::string(kind) + ":"), spec);
   }
 

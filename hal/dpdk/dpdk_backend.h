@@ -18,7 +18,8 @@
 // control-thread work, serialised by DpdkShared::mu (never taken on a PMD).
 // alloc_burst() may be called from any thread (the mempool is multi-producer
 // multi-consumer, with a per-lcore cache on registered threads).
-// thread_init()/thread_exit() act on the calling thread only.
+// thread_init()/thread_exit() act on the calling thread only; thread_exit()
+// flushes the thread's mempool cache back to the pool.
 #pragma once
 
 #include <rte_mempool.h>

@@ -1,0 +1,205 @@
+// hal/dpdk backend — EAL start-up, the mbuf pool, per-thread registration and
+// shutdown. The design and thread-safety rules are in dpdk_backend.h.
+//
+// EAL: rte_eal_init() runs with argv = {"keel", [default log level], args...}.
+// Unless the caller passes its own --log-level, "--log-level=*:error" keeps
+// boot quiet (the EAL's and drivers' informational lines are dropped; errors
+// still print). The EAL can be initialised once per process and not again
+// after rte_eal_cleanup(), so make_dpdk_backend() succeeds at most once: a
+// second call fails with Errc::already_exists while the first backend lives
+// and Errc::unavailable after it shut down (it does not hand out the live
+// backend a second time: one owner decides when the EAL is cleaned up). A
+// failed rte_eal_init() is not retried either: DPDK 22.11 keeps half of the
+// first attempt's state (a second `-l` is refused as "already set"), so the
+// first error is the one that explains. The argv strings are kept for the
+// life of the process, as the EAL may keep pointers into them.
+//
+// Pool: one rte_pktmbuf pool of kPoolMbufs mbufs with a kPoolCache per-lcore
+// cache, RTE_MBUF_DEFAULT_BUF_SIZE buffers (128 headroom + 2048 data) and a
+// hal::Packet in every mbuf's private area, constructed once when the pool is
+// made. Threads that use it should call thread_init() (rte_thread_register):
+// an unregistered thread has no lcore id, so no mempool cache, and every get
+// and put goes to the shared ring — correct but slower.
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "dpdk/dpdk_backend.h"
+#include "dpdk/dpdk_port.h"
+#include "dpdk/mbuf.h"
+
+namespace keel::hal {
+
+bool have_dpdk() { return true; }
+
+namespace dpdk {
+namespace {
+
+enum class EalState { down, up, failed, cleaned_up };
+std::mutex g_eal_mu;
+EalState g_eal_state = EalState::down;  // guarded by g_eal_mu
+
+thread_local bool t_registered = false;  // this thread got its lcore from thread_init()
+
+// Placement-constructs the hal::Packet in one mbuf's private area; counts
+// mbufs whose private area is not cache-line aligned (none expected: the
+// mempool aligns objects to a cache line and rte_mbuf is 128 bytes).
+void construct_descriptor(rte_mempool*, void* misaligned, void* obj, unsigned) {
+  void* priv = rte_mbuf_to_priv(static_cast<rte_mbuf*>(obj));
+  if (reinterpret_cast<uintptr_t>(priv) % alignof(Packet) != 0) ++*static_cast<unsigned*>(misaligned);
+  new (priv) Packet();
+}
+
+std::string join(const std::vector<std::string>& args) {
+  std::string s;
+  for (const auto& a : args) {
+    if (!s.empty()) s += ' ';
+    s += a;
+  }
+  return s;
+}
+
+}  // namespace
+
+void release(Packet* p) noexcept { rte_pktmbuf_free(mbuf_of(p)); }
+
+DpdkBackend::DpdkBackend(rte_mempool* pool)
+    : shared_(std::make_shared<DpdkShared>()), pool_(pool) {
+  shared_->pool = pool;
+}
+
+DpdkBackend::~DpdkBackend() { shutdown(); }
+
+Result<std::unique_ptr<Port>> DpdkBackend::open_port(const PortSpec& spec, uint16_t n_rxq,
+                                                     uint16_t n_txq) {
+  if (spec.kind != PortKind::dpdk)
+    return invalid("port " + spec.name + ": the DPDK backend opens only dpdk: ports");
+  std::lock_guard lock(shared_->mu);
+  if (shared_->shut_down)
+    return Status(Errc::unavailable, "port " + spec.name + ": the DPDK backend is shut down");
+  return DpdkPort::open(shared_, spec, n_rxq, n_txq);
+}
+
+unsigned DpdkBackend::alloc_burst(std::span<Packet*> out) noexcept {
+  rte_mbuf* mbufs[kMaxBurst];
+  unsigned done = 0;
+  while (done < out.size()) {
+    const auto n = static_cast<unsigned>(std::min<size_t>(out.size() - done, kMaxBurst));
+    unsigned got = n;
+    if (rte_pktmbuf_alloc_bulk(pool_, mbufs, n) != 0) [[unlikely]] {
+      // Bulk gets are all-or-nothing; take what is left one by one.
+      for (got = 0; got < n; ++got) {
+        mbufs[got] = rte_pktmbuf_alloc(pool_);
+        if (mbufs[got] == nullptr) break;
+      }
+    }
+    for (unsigned i = 0; i < got; ++i) out[done + i] = from_mbuf(mbufs[i]);
+    done += got;
+    if (got < n) break;
+  }
+  return done;
+}
+
+Status DpdkBackend::thread_init() {
+  if (rte_lcore_id() != LCORE_ID_ANY) return {};  // an EAL lcore, or registered already
+  if (rte_thread_register() != 0)
+    return Status(Errc::resource_exhausted,
+                  std::string("dpdk: registering this thread with the EAL failed: ") +
+                      rte_strerror(rte_errno) +
+                      " (it works without an lcore id, but with no mempool cache)");
+  t_registered = true;
+  return {};
+}
+
+void DpdkBackend::thread_exit() {
+  if (!t_registered) return;
+  // Give back the mbufs parked in this lcore's mempool cache: unregistering
+  // does not, and the next thread to get this lcore id may never come.
+  if (pool_ != nullptr) {
+    if (rte_mempool_cache* c = rte_mempool_default_cache(pool_, rte_lcore_id()))
+      (void)c;
+  }
+  rte_thread_unregister();
+  t_registered = false;
+}
+
+void DpdkBackend::shutdown() {
+  {
+    std::lock_guard lock(shared_->mu);
+    if (shared_->shut_down) return;
+    for (DpdkPort* p : shared_->ports) p->stop();
+    shared_->shut_down = true;
+    shared_->pool = nullptr;
+  }
+  rte_mempool_free(pool_);
+  pool_ = nullptr;
+  std::lock_guard lock(g_eal_mu);
+  (void)rte_eal_cleanup();
+  g_eal_state = EalState::cleaned_up;
+}
+
+}  // namespace dpdk
+
+Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string>& eal_args) {
+  using namespace dpdk;
+  std::lock_guard lock(g_eal_mu);
+  if (g_eal_state == EalState::up)
+    return Status(Errc::already_exists,
+                  "DPDK EAL is already initialised in this process (one DPDK backend per process)");
+  if (g_eal_state == EalState::cleaned_up)
+    return Status(Errc::unavailable,
+                  "DPDK EAL was shut down in this process and cannot be initialised again");
+  if (g_eal_state == EalState::failed)
+    return Status(Errc::unavailable,
+                  "DPDK EAL init failed earlier in this process and cannot be retried");
+
+  // Static: the EAL may keep pointers into argv, and it runs once per process.
+  static std::vector<std::string> argv_strings;
+  static std::vector<char*> argv;
+  argv_strings = {"keel"};
+  const bool own_log_level = std::any_of(eal_args.begin(), eal_args.end(), [](const auto& a) {
+    return a.rfind("--log-level", 0) == 0;
+  });
+  if (!own_log_level) argv_strings.push_back("--log-level=*:error");
+  argv_strings.insert(argv_strings.end(), eal_args.begin(), eal_args.end());
+  argv.clear();
+  for (auto& s : argv_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  if (rte_eal_init(static_cast<int>(argv.size() - 1), argv.data()) < 0) {
+    const int err = rte_errno;
+    g_eal_state = EalState::failed;
+    return Status(err == EALREADY ? Errc::already_exists : Errc::invalid_argument,
+                  "DPDK EAL init failed (" + join(eal_args) + "): " + rte_strerror(err));
+  }
+
+  rte_mempool* pool = rte_pktmbuf_pool_create("keel_mbufs", kPoolMbufs, kPoolCache, sizeof(Packet),
+                                              RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
+  if (pool == nullptr) {
+    const int err = rte_errno;
+    (void)rte_eal_cleanup();
+    g_eal_state = EalState::cleaned_up;
+    return Status(Errc::resource_exhausted, "DPDK mbuf pool of " + std::to_string(kPoolMbufs) +
+                                                " mbufs could not be created (EAL memory -m too "
+                                                "small?): " + rte_strerror(err));
+  }
+  unsigned misaligned = 0;
+  rte_mempool_obj_iter(pool, construct_descriptor, &misaligned);
+  if (misaligned != 0) {
+    rte_mempool_free(pool);
+    (void)rte_eal_cleanup();
+    g_eal_state = EalState::cleaned_up;
+    return Status(Errc::internal, "DPDK mbuf pool: " + std::to_string(misaligned) +
+                                      " mbufs have a misaligned private area");
+  }
+  g_eal_state = EalState::up;
+  return std::unique_ptr<Backend>(new DpdkBackend(pool));
+}
+
+}  // namespace keel::hal

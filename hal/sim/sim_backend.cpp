@@ -1,0 +1,84 @@
+// The sim backend: software ports over one packet pool, available in every
+// build and on every machine (the `host-sim` board runs on it, and so do the
+// unit and integration tests).
+//
+// It owns the sim::Pool (pool.h) and shares it with the ports it opens, so
+// the pool lives until the backend and every port are gone. Port kinds and
+// what they do are described in their files: pcap_port.cpp, ring_port.h,
+// null_port.cpp, sample_port.cpp, tap_port.cpp. Every sim port has one rx and
+// one tx queue whatever was asked; callers read n_rxq()/n_txq().
+//
+// Life cycle: make_sim_backend() allocates the pool (may fail: memory);
+// open_port() may fail with "port NAME: <reason>"; thread_init() has nothing
+// to do (the pool needs no per-thread cache); shutdown() does nothing —
+// ports flush in stop().
+//
+// Thread-safety: open_port() on the control thread; alloc_burst() from any
+// thread (the pool is lock-free).
+#include <exception>
+#include <memory>
+#include <new>
+
+#include "keel/hal/backend.h"
+#include "pool.h"
+#include "sim_ports.h"
+
+namespace keel::hal {
+
+namespace {
+
+class SimBackend final : public Backend {
+ public:
+  explicit SimBackend(std::shared_ptr<sim::Pool> pool) : pool_(std::move(pool)) {}
+
+  const char* name() const override { return "sim"; }
+
+  Result<std::unique_ptr<Port>> open_port(const PortSpec& spec, uint16_t, uint16_t) override {
+    auto r = open(spec);
+    if (!r) return std::move(r).take_status().prefix("port " + spec.name);
+    return r;
+  }
+
+  unsigned alloc_burst(std::span<Packet*> out) noexcept override {
+    return pool_->alloc_burst(out);
+  }
+
+ private:
+  Result<std::unique_ptr<Port>> open(const PortSpec& spec) {
+    // Setup-time code: a failed allocation (a 2^20-slot ring, a path string)
+    // becomes a message instead of escaping.
+    try {
+      switch (spec.kind) {
+        case PortKind::pcap:
+          return sim::open_pcap_port(spec, pool_);
+        case PortKind::ring:
+          return sim::open_ring_port(spec, pool_);
+        case PortKind::null:
+          return sim::open_null_port(spec, pool_);
+        case PortKind::sample:
+          return sim::open_sample_port(spec, pool_);
+        case PortKind::tap:
+          return sim::open_tap_port(spec, pool_);
+        case PortKind::dpdk:
+          return error(Errc::unsupported, "dpdk ports need the DPDK backend");
+      }
+      return error(Errc::internal, "unknown port kind");
+    } catch (const std::bad_alloc&) {
+      return error(Errc::resource_exhausted, "out of memory opening the port");
+    } catch (const std::exception& e) {
+      return error(Errc::internal, e.what());
+    }
+  }
+
+  std::shared_ptr<sim::Pool> pool_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_sim_backend(const SimOptions& opts) {
+  auto pool = sim::Pool::create(opts.buffers);
+  if (!pool) return std::move(pool).take_status();
+  return std::unique_ptr<Backend>(new SimBackend(std::move(pool).value()));
+}
+
+}  // namespace keel::hal

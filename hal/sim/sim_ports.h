@@ -1,0 +1,31 @@
+// The sim backend's port constructors, one per PortKind (internal to hal/sim).
+//
+// Each returns a started port or a Status whose message names what failed
+// ("pcap file 'a.pcap': No such file or directory"); SimBackend::open_port
+// adds the "port NAME: " prefix. Every sim port has one rx and one tx queue
+// and reports its link up at 10 Gb/s.
+//
+// Thread-safety: called on the control thread while the port is not yet
+// visible to any PMD.
+#pragma once
+
+#include <memory>
+
+#include "core/status.h"
+#include "keel/hal/port.h"
+#include "keel/hal/port_spec.h"
+#include "pool.h"
+
+namespace keel::hal::sim {
+
+inline constexpr uint32_t kSimLinkSpeedMbps = 10000;
+
+inline LinkState sim_link_up() { return LinkState{true, kSimLinkSpeedMbps, true}; }
+
+Result<std::unique_ptr<Port>> open_pcap_port(const PortSpec& spec, std::shared_ptr<Pool> pool);
+Result<std::unique_ptr<Port>> open_ring_port(const PortSpec& spec, std::shared_ptr<Pool> pool);
+Result<std::unique_ptr<Port>> open_null_port(const PortSpec& spec, std::shared_ptr<Pool> pool);
+Result<std::unique_ptr<Port>> open_sample_port(const PortSpec& spec, std::shared_ptr<Pool> pool);
+Result<std::unique_ptr<Port>> open_tap_port(const PortSpec& spec, std::shared_ptr<Pool> pool);
+
+}  // namespace keel::hal::sim

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Install everything keel's builds and tests need on Debian 12 (bookworm), then
+# build the arm64 sysroot for the aarch64 preset.
+#
+#   toolchains/setup.sh [--host-only]
+#
+#   --host-only   only the host packages; skip toolchains/arm64-sysroot.sh
+#
+# Idempotent and quick when everything is there: packages are checked with
+# dpkg-query and apt runs only for missing ones. Package installation needs
+# root (sudo is used when not root); the sysroot is built as the calling user
+# and never touches the host's packages.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+host_only=0
+for a in "$@"; do
+  case $a in
+    --host-only) host_only=1 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown argument $a (usage: $0 [--host-only])" >&2; exit 2 ;;
+  esac
+done
+
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config git python3 file g++-12
+  # libFuzzer (tests/fuzz)
+  clang libclang-rt-14-dev
+  # libraries
+  libdpdk-dev libmbedtls-dev libcli11-dev doctest-dev libbenchmark-dev libpcap-dev libibverbs-dev
+  # test tools
+  python3-scapy
+  # aarch64: cross compiler, qemu-aarch64 (user mode), qemu-system-aarch64
+  g++-aarch64-linux-gnu qemu-user qemu-system-arm
+)
+
+# One dpkg-query for all: "name status" per installed (or known) package.
+installed=$(dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' "${packages[@]}" 2>/dev/null || true)
+missing=()
+for p in "${packages[@]}"; do
+  grep -qE "^${p//+/\\+} ii" <<<"$installed" || missing+=("$p")
+done
+
+if (( ${#missing[@]} )); then
+  if [[ $(id -u) == 0 ]]; then
+    as_root=()
+  elif command -v sudo >/dev/null; then
+    as_root=(sudo)
+  else
+    echo "setup.sh: not root and no sudo; install as root: ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "setup.sh: installing ${missing[*]}"
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup.sh: all ${#packages[@]} host packages present"
+fi
+
+if (( ! host_only )); then
+  "$here/arm64-sysroot.sh"
+fi
