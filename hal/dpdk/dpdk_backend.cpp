@@ -20,6 +20,8 @@
 // made. Threads that use it should call thread_init() (rte_thread_register):
 // an unregistered thread has no lcore id, so no mempool cache, and every get
 // and put goes to the shared ring — correct but slower.
+#include "dpdk/dpdk_backend.h"
+
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
@@ -30,7 +32,6 @@
 #include <cstring>
 #include <new>
 
-#include "dpdk/dpdk_backend.h"
 #include "dpdk/dpdk_port.h"
 #include "dpdk/mbuf.h"
 
@@ -69,15 +70,13 @@ std::string join(const std::vector<std::string>& args) {
 
 void release(Packet* p) noexcept { rte_pktmbuf_free(mbuf_of(p)); }
 
-DpdkBackend::DpdkBackend(rte_mempool* pool)
-    : shared_(std::make_shared<DpdkShared>()), pool_(pool) {
+DpdkBackend::DpdkBackend(rte_mempool* pool) : shared_(std::make_shared<DpdkShared>()), pool_(pool) {
   shared_->pool = pool;
 }
 
 DpdkBackend::~DpdkBackend() { shutdown(); }
 
-Result<std::unique_ptr<Port>> DpdkBackend::open_port(const PortSpec& spec, uint16_t n_rxq,
-                                                     uint16_t n_txq) {
+Result<std::unique_ptr<Port>> DpdkBackend::open_port(const PortSpec& spec, uint16_t n_rxq, uint16_t n_txq) {
   if (spec.kind != PortKind::dpdk)
     return invalid("port " + spec.name + ": the DPDK backend opens only dpdk: ports");
   std::lock_guard lock(shared_->mu);
@@ -108,11 +107,11 @@ unsigned DpdkBackend::alloc_burst(std::span<Packet*> out) noexcept {
 
 Status DpdkBackend::thread_init() {
   if (rte_lcore_id() != LCORE_ID_ANY) return {};  // an EAL lcore, or registered already
-  if (rte_thread_register() != 0)
+  if (rte_thread_register() != 0) {
     return Status(Errc::resource_exhausted,
                   std::string("dpdk: registering this thread with the EAL failed: ") +
-                      rte_strerror(rte_errno) +
-                      " (it works without an lcore id, but with no mempool cache)");
+                      rte_strerror(rte_errno) + " (it works without an lcore id, but with no mempool cache)");
+  }
   t_registered = true;
   return {};
 }
@@ -123,7 +122,7 @@ void DpdkBackend::thread_exit() {
   // does not, and the next thread to get this lcore id may never come.
   if (pool_ != nullptr) {
     if (rte_mempool_cache* c = rte_mempool_default_cache(pool_, rte_lcore_id()))
-      (void)c;
+      rte_mempool_cache_flush(c, pool_);
   }
   rte_thread_unregister();
   t_registered = false;
@@ -149,23 +148,25 @@ void DpdkBackend::shutdown() {
 Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string>& eal_args) {
   using namespace dpdk;
   std::lock_guard lock(g_eal_mu);
-  if (g_eal_state == EalState::up)
-    return Status(Errc::already_exists,
-                  "DPDK EAL is already initialised in this process (one DPDK backend per process)");
-  if (g_eal_state == EalState::cleaned_up)
-    return Status(Errc::unavailable,
-                  "DPDK EAL was shut down in this process and cannot be initialised again");
-  if (g_eal_state == EalState::failed)
-    return Status(Errc::unavailable,
-                  "DPDK EAL init failed earlier in this process and cannot be retried");
+  switch (g_eal_state) {
+    case EalState::down:
+      break;
+    case EalState::up:
+      return Status(Errc::already_exists,
+                    "DPDK EAL is already initialised in this process (one DPDK backend per process)");
+    case EalState::failed:
+      return Status(Errc::unavailable, "DPDK EAL init failed earlier in this process and cannot be retried");
+    case EalState::cleaned_up:
+      return Status(Errc::unavailable,
+                    "DPDK EAL was shut down in this process and cannot be initialised again");
+  }
 
   // Static: the EAL may keep pointers into argv, and it runs once per process.
   static std::vector<std::string> argv_strings;
   static std::vector<char*> argv;
   argv_strings = {"keel"};
-  const bool own_log_level = std::any_of(eal_args.begin(), eal_args.end(), [](const auto& a) {
-    return a.rfind("--log-level", 0) == 0;
-  });
+  const bool own_log_level = std::any_of(eal_args.begin(), eal_args.end(),
+                                         [](const auto& a) { return a.rfind("--log-level", 0) == 0; });
   if (!own_log_level) argv_strings.push_back("--log-level=*:error");
   argv_strings.insert(argv_strings.end(), eal_args.begin(), eal_args.end());
   argv.clear();
@@ -187,7 +188,8 @@ Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string
     g_eal_state = EalState::cleaned_up;
     return Status(Errc::resource_exhausted, "DPDK mbuf pool of " + std::to_string(kPoolMbufs) +
                                                 " mbufs could not be created (EAL memory -m too "
-                                                "small?): " + rte_strerror(err));
+                                                "small?): " +
+                                                rte_strerror(err));
   }
   unsigned misaligned = 0;
   rte_mempool_obj_iter(pool, construct_descriptor, &misaligned);
@@ -195,8 +197,8 @@ Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string
     rte_mempool_free(pool);
     (void)rte_eal_cleanup();
     g_eal_state = EalState::cleaned_up;
-    return Status(Errc::internal, "DPDK mbuf pool: " + std::to_string(misaligned) +
-                                      " mbufs have a misaligned private area");
+    return Status(Errc::internal,
+                  "DPDK mbuf pool: " + std::to_string(misaligned) + " mbufs have a misaligned private area");
   }
   g_eal_state = EalState::up;
   return std::unique_ptr<Backend>(new DpdkBackend(pool));

@@ -48,8 +48,7 @@ class DpdkBackend final : public Backend {
   ~DpdkBackend() override;
 
   const char* name() const override { return "dpdk"; }
-  Result<std::unique_ptr<Port>> open_port(const PortSpec& spec, uint16_t n_rxq,
-                                          uint16_t n_txq) override;
+  Result<std::unique_ptr<Port>> open_port(const PortSpec& spec, uint16_t n_rxq, uint16_t n_txq) override;
   unsigned alloc_burst(std::span<Packet*> out) noexcept override;
   Status thread_init() override;
   void thread_exit() override;

@@ -27,9 +27,13 @@
 //     port pending. The heuristic can be fooled only by a gap of 200 ms in a
 //     file being read, which happens if the mbuf pool stays empty that long.
 //     Every other port is `live`.
+//   * Failures name the step and, when the driver logged why, its words.
+
 // rte_devargs_reset() (frees what rte_devargs_parse() allocated) is marked
 // experimental in DPDK 22.11; it is exported and stable in practice.
 #define ALLOW_EXPERIMENTAL_API 1
+#include "dpdk/dpdk_port.h"
+
 #include <rte_bus.h>
 #include <rte_dev.h>
 #include <rte_devargs.h>
@@ -43,7 +47,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "dpdk/dpdk_port.h"
 #include "dpdk/mbuf.h"
 #include "keel/hal/cpu.h"
 
@@ -52,15 +55,21 @@ namespace {
 
 Errc errc_of(int err) {
   switch (err) {
-    case EINVAL: return Errc::invalid_argument;
+    case EINVAL:
+      return Errc::invalid_argument;
     case ENODEV:
-    case ENOENT: return Errc::not_found;
+    case ENOENT:
+      return Errc::not_found;
     case EEXIST:
-    case EBUSY: return Errc::already_exists;
+    case EBUSY:
+      return Errc::already_exists;
     case ENOMEM:
-    case ENOSPC: return Errc::resource_exhausted;
-    case ENOTSUP: return Errc::unsupported;
-    default: return Errc::unavailable;
+    case ENOSPC:
+      return Errc::resource_exhausted;
+    case ENOTSUP:
+      return Errc::unsupported;
+    default:
+      return Errc::unavailable;
   }
 }
 
@@ -68,48 +77,81 @@ Errc errc_of(int err) {
 // failure can say why in the driver's own words (drivers often return a bare
 // -1, which rte_strerror renders as "Operation not permitted"). Whatever was
 // captured is passed on to the previous log stream unchanged.
+//
+// The capture stream is one memstream for the life of the process, never
+// closed: another thread (an offload thread logging an rte_flow error) may
+// have picked it up as the log stream just before it is swapped back, and
+// must not write into a closed FILE. Such a line lands in the buffer and is
+// either passed on now or dropped at the next capture. stdio's FILE lock
+// keeps the buffer consistent while it is read. Control thread only.
 class LogCapture {
  public:
-  LogCapture() : prev_(rte_log_get_stream()), mem_(open_memstream(&buf_, &size_)) {
-    if (mem_ != nullptr) (void)rte_openlog_stream(mem_);
+  LogCapture() : prev_(rte_log_get_stream()) {
+    Sink& s = sink();
+    if (s.f == nullptr) return;
+    flockfile(s.f);
+    (void)fseeko(s.f, 0, SEEK_SET);
+    funlockfile(s.f);
+    active_ = rte_openlog_stream(s.f) == 0;
   }
-  ~LogCapture() { finish(); }
+  ~LogCapture() { (void)finish(); }
   LogCapture(const LogCapture&) = delete;
   LogCapture& operator=(const LogCapture&) = delete;
 
-  // Stops capturing; returns the last line a driver logged (not the EAL's
-  // generic "Failed to attach device" lines), or the last line at all.
+  // Stops capturing; returns the last line a driver logged, or else the last
+  // line the EAL logged, leaving out the EAL's generic failure lines.
   std::string finish() {
-    if (mem_ == nullptr) return {};
-    (void)rte_openlog_stream(prev_ == stderr ? nullptr : prev_);
-    std::fclose(mem_);
-    mem_ = nullptr;
-    std::string text(buf_ != nullptr ? buf_ : "", size_);
-    std::free(buf_);
-    buf_ = nullptr;
+    if (!active_) return {};
+    active_ = false;
+    (void)rte_openlog_stream(prev_);
+    Sink& s = sink();
+    flockfile(s.f);
+    (void)std::fflush(s.f);
+    std::string text(s.buf != nullptr ? s.buf : "", s.size);
+    (void)fseeko(s.f, 0, SEEK_SET);
+    funlockfile(s.f);
     if (!text.empty()) {
-      std::fwrite(text.data(), 1, text.size(), prev_ != nullptr ? prev_ : stderr);
-      std::fflush(prev_ != nullptr ? prev_ : stderr);
+      FILE* out = prev_ != nullptr ? prev_ : stderr;
+      (void)std::fwrite(text.data(), 1, text.size(), out);
+      (void)std::fflush(out);
     }
     std::string last, last_driver;
-    size_t at = 0;
-    while (at < text.size()) {
+    for (size_t at = 0; at < text.size();) {
       size_t end = text.find('\n', at);
       if (end == std::string::npos) end = text.size();
       std::string line = text.substr(at, end - at);
       at = end + 1;
-      if (line.empty()) continue;
-      last = line;
+      if (line.empty() || is_generic(line)) continue;
       if (line.rfind("EAL: ", 0) != 0) last_driver = line;
+      last = std::move(line);
     }
     return last_driver.empty() ? last : last_driver;
   }
 
  private:
+  // The EAL's follow-up lines that only repeat that a step failed.
+  static bool is_generic(const std::string& line) {
+    for (const char* g : {"Failed to attach device on", "Driver cannot attach the device",
+                          "Failed to detach device on", "Failed to hotplug"}) {
+      if (line.find(g) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  struct Sink {
+    FILE* f = nullptr;
+    char* buf = nullptr;
+    size_t size = 0;
+  };
+  static Sink& sink() {
+    static Sink s;
+    static const bool opened = (s.f = open_memstream(&s.buf, &s.size)) != nullptr;
+    (void)opened;
+    return s;
+  }
+
   FILE* prev_;
-  char* buf_ = nullptr;
-  size_t size_ = 0;
-  FILE* mem_;
+  bool active_ = false;
 };
 
 // Detaches a device once no ethdev port uses it any more (an mlx5 PF and its
@@ -118,9 +160,7 @@ class LogCapture {
 void detach_if_unused(rte_device* dev) {
   if (dev == nullptr || !rte_dev_is_probed(dev)) return;
   uint16_t p;
-  RTE_ETH_FOREACH_DEV_OF(p, dev) {
-    return;
-  }
+  RTE_ETH_FOREACH_DEV_OF(p, dev) { return; }
   (void)rte_dev_remove(dev);
 }
 
@@ -139,24 +179,23 @@ bool find_port(const std::string& devargs, const char* dev_name, uint16_t* port_
 }
 
 bool reads_pcap_file_once(const std::string& devargs) {
-  return devargs.find("rx_pcap=") != std::string::npos &&
-         devargs.find("infinite_rx=1") == std::string::npos;
+  return devargs.find("rx_pcap=") != std::string::npos && devargs.find("infinite_rx=1") == std::string::npos;
 }
 
 }  // namespace
 
-Result<std::unique_ptr<Port>> DpdkPort::open(const std::shared_ptr<DpdkShared>& shared,
-                                             const PortSpec& spec, uint16_t n_rxq,
-                                             uint16_t n_txq) {
+Result<std::unique_ptr<Port>> DpdkPort::open(const std::shared_ptr<DpdkShared>& shared, const PortSpec& spec,
+                                             uint16_t n_rxq, uint16_t n_txq) {
   const std::string& devargs = spec.devargs;
   const std::string what = "port " + spec.name + ": dpdk '" + devargs + "'";
   LogCapture log;
   auto fail = [&](const char* step, int err) {
     std::string why = log.finish();
-    if (why.empty())
+    if (why.empty()) {
       why = rte_strerror(err);
-    else if (err != EPERM)  // EPERM: a driver's bare -1; its log line says more
+    } else if (err != EPERM) {  // EPERM: a driver's bare -1; its log line says more
       why = std::string(rte_strerror(err)) + " (" + why + ")";
+    }
     return Status(errc_of(err), what + ": " + step + " failed: " + why);
   };
   if (devargs.empty()) return invalid("port " + spec.name + ": dpdk: no device arguments given");
@@ -167,9 +206,8 @@ Result<std::unique_ptr<Port>> DpdkPort::open(const std::shared_ptr<DpdkShared>& 
   if (int rc = rte_devargs_parse(&da, devargs.c_str()); rc != 0) {
     rte_devargs_reset(&da);
     (void)log.finish();
-    return Status(Errc::invalid_argument,
-                  what + ": no bus or driver recognises device '" +
-                      devargs.substr(0, devargs.find(',')) + "'");
+    return Status(Errc::invalid_argument, what + ": no bus or driver recognises device '" +
+                                              devargs.substr(0, devargs.find(',')) + "'");
   }
   const std::string dev_name = da.name;
   const std::string bus_name = da.bus != nullptr ? rte_bus_name(da.bus) : "";
@@ -183,22 +221,22 @@ Result<std::unique_ptr<Port>> DpdkPort::open(const std::shared_ptr<DpdkShared>& 
 
   uint16_t pid = RTE_MAX_ETHPORTS;
   if (!find_port(devargs, dev_name.c_str(), &pid)) {
-    if (probed_here && !bus_name.empty())
+    if (probed_here && !bus_name.empty()) {
       (void)rte_eal_hotplug_remove(bus_name.c_str(), dev_name.c_str());
+    }
     return Status(Errc::not_found, what + ": no ethdev port matches the device arguments");
   }
   for (DpdkPort* open : shared->ports) {
-    if (open->port_id_ == pid)
-      return Status(Errc::already_exists,
-                    what + ": ethdev port " + std::to_string(pid) + " is already open as port " +
-                        open->name());
+    if (open->port_id_ == pid) {
+      return Status(Errc::already_exists, what + ": ethdev port " + std::to_string(pid) +
+                                              " is already open as port " + open->name());
+    }
   }
 
   // From here on a failure closes the ethdev port and detaches the device.
+  // (Nothing can fail after rte_eth_dev_start(), so undo never has to stop.)
   rte_device* device = nullptr;
-  bool started = false;
   auto undo = [&] {
-    if (started) (void)rte_eth_dev_stop(pid);
     (void)rte_eth_dev_close(pid);
     detach_if_unused(device);
   };
@@ -212,8 +250,10 @@ Result<std::unique_ptr<Port>> DpdkPort::open(const std::shared_ptr<DpdkShared>& 
   device = info.device;
   const std::string driver = info.driver_name ? info.driver_name : "?";
 
-  uint16_t nrx = std::clamp<uint16_t>(n_rxq, 1, std::min<uint16_t>(std::max<uint16_t>(info.max_rx_queues, 1), kMaxQueues));
-  uint16_t ntx = std::clamp<uint16_t>(n_txq, 1, std::min<uint16_t>(std::max<uint16_t>(info.max_tx_queues, 1), kMaxQueues));
+  uint16_t nrx = std::clamp<uint16_t>(
+      n_rxq, 1, std::min<uint16_t>(std::max<uint16_t>(info.max_rx_queues, 1), kMaxQueues));
+  uint16_t ntx = std::clamp<uint16_t>(
+      n_txq, 1, std::min<uint16_t>(std::max<uint16_t>(info.max_tx_queues, 1), kMaxQueues));
 
   // Ask for rte_flow MARK/FLAG delivery; PMDs without the call don't need it.
   uint64_t meta = RTE_ETH_RX_METADATA_USER_MARK | RTE_ETH_RX_METADATA_USER_FLAG;
@@ -221,15 +261,13 @@ Result<std::unique_ptr<Port>> DpdkPort::open(const std::shared_ptr<DpdkShared>& 
 
   rte_eth_conf conf;
   std::memset(&conf, 0, sizeof(conf));
-  const uint64_t rss_hf =
-      (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
+  const uint64_t rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
   if (rss_hf != 0) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
     conf.rxmode.offloads |= info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_RSS_HASH;
   }
-  if (int r = rte_eth_dev_configure(pid, nrx, ntx, &conf); r != 0)
-    return fail_undo("configure", -r);
+  if (int r = rte_eth_dev_configure(pid, nrx, ntx, &conf); r != 0) return fail_undo("configure", -r);
 
   uint16_t nb_rxd = kRxDescriptors, nb_txd = kTxDescriptors;
   if (int r = rte_eth_dev_adjust_nb_rx_tx_desc(pid, &nb_rxd, &nb_txd); r != 0)
@@ -245,7 +283,6 @@ Result<std::unique_ptr<Port>> DpdkPort::open(const std::shared_ptr<DpdkShared>& 
       return fail_undo(("tx queue " + std::to_string(q) + " setup").c_str(), -r);
   }
   if (int r = rte_eth_dev_start(pid); r != 0) return fail_undo("start", -r);
-  started = true;
   (void)rte_eth_promiscuous_enable(pid);  // -ENOTSUP on some vdevs: fine
 
   std::unique_ptr<DpdkPort> port(
@@ -302,8 +339,7 @@ InputState DpdkPort::input_state() const {
   for (uint16_t q = 0; q < n_rxq(); ++q) {
     const InputWatch& w = watch_[q];
     if (!w.empty_since_rx.load(std::memory_order_relaxed)) return InputState::pending;
-    if (now < w.last_rx_ns.load(std::memory_order_relaxed) + kInputQuietNs)
-      return InputState::pending;
+    if (now < w.last_rx_ns.load(std::memory_order_relaxed) + kInputQuietNs) return InputState::pending;
   }
   return InputState::drained;
 }
@@ -355,22 +391,23 @@ uint16_t DpdkPort::tx_burst(uint16_t q, std::span<Packet* const> pkts) noexcept 
 uint16_t DpdkPort::tx_chunk(uint16_t q, std::span<Packet* const> pkts) noexcept {
   rte_mbuf* mbufs[kMaxBurst];
   uint32_t copies = 0;  // bit i: mbufs[i] is our copy of foreign packet pkts[i]
+  const auto count = static_cast<uint16_t>(pkts.size());  // <= kMaxBurst
   uint16_t n = 0;
-  for (; n < pkts.size(); ++n) {
+  for (; n < count; ++n) {
     Packet* p = pkts[n];
     if (p->source() == BufferSource::dpdk) [[likely]] {
       mbufs[n] = to_tx(p);
       continue;
     }
     rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-    if (m == nullptr) [[unlikely]]
+    if (m == nullptr) [[unlikely]] {
       break;
-    char* dst = rte_pktmbuf_append(m, static_cast<uint16_t>(std::min<uint32_t>(p->len(), UINT16_MAX)));
-    if (dst == nullptr || p->len() > UINT16_MAX) [[unlikely]] {
+    }
+    if (p->len() > rte_pktmbuf_tailroom(m)) [[unlikely]] {
       rte_pktmbuf_free(m);
       break;
     }
-    std::memcpy(dst, p->data(), p->len());
+    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(p->len())), p->data(), p->len());
     mbufs[n] = m;
     copies |= 1u << n;
   }
@@ -379,10 +416,11 @@ uint16_t DpdkPort::tx_chunk(uint16_t q, std::span<Packet* const> pkts) noexcept 
   // to free; their originals go back to the caller with the unsent suffix.
   for (uint32_t bits = copies; bits != 0; bits &= bits - 1) {
     const unsigned i = static_cast<unsigned>(__builtin_ctz(bits));
-    if (i < sent)
+    if (i < sent) {
       hal::release(pkts[i]);  // the facade: sim::release for a sim buffer
-    else
+    } else {
       rte_pktmbuf_free(mbufs[i]);
+    }
   }
   return sent;
 }

@@ -45,8 +45,8 @@ namespace keel::hal::dpdk {
 class DpdkPort final : public Port {
  public:
   // Called by DpdkBackend::open_port() with shared->mu held.
-  static Result<std::unique_ptr<Port>> open(const std::shared_ptr<DpdkShared>& shared,
-                                            const PortSpec& spec, uint16_t n_rxq, uint16_t n_txq);
+  static Result<std::unique_ptr<Port>> open(const std::shared_ptr<DpdkShared>& shared, const PortSpec& spec,
+                                            uint16_t n_rxq, uint16_t n_txq);
   ~DpdkPort() override;
 
   LinkState link() const override;
@@ -65,8 +65,8 @@ class DpdkPort final : public Port {
   uint16_t tx_burst(uint16_t q, std::span<Packet* const> pkts) noexcept override;
 
  private:
-  DpdkPort(std::shared_ptr<DpdkShared> shared, const PortSpec& spec, uint16_t port_id,
-           rte_device* device, std::string driver, bool watch_input);
+  DpdkPort(std::shared_ptr<DpdkShared> shared, const PortSpec& spec, uint16_t port_id, rte_device* device,
+           std::string driver, bool watch_input);
   uint16_t tx_chunk(uint16_t q, std::span<Packet* const> pkts) noexcept;
 
   // Per rx queue: when the queue last returned packets, and whether it has
