@@ -21,6 +21,8 @@
 
 #include <string>
 
+#include "sys_error.h"
+
 namespace keel::hal {
 
 namespace {
@@ -85,9 +87,9 @@ uint64_t now_ns() noexcept { return mono_ns(); }
 Status pin_current_thread(unsigned core) {
   long configured = sysconf(_SC_NPROCESSORS_CONF);
   if (core >= CPU_SETSIZE || (configured > 0 && core >= static_cast<unsigned long>(configured))) {
-    return error(Errc::invalid_argument,
-                 "core " + std::to_string(core) + " does not exist (this machine has " +
-                     std::to_string(configured > 0 ? configured : 0) + " cores)");
+    return error(Errc::invalid_argument, "core " + std::to_string(core) +
+                                             " does not exist (this machine has " +
+                                             std::to_string(configured > 0 ? configured : 0) + " cores)");
   }
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -106,8 +108,7 @@ Status pin_current_thread(unsigned core) {
     return error(Errc::invalid_argument,
                  "core " + std::to_string(core) + " is not in this process's allowed cores" + hint);
   }
-  return error(Errc::internal,
-               "pinning to core " + std::to_string(core) + ": " + std::string(strerror(rc)));
+  return error(Errc::internal, "pinning to core " + std::to_string(core) + ": " + errno_text(rc));
 }
 
 void name_current_thread(const std::string& name) {

@@ -35,7 +35,7 @@ const char* to_string(PortKind k) {
 
 namespace {
 
-constexpr size_t kMaxNameLen = 15;        // fits IFNAMSIZ and `show ports` columns
+constexpr size_t kMaxNameLen = 15;  // fits IFNAMSIZ and `show ports` columns
 constexpr uint64_t kMaxRingSize = 1u << 20;
 
 // Builds the error for port `name`, quoting the spec as written.
@@ -53,8 +53,8 @@ Status bad(std::string_view name, std::string_view what, std::string_view spec) 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 bool valid_name_char(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.' || c == '-';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+         c == '-';
 }
 
 Status check_name(std::string_view name) {
@@ -94,8 +94,7 @@ Status for_each_option(std::string_view name, std::string_view kind, std::string
     if (tok.empty()) return bad(name, "empty " + std::string(kind) + " option", spec);
     size_t eq = tok.find('=');
     if (eq == std::string_view::npos) {
-      return bad(name, std::string(kind) + " option " + quoted(tok) + " needs a value (KEY=VALUE)",
-                 spec);
+      return bad(name, std::string(kind) + " option " + quoted(tok) + " needs a value (KEY=VALUE)", spec);
     }
     Option o{tok.substr(0, eq), tok.substr(eq + 1)};
     if (o.value.empty()) {
@@ -109,8 +108,8 @@ Status for_each_option(std::string_view name, std::string_view kind, std::string
 
 Status parse_pcap(PortSpec& ps, bool has_opts, std::string_view opts, std::string_view spec) {
   const std::string_view name = ps.name;
-  const Status needs = bad(name, "pcap needs in=FILE, out=FILE or both", spec);
-  if (!has_opts || opts.empty()) return needs;
+  auto needs = [&] { return bad(name, "pcap needs in=FILE, out=FILE or both", spec); };
+  if (!has_opts || opts.empty()) return needs();
   bool have_loop = false;
   std::string_view loop_tok;
   Status s = for_each_option(name, "pcap", opts, spec, [&](const Option& o) -> Status {
@@ -132,7 +131,7 @@ Status parse_pcap(PortSpec& ps, bool has_opts, std::string_view opts, std::strin
     return bad(name, "unknown pcap option " + quoted(o.key), spec);
   });
   if (!s.ok()) return s;
-  if (ps.pcap_in.empty() && ps.pcap_out.empty()) return needs;
+  if (ps.pcap_in.empty() && ps.pcap_out.empty()) return needs();
   if (have_loop && ps.pcap_in.empty()) {
     return bad(name, "pcap loop=" + std::string(loop_tok) + " needs in=FILE", spec);
   }
@@ -167,19 +166,18 @@ Status parse_tap(PortSpec& ps, bool has_opts, std::string_view ifname, std::stri
   // The kernel's dev_valid_name(): < IFNAMSIZ, not "." or "..", no '/', ':'
   // or whitespace.
   if (ifname.size() > kMaxNameLen) {
-    return bad(name, "tap interface name " + quoted(ifname) + " is longer than 15 characters",
-               spec);
+    return bad(name, "tap interface name " + quoted(ifname) + " is longer than 15 characters", spec);
   }
   if (ifname == "." || ifname == "..") {
     return bad(name, "tap interface name " + quoted(ifname) + " is not allowed", spec);
   }
   for (char c : ifname) {
-    if (c == '/' || c == ':' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
-        c == '\v' || c == '=' || c == ',') {
-      return bad(name,
-                 "tap interface name " + quoted(ifname) + " may not contain " +
-                     quoted(std::string_view(&c, 1)),
-                 spec);
+    if (c == '/' || c == ':' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' ||
+        c == '=' || c == ',') {
+      return bad(
+          name,
+          "tap interface name " + quoted(ifname) + " may not contain " + quoted(std::string_view(&c, 1)),
+          spec);
     }
   }
   ps.ifname = std::string(ifname);
@@ -209,7 +207,8 @@ Result<PortSpec> parse_port_spec(std::string_view name, std::string_view spec) {
   ps.name = std::string(name);
   ps.text = std::string(spec);
   if (spec.empty()) {
-    return invalid("port " + ps.name + ": empty spec (expected pcap:, ring, tap:, null, sample or "
+    return invalid("port " + ps.name +
+                   ": empty spec (expected pcap:, ring, tap:, null, sample or "
                    "dpdk:)");
   }
 
@@ -240,14 +239,12 @@ Result<PortSpec> parse_port_spec(std::string_view name, std::string_view spec) {
   } else if (kind == "dpdk") {
     ps.kind = PortKind::dpdk;
     if (opts.empty()) {
-      s = bad(name, "dpdk needs device arguments (dpdk:DEVARGS: a PCI address or vdev string)",
-              spec);
+      s = bad(name, "dpdk needs device arguments (dpdk:DEVARGS: a PCI address or vdev string)", spec);
     } else {
       ps.devargs = std::string(opts);
     }
   } else {
-    s = bad(name,
-            "unknown port type " + quoted(kind) + " (expected pcap, ring, tap, null, sample or dpdk)",
+    s = bad(name, "unknown port type " + quoted(kind) + " (expected pcap, ring, tap, null, sample or dpdk)",
             spec);
   }
   if (!s.ok()) return s;

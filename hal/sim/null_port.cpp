@@ -26,7 +26,7 @@ class NullPort final : public Port {
 
 }  // namespace
 
-Result<std::unique_ptr<Port>> open_null_port(const PortSpec& spec, std::shared_ptr<Pool>) {
+Result<std::unique_ptr<Port>> open_null_port(const PortSpec& spec, const std::shared_ptr<Pool>&) {
   return std::unique_ptr<Port>(new NullPort(spec));
 }
 

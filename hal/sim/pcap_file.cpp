@@ -14,11 +14,11 @@
 #include <bit>
 #include <cstring>
 
+#include "common/sys_error.h"
+
 namespace keel::hal::sim {
 
 namespace {
-
-std::string errno_text(int e) { return strerror(e); }
 
 uint32_t load32(const uint8_t* p, bool swap) {
   uint32_t v;
@@ -112,8 +112,7 @@ Result<PcapReader> PcapReader::open(const std::string& path, uint32_t max_frame)
       break;
     default:
       return invalid(what + ": not a pcap file (magic " +
-                     hex32(load32(d.data(), std::endian::native == std::endian::little)) +
-                     " as written)");
+                     hex32(load32(d.data(), std::endian::native == std::endian::little)) + " as written)");
   }
   const bool sw = r.swapped_;
   uint16_t major = load16(d.data() + 4, sw);
@@ -131,8 +130,7 @@ Result<PcapReader> PcapReader::open(const std::string& path, uint32_t max_frame)
   const uint64_t frac_to_ns = r.nanosecond_ ? 1 : 1000;
   size_t off = kPcapFileHeaderLen;
   for (size_t index = 1; off < d.size(); ++index) {
-    const std::string rec = what + ": record " + std::to_string(index) + " at offset " +
-                            std::to_string(off);
+    const std::string rec = what + ": record " + std::to_string(index) + " at offset " + std::to_string(off);
     if (d.size() - off < kPcapRecordHeaderLen) {
       return invalid(rec + ": truncated record header (" + std::to_string(d.size() - off) +
                      " of 16 bytes before the end of the file)");
@@ -151,9 +149,8 @@ Result<PcapReader> PcapReader::open(const std::string& path, uint32_t max_frame)
     }
     off += kPcapRecordHeaderLen;
     if (d.size() - off < caplen) {
-      return invalid(rec + ": caplen " + std::to_string(caplen) +
-                     " runs past the end of the file (" + std::to_string(d.size() - off) +
-                     " bytes left)");
+      return invalid(rec + ": caplen " + std::to_string(caplen) + " runs past the end of the file (" +
+                     std::to_string(d.size() - off) + " bytes left)");
     }
     r.records_.push_back({off, ts_sec * 1'000'000'000u + ts_frac * frac_to_ns, caplen});
     off += caplen;

@@ -63,7 +63,7 @@ class PcapReader {
   struct Record {
     uint64_t offset;  // of the frame bytes in data_
     uint64_t ts_ns;
-    uint32_t len;     // caplen
+    uint32_t len;  // caplen
   };
   std::vector<uint8_t> data_;
   std::vector<Record> records_;

@@ -121,7 +121,7 @@ class PcapPort final : public Port {
 
 }  // namespace
 
-Result<std::unique_ptr<Port>> open_pcap_port(const PortSpec& spec, std::shared_ptr<Pool> pool) {
+Result<std::unique_ptr<Port>> open_pcap_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool) {
   if (spec.pcap_in.empty() && spec.pcap_out.empty()) return invalid("pcap needs in=FILE, out=FILE or both");
   // Read the input before creating the output, so in= and out= may name the
   // same file (the old contents are replayed).
@@ -137,8 +137,7 @@ Result<std::unique_ptr<Port>> open_pcap_port(const PortSpec& spec, std::shared_p
     if (!w) return std::move(w).take_status();
     writer = std::move(w).value();
   }
-  return std::unique_ptr<Port>(
-      new PcapPort(spec, std::move(pool), std::move(reader), std::move(writer)));
+  return std::unique_ptr<Port>(new PcapPort(spec, pool, std::move(reader), std::move(writer)));
 }
 
 }  // namespace keel::hal::sim

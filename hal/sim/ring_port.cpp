@@ -33,11 +33,11 @@ uint16_t RingPort::tx_burst(uint16_t, std::span<Packet* const> pkts) noexcept {
   return static_cast<uint16_t>(tx_ring_.push_bulk(pkts));  // what does not fit stays for Port::tx to drop
 }
 
-Result<std::unique_ptr<Port>> open_ring_port(const PortSpec& spec, std::shared_ptr<Pool> pool) {
+Result<std::unique_ptr<Port>> open_ring_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool) {
   if (spec.ring_size < 2 || (spec.ring_size & (spec.ring_size - 1)) != 0) {
     return invalid("ring size " + std::to_string(spec.ring_size) + " is not a power of two >= 2");
   }
-  return std::unique_ptr<Port>(new RingPort(spec.name, spec.ring_size, std::move(pool)));
+  return std::unique_ptr<Port>(new RingPort(spec.name, spec.ring_size, pool));
 }
 
 }  // namespace keel::hal::sim

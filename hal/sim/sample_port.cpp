@@ -70,8 +70,8 @@ class SamplePort final : public Port {
 
 }  // namespace
 
-Result<std::unique_ptr<Port>> open_sample_port(const PortSpec& spec, std::shared_ptr<Pool> pool) {
-  return std::unique_ptr<Port>(new SamplePort(spec, std::move(pool)));
+Result<std::unique_ptr<Port>> open_sample_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool) {
+  return std::unique_ptr<Port>(new SamplePort(spec, pool));
 }
 
 }  // namespace keel::hal::sim

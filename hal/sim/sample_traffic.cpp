@@ -34,7 +34,7 @@ constexpr SampleFrame make_frame(unsigned index) {
   put16(b + 12, 0x0800);
 
   uint8_t* ip = b + kEth;
-  ip[0] = 0x45;  // version 4, IHL 5
+  ip[0] = 0x45;                                     // version 4, IHL 5
   put16(ip + 2, uint16_t(kSampleFrameLen - kEth));  // total length 50
   put16(ip + 4, uint16_t(index));                   // identification
   put16(ip + 6, 0x4000);                            // DF

@@ -39,9 +39,7 @@ class SimBackend final : public Backend {
     return r;
   }
 
-  unsigned alloc_burst(std::span<Packet*> out) noexcept override {
-    return pool_->alloc_burst(out);
-  }
+  unsigned alloc_burst(std::span<Packet*> out) noexcept override { return pool_->alloc_burst(out); }
 
  private:
   Result<std::unique_ptr<Port>> open(const PortSpec& spec) {

@@ -22,10 +22,10 @@ inline constexpr uint32_t kSimLinkSpeedMbps = 10000;
 
 inline LinkState sim_link_up() { return LinkState{true, kSimLinkSpeedMbps, true}; }
 
-Result<std::unique_ptr<Port>> open_pcap_port(const PortSpec& spec, std::shared_ptr<Pool> pool);
-Result<std::unique_ptr<Port>> open_ring_port(const PortSpec& spec, std::shared_ptr<Pool> pool);
-Result<std::unique_ptr<Port>> open_null_port(const PortSpec& spec, std::shared_ptr<Pool> pool);
-Result<std::unique_ptr<Port>> open_sample_port(const PortSpec& spec, std::shared_ptr<Pool> pool);
-Result<std::unique_ptr<Port>> open_tap_port(const PortSpec& spec, std::shared_ptr<Pool> pool);
+Result<std::unique_ptr<Port>> open_pcap_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool);
+Result<std::unique_ptr<Port>> open_ring_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool);
+Result<std::unique_ptr<Port>> open_null_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool);
+Result<std::unique_ptr<Port>> open_sample_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool);
+Result<std::unique_ptr<Port>> open_tap_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool);
 
 }  // namespace keel::hal::sim

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/sys_error.h"
 #include "sim_ports.h"
 
 namespace keel::hal::sim {
@@ -82,11 +83,9 @@ class TapPort final : public Port {
   Packet* spare_ = nullptr;  // an allocated buffer kept for the next read
 };
 
-std::string errno_text(int e) { return strerror(e); }
-
 }  // namespace
 
-Result<std::unique_ptr<Port>> open_tap_port(const PortSpec& spec, std::shared_ptr<Pool> pool) {
+Result<std::unique_ptr<Port>> open_tap_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool) {
   const std::string what = "tap '" + spec.ifname + "'";
   if (spec.ifname.empty() || spec.ifname.size() >= IFNAMSIZ) {
     return invalid(what + ": interface names have 1 to 15 characters");
@@ -125,7 +124,7 @@ Result<std::unique_ptr<Port>> open_tap_port(const PortSpec& spec, std::shared_pt
     ::close(fd);
     return error(Errc::unavailable, what + ": " + step + ": " + errno_text(e));
   }
-  return std::unique_ptr<Port>(new TapPort(spec, std::move(pool), fd));
+  return std::unique_ptr<Port>(new TapPort(spec, pool, fd));
 }
 
 }  // namespace keel::hal::sim

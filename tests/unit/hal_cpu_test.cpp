@@ -1,7 +1,6 @@
 // hal cpu/clock helpers: the cycle counter's rate agrees with the monotonic
 // clock, pinning works on an allowed core and fails clearly on a missing one.
 #include <doctest/doctest.h>
-
 #include <sched.h>
 
 #include <chrono>
@@ -14,8 +13,8 @@ using namespace keel::hal;
 
 TEST_CASE("cpu helpers") {
   uint64_t hz = cycles_per_second();
-  CHECK(hz >= 1'000'000);          // >= 1 MHz (the aarch64 generic timer may be slow)
-  CHECK(hz <= 10'000'000'000ull);  // <= 10 GHz
+  CHECK(hz >= 1'000'000);            // >= 1 MHz (the aarch64 generic timer may be slow)
+  CHECK(hz <= 10'000'000'000ull);    // <= 10 GHz
   CHECK(cycles_per_second() == hz);  // cached
   uint64_t c0 = cycles(), t0 = now_ns();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));

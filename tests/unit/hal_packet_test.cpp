@@ -42,10 +42,10 @@ TEST_CASE("push_front / pull_front / set_len bounds") {
   REQUIRE(p->set_len(100));
   CHECK(p->len() == 100);
   CHECK(p->tailroom() == kBufferSize - 100);
-  CHECK(p->set_len(kBufferSize));      // all of the tailroom
+  CHECK(p->set_len(kBufferSize));  // all of the tailroom
   CHECK_FALSE(p->set_len(kBufferSize + 1));
-  CHECK(p->len() == kBufferSize);      // unchanged by the failed call
-  CHECK(p->set_len(60));               // truncate
+  CHECK(p->len() == kBufferSize);  // unchanged by the failed call
+  CHECK(p->set_len(60));           // truncate
 
   // Headroom: exactly kHeadroom can be pushed, one more cannot.
   uint8_t* h = p->push_front(4);
@@ -103,7 +103,7 @@ TEST_CASE("release returns buffers to the pool: alloc all, release, alloc all ag
     while ((n = b.alloc_burst(burst)) > 0) all.insert(all.end(), burst.begin(), burst.begin() + n);
     CHECK(all.size() == kBuffers);
     CHECK(std::set<Packet*>(all.begin(), all.end()).size() == kBuffers);  // all distinct
-    CHECK(b.alloc_burst(burst) == 0);                                      // empty stays empty
+    CHECK(b.alloc_burst(burst) == 0);                                     // empty stays empty
     // Release half one by one and half as a burst.
     release_burst(std::span<Packet* const>(all).first(kBuffers / 2));
     for (size_t i = kBuffers / 2; i < all.size(); ++i) release(all[i]);

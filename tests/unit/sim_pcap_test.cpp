@@ -2,7 +2,6 @@
 // looping, input_state, clear errors for bad files, both byte orders and
 // nanosecond files, pool exhaustion, and tx without out=.
 #include <doctest/doctest.h>
-
 #include <stdlib.h>
 
 #include <array>
@@ -26,7 +25,7 @@ namespace {
 class TempDir {
  public:
   TempDir() {
-    const char* base = getenv("TMPDIR");
+    const char* base = getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): no setenv in tests
     std::string tmpl = std::string(base && *base ? base : "/tmp") + "/keel-pcap-XXXXXX";
     REQUIRE(mkdtemp(tmpl.data()) != nullptr);
     path_ = tmpl;
@@ -70,7 +69,8 @@ bool has(const std::string& s, std::string_view part) { return s.find(part) != s
 // A recognisable frame of `len` bytes: a header-ish prefix and a pattern.
 Bytes make_frame(size_t len, uint32_t seed) {
   Bytes f(len);
-  for (size_t i = 0; i < len; ++i) f[i] = static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff);
+  for (size_t i = 0; i < len; ++i)
+    f[i] = static_cast<uint8_t>((i * 131 + size_t{seed} * 7 + (i >> 8)) & 0xff);
   if (len >= 4) std::memcpy(f.data(), &seed, 4);
   return f;
 }
@@ -127,8 +127,8 @@ struct PcapBuilder {
     }
   }
   void u16(uint16_t v) {
-    if (big_endian) out.push_back(uint8_t(v >> 8)), out.push_back(uint8_t(v));
-    else out.push_back(uint8_t(v)), out.push_back(uint8_t(v >> 8));
+    out.push_back(uint8_t(big_endian ? v >> 8 : v));
+    out.push_back(uint8_t(big_endian ? v : v >> 8));
   }
   PcapBuilder& header() {
     u32(nsec ? 0xa1b23c4d : 0xa1b2c3d4);
@@ -299,20 +299,19 @@ TEST_CASE("pcap open errors are clear") {
   const std::string missing = dir.file("nope.pcap");
   CHECK(open_error(*b, "p0", "pcap:in=" + missing) ==
         "port p0: pcap file '" + missing + "': No such file or directory");
-  CHECK(has(open_error(*b, "p0", "pcap:out=" + dir.file("no/such/dir.pcap")),
-            "No such file or directory"));
+  CHECK(has(open_error(*b, "p0", "pcap:out=" + dir.file("no/such/dir.pcap")), "No such file or directory"));
 
   // Not a pcap.
   const std::string garbage = dir.file("garbage.pcap");
-  write_file(garbage, Bytes{'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '!', '!', '!',
-                            '!', '!', '!', '!', '!', '!', '!', '!', '!', '!', '!', '!'});
+  write_file(garbage, Bytes{'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '!', '!',
+                            '!', '!', '!', '!', '!', '!', '!', '!', '!', '!', '!', '!', '!'});
   CHECK(open_error(*b, "p0", "pcap:in=" + garbage) ==
         "port p0: pcap file '" + garbage + "': not a pcap file (magic 0x68656c6c as written)");
 
   // pcapng says so.
   const std::string ng = dir.file("ng.pcapng");
-  write_file(ng, Bytes{0x0a, 0x0d, 0x0d, 0x0a, 0x1c, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0,
-                       0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1c, 0, 0, 0});
+  write_file(ng, Bytes{0x0a, 0x0d, 0x0d, 0x0a, 0x1c, 0,    0,    0,    0x4d, 0x3c, 0x2b, 0x1a, 1, 0,
+                       0,    0,    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1c, 0,    0, 0});
   CHECK(has(open_error(*b, "p0", "pcap:in=" + ng), "is pcapng"));
 
   // Truncated global header, and an empty file.
