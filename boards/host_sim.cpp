@@ -12,7 +12,8 @@ constexpr BoardPort kPorts[] = {
 constexpr int kPmdCores[] = {kUnpinned};
 // Used only when a --port is dpdk: (net_pcap/net_null/net_ring vdevs on a
 // host without hugepages or NICs). "%p" is replaced by the process id so runs can overlap.
-constexpr std::string_view kEal[] = {"--no-huge", "--no-pci", "-m", "512", "--no-telemetry",
+// "-l 0": one lcore for the EAL's main thread; PMDs are keel's own threads.
+constexpr std::string_view kEal[] = {"-l", "0", "--no-huge", "--no-pci", "-m", "512", "--no-telemetry",
                                      "--file-prefix", "keel-host-sim-%p"};
 }  // namespace
 

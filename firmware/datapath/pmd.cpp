@@ -55,7 +55,7 @@ PmdCounters Pmd::counters() const {
 void Pmd::run() {
   hal::name_current_thread("pmd" + std::to_string(index_));
   Status st;
-  if (core_ >= 0) st = hal::pin_current_thread(static_cast<unsigned>(core_));
+  st = core_ >= 0 ? hal::pin_current_thread(static_cast<unsigned>(core_)) : hal::unpin_current_thread();
   size_t inited = 0;
   for (; st.ok() && inited < backends_.size(); ++inited) st = backends_[inited]->thread_init();
   if (!st.ok()) {

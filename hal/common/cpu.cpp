@@ -67,7 +67,23 @@ std::string format_cpuset(const cpu_set_t& set) {
   return out.empty() ? "none" : out;
 }
 
+// The process's affinity before anything (DPDK's EAL) pinned the main thread:
+// captured during static initialisation, i.e. before main().
+struct InitialAffinity {
+  cpu_set_t set;
+  bool ok;
+  InitialAffinity() { ok = sched_getaffinity(0, sizeof(set), &set) == 0; }
+};
+const InitialAffinity g_initial_affinity;
+
 }  // namespace
+
+Status unpin_current_thread() {
+  if (!g_initial_affinity.ok) return {};
+  int rc = pthread_setaffinity_np(pthread_self(), sizeof(cpu_set_t), &g_initial_affinity.set);
+  if (rc != 0) return error(Errc::internal, "unpinning thread: " + errno_text(rc));
+  return {};
+}
 
 uint64_t cycles_per_second() {
 #if defined(__aarch64__)

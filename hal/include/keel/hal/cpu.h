@@ -37,6 +37,11 @@ uint64_t now_ns() noexcept;
 // not exist or is not in the process's allowed set.
 Status pin_current_thread(unsigned core);
 
+// Lets the calling thread run on every core the process could use when it
+// started (undoes pinning inherited from a pinned creator, e.g. DPDK's EAL
+// pins the main thread to its main lcore).
+Status unpin_current_thread();
+
 // Names the calling thread (visible in top/gdb); truncated to 15 characters.
 void name_current_thread(const std::string& name);
 
