@@ -27,7 +27,7 @@ set(_keel_dpdk_arch_inc "${_keel_sr}/usr/include/aarch64-linux-gnu/dpdk")
 
 if(NOT _keel_sr OR NOT EXISTS "${_keel_sr}/usr/lib/aarch64-linux-gnu/librte_eal.a"
    OR NOT EXISTS "${_keel_dpdk_arch_inc}/rte_config.h")
-  message(STATUS "keel: no static arm64 DPDK in KEEL_ARM64_SYSROOT='${_keel_sr}'; "
+  message(WARNING "keel: no static arm64 DPDK in KEEL_ARM64_SYSROOT='${_keel_sr}'; "
                  "the DPDK backend is off. Build the sysroot with: "
                  "toolchains/arm64-sysroot.sh ${_keel_sr}  (then re-run cmake)")
   return()

@@ -30,6 +30,14 @@ if(NOT KEEL_ARM64_SYSROOT)
 endif()
 # try_compile projects re-read this file; hand them the same sysroot.
 list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES KEEL_ARM64_SYSROOT)
+get_property(_keel_in_try_compile GLOBAL PROPERTY IN_TRY_COMPILE)
+get_property(_keel_warned GLOBAL PROPERTY _KEEL_SYSROOT_WARNED)   # this file is read several times
+if(NOT _keel_in_try_compile AND NOT _keel_warned AND NOT EXISTS "${KEEL_ARM64_SYSROOT}/.keel-sysroot-stamp")
+  set_property(GLOBAL PROPERTY _KEEL_SYSROOT_WARNED TRUE)
+  message(WARNING "KEEL_ARM64_SYSROOT='${KEEL_ARM64_SYSROOT}' is not an arm64 sysroot yet: "
+                  "CLI11, doctest, mbedTLS and DPDK for aarch64 come from it. Build it with "
+                  "toolchains/arm64-sysroot.sh (or toolchains/setup.sh), then re-run cmake.")
+endif()
 
 set(CMAKE_FIND_ROOT_PATH "${KEEL_ARM64_SYSROOT}" /usr/aarch64-linux-gnu)
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)   # build tools run on the host

@@ -60,7 +60,8 @@ def fetch_kernel(cache):
     os.makedirs(cache, exist_ok=True)
     with open(os.path.join(cache, ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)   # parallel ctest runs download once
-        have = sorted(glob.glob(os.path.join(cache, "vmlinuz-*")), key=os.path.getmtime)
+        have = sorted((p for p in glob.glob(os.path.join(cache, "vmlinuz-*")) if not p.endswith(".tmp")),
+                      key=os.path.getmtime)
         if have:
             return have[-1]
         t0 = time.time()
@@ -236,6 +237,7 @@ def main():
     ap.add_argument("--cpu", default="cortex-a72")
     ap.add_argument("--timeout", type=float, default=240, help="seconds before QEMU is killed")
     ap.add_argument("--qemu", default="qemu-system-aarch64")
+    ap.add_argument("--no-strip", action="store_true", help="pack --keel as is (with debug info)")
     args = ap.parse_args()
 
     for what, p in (("--keel", args.keel), ("--init", args.init)):
@@ -251,7 +253,13 @@ def main():
 
     frames = udp_frames(args.frames)
     t0 = time.time()
-    build_initramfs(initrd, args.init, args.keel, pcap_bytes(frames), args.console, args.keel_args)
+    keel = args.keel
+    strip = shutil.which("aarch64-linux-gnu-strip")
+    if strip and not args.no_strip:
+        # Debug info triples the initramfs; the guest doesn't need it.
+        keel = os.path.join(work, "keel.stripped")
+        subprocess.run([strip, "-o", keel, args.keel], check=True)
+    build_initramfs(initrd, args.init, keel, pcap_bytes(frames), args.console, args.keel_args)
     log("initramfs %s: %.1f MiB (%.1f s)" % (initrd, os.path.getsize(initrd) / 2**20, time.time() - t0))
 
     cmd = [args.qemu, "-M", "virt", "-cpu", args.cpu, "-smp", str(args.smp), "-m", args.memory,

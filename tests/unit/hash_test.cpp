@@ -45,7 +45,8 @@ TEST_CASE("CRC32-C check values") {
 }
 
 TEST_CASE("the instruction and the portable table give identical values") {
-  MESSAGE(std::string("CRC instruction in this build: ") + (kHashHasCrcInstruction ? "yes" : "no (portable)"));
+  const std::string which = kHashHasCrcInstruction ? "yes" : "no (portable)";
+  MESSAGE("CRC instruction in this build: " << which);
   std::mt19937_64 rng(42);
   for (int i = 0; i < 100000; ++i) {
     uint32_t c = static_cast<uint32_t>(rng());
