@@ -13,6 +13,7 @@
 #include "cli/console.h"
 #include "control/system.h"
 #include "core/shutdown.h"
+#include "core/version.h"
 
 namespace {
 
@@ -91,6 +92,11 @@ int main(int argc, char** argv) {
                                     : "--exit-when-drained: inputs did not drain in 10 minutes"));
       }
     }
+  }
+  if (interactive) {
+    printf("keel %s on %s: %zu ports, %zu PMD threads. Type 'help' for the commands.\n", keel::kVersion,
+           std::string(system.board().name).c_str(), system.port_names().size(),
+           system.datapath().pmds().size());
   }
   int status = keel::cli::run_console(tree, STDIN_FILENO, stdout, stderr, interactive);
   system.shutdown();
