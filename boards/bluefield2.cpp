@@ -2,17 +2,10 @@
 // Two uplinks (p0, p1) and the host PF representor of each (pf0hpf,
 // pf1hpf), all through the mlx5 PMD in switchdev mode. Core 0 runs control;
 // cores 1-7 run PMDs.
-#include "boards/board.h"
+#include "boards/bluefield.h"
 
 namespace keel::boards {
 namespace {
-constexpr BoardPort kPorts[] = {
-    {"p0", hal::PortRole::uplink, "dpdk:0000:03:00.0"},
-    {"p1", hal::PortRole::uplink, "dpdk:0000:03:00.1"},
-    // representor=[65535] is mlx5's name for the host PF representor (pfNhpf).
-    {"pf0hpf", hal::PortRole::host_representor, "dpdk:0000:03:00.0,representor=[65535]"},
-    {"pf1hpf", hal::PortRole::host_representor, "dpdk:0000:03:00.1,representor=[65535]"},
-};
 constexpr int kPmdCores[] = {1, 2, 3, 4, 5, 6, 7};
 constexpr std::string_view kEal[] = {"-l",  "0-7", "--file-prefix", "keel",
                                      "-a",  "0000:03:00.0,dv_flow_en=1,representor=[65535]",
@@ -24,17 +17,14 @@ extern const Board kBlueField2{
     .name = "bluefield2",
     .description = "NVIDIA BlueField-2 DPU: 8x A72, ConnectX-6 Dx (mlx5), 2 uplinks",
     .backend = Backend::dpdk,
-    .ports = kPorts,
+    .ports = bluefield::kPorts,
     .pmd_cores = kPmdCores,
     .control_core = 0,
     .eal_args = kEal,
     .offload_flows = 524288,
     .pmd_idle_sleep_us = 0,
     .console_baud = 115200,
-    .default_config = "xconnect p0 pf0hpf\n"
-                      "xconnect pf0hpf p0\n"
-                      "xconnect p1 pf1hpf\n"
-                      "xconnect pf1hpf p1\n",
+    .default_config = bluefield::kDefaultConfig,
 };
 
 }  // namespace keel::boards

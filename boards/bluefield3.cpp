@@ -1,16 +1,10 @@
 // bluefield3: NVIDIA BlueField-3 DPU (16 Arm A78 cores, ConnectX-7, mlx5
 // with hardware steering). Two uplinks and their host PF representors.
 // Core 0 runs control; cores 1-15 run PMDs.
-#include "boards/board.h"
+#include "boards/bluefield.h"
 
 namespace keel::boards {
 namespace {
-constexpr BoardPort kPorts[] = {
-    {"p0", hal::PortRole::uplink, "dpdk:0000:03:00.0"},
-    {"p1", hal::PortRole::uplink, "dpdk:0000:03:00.1"},
-    {"pf0hpf", hal::PortRole::host_representor, "dpdk:0000:03:00.0,representor=[65535]"},
-    {"pf1hpf", hal::PortRole::host_representor, "dpdk:0000:03:00.1,representor=[65535]"},
-};
 constexpr int kPmdCores[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 // dv_flow_en=2: mlx5 hardware steering (HWS), the fast insertion path on BF3.
 constexpr std::string_view kEal[] = {"-l",  "0-15", "--file-prefix", "keel",
@@ -23,17 +17,14 @@ extern const Board kBlueField3{
     .name = "bluefield3",
     .description = "NVIDIA BlueField-3 DPU: 16x A78, ConnectX-7 (mlx5 HWS), 2 uplinks",
     .backend = Backend::dpdk,
-    .ports = kPorts,
+    .ports = bluefield::kPorts,
     .pmd_cores = kPmdCores,
     .control_core = 0,
     .eal_args = kEal,
     .offload_flows = 2097152,
     .pmd_idle_sleep_us = 0,
     .console_baud = 115200,
-    .default_config = "xconnect p0 pf0hpf\n"
-                      "xconnect pf0hpf p0\n"
-                      "xconnect p1 pf1hpf\n"
-                      "xconnect pf1hpf p1\n",
+    .default_config = bluefield::kDefaultConfig,
 };
 
 }  // namespace keel::boards

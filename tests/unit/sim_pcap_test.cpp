@@ -14,6 +14,7 @@
 
 #include "hal/sim/pcap_file.h"
 #include "keel/hal/backend.h"
+#include "sim_test_util.h"
 
 using namespace keel::hal;
 using keel::Result;
@@ -21,42 +22,10 @@ using Bytes = std::vector<uint8_t>;
 
 namespace {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): no setenv in tests
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/keel-pcap-XXXXXX";
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-std::unique_ptr<Backend> sim_backend(unsigned buffers = 4096) {
-  auto b = make_sim_backend(SimOptions{buffers});
-  REQUIRE(b.ok());
-  return std::move(b).value();
-}
-
-Result<std::unique_ptr<Port>> try_open(Backend& b, const std::string& name, const std::string& spec) {
-  auto s = parse_port_spec(name, spec);
-  REQUIRE_MESSAGE(s.ok(), s.status().message());
-  return b.open_port(s.value(), 1, 1);
-}
-
-std::unique_ptr<Port> open_ok(Backend& b, const std::string& name, const std::string& spec) {
-  auto p = try_open(b, name, spec);
-  REQUIRE_MESSAGE(p.ok(), p.status().message());
-  return std::move(p).value();
-}
+using keel::test::open_ok;
+using keel::test::sim_backend;
+using keel::test::TempDir;
+using keel::test::try_open;
 
 std::string open_error(Backend& b, const std::string& name, const std::string& spec) {
   auto p = try_open(b, name, spec);

@@ -20,6 +20,7 @@
 
 #include "hal/sim/sample_traffic.h"
 #include "keel/hal/backend.h"
+#include "sim_test_util.h"
 #include "keel/hal/cpu.h"
 
 using namespace keel::hal;
@@ -27,23 +28,10 @@ using keel::Result;
 
 namespace {
 
-std::unique_ptr<Backend> sim_backend(unsigned buffers = 1024) {
-  auto b = make_sim_backend(SimOptions{buffers});
-  REQUIRE(b.ok());
-  return std::move(b).value();
-}
-
-Result<std::unique_ptr<Port>> try_open(Backend& b, const std::string& name, const std::string& spec) {
-  auto s = parse_port_spec(name, spec);
-  REQUIRE_MESSAGE(s.ok(), s.status().message());
-  return b.open_port(s.value(), 1, 1);
-}
-
-std::unique_ptr<Port> open_ok(Backend& b, const std::string& name, const std::string& spec) {
-  auto p = try_open(b, name, spec);
-  REQUIRE_MESSAGE(p.ok(), p.status().message());
-  return std::move(p).value();
-}
+using keel::test::open_ok;
+using keel::test::sim_backend;
+using keel::test::TempDir;
+using keel::test::try_open;
 
 uint16_t csum_fold(const uint8_t* p, size_t n, uint32_t acc = 0) {
   for (size_t i = 0; i + 1 < n; i += 2) acc += uint32_t(p[i] << 8 | p[i + 1]);

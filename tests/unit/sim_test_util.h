@@ -1,0 +1,57 @@
+// Helpers shared by the sim-backend unit tests: a temporary directory and
+// opening sim ports from spec strings (failing the test on any error).
+#pragma once
+
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "keel/hal/backend.h"
+
+namespace keel::test {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): no setenv in tests
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/keel-test-XXXXXX";
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::unique_ptr<hal::Backend> sim_backend(unsigned buffers = 4096) {
+  auto b = hal::make_sim_backend(hal::SimOptions{buffers});
+  REQUIRE(b.ok());
+  return std::move(b).value();
+}
+
+inline Result<std::unique_ptr<hal::Port>> try_open(hal::Backend& b, const std::string& name,
+                                                   const std::string& spec) {
+  auto s = hal::parse_port_spec(name, spec);
+  REQUIRE_MESSAGE(s.ok(), s.status().message());
+  return b.open_port(s.value(), 1, 1);
+}
+
+inline std::unique_ptr<hal::Port> open_ok(hal::Backend& b, const std::string& name, const std::string& spec) {
+  auto p = try_open(b, name, spec);
+  REQUIRE_MESSAGE(p.ok(), p.status().message());
+  return std::move(p).value();
+}
+
+}  // namespace keel::test
