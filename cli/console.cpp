@@ -2,10 +2,10 @@
 // built once; every execute() resets the bound option values and parses.
 // CLI11 throws; exceptions end here and become Status messages.
 #include "cli/console.h"
+#include "cli/command_tree_impl.h"
 
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <sstream>
 
@@ -77,36 +77,6 @@ std::string cores_text(std::span<const int> cores) {
 
 }  // namespace
 
-struct CommandTree::Impl {
-  explicit Impl(control::System& s) : sys(s) {}
-
-  control::System& sys;
-  CLI::App app{"keel console", "keel"};
-  FILE* out = nullptr;
-  Status status;
-  bool* quit = nullptr;
-  // Values bound to options and positionals; reset before every parse.
-  std::string format, arg1, arg2;
-
-  void reset() {
-    format = "text";
-    arg1.clear();
-    arg2.clear();
-    status = {};
-  }
-  void print(const std::string& s) { fputs(s.c_str(), out); }
-
-  void add_format(CLI::App* cmd) {
-    cmd->add_option("--format", format, "output format")->check(CLI::IsMember({"text", "json"}));
-  }
-
-  void build();
-  void cmd_help();
-  void cmd_version();
-  void cmd_show_board();
-  void cmd_show_ports();
-};
-
 void CommandTree::Impl::build() {
   app.set_help_flag();  // `help` is a command; `<command> --help` still works
   app.require_subcommand(0, 1);
@@ -136,6 +106,8 @@ void CommandTree::Impl::build() {
   noxc->callback([this] { status = sys.no_xconnect(arg1); });
 
   auto quit_cb = [this] { *quit = true; };
+  add_datapath_commands(*this);
+
   app.add_subcommand("exit", "leave the console (shuts keel down)")->callback(quit_cb);
   app.add_subcommand("quit", "same as exit")->callback(quit_cb);
 }

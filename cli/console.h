@@ -39,8 +39,9 @@ class CommandTree {
   bool quit_requested() const { return quit_; }
   std::vector<std::string> command_names() const;
 
+  struct Impl;  // cli/command_tree_impl.h
+
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
   bool quit_ = false;
 };

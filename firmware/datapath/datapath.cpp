@@ -1,22 +1,52 @@
-// Datapath: port table, PMD threads, rx-queue assignment, drain detection.
+// Datapath: port table, PMD threads, rx-queue assignment, datapath flow
+// requests, drain detection.
 #include "datapath/datapath.h"
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
+#include "core/hash.h"
 #include "keel/hal/cpu.h"
 
 namespace keel::datapath {
+
+std::string format_ufid(const Ufid& u) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "ufid:%08x-%04x-%04x-%04x-%04x%08x", static_cast<unsigned>(u.hi >> 32),
+           static_cast<unsigned>((u.hi >> 16) & 0xffff), static_cast<unsigned>(u.hi & 0xffff),
+           static_cast<unsigned>(u.lo >> 48), static_cast<unsigned>((u.lo >> 32) & 0xffff),
+           static_cast<unsigned>(u.lo & 0xffffffff));
+  return buf;
+}
+
+std::optional<Ufid> parse_ufid(std::string_view s) {
+  if (s.substr(0, 5) == "ufid:") s.remove_prefix(5);
+  std::string hex;
+  for (char c : s) {
+    if (c == '-') continue;
+    if (!isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
+    hex += c;
+  }
+  if (hex.size() != 32) return std::nullopt;
+  Ufid u;
+  u.hi = std::stoull(hex.substr(0, 16), nullptr, 16);
+  u.lo = std::stoull(hex.substr(16), nullptr, 16);
+  return u;
+}
 
 Datapath::Datapath(DatapathConfig cfg) : cfg_(std::move(cfg)) {
   if (cfg_.pmd_cores.empty()) cfg_.pmd_cores.push_back(-1);
   for (auto& x : xconnect_) x.store(0, std::memory_order_relaxed);
   txq_locks_ = std::make_unique<std::atomic_flag[]>(kMaxPorts * hal::Port::kMaxQueues);
+  for (unsigned i = 0; i < cfg_.pmd_cores.size(); ++i)
+    pmds_.push_back(std::make_unique<Pmd>(*this, i, cfg_.pmd_cores[i], cfg_.pmd_idle_sleep_us, cfg_.pmd));
 }
 
 Datapath::~Datapath() {
   stop();
   stop_ports();
+  pmds_.clear();
 }
 
 Result<uint16_t> Datapath::add_port(std::unique_ptr<hal::Port> port) {
@@ -45,8 +75,6 @@ std::vector<hal::Port*> Datapath::ports() const {
 }
 
 void Datapath::set_xconnect(uint16_t in, std::optional<uint16_t> out) {
-  // release: pairs with nothing stronger than the PMD's relaxed load; the
-  // port object named is fully built before start() (see header).
   xconnect_[in].store(out.value_or(0), std::memory_order_release);
 }
 
@@ -55,12 +83,146 @@ std::optional<uint16_t> Datapath::xconnect(uint16_t in) const {
   return v ? std::optional<uint16_t>(v) : std::nullopt;
 }
 
+Result<Megaflow*> Datapath::build_megaflow(const flow::Match& match, const flow::DpActions* actions,
+                                           const Ufid& ufid) const {
+  if (match.mask.in_port != 0xffffffffu) return invalid("in_port must be matched exactly");
+  if (match.key.in_port == 0 || !port(static_cast<uint16_t>(std::min<uint32_t>(match.key.in_port, kMaxPorts - 1))) ||
+      match.key.in_port >= kMaxPorts)
+    return error(Errc::not_found, "in_port(" + std::to_string(match.key.in_port) + "): no such port");
+  flow::Match m = match;
+  m.mask.recirc_id = 0xffffffffu;  // the datapath always matches recirc_id exactly
+  m.apply_mask();
+  auto f = std::make_unique<Megaflow>();
+  if (!flow::compress(m.mask, f->mask)) return invalid("mask matches too many fields");
+  if (!flow::compress(m.key, f->mask.map, f->key)) return invalid("key matches too many fields");
+  f->in_port = m.key.in_port;
+  f->ufid = ufid;
+  if (actions) f->actions.store(new flow::DpActions(*actions), std::memory_order_relaxed);
+  return f.release();
+}
+
+namespace {
+Ufid ufid_of(const flow::Match& m) {
+  const uint64_t* k = m.key.words();
+  const uint64_t* w = m.mask.words();
+  uint32_t a = hash_words64(k, flow::kFlowWords, 0x6b65656c);
+  uint32_t b = hash_words64(w, flow::kFlowWords, a);
+  uint32_t c = hash_words64(k, flow::kFlowWords, b);
+  uint32_t d = hash_words64(w, flow::kFlowWords, c);
+  return {uint64_t{a} << 32 | b, uint64_t{c} << 32 | d};
+}
+}  // namespace
+
+Status Datapath::flow_put(const flow::Match& match, const flow::DpActions& actions, std::optional<Ufid> ufid,
+                          bool modify) {
+  reclaim();
+  // Every output port must exist.
+  Status bad_port;
+  flow::for_each_output_port(actions.bytes(), [&](uint32_t p) {
+    if (bad_port.ok() && (p >= kMaxPorts || !port(static_cast<uint16_t>(p))))
+      bad_port = error(Errc::not_found, "action output:" + std::to_string(p) + ": no such port");
+  });
+  if (!bad_port.ok()) return bad_port;
+
+  if (modify) {
+    auto tmpl = build_megaflow(match, nullptr, {});
+    if (!tmpl) return std::move(tmpl).take_status();
+    std::unique_ptr<Megaflow> t(*tmpl);
+    Status result;
+    for (auto& pmd : pmds_) {
+      FlowRequest req;
+      req.op = FlowRequest::Op::modify;
+      req.flow = t.get();
+      req.actions = new flow::DpActions(actions);
+      Status st = pmd->request(req);
+      delete req.actions;  // the old list (or the new one, if refused)
+      if (!st.ok()) result = st;
+    }
+    return result.ok() ? Status{} : result.prefix("dp-flow mod");
+  }
+
+  const Ufid id = ufid.value_or(ufid_of(match));
+  for (size_t i = 0; i < pmds_.size(); ++i) {
+    auto f = build_megaflow(match, &actions, id);
+    if (!f) return std::move(f).take_status();
+    FlowRequest req;
+    req.op = FlowRequest::Op::install;
+    req.flow = *f;
+    Status st = pmds_[i]->request(req);
+    if (!st.ok()) {
+      free_megaflow(*f);
+      // All or nothing: take back the copies already installed.
+      auto tmpl = build_megaflow(match, nullptr, {});
+      for (size_t j = 0; j < i && tmpl; ++j) {
+        FlowRequest undo;
+        undo.op = FlowRequest::Op::remove;
+        undo.flow = *tmpl;
+        (void)pmds_[j]->request(undo);
+      }
+      if (tmpl) free_megaflow(*tmpl);
+      return st;
+    }
+  }
+  return {};
+}
+
+Status Datapath::flow_del(const flow::Match& match) {
+  reclaim();
+  auto tmpl = build_megaflow(match, nullptr, {});
+  if (!tmpl) return std::move(tmpl).take_status();
+  std::unique_ptr<Megaflow> t(*tmpl);
+  bool any = false;
+  for (auto& pmd : pmds_) {
+    FlowRequest req;
+    req.op = FlowRequest::Op::remove;
+    req.flow = t.get();
+    any |= pmd->request(req).ok();
+  }
+  reclaim();
+  return any ? Status{} : error(Errc::not_found, "no such flow");
+}
+
+Status Datapath::flow_del(const Ufid& ufid) {
+  for (const FlowView& v : flow_dump())
+    if (v.ufid == ufid) return flow_del(v.match);
+  return error(Errc::not_found, "no flow " + format_ufid(ufid));
+}
+
+std::vector<FlowView> Datapath::flow_dump() const {
+  std::vector<FlowView> out;
+  for (const auto& pmd : pmds_) {
+    pmd->flows().for_each([&](const Megaflow& m) {
+      FlowView v;
+      v.pmd = pmd->index();
+      v.ufid = m.ufid;
+      flow::expand(m.mask, v.match.mask);
+      flow::expand(m.key, v.match.key);
+      const flow::DpActions* a = m.actions.load(std::memory_order_acquire);
+      v.actions = a ? flow::format_dp_actions(*a) : "drop";
+      v.packets = m.packets.load(std::memory_order_relaxed);
+      v.bytes = m.bytes.load(std::memory_order_relaxed);
+      v.used_ns = m.used_ns.load(std::memory_order_relaxed);
+      v.tcp_flags = m.tcp_flags.load(std::memory_order_relaxed);
+      v.mask_u0 = m.mask.map.count_u0();
+      v.mask_u1 = m.mask.map.count_u1();
+      out.push_back(std::move(v));
+    });
+  }
+  return out;
+}
+
+void Datapath::flow_flush() {
+  for (const FlowView& v : flow_dump()) (void)flow_del(v.match);
+  reclaim();
+}
+
+void Datapath::reclaim() {
+  for (auto& pmd : pmds_) pmd->flows().reclaim();
+}
+
 Status Datapath::start(std::vector<hal::Backend*> backends) {
   if (running_) return {};
-  const unsigned n = static_cast<unsigned>(cfg_.pmd_cores.size());
-  pmds_.clear();
-  for (unsigned i = 0; i < n; ++i)
-    pmds_.push_back(std::make_unique<Pmd>(*this, i, cfg_.pmd_cores[i], cfg_.pmd_idle_sleep_us));
+  const unsigned n = static_cast<unsigned>(pmds_.size());
 
   // rx queues round-robin over the PMDs, port by port.
   unsigned next = 0;
@@ -70,14 +232,12 @@ Status Datapath::start(std::vector<hal::Backend*> backends) {
   // tx queue q = pmd % n_txq; shared when the port has fewer queues than PMDs.
   txqs_.assign(n, {});
   for (hal::Port* p : ports())
-    for (unsigned i = 0; i < n; ++i)
-      txqs_[i][p->id()] = {static_cast<uint16_t>(i % p->n_txq()), p->n_txq() < n};
+    for (unsigned i = 0; i < n; ++i) txqs_[i][p->id()] = {static_cast<uint16_t>(i % p->n_txq()), p->n_txq() < n};
 
   for (auto& pmd : pmds_) {
     Status st = pmd->start(backends);
     if (!st.ok()) {
       for (auto& other : pmds_) other->stop();
-      pmds_.clear();
       return st;
     }
   }

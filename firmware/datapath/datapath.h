@@ -1,16 +1,19 @@
-// Datapath — the set of ports and PMD threads, and the forwarding state the
-// PMDs read.
+// Datapath — the ports, the PMD threads, and the control-thread API to the
+// forwarding state: cross-connects and datapath flows (megaflows).
 //
-// Life cycle: add_port() for every port, then start() (spawns the PMDs and
-// assigns rx queues round-robin), then forwarding; stop() joins the PMDs;
-// ports are stopped (outputs flushed) by stop_ports(). Ports cannot be added
+// Life cycle: add_port() for every port; flows and cross-connects may be set
+// at any time; start() assigns rx queues round-robin and starts the PMDs;
+// stop() joins them; stop_ports() flushes outputs. Ports cannot be added
 // after start() yet.
 //
-// Thread-safety: add_port/start/stop/stop_ports are called by the control
+// Flows: a datapath flow is installed in every PMD's table (as Open
+// vSwitch's dpctl/add-flow does), all or nothing: if one PMD refuses, the
+// copies already installed are removed again.
+//
+// Thread-safety: every method except the "PMD side" ones is for the control
 // thread only. The cross-connect table is written by the control thread and
-// read by the PMDs: each entry is one atomic port index written with a
-// release store and read with a relaxed load (the port object it names is
-// immutable while PMDs run, so no ordering beyond the index is needed).
+// read by the PMDs: one atomic port number per entry, release store /
+// relaxed load (the port object it names is immutable while PMDs run).
 #pragma once
 
 #include <array>
@@ -18,20 +21,35 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "datapath/pmd.h"
+#include "flow/dp_actions.h"
+#include "flow/match.h"
 #include "keel/hal/backend.h"
 #include "keel/hal/port.h"
 
 namespace keel::datapath {
 
-inline constexpr unsigned kMaxPorts = 256;
+inline constexpr unsigned kMaxPorts = kMaxDpPorts;
 
 struct DatapathConfig {
-  std::vector<int> pmd_cores;    // one PMD per entry; -1 = unpinned
+  std::vector<int> pmd_cores;  // one PMD per entry; -1 = unpinned
   uint32_t pmd_idle_sleep_us = 0;
+  PmdConfig pmd;
+};
+
+// A megaflow as the control thread sees it (one per PMD that holds it).
+struct FlowView {
+  unsigned pmd;
+  Ufid ufid;
+  flow::Match match;
+  std::string actions;  // datapath actions text
+  uint64_t packets, bytes, used_ns;
+  uint16_t tcp_flags;
+  unsigned mask_u0, mask_u1;  // miniflow_bits of the mask
 };
 
 class Datapath {
@@ -45,9 +63,23 @@ class Datapath {
   hal::Port* find_port(std::string_view name) const;
   std::vector<hal::Port*> ports() const;
 
-  // Every packet received on `in` leaves through `out`; nullopt removes it.
+  // Every packet received on `in` leaves through `out` without lookup;
+  // nullopt removes it.
   void set_xconnect(uint16_t in, std::optional<uint16_t> out);
   std::optional<uint16_t> xconnect(uint16_t in) const;
+
+  // --- datapath flows ---
+  // Installs a megaflow (in_port must be exact; recirc_id is made exact).
+  // With `modify`, an existing flow with the same key/mask gets the new
+  // actions instead (error if there is none, like dpctl/mod-flow).
+  Status flow_put(const flow::Match& match, const flow::DpActions& actions, std::optional<Ufid> ufid,
+                  bool modify);
+  Status flow_del(const flow::Match& match);
+  Status flow_del(const Ufid& ufid);
+  std::vector<FlowView> flow_dump() const;
+  void flow_flush();
+  // Frees flows the PMDs have retired (called by the control thread).
+  void reclaim();
 
   Status start(std::vector<hal::Backend*> backends);
   bool running() const { return running_; }
@@ -62,11 +94,8 @@ class Datapath {
   bool wait_drained(uint64_t timeout_ms);
 
   // --- PMD side ---
-  uint16_t xconnect_fast(uint16_t in) const {
-    return xconnect_[in].load(std::memory_order_relaxed);
-  }
+  uint16_t xconnect_fast(uint16_t in) const { return xconnect_[in].load(std::memory_order_relaxed); }
   hal::Port* port_fast(uint16_t id) const { return ports_[id].get(); }
-  // The tx queue PMD `pmd` uses on port `id`, and whether it is shared.
   struct TxQueue {
     uint16_t queue = 0;
     bool shared = false;
@@ -76,6 +105,9 @@ class Datapath {
   void unlock_txq(uint16_t id, uint16_t q);
 
  private:
+  Result<Megaflow*> build_megaflow(const flow::Match& match, const flow::DpActions* actions,
+                                   const Ufid& ufid) const;
+
   DatapathConfig cfg_;
   std::array<std::unique_ptr<hal::Port>, kMaxPorts> ports_{};
   uint16_t n_ports_ = 0;
@@ -86,5 +118,9 @@ class Datapath {
   std::unique_ptr<std::atomic_flag[]> txq_locks_;
   bool running_ = false;
 };
+
+// UFID text "ufid:xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" both ways.
+std::string format_ufid(const Ufid& u);
+std::optional<Ufid> parse_ufid(std::string_view s);
 
 }  // namespace keel::datapath

@@ -55,6 +55,17 @@ void Emc::clear() noexcept {
   for (unsigned i = 0; i < kEntries; ++i) entries_[i].flow = nullptr;
 }
 
+void Emc::sweep(unsigned n) noexcept {
+  for (unsigned i = 0; i < n; ++i) {
+    Entry& e = entries_[sweep_pos_];
+    if (e.flow && !e.flow->alive()) e.flow = nullptr;
+    if (++sweep_pos_ == kEntries) {
+      sweep_pos_ = 0;
+      ++generation_;
+    }
+  }
+}
+
 unsigned Emc::occupied() const noexcept {
   unsigned n = 0;
   for (unsigned i = 0; i < kEntries; ++i) n += entries_[i].flow != nullptr;

@@ -60,6 +60,13 @@ class Emc {
 
   unsigned occupied() const noexcept;
 
+  // Incremental sweep: clears the entries of dead flows among the next `n`
+  // entries. generation() counts completed passes over the whole cache: a
+  // flow that died at generation G is referenced by no entry once
+  // generation() >= G + 2 (the pass running at G may have passed its entry).
+  void sweep(unsigned n) noexcept;
+  uint64_t generation() const noexcept { return generation_; }
+
  private:
   struct Entry {
     Megaflow* flow = nullptr;
@@ -71,6 +78,8 @@ class Emc {
   std::unique_ptr<Entry[]> entries_;
   uint32_t inv_prob_ = 100;
   uint32_t rng_ = 0x9e3779b9u;
+  unsigned sweep_pos_ = 0;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace keel::datapath

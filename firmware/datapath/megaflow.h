@@ -18,9 +18,11 @@
 
 #include "flow/miniflow.h"
 
-namespace keel::datapath {
+namespace keel::flow {
+class DpActions;  // encoded datapath actions (flow/dp_actions.h)
+}
 
-struct DpActions;  // encoded actions (actions.h)
+namespace keel::datapath {
 
 // The 128-bit flow id (UFID) of Open vSwitch.
 struct Ufid {
@@ -33,8 +35,9 @@ struct alignas(64) Megaflow {
   uint32_t in_port = 0;
   uint32_t index = 0;       // slot in the owning PMD's flow table
   void* dpcls_rule = nullptr;
+  uint64_t dead_sweep = 0;  // owning PMD: EMC sweep generation when it died
   std::atomic<bool> dead{false};
-  std::atomic<const DpActions*> actions{nullptr};
+  std::atomic<const flow::DpActions*> actions{nullptr};  // owned by the flow
 
   std::atomic<uint64_t> packets{0}, bytes{0};
   std::atomic<uint64_t> used_ns{0};  // hal::now_ns() of the last hit, 0 = never

@@ -1,5 +1,8 @@
-// The PMD loop. Cost at this stage: one rx burst, one table load, one tx
-// burst per port per iteration; per packet only the port's counter sums.
+// The PMD loop and the per-burst pipeline.
+//
+// Cost per burst: one rx call, parse_burst (see packet/parser.h), one EMC
+// probe per packet, SMC/dpcls only for EMC misses, one execute call per
+// megaflow in the burst, one tx call per output port.
 #include "datapath/pmd.h"
 
 #include <time.h>
@@ -8,26 +11,43 @@
 #include <string>
 
 #include "datapath/datapath.h"
+#include "flow/dp_actions.h"
+#include "flow/flow_text.h"
 #include "keel/hal/cpu.h"
 
 namespace keel::datapath {
 
 namespace {
-// Housekeeping (idle back-off decisions) runs every this many iterations.
 constexpr unsigned kHousekeepingEvery = 1024;
+constexpr unsigned kEmcSweepPerIteration = 256;
 
-void bump(std::atomic<uint64_t>& c, uint64_t n) {
-  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+// Single-writer counter: load + store, no locked instruction.
+inline void bump(std::atomic<uint64_t>& c, uint64_t n) {
+  if (n) c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 }  // namespace
 
-Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us)
-    : dp_(dp), index_(index), core_(core), idle_sleep_us_(idle_sleep_us) {}
+Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const PmdConfig& cfg)
+    : dp_(dp),
+      index_(index),
+      core_(core),
+      idle_sleep_us_(idle_sleep_us),
+      table_(cfg.flow_capacity),
+      emc_(std::make_unique<Emc>()),
+      smc_(std::make_unique<Smc>()),
+      emc_insert_inv_prob_(cfg.emc_insert_inv_prob),
+      smc_enable_(cfg.smc_enable),
+      exec_(std::make_unique<ExecContext>()),
+      parsed_(std::make_unique<packet::ParsedPacket[]>((kMaxRecircDepth + 1) * hal::kMaxBurst)) {
+  exec_->tx.set_flush(&Pmd::flush_cb, this);
+  emc_->set_insert_inv_prob(cfg.emc_insert_inv_prob);
+}
 
 Pmd::~Pmd() { stop(); }
 
 Status Pmd::start(std::vector<hal::Backend*> backends) {
   backends_ = std::move(backends);
+  exec_->backend = backends_.empty() ? nullptr : backends_.front();
   quit_.store(false, std::memory_order_relaxed);
   started_.store(0, std::memory_order_relaxed);
   thread_ = std::thread([this] { run(); });
@@ -46,16 +66,88 @@ void Pmd::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+Status Pmd::request(FlowRequest& req) {
+  if (!running()) {
+    apply(req);
+    return req.result;
+  }
+  req.done.store(false, std::memory_order_relaxed);
+  if (!requests_.push(&req)) return error(Errc::unavailable, "pmd" + std::to_string(index_) + ": request ring full");
+  // The PMD answers within an iteration; bounded so a wedged PMD is an error.
+  const uint64_t deadline = hal::now_ns() + 5'000'000'000ull;
+  while (!req.done.load(std::memory_order_acquire)) {
+    if (hal::now_ns() > deadline) return error(Errc::unavailable, "pmd" + std::to_string(index_) + " did not answer");
+    timespec ts{0, 20'000};
+    nanosleep(&ts, nullptr);
+  }
+  return req.result;
+}
+
+void Pmd::apply(FlowRequest& req) {
+  switch (req.op) {
+    case FlowRequest::Op::install:
+      req.result = table_.install(req.flow);
+      break;
+    case FlowRequest::Op::remove: {
+      Megaflow* f = table_.find(*req.flow);
+      if (!f) req.result = error(Errc::not_found, "no such flow");
+      else table_.remove(f, emc_->generation());
+      break;
+    }
+    case FlowRequest::Op::modify: {
+      Megaflow* f = table_.find(*req.flow);
+      if (!f) {
+        req.result = error(Errc::not_found, "no such flow");
+      } else {
+        // release: the control thread reading actions sees a complete list.
+        req.actions = f->actions.exchange(req.actions, std::memory_order_acq_rel);
+      }
+      break;
+    }
+    case FlowRequest::Op::dpcls_info:
+      for (uint32_t port = 0; port < kMaxDpPorts; ++port)
+        if (const Dpcls* cls = table_.dpcls(port)) req.info->emplace_back(port, cls->info());
+      break;
+  }
+  if (!running() && req.op != FlowRequest::Op::dpcls_info) {
+    // Nobody will sweep the EMC: forget dead flows now.
+    emc_->clear();
+    table_.release_swept(~uint64_t{0} - 2);
+  }
+  req.done.store(true, std::memory_order_release);
+}
+
+void Pmd::drain_requests() {
+  FlowRequest* req;
+  while (requests_.pop(req)) apply(*req);
+}
+
 PmdCounters Pmd::counters() const {
   auto ld = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
-  return {ld(iterations_), ld(rx_packets_),  ld(tx_packets_),
-          ld(dropped_no_route_), ld(busy_cycles_), ld(idle_cycles_)};
+  PmdCounters v{ld(c_.iterations),    ld(c_.rx_packets),       ld(c_.recirculations), ld(c_.xconnect_hits),
+                ld(c_.emc_hits),      ld(c_.smc_hits),         ld(c_.megaflow_hits),  ld(c_.subtable_lookups),
+                ld(c_.misses),        ld(c_.lost),             ld(c_.recirc_too_deep), ld(c_.malformed),
+                ld(c_.tx_batches),    ld(c_.tx_batch_packets), ld(c_.invalid_port),   ld(c_.exec_dropped),
+                ld(c_.busy_cycles),   ld(c_.idle_cycles)};
+  const PmdCounters& b = baseline_;
+  v.rx_packets -= b.rx_packets, v.recirculations -= b.recirculations, v.xconnect_hits -= b.xconnect_hits;
+  v.emc_hits -= b.emc_hits, v.smc_hits -= b.smc_hits, v.megaflow_hits -= b.megaflow_hits;
+  v.subtable_lookups -= b.subtable_lookups, v.misses -= b.misses, v.lost -= b.lost;
+  v.recirc_too_deep -= b.recirc_too_deep, v.malformed -= b.malformed, v.tx_batches -= b.tx_batches;
+  v.tx_batch_packets -= b.tx_batch_packets, v.invalid_port -= b.invalid_port;
+  v.exec_dropped -= b.exec_dropped, v.busy_cycles -= b.busy_cycles, v.idle_cycles -= b.idle_cycles;
+  return v;
+}
+
+void Pmd::clear_counters() {
+  baseline_ = {};
+  baseline_ = counters();
+  baseline_.iterations = 0;
 }
 
 void Pmd::run() {
   hal::name_current_thread("pmd" + std::to_string(index_));
-  Status st;
-  st = core_ >= 0 ? hal::pin_current_thread(static_cast<unsigned>(core_)) : hal::unpin_current_thread();
+  Status st = core_ >= 0 ? hal::pin_current_thread(static_cast<unsigned>(core_)) : hal::unpin_current_thread();
   size_t inited = 0;
   for (; st.ok() && inited < backends_.size(); ++inited) st = backends_[inited]->thread_init();
   if (!st.ok()) {
@@ -76,42 +168,210 @@ void Pmd::run() {
       uint16_t n = rxq.port->rx(rxq.queue, burst);
       if (n) {
         got += n;
-        forward(*rxq.port, rxq.queue, std::span(burst.data(), n));
+        receive(*rxq.port, rxq.queue, std::span(burst.data(), n));
       }
     }
     uint64_t now = hal::cycles();
-    bump(got ? busy_cycles_ : idle_cycles_, now - last);
+    bump(got ? c_.busy_cycles : c_.idle_cycles, now - last);
     last = now;
-    if (got) bump(rx_packets_, got);
+    bump(c_.rx_packets, got);
     idle_iters = got ? 0 : idle_iters + 1;
-    iterations_.store(++iter, std::memory_order_release);  // see iterations()
 
-    if (iter % kHousekeepingEvery == 0 || (idle_sleep_us_ && idle_iters > kHousekeepingEvery)) {
+    drain_requests();
+    if (table_.has_dead()) {
+      emc_->sweep(kEmcSweepPerIteration);
+      table_.release_swept(emc_->generation());
+    }
+    c_.iterations.store(++iter, std::memory_order_release);  // see iterations()
+
+    if (iter % kHousekeepingEvery == 0) housekeeping();
+    if (idle_sleep_us_ && idle_iters > kHousekeepingEvery) {
       // A host board shares its CPUs: back off while there is nothing to do.
-      if (idle_sleep_us_ && idle_iters > kHousekeepingEvery) {
-        timespec ts{0, static_cast<long>(idle_sleep_us_) * 1000};
-        nanosleep(&ts, nullptr);
-        last = hal::cycles();  // sleeping is neither busy nor polling
-      }
+      timespec ts{0, static_cast<long>(idle_sleep_us_) * 1000};
+      nanosleep(&ts, nullptr);
+      last = hal::cycles();  // sleeping is neither busy nor polling
     }
   }
+  exec_->release_all();
   for (hal::Backend* b : backends_) b->thread_exit();
 }
 
-void Pmd::forward(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts) {
-  uint16_t out_id = dp_.xconnect_fast(in.id());
-  hal::Port* out = out_id ? dp_.port_fast(out_id) : nullptr;
-  if (!out) {
-    hal::release_burst(pkts);
-    in.count_rx_dropped(q, pkts.size());
-    bump(dropped_no_route_, pkts.size());
+void Pmd::housekeeping() {
+  for (const RxQueue& rxq : rxqs_)
+    if (Dpcls* cls = table_.dpcls(rxq.port->id())) cls->resort();
+  emc_->set_insert_inv_prob(emc_insert_inv_prob_.load(std::memory_order_relaxed));
+}
+
+void Pmd::receive(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts) {
+  // A cross-connected port skips classification entirely.
+  if (uint16_t out_id = dp_.xconnect_fast(in.id())) {
+    bump(c_.xconnect_hits, pkts.size());
+    send(out_id, pkts);
     return;
   }
-  Datapath::TxQueue tq = dp_.txq(index_, out_id);
-  if (tq.shared) dp_.lock_txq(out_id, tq.queue);
-  uint16_t sent = out->tx(tq.queue, pkts);
-  if (tq.shared) dp_.unlock_txq(out_id, tq.queue);
-  bump(tx_packets_, sent);
+  (void)q;
+  process(pkts, 0);
+  flush_outputs();
+}
+
+void Pmd::process(std::span<hal::Packet* const> pkts, unsigned depth) {
+  const unsigned n = static_cast<unsigned>(pkts.size());
+  packet::ParsedPacket* parsed = &parsed_[depth * hal::kMaxBurst];
+  bump(c_.malformed, packet::parse_burst(pkts, std::span(parsed, n), parser_));
+
+  std::array<Megaflow*, hal::kMaxBurst> flows{};
+  const bool emc_on = emc_->enabled();
+  const bool smc_on = smc_enable_.load(std::memory_order_relaxed);
+  uint64_t emc_hits = 0, smc_hits = 0, mf_hits = 0, misses = 0;
+
+  // 1. EMC, then SMC (verified against the flow's mask and key).
+  std::array<const flow::Miniflow*, hal::kMaxBurst> miss_keys;
+  std::array<uint8_t, hal::kMaxBurst> miss_idx;
+  unsigned n_miss = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    const packet::ParsedPacket& pp = parsed[i];
+    Megaflow* f = emc_on ? emc_->lookup(pp.key, pp.hash) : nullptr;
+    if (f) {
+      ++emc_hits;
+    } else if (smc_on) {
+      uint32_t idx = smc_->lookup(pp.hash);
+      if (idx != Smc::kNone && idx < table_.capacity()) {
+        Megaflow* c = table_.at(idx);
+        if (c && c->alive() && flow::equal_masked(pp.key, c->mask, c->key)) {
+          f = c;
+          ++smc_hits;
+          if (emc_on && emc_->should_insert()) emc_->insert(pp.key, pp.hash, f);
+        }
+      }
+    }
+    if (f) {
+      flows[i] = f;
+    } else {
+      miss_keys[n_miss] = &pp.key;
+      miss_idx[n_miss++] = static_cast<uint8_t>(i);
+    }
+  }
+
+  // 2. dpcls of the input port (a burst comes from one port; recirculated
+  // packets keep their input port).
+  if (n_miss) {
+    std::array<DpclsRule*, hal::kMaxBurst> rules{};
+    uint32_t probed = 0;
+    Dpcls* cls = table_.dpcls(pkts[miss_idx[0]]->in_port());
+    uint32_t found = cls ? cls->lookup(std::span(miss_keys.data(), n_miss), rules.data(), &probed) : 0;
+    bump(c_.subtable_lookups, probed);
+    for (unsigned m = 0; m < n_miss; ++m) {
+      const unsigned i = miss_idx[m];
+      if (!((found >> m) & 1)) continue;
+      Megaflow* f = static_cast<Megaflow*>(rules[m]->flow);
+      flows[i] = f;
+      ++mf_hits;
+      const packet::ParsedPacket& pp = parsed[i];
+      if (emc_on && emc_->should_insert()) emc_->insert(pp.key, pp.hash, f);
+      if (smc_on) smc_->insert(pp.hash, f->index);
+    }
+  }
+
+  // 3. Misses: no slow path yet, so each is lost (counted, released).
+  for (unsigned i = 0; i < n; ++i) {
+    if (!flows[i]) {
+      ++misses;
+      hal::release(pkts[i]);
+    }
+  }
+  bump(c_.emc_hits, emc_hits);
+  bump(c_.smc_hits, smc_hits);
+  bump(c_.megaflow_hits, mf_hits);
+  bump(c_.misses, misses);
+  bump(c_.lost, misses);
+
+  // 4. Group by megaflow (in first-seen order) and execute each group once.
+  const uint64_t now = hal::now_ns();
+  const uint64_t exec_dropped_before = exec_->counters.dropped + exec_->counters.tx_overflow +
+                                       exec_->counters.recirc_overflow + exec_->counters.no_headroom +
+                                       exec_->counters.unsupported + exec_->counters.copy_failed;
+  std::array<ExecPacket, hal::kMaxBurst> batch;
+  uint32_t done = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    if (!flows[i] || ((done >> i) & 1)) continue;
+    Megaflow* f = flows[i];
+    unsigned nb = 0;
+    uint64_t bytes = 0;
+    uint16_t tcp_flags = 0;
+    for (unsigned j = i; j < n; ++j) {
+      if (flows[j] != f) continue;
+      done |= 1u << j;
+      batch[nb++] = {pkts[j], &parsed[j].ofs, &parsed[j].key};
+      bytes += pkts[j]->len();
+      // Word 69's top byte is nw_proto; word 72 carries tcp_flags for TCP only.
+      if ((parsed[j].key.get(KEEL_FLOW_WORD(ipv6_label)) >> 56) == 6)
+        tcp_flags |= static_cast<uint16_t>(parsed[j].key.get(KEEL_FLOW_WORD(tcp_flags)) >> 48);
+    }
+    f->account(nb, bytes, flow::text::ntoh16(tcp_flags), now);
+    const flow::DpActions* acts = f->actions.load(std::memory_order_relaxed);
+    if (acts) {
+      execute_actions(*exec_, std::span(batch.data(), nb), *acts);
+    } else {
+      for (unsigned b = 0; b < nb; ++b) hal::release(batch[b].pkt);
+    }
+  }
+  const uint64_t exec_dropped_after = exec_->counters.dropped + exec_->counters.tx_overflow +
+                                      exec_->counters.recirc_overflow + exec_->counters.no_headroom +
+                                      exec_->counters.unsupported + exec_->counters.copy_failed;
+  bump(c_.exec_dropped, exec_dropped_after - exec_dropped_before);
+
+  // 5. Slow-path requests (userspace()): no slow path yet -> lost.
+  if (exec_->upcalls.n) {
+    for (const UpcallRequest& r : exec_->upcalls.requests()) hal::release(r.pkt);
+    bump(c_.lost, exec_->upcalls.n);
+    exec_->upcalls.clear();
+  }
+
+  // 6. Recirculation: another pass with the new recirc_id, bounded depth.
+  if (exec_->recirc.n) {
+    std::array<hal::Packet*, kExecRecircCap> again;
+    const unsigned nr = exec_->recirc.n;
+    for (unsigned i = 0; i < nr; ++i) again[i] = exec_->recirc.pkts[i];
+    exec_->recirc.clear();
+    if (depth + 1 > kMaxRecircDepth) {
+      for (unsigned i = 0; i < nr; ++i) hal::release(again[i]);
+      bump(c_.recirc_too_deep, nr);
+      return;
+    }
+    bump(c_.recirculations, nr);
+    for (unsigned off = 0; off < nr; off += hal::kMaxBurst) {
+      unsigned cnt = std::min<unsigned>(hal::kMaxBurst, nr - off);
+      process(std::span(again.data() + off, cnt), depth + 1);
+    }
+  }
+}
+
+void Pmd::flush_cb(void* arg, uint32_t port, std::span<hal::Packet* const> pkts) noexcept {
+  static_cast<Pmd*>(arg)->send(port, pkts);
+}
+
+void Pmd::flush_outputs() {
+  for (const OutputBatch& b : exec_->tx.active()) send(b.port, b.packets());
+  exec_->tx.clear();
+}
+
+void Pmd::send(uint32_t port_id, std::span<hal::Packet* const> pkts) noexcept {
+  hal::Port* out = port_id < kMaxDpPorts ? dp_.port_fast(static_cast<uint16_t>(port_id)) : nullptr;
+  if (!out) {
+    hal::release_burst(pkts);
+    bump(c_.invalid_port, pkts.size());
+    return;
+  }
+  bump(c_.tx_batches, 1);
+  bump(c_.tx_batch_packets, pkts.size());
+  Datapath::TxQueue tq = dp_.txq(index_, static_cast<uint16_t>(port_id));
+  // Port::tx takes at most a burst; larger batches go in slices.
+  for (size_t off = 0; off < pkts.size(); off += hal::kMaxBurst) {
+    auto slice = pkts.subspan(off, std::min<size_t>(hal::kMaxBurst, pkts.size() - off));
+    if (tq.shared) dp_.lock_txq(static_cast<uint16_t>(port_id), tq.queue);
+    out->tx(tq.queue, slice);
+    if (tq.shared) dp_.unlock_txq(static_cast<uint16_t>(port_id), tq.queue);
+  }
 }
 
 }  // namespace keel::datapath

@@ -1,40 +1,87 @@
 // Pmd — one poll-mode thread: polls its rx queues in bursts of up to 32 and
-// runs each burst to completion.
+// runs each burst to completion:
 //
-// At this stage a burst is forwarded by the port cross-connect table
-// (`xconnect IN OUT`): every packet received on IN is sent out of OUT. The
-// classifier (EMC, SMC, dpcls) replaces that lookup in a later step; the
-// loop's shape stays: rx burst -> decide -> tx burst, packets every
-// iteration, everything else every kHousekeepingEvery iterations.
+//   rx -> [xconnect? -> tx]                      port cross-connect (no lookup)
+//      -> parse (key + hash) -> EMC -> SMC -> dpcls -> execute actions -> tx
+//                                                  miss -> counted as lost
+//                                                  (the slow path arrives with
+//                                                  the OpenFlow layer)
+//      recirc(id) re-enters the pipeline with the new recirc_id, at most
+//      kMaxRecircDepth times per packet.
 //
-// Thread-safety: the PMD thread is the only writer of its counters and
-// iteration count; other threads read them with relaxed (counters) or
-// acquire (iterations) loads. Its rx queue list and tx queue assignment are
-// fixed before start() and read-only afterwards. The cross-connect table
-// belongs to the Datapath (see datapath.h). A tx queue shared with another
-// PMD (port with fewer tx queues than PMDs) is taken with its spinlock, as
-// Open vSwitch does for its dynamic tx queues; an unshared one takes none.
+// Packets every iteration; between bursts the PMD applies flow requests
+// posted to its ring (install, remove, modify: it is the only writer of its
+// flow table, EMC and SMC), and every kHousekeepingEvery iterations it
+// re-ranks its dpcls subtables and sweeps its EMC for dead flows.
+//
+// Thread-safety: the PMD thread is the only writer of its caches, flow
+// table and counters. Counters are relaxed atomics written once per burst
+// (single writer: load + store) and read by anyone. Other threads talk to it
+// only through post() (a bounded MPMC ring; the poster waits for `done`,
+// which the PMD sets with a release store after filling `result`). Before
+// start() and after stop(), the control thread may call apply() directly.
+// A tx queue shared with another PMD is taken with its spinlock (as Open
+// vSwitch's dynamic txqs); an unshared one takes none.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <thread>
 #include <vector>
 
+#include "core/ring.h"
+#include "datapath/emc.h"
+#include "datapath/execute.h"
+#include "datapath/flow_table.h"
+#include "datapath/smc.h"
 #include "keel/hal/backend.h"
 #include "keel/hal/port.h"
+#include "packet/parser.h"
 
 namespace keel::datapath {
 
 class Datapath;
 
+inline constexpr unsigned kMaxRecircDepth = 6;  // as Open vSwitch's MAX_RECIRC_DEPTH
+
+// pmd-stats-show counters.
 struct PmdCounters {
   uint64_t iterations = 0;
-  uint64_t rx_packets = 0;
-  uint64_t tx_packets = 0;
-  uint64_t dropped_no_route = 0;  // received, no cross-connect for the port
+  uint64_t rx_packets = 0;        // packets received
+  uint64_t recirculations = 0;    // extra datapath passes
+  uint64_t xconnect_hits = 0;     // forwarded by a port cross-connect, no lookup
+  uint64_t emc_hits = 0;
+  uint64_t smc_hits = 0;
+  uint64_t megaflow_hits = 0;     // dpcls
+  uint64_t subtable_lookups = 0;  // sum of the rank of the subtable that matched
+  uint64_t misses = 0;            // no megaflow
+  uint64_t lost = 0;              // misses that could not go to the slow path
+  uint64_t recirc_too_deep = 0;   // dropped: recirculated more than kMaxRecircDepth times
+  uint64_t malformed = 0;         // parsed with a partial key
+  uint64_t tx_batches = 0, tx_batch_packets = 0;  // output batches sent
+  uint64_t invalid_port = 0;      // output to a port that doesn't exist
+  uint64_t exec_dropped = 0;      // by the executor (drop action, queue overflow, no headroom ...)
   uint64_t busy_cycles = 0;
   uint64_t idle_cycles = 0;
+};
+
+// A flow request from another thread (see FlowTable for the life cycle).
+struct FlowRequest {
+  enum class Op : uint8_t { install, remove, modify, dpcls_info };
+  Op op = Op::install;
+  Megaflow* flow = nullptr;  // install: the new flow; remove/modify: a template (in_port, mask, key)
+  const flow::DpActions* actions = nullptr;  // modify: the new list; afterwards the old one
+  // dpcls_info: filled with (in_port, subtables in rank order) per classifier.
+  std::vector<std::pair<uint32_t, std::vector<SubtableInfo>>>* info = nullptr;
+  Status result;
+  std::atomic<bool> done{false};
+};
+
+struct PmdConfig {
+  uint32_t flow_capacity = 65536;
+  uint32_t emc_insert_inv_prob = 100;
+  bool smc_enable = false;
 };
 
 class Pmd {
@@ -44,7 +91,7 @@ class Pmd {
     uint16_t queue;
   };
 
-  Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us);
+  Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const PmdConfig& cfg);
   ~Pmd();
   Pmd(const Pmd&) = delete;
   Pmd& operator=(const Pmd&) = delete;
@@ -58,15 +105,43 @@ class Pmd {
 
   Status start(std::vector<hal::Backend*> backends);
   void stop();  // asks the thread to finish and joins it; idempotent
+  bool running() const { return thread_.joinable(); }
+
+  // Another thread's flow request: applied by the PMD between bursts, or at
+  // once on the caller's thread when the PMD is not running. Returns the
+  // request's result; false from post() means the ring was full.
+  Status request(FlowRequest& req);
 
   // Completed loop iterations; a reader that sees N+2 after seeing N knows a
   // whole iteration ran after its first read (used to wait for a drain).
-  uint64_t iterations() const { return iterations_.load(std::memory_order_acquire); }
+  uint64_t iterations() const { return c_.iterations.load(std::memory_order_acquire); }
   PmdCounters counters() const;
+  void clear_counters();  // resets the reported values (baseline kept by the reader side)
+
+  FlowTable& flows() { return table_; }
+  const FlowTable& flows() const { return table_; }
+  const packet::ParserCounters& parser_counters() const { return parser_; }
+
+  void set_emc_insert_inv_prob(uint32_t v) { emc_insert_inv_prob_.store(v, std::memory_order_relaxed); }
+  void set_smc_enable(bool on) { smc_enable_.store(on, std::memory_order_relaxed); }
 
  private:
+  struct AtomicCounters {
+    std::atomic<uint64_t> iterations{0}, rx_packets{0}, recirculations{0}, xconnect_hits{0}, emc_hits{0},
+        smc_hits{0}, megaflow_hits{0}, subtable_lookups{0}, misses{0}, lost{0}, recirc_too_deep{0},
+        malformed{0}, tx_batches{0}, tx_batch_packets{0}, invalid_port{0}, exec_dropped{0},
+        busy_cycles{0}, idle_cycles{0};
+  };
+
   void run();
-  void forward(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts);
+  void apply(FlowRequest& req);
+  void drain_requests();
+  void housekeeping();
+  void receive(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts);
+  void process(std::span<hal::Packet* const> pkts, unsigned depth);
+  void send(uint32_t port, std::span<hal::Packet* const> pkts) noexcept;
+  void flush_outputs();
+  static void flush_cb(void* arg, uint32_t port, std::span<hal::Packet* const> pkts) noexcept;
 
   Datapath& dp_;
   const unsigned index_;
@@ -79,9 +154,19 @@ class Pmd {
   Status start_status_;
   std::atomic<int> started_{0};  // 0 starting, 1 running, -1 failed
 
-  alignas(64) std::atomic<uint64_t> iterations_{0};
-  std::atomic<uint64_t> rx_packets_{0}, tx_packets_{0}, dropped_no_route_{0};
-  std::atomic<uint64_t> busy_cycles_{0}, idle_cycles_{0};
+  FlowTable table_;
+  std::unique_ptr<Emc> emc_;
+  std::unique_ptr<Smc> smc_;
+  std::atomic<uint32_t> emc_insert_inv_prob_;
+  std::atomic<bool> smc_enable_;
+  MpmcRing<FlowRequest*> requests_{256};
+  packet::ParserCounters parser_;
+  std::unique_ptr<ExecContext> exec_;
+  // Per recirculation depth: the parsed burst (keys must outlive execution).
+  std::unique_ptr<packet::ParsedPacket[]> parsed_;
+
+  alignas(64) AtomicCounters c_;
+  PmdCounters baseline_;  // control thread: subtracted by counters() after clear
 };
 
 }  // namespace keel::datapath

@@ -1,0 +1,356 @@
+// Datapath commands: `dp-flow add|mod|del|get`, `flow-dump`,
+// `pmd-stats-show`, `pmd-stats-clear`, `pmd-rxq-show`, `dpcls-show`.
+// Open vSwitch-named output keeps Open vSwitch's text layout:
+// `flow-dump` is `ovs-appctl dpctl/dump-flows`, `pmd-stats-show` is
+// `ovs-appctl dpif-netdev/pmd-stats-show`, `pmd-rxq-show` likewise.
+#include <cinttypes>
+#include <cstdio>
+
+#include "cli/command_tree_impl.h"
+#include "cli/json.h"
+#include "datapath/datapath.h"
+#include "flow/dp_actions.h"
+#include "flow/dp_flow_syntax.h"
+#include "flow/of_match_syntax.h"
+#include "keel/hal/cpu.h"
+
+namespace keel::cli {
+
+namespace {
+
+std::string join(const std::vector<std::string>& w) {
+  std::string s;
+  for (const std::string& x : w) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+// Open vSwitch's packet_format_tcp_flags().
+std::string tcp_flags_text(uint16_t f) {
+  std::string s;
+  if (f & 0x002) s += 'S';
+  if (f & 0x001) s += 'F';
+  if (f & 0x008) s += 'P';
+  if (f & 0x004) s += 'R';
+  if (f & 0x020) s += 'U';
+  if (f & 0x010) s += '.';
+  if (f & 0x040) s += 'E';
+  if (f & 0x080) s += 'C';
+  if (f & 0x100) s += 'N';
+  return s;
+}
+
+std::string used_text(uint64_t used_ns) {
+  if (!used_ns) return "never";
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.3fs", static_cast<double>(hal::now_ns() - used_ns) / 1e9);
+  return buf;
+}
+
+std::string fmt2(double v) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+// Parses "KEY/MASK[,] actions:ACTIONS" for add/mod.
+Status parse_flow_with_actions(const std::string& text, flow::DpFlow& flow, flow::DpActions& actions,
+                               bool need_actions) {
+  auto f = flow::parse_dp_flow(text);
+  if (!f) return std::move(f).take_status();
+  flow = std::move(f.value());
+  if (!flow.has_actions) {
+    if (need_actions) return invalid("missing 'actions:' (e.g. '... actions:2')");
+    return {};
+  }
+  auto a = flow::parse_dp_actions(flow.actions, flow.actions_column);
+  if (!a) return std::move(a).take_status();
+  actions = std::move(a.value());
+  return {};
+}
+
+void print_flow(std::string& out, const datapath::FlowView& v, bool verbose, bool terse) {
+  if (verbose || terse) out += datapath::format_ufid(v.ufid) + ", ";
+  if (!terse) {
+    flow::DpFormatOptions fo;
+    fo.verbose = verbose;
+    out += flow::format_dp_match(v.match, fo) + ", ";
+  }
+  out += "packets:" + std::to_string(v.packets) + ", bytes:" + std::to_string(v.bytes) +
+         ", used:" + used_text(v.used_ns);
+  if (v.tcp_flags) out += ", flags:" + tcp_flags_text(v.tcp_flags);
+  if (!terse) {
+    if (verbose) out += ", dp:keel";
+    out += ", actions:" + v.actions;
+    if (verbose)
+      out += ", dp-extra-info:miniflow_bits(" + std::to_string(v.mask_u0) + "," + std::to_string(v.mask_u1) + ")";
+  }
+  out += "\n";
+}
+
+}  // namespace
+
+void add_datapath_commands(CommandTree::Impl& t) {
+  // --- dp-flow add|mod|del|get ---
+  CLI::App* dpf = t.app.add_subcommand("dp-flow", "datapath flows (megaflows), in ovs-dpctl syntax");
+  dpf->require_subcommand(1);
+  auto* add = dpf->add_subcommand("add", "install a datapath flow: KEY actions:ACTIONS");
+  add->add_option("FLOW", t.words, "flow key/mask and actions")->required();
+  add->callback([&t] {
+    flow::DpFlow f;
+    flow::DpActions a;
+    t.status = parse_flow_with_actions(join(t.words), f, a, true);
+    if (!t.status.ok()) return;
+    std::optional<datapath::Ufid> ufid;
+    if (!f.ufid.empty()) ufid = datapath::parse_ufid(f.ufid);
+    t.status = t.sys.datapath().flow_put(f.match, a, ufid, false);
+  });
+  auto* mod = dpf->add_subcommand("mod", "replace the actions of a datapath flow");
+  mod->add_option("FLOW", t.words, "flow key/mask and actions")->required();
+  mod->callback([&t] {
+    flow::DpFlow f;
+    flow::DpActions a;
+    t.status = parse_flow_with_actions(join(t.words), f, a, true);
+    if (t.status.ok()) t.status = t.sys.datapath().flow_put(f.match, a, std::nullopt, true);
+  });
+  auto* del = dpf->add_subcommand("del", "remove a datapath flow (by key/mask or ufid:UUID)");
+  del->add_option("FLOW", t.words, "flow key/mask, or ufid:UUID")->required();
+  del->callback([&t] {
+    std::string text = join(t.words);
+    if (text.rfind("ufid:", 0) == 0 && text.find('(') == std::string::npos) {
+      auto u = datapath::parse_ufid(text);
+      t.status = u ? t.sys.datapath().flow_del(*u) : invalid("bad ufid '" + text + "'");
+      return;
+    }
+    flow::DpFlow f;
+    flow::DpActions a;
+    t.status = parse_flow_with_actions(text, f, a, false);
+    if (t.status.ok()) t.status = t.sys.datapath().flow_del(f.match);
+  });
+  auto* get = dpf->add_subcommand("get", "show one datapath flow (by key/mask or ufid:UUID)");
+  get->add_option("FLOW", t.words, "flow key/mask, or ufid:UUID")->required();
+  get->callback([&t] {
+    std::string text = join(t.words);
+    std::optional<datapath::Ufid> ufid;
+    flow::DpFlow f;
+    if (text.rfind("ufid:", 0) == 0 && text.find('(') == std::string::npos) {
+      ufid = datapath::parse_ufid(text);
+      if (!ufid) {
+        t.status = invalid("bad ufid '" + text + "'");
+        return;
+      }
+    } else {
+      flow::DpActions a;
+      t.status = parse_flow_with_actions(text, f, a, false);
+      if (!t.status.ok()) return;
+      f.match.mask.recirc_id = 0xffffffffu;
+      f.match.apply_mask();
+    }
+    std::string out;
+    for (const datapath::FlowView& v : t.sys.datapath().flow_dump())
+      if (ufid ? v.ufid == *ufid : v.match == f.match) print_flow(out, v, true, false);
+    if (out.empty()) t.status = error(Errc::not_found, "no such flow");
+    t.print(out);
+  });
+
+  // --- flow-dump ---
+  auto* dump = t.app.add_subcommand("flow-dump", "list the datapath flows (like ovs-appctl dpctl/dump-flows)");
+  dump->add_flag("-m,--more", t.flag_m, "ufid, every field with its mask, lookup shape");
+  dump->add_flag("--terse", t.flag_terse, "ufid and statistics only");
+  dump->add_option("FILTER", t.words, "only flows matching this OpenFlow match, e.g. udp,tp_dst=53");
+  t.add_format(dump);
+  dump->callback([&t] {
+    std::optional<flow::Match> filter;
+    if (!t.words.empty()) {
+      std::string text = join(t.words);
+      if (text.rfind("filter=", 0) == 0) text.erase(0, 7);
+      auto m = flow::parse_of_match(text);
+      if (!m) {
+        t.status = std::move(m).take_status().prefix("filter");
+        return;
+      }
+      filter = *m;
+    }
+    auto flows = t.sys.datapath().flow_dump();
+    auto keep = [&](const datapath::FlowView& v) {
+      if (!filter) return true;
+      const uint64_t* k = v.match.key.words();
+      const uint64_t* fk = filter->key.words();
+      const uint64_t* fm = filter->mask.words();
+      for (unsigned i = 0; i < flow::kFlowWords; ++i)
+        if ((k[i] & fm[i]) != fk[i]) return false;
+      return true;
+    };
+    if (t.format == "json") {
+      Json j;
+      j.begin_object().begin_array("flows");
+      for (const auto& v : flows) {
+        if (!keep(v)) continue;
+        j.begin_object().field("ufid", datapath::format_ufid(v.ufid).substr(5)).field("pmd", v.pmd);
+        if (!t.flag_terse) j.field("match", flow::format_dp_match(v.match)).field("actions", v.actions);
+        j.field("packets", v.packets).field("bytes", v.bytes);
+        j.field("used_ms", v.used_ns ? (hal::now_ns() - v.used_ns) / 1'000'000 : uint64_t{0})
+            .field("tcp_flags", tcp_flags_text(v.tcp_flags));
+        if (!t.flag_terse) {
+          j.begin_array("miniflow_bits").field({}, v.mask_u0).field({}, v.mask_u1).end_array();
+        }
+        j.end_object();
+      }
+      j.end_array().end_object();
+      t.print(j.str() + "\n");
+      return;
+    }
+    std::string out;
+    for (const auto& v : flows)
+      if (keep(v)) print_flow(out, v, t.flag_m, t.flag_terse);
+    t.print(out);
+  });
+
+  // --- pmd-stats-show / pmd-stats-clear / pmd-rxq-show ---
+  auto* stats = t.app.add_subcommand("pmd-stats-show", "PMD statistics (like dpif-netdev/pmd-stats-show)");
+  t.add_format(stats);
+  stats->callback([&t] {
+    Json j;
+    j.begin_object().begin_array("pmds");
+    std::string out;
+    for (const auto& pmd : t.sys.datapath().pmds()) {
+      datapath::PmdCounters c = pmd->counters();
+      const double rx = static_cast<double>(c.rx_packets);
+      const double passes = rx + static_cast<double>(c.recirculations);
+      const uint64_t total = c.busy_cycles + c.idle_cycles;
+      auto pct = [&](uint64_t v) { return fmt2(total ? 100.0 * static_cast<double>(v) / static_cast<double>(total) : 0); };
+      if (t.format == "json") {
+        j.begin_object()
+            .field("pmd", pmd->index())
+            .field("core", static_cast<int64_t>(pmd->core()))
+            .field("packets_received", c.rx_packets)
+            .field("recirculations", c.recirculations)
+            .field("xconnect_hits", c.xconnect_hits)
+            .field("emc_hits", c.emc_hits)
+            .field("smc_hits", c.smc_hits)
+            .field("megaflow_hits", c.megaflow_hits)
+            .field("subtable_lookups", c.subtable_lookups)
+            .field("misses", c.misses)
+            .field("lost", c.lost)
+            .field("malformed", c.malformed)
+            .field("recirc_too_deep", c.recirc_too_deep)
+            .field("invalid_port", c.invalid_port)
+            .field("exec_dropped", c.exec_dropped)
+            .field("idle_cycles", c.idle_cycles)
+            .field("processing_cycles", c.busy_cycles)
+            .end_object();
+        continue;
+      }
+      out += "pmd thread numa_id 0 core_id " + (pmd->core() < 0 ? std::string("unpinned") : std::to_string(pmd->core())) + ":\n";
+      out += "  packets received: " + std::to_string(c.rx_packets) + "\n";
+      out += "  packet recirculations: " + std::to_string(c.recirculations) + "\n";
+      out += "  avg. datapath passes per packet: " + fmt2(rx ? passes / rx : 0) + "\n";
+      out += "  phwol hits: 0\n";
+      out += "  mfex opt hits: 0\n";
+      out += "  simple match hits: " + std::to_string(c.xconnect_hits) + "\n";
+      out += "  emc hits: " + std::to_string(c.emc_hits) + "\n";
+      out += "  smc hits: " + std::to_string(c.smc_hits) + "\n";
+      out += "  megaflow hits: " + std::to_string(c.megaflow_hits) + "\n";
+      out += "  avg. subtable lookups per megaflow hit: " +
+             fmt2(c.megaflow_hits ? static_cast<double>(c.subtable_lookups) / static_cast<double>(c.megaflow_hits) : 0) + "\n";
+      out += "  miss with success upcall: 0\n";
+      out += "  miss with failed upcall: " + std::to_string(c.lost) + "\n";
+      out += "  avg. packets per output batch: " +
+             fmt2(c.tx_batches ? static_cast<double>(c.tx_batch_packets) / static_cast<double>(c.tx_batches) : 0) + "\n";
+      out += "  idle cycles: " + std::to_string(c.idle_cycles) + " (" + pct(c.idle_cycles) + "%)\n";
+      out += "  processing cycles: " + std::to_string(c.busy_cycles) + " (" + pct(c.busy_cycles) + "%)\n";
+      if (c.rx_packets) {
+        out += "  avg cycles per packet: " + fmt2(static_cast<double>(total) / rx) + " (" + std::to_string(total) + "/" +
+               std::to_string(c.rx_packets) + ")\n";
+        out += "  avg processing cycles per packet: " + fmt2(static_cast<double>(c.busy_cycles) / rx) + " (" +
+               std::to_string(c.busy_cycles) + "/" + std::to_string(c.rx_packets) + ")\n";
+      }
+      out += "  malformed packets: " + std::to_string(c.malformed) + "\n";
+    }
+    if (t.format == "json") {
+      j.end_array().end_object();
+      t.print(j.str() + "\n");
+    } else {
+      t.print(out);
+    }
+  });
+  t.app.add_subcommand("pmd-stats-clear", "reset the PMD statistics")->callback([&t] {
+    for (const auto& pmd : t.sys.datapath().pmds()) pmd->clear_counters();
+  });
+  t.app.add_subcommand("pmd-rxq-show", "which PMD polls which rx queue (like dpif-netdev/pmd-rxq-show)")
+      ->callback([&t] {
+        std::string out;
+        for (const auto& pmd : t.sys.datapath().pmds()) {
+          out += "pmd thread numa_id 0 core_id " +
+                 (pmd->core() < 0 ? std::string("unpinned") : std::to_string(pmd->core())) + ":\n";
+          out += "  isolated : false\n";
+          for (const auto& rxq : pmd->rx_queues()) {
+            char line[160];
+            snprintf(line, sizeof line, "  port: %-16s queue-id: %2u (enabled)\n", rxq.port->name().c_str(),
+                     rxq.queue);
+            out += line;
+          }
+        }
+        t.print(out);
+      });
+
+  // --- dpcls-show ---
+  auto* dpcls = t.app.add_subcommand("dpcls-show", "megaflow classifier subtables per PMD and input port");
+  t.add_format(dpcls);
+  dpcls->callback([&t] {
+    Json j;
+    j.begin_object().begin_array("classifiers");
+    std::string out;
+    for (const auto& pmd : t.sys.datapath().pmds()) {
+      std::vector<std::pair<uint32_t, std::vector<datapath::SubtableInfo>>> info;
+      datapath::FlowRequest req;
+      req.op = datapath::FlowRequest::Op::dpcls_info;
+      req.info = &info;
+      if (Status st = pmd->request(req); !st.ok()) {
+        t.status = st;
+        return;
+      }
+      for (const auto& [port, subtables] : info) {
+        hal::Port* p = t.sys.datapath().port(static_cast<uint16_t>(port));
+        const std::string pname = p ? p->name() : std::to_string(port);
+        if (t.format == "json") {
+          j.begin_object().field("pmd", pmd->index()).field("port", pname).field("in_port", port);
+          j.begin_array("subtables");
+          for (const auto& st : subtables) {
+            flow::Match m;
+            flow::expand(st.mask, m.mask);
+            m.key = m.mask;  // print the mask bits as values
+            j.begin_object()
+                .field("u0", st.u0)
+                .field("u1", st.u1)
+                .field("lookup", st.lookup)
+                .field("rules", st.n_rules)
+                .field("hits", st.hits)
+                .field("mask", flow::format_dp_match(m))
+                .end_object();
+          }
+          j.end_array().end_object();
+          continue;
+        }
+        out += "pmd" + std::to_string(pmd->index()) + " port " + pname + " (in_port " + std::to_string(port) +
+               "): " + std::to_string(subtables.size()) + " subtables\n";
+        for (size_t i = 0; i < subtables.size(); ++i) {
+          const auto& st = subtables[i];
+          flow::Match m;
+          flow::expand(st.mask, m.mask);
+          m.key = m.mask;  // print the mask bits as values
+          out += "  subtable " + std::to_string(i + 1) + ": miniflow_bits(" + std::to_string(st.u0) + "," +
+                 std::to_string(st.u1) + ") lookup " + st.lookup + ", rules " + std::to_string(st.n_rules) +
+                 ", hits " + std::to_string(st.hits) + "\n    mask " + flow::format_dp_match(m) + "\n";
+        }
+      }
+    }
+    if (t.format == "json") {
+      j.end_array().end_object();
+      t.print(j.str() + "\n");
+    } else {
+      t.print(out);
+    }
+  });
+}
+
+}  // namespace keel::cli

@@ -1,0 +1,629 @@
+// The action executor: see execute.h.
+//
+// Layout of this file: the queues (output batches, release_all); header
+// access helpers (which L3/L4 a packet has, read from its bytes at the
+// LayerOffsets — the key may be absent and is never updated); the
+// per-packet rewrites (VLAN push/pop, the five set headers); copying a
+// batch; and the Executor, which walks one list for one batch (<= 32
+// packets) and recurses into clone().
+//
+// Every list the executor runs owns its batch ("steal" in Open vSwitch's
+// words): the top level because execute_actions() takes ownership, a
+// clone() because it runs on copies or, as the last action, on the
+// originals. So the last output/recirc/userspace of a list moves the
+// packets, and an earlier one sends copies.
+#include "datapath/execute.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "datapath/checksum.h"
+#include "flow/flow_hash.h"
+#include "packet/headers.h"
+
+namespace keel::datapath {
+
+// --- queues -------------------------------------------------------------------
+
+OutputBatch* OutputBatches::slot(uint32_t port) noexcept {
+  for (unsigned i = 0; i < n_; ++i)
+    if (batches_[i].port == port) return &batches_[i];
+  if (n_ == kExecMaxOutputPorts) {
+    if (!flush_) return nullptr;
+    flush_all();
+  }
+  OutputBatch& b = batches_[n_++];
+  b.port = port;
+  b.n = 0;
+  return &b;
+}
+
+void OutputBatches::flush_all() noexcept {
+  for (unsigned i = 0; i < n_; ++i)
+    if (batches_[i].n) flush_(flush_arg_, batches_[i].port, batches_[i].packets());
+  n_ = 0;
+}
+
+void OutputBatches::push(uint32_t port, std::span<hal::Packet* const> pkts, uint64_t& overflow) noexcept {
+  if (pkts.empty()) return;
+  OutputBatch* b = slot(port);
+  if (!b) [[unlikely]] {
+    hal::release_burst(pkts);
+    overflow += pkts.size();
+    return;
+  }
+  for (hal::Packet* p : pkts) {
+    if (b->n == kExecOutputBatchCap) [[unlikely]] {
+      if (!flush_) {
+        hal::release(p);
+        ++overflow;
+        continue;
+      }
+      flush_(flush_arg_, port, b->packets());
+      b->n = 0;
+    }
+    b->pkts[b->n++] = p;
+  }
+}
+
+void ExecContext::release_all() noexcept {
+  for (OutputBatch& b : tx.active()) hal::release_burst(b.packets());
+  tx.clear();
+  hal::release_burst(recirc.packets());
+  recirc.clear();
+  for (const UpcallRequest& r : upcalls.requests()) hal::release(r.pkt);
+  upcalls.clear();
+}
+
+namespace {
+
+using flow::DpAction;
+using flow::DpActionType;
+using packet::be16_const;
+using packet::LayerOffsets;
+using packet::load;
+
+constexpr uint16_t kNone = LayerOffsets::kNone;
+constexpr uint32_t kEthHeaderLen = 14;
+constexpr uint32_t kVlanLen = 4;
+
+template <typename T>
+inline void store(uint8_t* p, T v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// --- what a packet has ----------------------------------------------------
+
+// The EtherType just before L3 (after any VLAN tags or LLC/SNAP header).
+inline bool l3_is(const uint8_t* d, uint32_t len, const LayerOffsets& o, uint16_t ethertype,
+                  uint32_t min_len) {
+  return o.l3 != kNone && o.l3 >= 2 && o.l3 + min_len <= len &&
+         load<flow::be16>(d + o.l3 - 2) == be16_const(ethertype);
+}
+inline bool has_ipv4(const uint8_t* d, uint32_t len, const LayerOffsets& o) {
+  return l3_is(d, len, o, packet::kEthTypeIpv4, packet::kIpv4MinHeaderLen) && (d[o.l3] >> 4) == 4;
+}
+inline bool has_ipv6(const uint8_t* d, uint32_t len, const LayerOffsets& o) {
+  return l3_is(d, len, o, packet::kEthTypeIpv6, sizeof(packet::Ipv6Header)) && (d[o.l3] >> 4) == 6;
+}
+// The parser read the whole L4 header (so not a later fragment) and it lies
+// inside the frame.
+inline bool has_l4(uint32_t len, const LayerOffsets& o) {
+  return o.l4 != kNone && o.payload != kNone && o.payload <= len && o.l4 < o.payload;
+}
+
+// The upper-layer protocol of an IPv6 packet (after its extension headers, up
+// to the parser's L4 offset) and whether a routing header with segments left
+// is on the way (then the pseudo-header's destination is not ip6_dst).
+// Open vSwitch's packet_rh_present().
+struct Ipv6Upper {
+  uint8_t proto;
+  bool routing;
+};
+inline Ipv6Upper ipv6_upper(const uint8_t* ip, const LayerOffsets& o) {
+  uint8_t nh = ip[offsetof(packet::Ipv6Header, next_header)];
+  uint32_t p = sizeof(packet::Ipv6Header);
+  const uint32_t end = o.l4 - o.l3;
+  while (p < end) {
+    if (nh != packet::kIpProtoHopOpts && nh != packet::kIpProtoRouting && nh != packet::kIpProtoDstOpts &&
+        nh != packet::kIpProtoAh && nh != packet::kIpProtoFragment)
+      break;
+    if (end - p < 8) break;
+    const uint8_t* e = ip + p;
+    uint32_t n;
+    if (nh == packet::kIpProtoFragment) {
+      n = 8;
+    } else if (nh == packet::kIpProtoAh) {
+      n = (e[1] + 2u) * 4;
+    } else {
+      if (nh == packet::kIpProtoRouting && e[3] > 0) return {e[0], true};
+      n = (e[1] + 1u) * 8;
+    }
+    nh = e[0];
+    p += n;
+  }
+  return {nh, false};
+}
+
+// The L4 protocol of an IPv4 or IPv6 packet whose L4 header is whole; 0 otherwise.
+inline uint8_t l4_proto(const uint8_t* d, uint32_t len, const LayerOffsets& o) {
+  if (!has_l4(len, o)) return 0;
+  if (has_ipv4(d, len, o)) return d[o.l3 + offsetof(packet::Ipv4Header, proto)];
+  if (has_ipv6(d, len, o)) return ipv6_upper(d + o.l3, o).proto;
+  return 0;
+}
+
+inline void shift_offsets(LayerOffsets& o, int delta) {
+  auto adj = [delta](uint16_t& v) {
+    if (v != kNone) v = static_cast<uint16_t>(v + delta);
+  };
+  adj(o.l3);
+  adj(o.l4);
+  adj(o.payload);
+}
+
+inline bool is_vlan_tpid(flow::be16 t) {
+  return t == be16_const(packet::kEthTypeVlan) || t == be16_const(packet::kEthTypeQinQ);
+}
+
+// --- rewrites -------------------------------------------------------------
+
+// The checksum update for an L4 header covering a pseudo-header address:
+// TCP always, UDP unless it carries none (0), ICMPv6 always.
+inline void l4_addr_csum32(uint8_t* d, const LayerOffsets& o, uint8_t proto, uint32_t old_a, uint32_t new_a) {
+  if (proto == packet::kIpProtoTcp) {
+    uint8_t* c = d + o.l4 + offsetof(packet::TcpHeader, csum);
+    store<uint16_t>(c, csum::recalc32(load<uint16_t>(c), old_a, new_a));
+  } else if (proto == packet::kIpProtoUdp) {
+    uint8_t* c = d + o.l4 + offsetof(packet::UdpHeader, csum);
+    uint16_t v = load<uint16_t>(c);
+    if (v) {
+      v = csum::recalc32(v, old_a, new_a);
+      store<uint16_t>(c, v ? v : 0xffff);
+    }
+  }
+}
+
+inline void l4_addr_csum128(uint8_t* d, const LayerOffsets& o, uint8_t proto, const uint8_t* old_a,
+                            const uint8_t* new_a) {
+  size_t at;
+  if (proto == packet::kIpProtoTcp) {
+    at = offsetof(packet::TcpHeader, csum);
+  } else if (proto == packet::kIpProtoUdp) {
+    at = offsetof(packet::UdpHeader, csum);
+  } else if (proto == packet::kIpProtoIcmpv6) {
+    at = offsetof(packet::Icmp6Header, csum);
+  } else {
+    return;
+  }
+  uint8_t* c = d + o.l4 + at;
+  uint16_t v = load<uint16_t>(c);
+  if (proto == packet::kIpProtoUdp) {
+    if (!v) return;
+    v = csum::recalc128(v, old_a, new_a);
+    store<uint16_t>(c, v ? v : 0xffff);
+  } else {
+    store<uint16_t>(c, csum::recalc128(v, old_a, new_a));
+  }
+}
+
+template <typename T>
+inline T masked(T old_v, T key, T mask) {
+  return static_cast<T>((old_v & ~mask) | (key & mask));
+}
+
+inline bool set_eth(hal::Packet& p, const LayerOffsets& o, const flow::SetEth& k, const flow::SetEth& m) {
+  if (o.l2 == kNone || p.len() < kEthHeaderLen) return false;
+  uint8_t* d = p.data();
+  const uint8_t* kb = reinterpret_cast<const uint8_t*>(&k);
+  const uint8_t* mb = reinterpret_cast<const uint8_t*>(&m);
+  static_assert(offsetof(flow::SetEth, dst) == 0 && offsetof(flow::SetEth, src) == 6,
+                "SetEth is in wire order");
+  for (unsigned i = 0; i < sizeof(flow::SetEth); ++i) d[i] = masked<uint8_t>(d[i], kb[i], mb[i]);
+  return true;
+}
+
+inline bool set_ipv4(hal::Packet& p, const LayerOffsets& o, const flow::SetIpv4& k, const flow::SetIpv4& m) {
+  uint8_t* d = p.data();
+  const uint32_t len = p.len();
+  if (!has_ipv4(d, len, o)) return false;
+  using H = packet::Ipv4Header;
+  uint8_t* ip = d + o.l3;
+  uint8_t* csum_p = ip + offsetof(H, csum);
+  uint16_t ip_csum = load<uint16_t>(csum_p);
+  const uint8_t proto = has_l4(len, o) ? ip[offsetof(H, proto)] : 0;
+
+  if (m.src | m.dst) {
+    const size_t offs[2] = {offsetof(H, src), offsetof(H, dst)};
+    const flow::be32 keys[2] = {k.src, k.dst}, masks[2] = {m.src, m.dst};
+    for (int i = 0; i < 2; ++i) {
+      if (!masks[i]) continue;
+      const uint32_t old_a = load<uint32_t>(ip + offs[i]);
+      const uint32_t new_a = masked(old_a, keys[i], masks[i]);
+      if (old_a == new_a) continue;
+      l4_addr_csum32(d, o, proto, old_a, new_a);
+      ip_csum = csum::recalc32(ip_csum, old_a, new_a);
+      store<uint32_t>(ip + offs[i], new_a);
+    }
+  }
+  if (m.tos) {
+    // The 16-bit word (version/IHL, TOS).
+    const uint16_t old_w = load<uint16_t>(ip);
+    uint8_t w[2] = {ip[0], masked(ip[offsetof(H, tos)], k.tos, m.tos)};
+    const uint16_t new_w = load<uint16_t>(w);
+    if (old_w != new_w) {
+      ip_csum = csum::recalc16(ip_csum, old_w, new_w);
+      ip[offsetof(H, tos)] = w[1];
+    }
+  }
+  if (m.ttl) {
+    // The 16-bit word (TTL, protocol).
+    const uint16_t old_w = load<uint16_t>(ip + offsetof(H, ttl));
+    uint8_t w[2] = {masked(ip[offsetof(H, ttl)], k.ttl, m.ttl), ip[offsetof(H, proto)]};
+    const uint16_t new_w = load<uint16_t>(w);
+    if (old_w != new_w) {
+      ip_csum = csum::recalc16(ip_csum, old_w, new_w);
+      ip[offsetof(H, ttl)] = w[0];
+    }
+  }
+  store<uint16_t>(csum_p, ip_csum);
+  return true;
+}
+
+inline void set_ipv6_addr(uint8_t* d, const LayerOffsets& o, uint8_t* field, const uint8_t* k,
+                          const uint8_t* m, uint8_t proto, bool update_l4) {
+  uint8_t n[16];
+  bool changed = false;
+  for (unsigned i = 0; i < 16; ++i) {
+    n[i] = masked(field[i], k[i], m[i]);
+    changed |= n[i] != field[i];
+  }
+  if (!changed) return;
+  if (update_l4) l4_addr_csum128(d, o, proto, field, n);
+  std::memcpy(field, n, 16);
+}
+
+inline bool set_ipv6(hal::Packet& p, const LayerOffsets& o, const flow::SetIpv6& k, const flow::SetIpv6& m) {
+  uint8_t* d = p.data();
+  const uint32_t len = p.len();
+  if (!has_ipv6(d, len, o)) return false;
+  using H = packet::Ipv6Header;
+  uint8_t* ip = d + o.l3;
+  static const flow::In6Addr kZero{};
+  const bool src = !(m.src == kZero), dst = !(m.dst == kZero);
+  if (src || dst) {
+    Ipv6Upper up{0, false};
+    const bool l4 = has_l4(len, o);
+    if (l4) up = ipv6_upper(ip, o);
+    if (src) set_ipv6_addr(d, o, ip + offsetof(H, src), k.src.b, m.src.b, up.proto, l4);
+    if (dst) set_ipv6_addr(d, o, ip + offsetof(H, dst), k.dst.b, m.dst.b, up.proto, l4 && !up.routing);
+  }
+  if (m.tclass | m.label) {
+    // version(4) tclass(8) label(20), host order for the arithmetic.
+    const uint32_t w = packet::ntoh32(load<uint32_t>(ip));
+    const uint32_t tc = masked<uint32_t>((w >> 20) & 0xff, k.tclass, m.tclass);
+    const uint32_t lm = packet::ntoh32(m.label) & packet::kIpv6FlowLabelMask;
+    const uint32_t label = masked<uint32_t>(w & packet::kIpv6FlowLabelMask, packet::ntoh32(k.label), lm);
+    store<uint32_t>(ip, packet::hton32((w & 0xf0000000u) | tc << 20 | label));
+  }
+  if (m.hlimit) ip[offsetof(H, hop_limit)] = masked(ip[offsetof(H, hop_limit)], k.hlimit, m.hlimit);
+  return true;
+}
+
+inline bool set_l4(hal::Packet& p, const LayerOffsets& o, uint8_t want, const flow::SetL4& k,
+                   const flow::SetL4& m) {
+  uint8_t* d = p.data();
+  if (l4_proto(d, p.len(), o) != want) return false;
+  uint8_t* l4 = d + o.l4;
+  // TCP and UDP both start with src, dst; their checksums sit apart.
+  uint8_t* c = l4 + (want == packet::kIpProtoTcp ? offsetof(packet::TcpHeader, csum)
+                                                 : offsetof(packet::UdpHeader, csum));
+  uint16_t sum = load<uint16_t>(c);
+  const bool update = want == packet::kIpProtoTcp || sum != 0;  // UDP without a checksum keeps none
+  const flow::be16 keys[2] = {k.src, k.dst}, masks[2] = {m.src, m.dst};
+  for (size_t i = 0; i < 2; ++i) {
+    if (!masks[i]) continue;
+    const uint16_t old_p = load<uint16_t>(l4 + 2 * i);
+    const uint16_t new_p = masked(old_p, keys[i], masks[i]);
+    if (old_p == new_p) continue;
+    if (update) sum = csum::recalc16(sum, old_p, new_p);
+    store<uint16_t>(l4 + 2 * i, new_p);
+  }
+  if (update) {
+    if (want == packet::kIpProtoUdp && sum == 0) sum = 0xffff;
+    store<uint16_t>(c, sum);
+  }
+  return true;
+}
+
+// --- copies ---------------------------------------------------------------
+
+inline void copy_meta(hal::Packet& to, const hal::Packet& from) {
+  to.set_in_port(from.in_port());
+  to.meta() = from.meta();
+  if (from.has_rss_hash()) to.set_rss_hash(from.rss_hash());
+  if (from.has_flow_mark()) to.set_flow_mark(from.meta().flow_mark);
+}
+
+// A batch being executed: at most kMaxBurst packets, owned by the list that
+// runs on it, and the pending trunc (0: none).
+struct Batch {
+  ExecPacket* pk;
+  unsigned n;
+  uint32_t max_len;
+};
+
+class Executor {
+ public:
+  explicit Executor(ExecContext& ctx) : ctx_(ctx), c_(ctx.counters) {}
+
+  void run(Batch& b, std::span<const uint8_t> list) noexcept;
+
+ private:
+  // Copies b's packets (at most `limit` bytes each, 0: whole) into fresh
+  // buffers; returns how many copies were made (failures counted).
+  unsigned copy(const Batch& b, uint32_t limit, ExecPacket* out, LayerOffsets* ofs) noexcept;
+
+  void release(Batch& b, uint64_t& counter) noexcept {
+    for (unsigned i = 0; i < b.n; ++i) hal::release(b.pk[i].pkt);
+    counter += b.n;
+    b.n = 0;
+  }
+  static void truncate(Batch& b) noexcept {
+    if (!b.max_len) return;
+    for (unsigned i = 0; i < b.n; ++i)
+      if (b.pk[i].pkt->len() > b.max_len) (void)b.pk[i].pkt->set_len(b.max_len);
+  }
+
+  // The consuming actions: give b's packets (or copies, when the action is
+  // not the list's last) to a queue.
+  template <typename Sink>
+  void consume(Batch& b, bool last, bool use_trunc, Sink&& sink) noexcept;
+
+  void to_tx(std::span<const ExecPacket> pk, uint32_t port) noexcept;
+  void to_recirc(std::span<const ExecPacket> pk, uint32_t id) noexcept;
+  void to_slow_path(std::span<const ExecPacket> pk, const DpAction& a) noexcept;
+
+  void push_vlan(Batch& b, const DpAction& a) noexcept;
+  void pop_vlan(Batch& b) noexcept;
+  void set(Batch& b, const DpAction& a) noexcept;
+  void clone(Batch& b, std::span<const uint8_t> nested, bool last) noexcept;
+
+  ExecContext& ctx_;
+  ExecCounters& c_;
+};
+
+unsigned Executor::copy(const Batch& b, uint32_t limit, ExecPacket* out, LayerOffsets* ofs) noexcept {
+  hal::Packet* fresh[hal::kMaxBurst];
+  const unsigned got = ctx_.backend ? ctx_.backend->alloc_burst({fresh, b.n}) : 0;
+  unsigned n = 0;
+  for (unsigned i = 0; i < got; ++i) {
+    const hal::Packet& from = *b.pk[i].pkt;
+    hal::Packet* c = fresh[i];
+    const uint32_t len = limit && limit < from.len() ? limit : from.len();
+    if (!c->set_len(len)) [[unlikely]] {  // longer than a fresh buffer holds
+      hal::release(c);
+      continue;
+    }
+    std::memcpy(c->data(), from.data(), len);
+    copy_meta(*c, from);
+    ofs[n] = *b.pk[i].ofs;
+    out[n] = {c, &ofs[n], b.pk[i].key};
+    ++n;
+  }
+  c_.copy_failed += b.n - n;
+  return n;
+}
+
+template <typename Sink>
+void Executor::consume(Batch& b, bool last, bool use_trunc, Sink&& sink) noexcept {
+  if (last) {
+    if (use_trunc) truncate(b);
+    sink(std::span<const ExecPacket>(b.pk, b.n));
+    b.n = 0;
+    return;
+  }
+  ExecPacket cpk[hal::kMaxBurst];
+  LayerOffsets cofs[hal::kMaxBurst];
+  const unsigned n = copy(b, use_trunc ? b.max_len : 0, cpk, cofs);
+  sink(std::span<const ExecPacket>(cpk, n));
+}
+
+void Executor::to_tx(std::span<const ExecPacket> pk, uint32_t port) noexcept {
+  hal::Packet* pkts[hal::kMaxBurst];
+  for (size_t i = 0; i < pk.size(); ++i) pkts[i] = pk[i].pkt;
+  const uint64_t before = c_.tx_overflow;
+  ctx_.tx.push(port, {pkts, pk.size()}, c_.tx_overflow);
+  c_.outputs += pk.size() - (c_.tx_overflow - before);
+}
+
+void Executor::to_recirc(std::span<const ExecPacket> pk, uint32_t id) noexcept {
+  RecircQueue& q = ctx_.recirc;
+  for (const ExecPacket& e : pk) {
+    e.pkt->meta().recirc_id = id;
+    if (q.n == kExecRecircCap) [[unlikely]] {
+      hal::release(e.pkt);
+      ++c_.recirc_overflow;
+      continue;
+    }
+    q.pkts[q.n++] = e.pkt;
+    ++c_.recirculated;
+  }
+}
+
+void Executor::to_slow_path(std::span<const ExecPacket> pk, const DpAction& a) noexcept {
+  SlowPathQueue& q = ctx_.upcalls;
+  const flow::UserspaceArgs args = a.userspace_args();
+  const std::span<const uint8_t> ud = a.userdata();
+  for (const ExecPacket& e : pk) {
+    if (q.n == kExecUpcallCap) [[unlikely]] {
+      hal::release(e.pkt);
+      ++c_.upcall_overflow;
+      continue;
+    }
+    q.reqs[q.n++] = {e.pkt, e.key, ud, a.pid(), args.tunnel_out_port, a.sub};
+    ++c_.upcalls;
+  }
+}
+
+void Executor::push_vlan(Batch& b, const DpAction& a) noexcept {
+  const flow::be16 tpid = packet::hton16(a.vlan_tpid());
+  const flow::be16 tci = packet::hton16(static_cast<uint16_t>(a.vlan_tci() & ~packet::kVlanCfi));
+  unsigned kept = 0;
+  for (unsigned i = 0; i < b.n; ++i) {
+    ExecPacket e = b.pk[i];
+    if (e.ofs->l2 == kNone || e.pkt->len() < kEthHeaderLen) [[unlikely]] {
+      ++c_.header_missing;
+    } else if (uint8_t* d = e.pkt->push_front(kVlanLen)) [[likely]] {
+      std::memmove(d, d + kVlanLen, 2 * size_t{packet::kEthAddrLen});
+      store(d + 12, tpid);
+      store(d + 14, tci);
+      e.ofs->l2 = 0;
+      e.ofs->l2_5 = 12;
+      shift_offsets(*e.ofs, kVlanLen);
+    } else {
+      hal::release(e.pkt);
+      ++c_.no_headroom;
+      continue;
+    }
+    b.pk[kept++] = e;
+  }
+  b.n = kept;
+}
+
+void Executor::pop_vlan(Batch& b) noexcept {
+  for (unsigned i = 0; i < b.n; ++i) {
+    hal::Packet& p = *b.pk[i].pkt;
+    LayerOffsets& o = *b.pk[i].ofs;
+    uint8_t* d = p.data();
+    if (o.l2 == kNone || p.len() < kEthHeaderLen + kVlanLen || !is_vlan_tpid(load<flow::be16>(d + 12)))
+        [[unlikely]] {
+      ++c_.header_missing;
+      continue;
+    }
+    std::memmove(d + kVlanLen, d, 2 * size_t{packet::kEthAddrLen});
+    (void)p.pull_front(kVlanLen);
+    d = p.data();
+    shift_offsets(o, -static_cast<int>(kVlanLen));
+    o.l2_5 = p.len() >= kEthHeaderLen + kVlanLen && is_vlan_tpid(load<flow::be16>(d + 12)) ? 12 : kNone;
+  }
+}
+
+void Executor::set(Batch& b, const DpAction& a) noexcept {
+  unsigned missing = 0;
+  switch (a.set_header()) {
+    case flow::SetHeader::kEth: {
+      flow::SetEth k, m;
+      a.set_fields(k, m);
+      for (unsigned i = 0; i < b.n; ++i) missing += !set_eth(*b.pk[i].pkt, *b.pk[i].ofs, k, m);
+      break;
+    }
+    case flow::SetHeader::kIpv4: {
+      flow::SetIpv4 k, m;
+      a.set_fields(k, m);
+      for (unsigned i = 0; i < b.n; ++i) missing += !set_ipv4(*b.pk[i].pkt, *b.pk[i].ofs, k, m);
+      break;
+    }
+    case flow::SetHeader::kIpv6: {
+      flow::SetIpv6 k, m;
+      a.set_fields(k, m);
+      for (unsigned i = 0; i < b.n; ++i) missing += !set_ipv6(*b.pk[i].pkt, *b.pk[i].ofs, k, m);
+      break;
+    }
+    case flow::SetHeader::kTcp:
+    case flow::SetHeader::kUdp: {
+      flow::SetL4 k, m;
+      a.set_fields(k, m);
+      const uint8_t proto =
+          a.set_header() == flow::SetHeader::kTcp ? packet::kIpProtoTcp : packet::kIpProtoUdp;
+      for (unsigned i = 0; i < b.n; ++i) missing += !set_l4(*b.pk[i].pkt, *b.pk[i].ofs, proto, k, m);
+      break;
+    }
+  }
+  c_.header_missing += missing;
+}
+
+void Executor::clone(Batch& b, std::span<const uint8_t> nested, bool last) noexcept {
+  if (last) {
+    run(b, nested);  // the originals: no copy needed
+    return;
+  }
+  ExecPacket cpk[hal::kMaxBurst];
+  LayerOffsets cofs[hal::kMaxBurst];
+  Batch c{cpk, copy(b, 0, cpk, cofs), b.max_len};
+  b.max_len = 0;  // the copies carry the pending trunc; the originals lose it
+  if (c.n) run(c, nested);
+}
+
+void Executor::run(Batch& b, std::span<const uint8_t> list) noexcept {
+  flow::DpActionReader r(list);
+  while (b.n && !r.done()) {
+    const DpAction a = r.next();
+    const bool last = r.done();
+    switch (a.type) {
+      case DpActionType::kOutput:
+        consume(b, last, true, [&](std::span<const ExecPacket> pk) { to_tx(pk, a.port()); });
+        b.max_len = 0;
+        break;
+      case DpActionType::kRecirc:
+        consume(b, last, false, [&](std::span<const ExecPacket> pk) { to_recirc(pk, a.recirc_id()); });
+        b.max_len = 0;
+        break;
+      case DpActionType::kUserspace:
+        consume(b, last, true, [&](std::span<const ExecPacket> pk) { to_slow_path(pk, a); });
+        b.max_len = 0;
+        break;
+      case DpActionType::kDrop:
+        release(b, c_.dropped);
+        return;
+      case DpActionType::kPushVlan:
+        push_vlan(b, a);
+        break;
+      case DpActionType::kPopVlan:
+        pop_vlan(b);
+        break;
+      case DpActionType::kSet:
+        set(b, a);
+        break;
+      case DpActionType::kHash:
+        for (unsigned i = 0; i < b.n; ++i) {
+          if (const flow::Miniflow* key = b.pk[i].key) [[likely]] {
+            b.pk[i].pkt->meta().dp_hash = flow::hash_l4(*key, a.basis());
+          } else {
+            ++c_.header_missing;
+          }
+        }
+        break;
+      case DpActionType::kTrunc:
+        b.max_len = std::max<uint32_t>(a.max_len(), kEthHeaderLen);
+        break;
+      case DpActionType::kClone:
+        clone(b, a.nested(), last);
+        break;
+      case DpActionType::kMeter:
+        c_.meter_ignored += b.n;
+        break;
+      default:
+        release(b, c_.unsupported);
+        return;
+    }
+  }
+  if (b.n) release(b, c_.dropped);  // the list sent them nowhere
+}
+
+}  // namespace
+
+void execute_actions(ExecContext& ctx, std::span<const ExecPacket> batch,
+                     std::span<const uint8_t> actions) noexcept {
+  Executor ex(ctx);
+  ctx.counters.packets += batch.size();
+  ExecPacket pk[hal::kMaxBurst];
+  for (size_t at = 0; at < batch.size(); at += hal::kMaxBurst) {
+    const auto n = static_cast<unsigned>(std::min<size_t>(hal::kMaxBurst, batch.size() - at));
+    std::copy_n(batch.begin() + static_cast<std::ptrdiff_t>(at), n, pk);
+    Batch b{pk, n, 0};
+    ex.run(b, actions);
+  }
+}
+
+}  // namespace keel::datapath

@@ -1,0 +1,209 @@
+// The action executor: runs one megaflow's encoded actions
+// (flow/dp_actions.h) on a batch of packets that all matched it.
+//
+// Where it sits: the PMD parses a burst (packet/parser.h), classifies it
+// (EMC, SMC, dpcls), groups the packets by megaflow and calls
+// execute_actions() once per group with the flow's actions. Packets leave
+// only through the ExecContext the PMD owns; after the burst the PMD sends
+// the context's output batches (Port::tx), re-parses and re-classifies the
+// recirculation queue, hands the slow-path queue to the upcall handler, and
+// clears them.
+//
+// Contract (who frees what): execute_actions() takes ownership of every
+// packet in the batch. Each one ends up in exactly one place: an output
+// batch, the recirculation queue, the slow-path queue, or released (and
+// counted). Copies the executor makes (for clone() and for an output,
+// recirc or userspace action that is not the list's last action) come from
+// ctx.backend->alloc_burst(), once per batch, and follow the same rule.
+// Nothing is ever queued without bound: every queue has a fixed capacity;
+// what does not fit is released and counted. ExecContext::release_all()
+// frees whatever is still queued (shutdown, tests).
+//
+// Semantics, as Open vSwitch's userspace datapath (odp_execute_actions() +
+// dp_execute_cb()):
+//   output(P)    the packet goes to P's output batch. Ports are not checked
+//                here: a port that does not exist is the PMD's to count when
+//                it flushes (OVS: datapath_drop_invalid_port).
+//   trunc(N)     the next output or userspace action sends at most N bytes
+//                (N < 14 acts as 14, as dp_packet_set_cutlen()); it is then
+//                cleared; the copies a clone() makes inherit it and the
+//                originals lose it; recirc clears it.
+//   recirc(ID)   meta().recirc_id = ID, into the recirculation queue.
+//   userspace    into the slow-path queue with its pid and userdata.
+//   clone(A)     A runs on copies; the originals continue. A clone that is
+//                the last action runs A on the originals (no copy).
+//   drop         releases the batch; nothing after it runs.
+//   push_vlan    needs 4 bytes of headroom (hal::Packet::push_front); none:
+//                the packet is dropped (no_headroom). DEI/CFI is written 0.
+//   pop_vlan     removes the outer 802.1Q/802.1ad tag if there is one.
+//   set(...)     masked rewrite at the LayerOffsets, checksums updated
+//                incrementally (checksum.h): IPv4 header checksum for
+//                src/dst/tos/ttl; TCP and UDP checksums for IPv4 address
+//                changes; TCP, UDP and ICMPv6 checksums for IPv6 address
+//                changes (not for a destination behind a routing header
+//                with segments left, as OVS); TCP/UDP checksums for ports.
+//                A UDP checksum of 0 (none) stays 0; an update that computes
+//                0 writes 0xffff. IPv6 tclass and label live in the first
+//                4 bytes (no checksum covers them). proto= and frag= are not
+//                executed. L4 checksums are touched only when the parser saw
+//                the whole L4 header (LayerOffsets::payload set).
+//   hash(l4(B))  meta().dp_hash = flow::hash_l4(*key, B).
+//   meter(N)     no meters yet: packets pass (meter_ignored), as OVS does for
+//                a meter that does not exist.
+// A packet that lacks what an action needs (no IPv4 header for
+// set(ipv4(...)), no tag for pop_vlan, no key for hash) is left unchanged
+// and counted (header_missing); OVS refuses such flows at install time
+// through their prerequisites, so this only happens with hand-made flows.
+//
+// Layer offsets: push_vlan/pop_vlan adjust *ofs (l2_5, l3, l4, payload),
+// so set actions after them still hit the right bytes. The key is never
+// updated: hash(l4) after set(ipv4(...)) hashes the packet as classified.
+//
+// Cost: one call per batch; per packet and action a few loads and stores,
+// inlined. A copy costs an allocation from the pool (per batch) and a memcpy
+// of the frame.
+//
+// Thread-safety: an ExecContext belongs to one PMD thread, which is its only
+// reader and writer (counters included: plain uint64_t, published by the
+// PMD to its atomics every N iterations). execute_actions() touches only the
+// context, the packets it owns, their offsets, and reads the actions and the
+// keys. The action bytes must stay alive until the context's queues are
+// drained (userdata spans point into them): megaflow actions are freed only
+// after the PMD quiesces, which it does between bursts.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "flow/dp_actions.h"
+#include "flow/miniflow.h"
+#include "keel/hal/backend.h"
+#include "keel/hal/packet.h"
+#include "packet/parser.h"
+
+namespace keel::datapath {
+
+// One packet of a batch: the buffer, where its headers are, its parsed key.
+struct ExecPacket {
+  hal::Packet* pkt;
+  packet::LayerOffsets* ofs;  // adjusted in place by push_vlan/pop_vlan
+  const flow::Miniflow* key;  // as classified; may be null (then hash() skips it)
+};
+
+inline constexpr unsigned kExecMaxOutputPorts = 16;  // distinct output ports queued at once
+inline constexpr unsigned kExecOutputBatchCap = 64;  // packets per port between flushes (two bursts)
+inline constexpr unsigned kExecRecircCap = 64;       // recirculated packets per burst
+inline constexpr unsigned kExecUpcallCap = 64;       // slow-path packets per burst
+
+// Per-PMD executor statistics. Plain fields: one writer (the PMD).
+struct alignas(64) ExecCounters {
+  uint64_t packets = 0;          // handed to execute_actions()
+  uint64_t outputs = 0;          // queued for tx (copies included)
+  uint64_t recirculated = 0;     // queued for recirculation
+  uint64_t upcalls = 0;          // queued for the slow path
+  uint64_t dropped = 0;          // by `drop`, or at the end of a list that sent them nowhere
+  uint64_t tx_overflow = 0;      // output batch full / no free port slot, no flush function: released
+  uint64_t recirc_overflow = 0;  // recirculation queue full: released
+  uint64_t upcall_overflow = 0;  // slow-path queue full: released
+  uint64_t copy_failed = 0;      // a copy (clone, non-final output) could not be made: no buffer
+  uint64_t no_headroom = 0;      // push_vlan without 4 bytes of headroom: released
+  uint64_t header_missing = 0;   // an action skipped a packet lacking its header (left unchanged)
+  uint64_t meter_ignored = 0;    // passed through meter() (no meters yet)
+  uint64_t unsupported = 0;      // an action type this build cannot run (reserved types): released
+};
+
+// Takes ownership of `pkts` (they are sent or released by the callee).
+using OutputFlushFn = void (*)(void* arg, uint32_t port, std::span<hal::Packet* const> pkts) noexcept;
+
+struct OutputBatch {
+  uint32_t port = 0;
+  uint32_t n = 0;
+  hal::Packet* pkts[kExecOutputBatchCap];
+
+  std::span<hal::Packet* const> packets() const noexcept { return {pkts, n}; }
+};
+
+// The packets waiting for tx, one batch per output port.
+//
+// Without a flush function, a full batch (or a port beyond
+// kExecMaxOutputPorts) drops what does not fit (tx_overflow). With one
+// (set_flush), a full batch is handed to it at once and a new port that
+// finds no free slot flushes every batch first, as OVS flushes
+// output_pkts when they would overflow NETDEV_MAX_BURST.
+class OutputBatches {
+ public:
+  void set_flush(OutputFlushFn fn, void* arg) noexcept {
+    flush_ = fn;
+    flush_arg_ = arg;
+  }
+
+  // The batches with packets queued since the last clear().
+  std::span<OutputBatch> active() noexcept { return {batches_, n_}; }
+  std::span<const OutputBatch> active() const noexcept { return {batches_, n_}; }
+  // Forgets every batch: call after passing their packets on.
+  void clear() noexcept { n_ = 0; }
+  // Hands every batch to the flush function (which must be set) and clears.
+  void flush_all() noexcept;
+
+  // Queues packets for `port`; what does not fit is released and added to
+  // `overflow`.
+  void push(uint32_t port, std::span<hal::Packet* const> pkts, uint64_t& overflow) noexcept;
+
+ private:
+  OutputBatch* slot(uint32_t port) noexcept;
+
+  OutputFlushFn flush_ = nullptr;
+  void* flush_arg_ = nullptr;
+  unsigned n_ = 0;
+  OutputBatch batches_[kExecMaxOutputPorts];
+};
+
+// Packets to classify again; each carries its new recirc_id in meta().
+struct RecircQueue {
+  unsigned n = 0;
+  hal::Packet* pkts[kExecRecircCap];
+
+  std::span<hal::Packet* const> packets() const noexcept { return {pkts, n}; }
+  void clear() noexcept { n = 0; }
+};
+
+// A packet for the slow path (userspace action).
+struct UpcallRequest {
+  hal::Packet* pkt;
+  const flow::Miniflow* key;          // as classified (may be null): valid until the PMD's next burst
+  std::span<const uint8_t> userdata;  // points into the flow's actions (see Thread-safety)
+  uint32_t pid;
+  uint32_t tunnel_out_port;  // with flow::kUserspaceTunnelOutPort
+  uint8_t flags;             // flow::kUserspace*
+};
+
+struct SlowPathQueue {
+  unsigned n = 0;
+  UpcallRequest reqs[kExecUpcallCap];
+
+  std::span<const UpcallRequest> requests() const noexcept { return {reqs, n}; }
+  void clear() noexcept { n = 0; }
+};
+
+// What one PMD gives the executor: where packets go, and the counters.
+struct alignas(64) ExecContext {
+  hal::Backend* backend = nullptr;  // copies come from here; null: every copy fails (copy_failed)
+  OutputBatches tx;
+  RecircQueue recirc;
+  SlowPathQueue upcalls;
+  ExecCounters counters;
+
+  // Releases every packet still queued and empties the queues.
+  void release_all() noexcept;
+};
+
+// Runs `actions` (a valid list) on `batch` (any size; handled kMaxBurst at a
+// time), taking ownership of every packet.
+void execute_actions(ExecContext& ctx, std::span<const ExecPacket> batch,
+                     std::span<const uint8_t> actions) noexcept;
+inline void execute_actions(ExecContext& ctx, std::span<const ExecPacket> batch,
+                            const flow::DpActions& actions) noexcept {
+  execute_actions(ctx, batch, actions.bytes());
+}
+
+}  // namespace keel::datapath

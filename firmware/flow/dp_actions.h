@@ -1,0 +1,353 @@
+// Datapath actions — what a megaflow does to the packets that match it, in
+// the compact encoding the executor (datapath/execute.h) runs, and in the
+// text of Open vSwitch 3.1's `dpctl/dump-flows` / `dpctl/add-flow`
+// (`actions:2`, `actions:set(ipv4(src=10.0.0.9,ttl=63)),hash(l4(0)),recirc(0x5)`).
+//
+// Who uses it: translation (ofproto) emits actions with DpActionsBuilder;
+// the text parser (for `add-flow` on the datapath and `trace`) builds the
+// same encoding; the megaflow table stores an immutable DpActions per flow;
+// the PMD's executor walks the bytes with DpActionReader (or its own inline
+// loop) for every batch; `flow-dump` prints them with format_dp_actions().
+//
+// Encoding. A list is a contiguous byte array, 8-byte aligned, no pointers
+// (it can be copied, compared and hashed as bytes, and a hardware offload
+// layer can read it as is). Each action is a TLV: an 8-byte header
+//
+//   byte 0    type   (DpActionType)
+//   byte 1    sub    set: which header (SetHeader); hash: algorithm;
+//                    userspace: flags (kUserspace*)
+//   bytes 2-3 len    bytes of the whole action, header included; a multiple of 8
+//   bytes 4-7 arg    the action's one 32-bit argument (host order):
+//                    output: port; recirc: id; trunc: max length; meter: id;
+//                    hash: basis; push_vlan: tpid << 16 | tci; userspace: pid
+//
+// then `len - 8` payload bytes:
+//
+//   output, drop, pop_vlan, push_vlan, hash, recirc, trunc, meter   none (8 bytes in all)
+//   set        the header's fields, then a mask of the same layout (a 1 bit is
+//              written); SetEth 12+12, SetIpv4 12+12, SetIpv6 40+40,
+//              SetL4 (tcp, udp) 4+4; padded to 8 with zeros
+//   clone      the nested action list
+//   userspace  UserspaceArgs (8 bytes), then the userdata, padded to 8
+//
+// Packet fields in the set payloads are in network byte order, as on the
+// wire (like FlowKey). A set whose mask is all ones is Open vSwitch's plain
+// `set`, anything else its `masked set`; keel has one action for both. Key
+// bits outside the mask are kept as written (so text round-trips: OVS prints
+// `src=35.8.2.41/255.255.255.0`) and ignored by the executor, which writes
+// (packet & ~mask) | (key & mask). A field whose mask is zero has key zero.
+//
+// Limits, checked when a list is built or parsed (never on the fast path):
+// a list is at most kMaxDpActionsLen bytes, clone() nests at most
+// kMaxCloneDepth deep, userdata is at most kMaxUserdataLen bytes.
+//
+// Reserved: type codes for lb_output(bond), tnl_push(...) and tnl_pop(port)
+// are fixed below so the encoding does not change when they arrive; until
+// then the builder cannot emit them, the parser rejects them and
+// validate_dp_actions() refuses them.
+//
+// Text. Parsing follows odp_actions_from_string(): actions separated by
+// commas or white space; a bare number is output to that datapath port;
+// the list `drop` (alone) is the empty list, which prints as `drop`. Each
+// action prints as format_odp_action() prints it:
+//
+//   2                                  output(2)
+//   drop                               an explicit drop (in a list with others)
+//   push_vlan(vid=10,pcp=0)            tpid 0x8100 omitted; `tpid=0x88a8,` first
+//                                      otherwise; `,cfi=0` when CFI is clear
+//   pop_vlan
+//   set(eth(src=..,dst=..))            fields whose mask is zero are left out;
+//   set(ipv4(src=,dst=,proto=,tos=,ttl=,frag=))   a partial mask is printed
+//   set(ipv6(src=,dst=,label=,proto=,tclass=,hlimit=,frag=))  `value/mask`
+//   set(tcp(src=,dst=)) set(udp(src=,dst=))
+//   hash(l4(0))                        basis in decimal
+//   recirc(0x5)                        %#x: recirc(0) for 0
+//   clone(pop_vlan,3)                  an empty nested list prints `drop`
+//   trunc(100)
+//   userspace(pid=N[,userdata(hex)][,actions][,tunnel_out_port=N])
+//   meter(N)
+//
+// Deliberate differences from Open vSwitch: port names are not printed or
+// read (ports are numbers; checking that they exist is the caller's job, see
+// for_each_output_port()); userspace() keeps its userdata opaque and prints
+// it as `userdata(hex)` (OVS decodes its own cookie formats, sFlow(...),
+// slow_path(...), ...; those are refused here); `userspace(pid=N)` has no
+// userdata (OVS would add a zeroed cookie); `set(ipv4(proto=,frag=))` and
+// `set(ipv6(proto=,frag=))` are read, kept and printed but not executed, as
+// in OVS's userspace datapath. Actions OVS has and keel does not (ct,
+// sample, push_mpls, check_pkt_len, ...) are refused by name.
+//
+// Thread-safety: DpActions is immutable once built; any number of threads
+// may read one at once. A DpActionsBuilder is used by one thread. The text
+// functions are stateless.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "flow/flow_key.h"
+
+namespace keel::flow {
+
+// --- encoding -------------------------------------------------------------
+
+enum class DpActionType : uint8_t {
+  kOutput = 1,
+  kDrop = 2,
+  kPushVlan = 3,
+  kPopVlan = 4,
+  kSet = 5,
+  kHash = 6,
+  kRecirc = 7,
+  kClone = 8,
+  kTrunc = 9,
+  kUserspace = 10,
+  kMeter = 11,
+  // Reserved for later: not built, parsed, validated or executed yet.
+  kLbOutput = 16,
+  kTnlPush = 17,
+  kTnlPop = 18,
+};
+
+// Which header a set action writes (DpActionHeader::sub of kSet).
+enum class SetHeader : uint8_t { kEth = 1, kIpv4 = 2, kIpv6 = 3, kTcp = 4, kUdp = 5 };
+
+// DpActionHeader::sub of kHash.
+inline constexpr uint8_t kHashAlgL4 = 1;  // hash(l4(basis)); sym_l4 is not implemented
+
+// DpActionHeader::sub of kUserspace: which optional parts are present.
+inline constexpr uint8_t kUserspaceUserdata = 1 << 0;       // userdata(...) (possibly empty)
+inline constexpr uint8_t kUserspaceActions = 1 << 1;        // ",actions": send the flow's actions up too
+inline constexpr uint8_t kUserspaceTunnelOutPort = 1 << 2;  // tunnel_out_port=N
+
+inline constexpr size_t kMaxDpActionsLen = 32768;  // bytes of one list, nested ones included
+inline constexpr unsigned kMaxCloneDepth = 8;
+inline constexpr size_t kMaxUserdataLen = 256;
+
+struct DpActionHeader {
+  DpActionType type;
+  uint8_t sub;
+  uint16_t len;  // whole action, header included; multiple of 8
+  uint32_t arg;
+};
+static_assert(sizeof(DpActionHeader) == 8, "one 8-byte word: output, recirc, pop_vlan... are just this");
+static_assert(kMaxDpActionsLen + sizeof(DpActionHeader) <= UINT16_MAX,
+              "a clone() holding a whole list must fit DpActionHeader::len");
+
+// Set payloads: the fields as on the wire (network byte order), key then mask.
+struct SetEth {
+  EthAddr dst, src;  // wire order: destination first
+};
+struct SetIpv4 {
+  be32 src, dst;
+  uint8_t tos, ttl;
+  uint8_t proto;  // kept for the text, not executed (OVS does not either)
+  uint8_t frag;   // 0 no, 1 first, 2 later (OVS_FRAG_TYPE); kept, not executed
+};
+struct SetIpv6 {
+  In6Addr src, dst;
+  be32 label;  // low 20 bits
+  uint8_t tclass, hlimit;
+  uint8_t proto, frag;  // kept for the text, not executed
+};
+struct SetL4 {
+  be16 src, dst;  // TCP or UDP ports
+};
+static_assert(sizeof(SetEth) == 12 && sizeof(SetIpv4) == 12 && sizeof(SetIpv6) == 40 && sizeof(SetL4) == 4,
+              "set payload layouts are part of the encoding");
+
+// The payload of a userspace action before its userdata.
+struct UserspaceArgs {
+  uint32_t tunnel_out_port;  // valid with kUserspaceTunnelOutPort
+  uint16_t userdata_len;
+  uint16_t pad;
+};
+static_assert(sizeof(UserspaceArgs) == 8, "userdata starts 8-byte aligned");
+
+constexpr size_t dp_align8(size_t n) { return (n + 7) & ~size_t{7}; }
+
+// Bytes of a set action of header `h` (header + key + mask + padding), or 0.
+constexpr size_t set_action_len(SetHeader h) {
+  switch (h) {
+    case SetHeader::kEth:
+      return 8 + dp_align8(2 * sizeof(SetEth));
+    case SetHeader::kIpv4:
+      return 8 + dp_align8(2 * sizeof(SetIpv4));
+    case SetHeader::kIpv6:
+      return 8 + dp_align8(2 * sizeof(SetIpv6));
+    case SetHeader::kTcp:
+    case SetHeader::kUdp:
+      return 8 + dp_align8(2 * sizeof(SetL4));
+  }
+  return 0;
+}
+
+// One decoded action: a view into the list, valid while the list lives.
+struct DpAction {
+  DpActionType type;
+  uint8_t sub;
+  uint32_t arg;
+  const uint8_t* payload;  // len - 8 bytes after the header
+  uint32_t payload_len;
+
+  uint32_t port() const { return arg; }                                    // output
+  uint32_t recirc_id() const { return arg; }                               // recirc
+  uint32_t max_len() const { return arg; }                                 // trunc
+  uint32_t meter_id() const { return arg; }                                // meter
+  uint32_t basis() const { return arg; }                                   // hash
+  uint32_t pid() const { return arg; }                                     // userspace
+  uint16_t vlan_tpid() const { return static_cast<uint16_t>(arg >> 16); }  // push_vlan, host order
+  uint16_t vlan_tci() const { return static_cast<uint16_t>(arg); }         // push_vlan, host order
+  SetHeader set_header() const { return static_cast<SetHeader>(sub); }
+  // clone: the nested list.
+  std::span<const uint8_t> nested() const { return {payload, payload_len}; }
+  // set: key and mask (T = SetEth, SetIpv4, SetIpv6 or SetL4 per set_header()).
+  template <typename T>
+  void set_fields(T& key, T& mask) const {
+    std::memcpy(&key, payload, sizeof(T));
+    std::memcpy(&mask, payload + sizeof(T), sizeof(T));
+  }
+  // userspace.
+  UserspaceArgs userspace_args() const {
+    UserspaceArgs a;
+    std::memcpy(&a, payload, sizeof a);
+    return a;
+  }
+  std::span<const uint8_t> userdata() const {
+    return {payload + sizeof(UserspaceArgs), userspace_args().userdata_len};
+  }
+};
+
+inline DpActionHeader load_action_header(const uint8_t* p) noexcept {
+  DpActionHeader h;
+  std::memcpy(&h, p, sizeof h);
+  return h;
+}
+
+// Walks a *valid* list (one the builder, the parser or validate_dp_actions()
+// accepted) without checking it: the fast-path contract.
+class DpActionReader {
+ public:
+  explicit DpActionReader(std::span<const uint8_t> list) noexcept
+      : p_(list.data()), end_(list.data() + list.size()) {}
+  // No action left (right after next(): the one returned was the last).
+  bool done() const noexcept { return p_ >= end_; }
+  DpAction next() noexcept {
+    DpActionHeader h = load_action_header(p_);
+    DpAction a{h.type, h.sub, h.arg, p_ + sizeof h, static_cast<uint32_t>(h.len - sizeof h)};
+    p_ += h.len;
+    return a;
+  }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+};
+
+// An immutable, owned action list (what a megaflow points to). The bytes are
+// 8-byte aligned; an empty list is `drop`.
+class DpActions {
+ public:
+  DpActions() = default;
+
+  std::span<const uint8_t> bytes() const noexcept {
+    return {reinterpret_cast<const uint8_t*>(words_.data()), size_};
+  }
+  size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  bool operator==(const DpActions& o) const noexcept {
+    return size_ == o.size_ && (size_ == 0 || std::memcmp(words_.data(), o.words_.data(), size_) == 0);
+  }
+
+  // A copy of encoded bytes, after validate_dp_actions().
+  static Result<DpActions> from_bytes(std::span<const uint8_t> bytes);
+
+ private:
+  friend class DpActionsBuilder;
+  std::vector<uint64_t> words_;
+  size_t size_ = 0;
+};
+
+// Checks an encoded list: lengths, alignment, known and implemented types,
+// set payload sizes, clone depth, userdata length, zero padding. The error
+// names the byte offset of the bad action.
+Status validate_dp_actions(std::span<const uint8_t> bytes);
+
+// Builds a list. Control path: it allocates. A call that would break a limit
+// (list too long, clone too deep, userdata too long) records the first error,
+// which finish() returns; later calls are then ignored.
+class DpActionsBuilder {
+ public:
+  void output(uint32_t port);
+  void drop();
+  void push_vlan(uint16_t tpid, uint16_t tci);  // host order; tci with kVlanCfi (0x1000) = OVS's cfi=1
+  void pop_vlan();
+  // Masked sets: write (packet & ~mask) | (key & mask). Fields with a zero
+  // mask get key zero. An all-ones mask is a plain set.
+  void set_eth(const SetEth& key, const SetEth& mask);
+  void set_ipv4(const SetIpv4& key, const SetIpv4& mask);
+  void set_ipv6(const SetIpv6& key, const SetIpv6& mask);
+  void set_tcp(const SetL4& key, const SetL4& mask);
+  void set_udp(const SetL4& key, const SetL4& mask);
+  void hash_l4(uint32_t basis);
+  void recirc(uint32_t id);
+  void trunc(uint32_t max_len);
+  void meter(uint32_t id);
+  void userspace(uint32_t pid, std::span<const uint8_t> userdata, bool has_userdata = true,
+                 bool include_actions = false, const uint32_t* tunnel_out_port = nullptr);
+  // clone(...): begin_clone(), the nested actions, end_clone(). Clones nest.
+  void begin_clone();
+  void end_clone();
+
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }  // the first error
+  size_t size() const { return size_; }             // bytes so far
+  // The list, or the first error (also when a clone is left open).
+  Result<DpActions> finish();
+
+ private:
+  uint8_t* append(DpActionType type, uint8_t sub, uint32_t arg, size_t len);
+  void fail(std::string msg);
+
+  std::vector<uint64_t> words_;
+  size_t size_ = 0;
+  std::vector<size_t> open_clones_;  // byte offsets of the open clones' headers
+  Status status_;
+};
+
+// Calls f(port) for every output action, clone() contents included, in
+// order. For the caller that must refuse "an action refers to a port that
+// does not exist" before installing a flow.
+template <typename F>
+void for_each_output_port(std::span<const uint8_t> list, F&& f) {
+  DpActionReader r(list);
+  while (!r.done()) {
+    DpAction a = r.next();
+    if (a.type == DpActionType::kOutput) {
+      f(a.port());
+    } else if (a.type == DpActionType::kClone) {
+      for_each_output_port(a.nested(), f);
+    }
+  }
+}
+
+// --- text -----------------------------------------------------------------
+
+// Parses the actions of a datapath flow (the text after "actions:").
+// `column` is the 1-based column of text[0] in the whole input line, so that
+// errors point into the line the user typed (DpFlow::actions_column).
+// Errors: "<what> '<token>' at column <N>[: <detail>]".
+Result<DpActions> parse_dp_actions(std::string_view text, size_t column = 1);
+
+// The list as dpctl/dump-flows prints it ("drop" when empty).
+std::string format_dp_actions(std::span<const uint8_t> list);
+inline std::string format_dp_actions(const DpActions& a) { return format_dp_actions(a.bytes()); }
+void put_dp_actions(std::string& out, std::span<const uint8_t> list);
+
+}  // namespace keel::flow
