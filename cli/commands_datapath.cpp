@@ -293,6 +293,21 @@ void add_datapath_commands(CommandTree::Impl& t) {
         t.print(out);
       });
 
+  // --- tunables (Open vSwitch's other_config names) ---
+  CLI::App* set = t.app.add_subcommand("set", "set a datapath tunable");
+  set->require_subcommand(1);
+  auto* emc = set->add_subcommand("emc-insert-inv-prob", "EMC insertion probability 1/N (0 disables the EMC; default 100)");
+  emc->add_option("N", t.arg1, "0..4294967295")->required()->check(CLI::Range(0.0, 4294967295.0));
+  emc->callback([&t] {
+    const auto n = static_cast<uint32_t>(std::stoul(t.arg1));
+    for (const auto& pmd : t.sys.datapath().pmds()) pmd->set_emc_insert_inv_prob(n);
+  });
+  auto* smc = set->add_subcommand("smc-enable", "use the signature match cache (default false)");
+  smc->add_option("BOOL", t.arg1, "true or false")->required()->check(CLI::IsMember({"true", "false"}));
+  smc->callback([&t] {
+    for (const auto& pmd : t.sys.datapath().pmds()) pmd->set_smc_enable(t.arg1 == "true");
+  });
+
   // --- dpcls-show ---
   auto* dpcls = t.app.add_subcommand("dpcls-show", "megaflow classifier subtables per PMD and input port");
   t.add_format(dpcls);

@@ -157,6 +157,7 @@ void Pmd::run() {
     return;
   }
   started_.store(1, std::memory_order_release);
+  emc_->set_insert_inv_prob(emc_insert_inv_prob_.load(std::memory_order_relaxed));
 
   std::array<hal::Packet*, hal::kMaxBurst> burst;
   uint64_t idle_iters = 0;

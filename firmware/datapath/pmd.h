@@ -124,6 +124,8 @@ class Pmd {
 
   void set_emc_insert_inv_prob(uint32_t v) { emc_insert_inv_prob_.store(v, std::memory_order_relaxed); }
   void set_smc_enable(bool on) { smc_enable_.store(on, std::memory_order_relaxed); }
+  uint32_t emc_insert_inv_prob() const { return emc_insert_inv_prob_.load(std::memory_order_relaxed); }
+  bool smc_enabled() const { return smc_enable_.load(std::memory_order_relaxed); }
 
  private:
   struct AtomicCounters {
