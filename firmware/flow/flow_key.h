@@ -139,13 +139,13 @@ struct alignas(8) FlowKey {
 // The word of a field, for the word map above (checked at compile time).
 #define KEEL_FLOW_WORD(field) (offsetof(::keel::flow::FlowKey, field) / 8)
 
-static_assert(sizeof(FlowKey) == kFlowWords * 8, "the word map above lists every word");
+static_assert(sizeof(FlowKey) == size_t{kFlowWords} * 8, "the word map above lists every word");
 static_assert(KEEL_FLOW_WORD(tun_opts) == 8 && KEEL_FLOW_WORD(ct_state) == 40, "tunnel = words 0-39");
 static_assert(KEEL_FLOW_WORD(skb_priority) == 48 && KEEL_FLOW_WORD(in_port) == 50, "metadata words");
 static_assert(offsetof(FlowKey, recirc_id) / 8 == 50, "in_port and recirc_id share word 50");
 static_assert(KEEL_FLOW_WORD(regs) == 52 && KEEL_FLOW_WORD(dl_dst) == 59, "metadata then L2");
 static_assert(KEEL_FLOW_WORD(vlans) == 61, "vlans: word 61");
-static_assert(offsetof(FlowKey, nw_src) == kFlowU0Words * 8, "L3 starts the u1 half");
+static_assert(offsetof(FlowKey, nw_src) == size_t{kFlowU0Words} * 8, "L3 starts the u1 half");
 static_assert(KEEL_FLOW_WORD(ipv6_label) == 69 && offsetof(FlowKey, nw_proto) / 8 == 69, "word 69");
 static_assert(KEEL_FLOW_WORD(arp_sha) == 72 && offsetof(FlowKey, tcp_flags) / 8 == 72, "word 72");
 static_assert(KEEL_FLOW_WORD(tp_src) == 74, "L4: word 74");
