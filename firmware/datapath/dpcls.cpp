@@ -85,7 +85,8 @@ void Dpcls::remove(DpclsRule* rule) noexcept {
   if (st->n_rules > 0) return;
   for (size_t i = 0; i < subtables_.size(); ++i) {
     if (subtables_[i] != st) continue;
-    subtables_.erase(subtables_.begin() + static_cast<std::ptrdiff_t>(i));  // keeps the rank order; no allocation
+    subtables_.erase(subtables_.begin() +
+                     static_cast<std::ptrdiff_t>(i));  // keeps the rank order; no allocation
     DpclsSubtable::destroy(st);
     counters_.n_subtables.store(subtables_.size(), std::memory_order_relaxed);
     return;
@@ -126,7 +127,9 @@ uint32_t Dpcls::lookup(std::span<const flow::Miniflow* const> keys, DpclsRule** 
 void Dpcls::resort() noexcept {
   // Hits since the last resort, per subtable; then a stable insertion sort
   // on them, most first. Subtables number tens, rarely hundreds.
-  auto recent = [](const DpclsSubtable* st) { return st->hits.load(std::memory_order_relaxed) - st->hits_at_resort; };
+  auto recent = [](const DpclsSubtable* st) {
+    return st->hits.load(std::memory_order_relaxed) - st->hits_at_resort;
+  };
   for (size_t i = 1; i < subtables_.size(); ++i) {
     DpclsSubtable* st = subtables_[i];
     const uint64_t r = recent(st);
@@ -147,7 +150,8 @@ std::vector<SubtableInfo> Dpcls::info() const {
     i.u1 = st->n_u1;
     i.n_rules = st->n_rules;
     i.hits = st->hits.load(std::memory_order_relaxed);
-    i.lookup = st->specialized ? dpcls_lookup_select(st->n_u0, st->n_u1).name() : dpcls_lookup_generic().name();
+    i.lookup =
+        st->specialized ? dpcls_lookup_select(st->n_u0, st->n_u1).name() : dpcls_lookup_generic().name();
     v.push_back(std::move(i));
   }
   return v;

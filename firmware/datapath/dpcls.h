@@ -57,11 +57,11 @@ struct DpclsCounters {
 
 // One subtable, for `dpcls-show` (owner thread; see info()).
 struct SubtableInfo {
-  flow::Miniflow mask;    // canonical mask: its map and mask words
+  flow::Miniflow mask;      // canonical mask: its map and mask words
   unsigned u0 = 0, u1 = 0;  // shape
   uint32_t n_rules = 0;
-  uint64_t hits = 0;      // keys matched here since creation
-  std::string lookup;     // "specialized(U0,U1)" or "generic"
+  uint64_t hits = 0;   // keys matched here since creation
+  std::string lookup;  // "specialized(U0,U1)" or "generic"
 };
 
 class alignas(64) Dpcls {

@@ -14,10 +14,11 @@
 // ND or tunnel + L2 + VLAN together; Open vSwitch's own list adds (8,1),
 // (9,1) and (9,4) — (5,3) (5,2) (5,1) (4,1) (4,0) are in the grid — for 45.
 // The rest take the generic function, which is correct for any shape.
-// Cost of a specialization: ~1-2 KB of text (x86-64 -O2; 45 of them ~70 KB,
-// see the report in tests/bench/RESULTS.md); only the shapes a PMD's
+// Cost of a specialization: 0.7-1.6 KB of text (x86-64 -O2; all 45 plus the
+// generic function 52 KB, 77 KB on aarch64); only the shapes a PMD's
 // subtables use are ever in its i-cache, and the table is read only when a
-// subtable is created.
+// subtable is created. Gain: the generic function takes 12-26 % longer per
+// packet (tests/bench/RESULTS.md).
 #include "datapath/dpcls_lookup.h"
 
 #include <array>
@@ -40,7 +41,8 @@ constexpr std::array<Shape, kShapeCount> make_shapes() {
   std::array<Shape, kShapeCount> s{};
   unsigned i = 0;
   for (unsigned u0 = kGridU0Min; u0 <= kGridU0Max; ++u0)
-    for (unsigned u1 = 0; u1 <= kGridU1Max; ++u1) s[i++] = {static_cast<uint8_t>(u0), static_cast<uint8_t>(u1)};
+    for (unsigned u1 = 0; u1 <= kGridU1Max; ++u1)
+      s[i++] = {static_cast<uint8_t>(u0), static_cast<uint8_t>(u1)};
   for (const Shape& x : kOvsExtraShapes) s[i++] = x;
   return s;
 }
@@ -61,7 +63,8 @@ constexpr std::array<DpclsLookupImpl, sizeof...(I)> make_table(std::index_sequen
                           &dpcls_subtable_lookup<kShapes[I].u0, kShapes[I].u1>}...};
 }
 // The specializations, instantiated here from the one template.
-constexpr std::array<DpclsLookupImpl, kShapeCount> kTable = make_table(std::make_index_sequence<kShapeCount>{});
+constexpr std::array<DpclsLookupImpl, kShapeCount> kTable =
+    make_table(std::make_index_sequence<kShapeCount>{});
 
 constexpr DpclsLookupImpl kGeneric{0, 0, false,
                                    &dpcls_subtable_lookup<dpcls_detail::kRuntime, dpcls_detail::kRuntime>};

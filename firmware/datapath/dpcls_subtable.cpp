@@ -124,7 +124,8 @@ DpclsRule* DpclsSubtable::find(const flow::Miniflow& key) const noexcept {
     const DpclsBucket& bkt = buckets[b];
     for (unsigned e = 0; e < DpclsBucket::kEntries; ++e) {
       DpclsRule* r = bkt.rules[e];
-      if (r && bkt.hashes[e] == hash && std::memcmp(r->values(), blk, n_words * sizeof(uint64_t)) == 0) return r;
+      if (r && bkt.hashes[e] == hash && std::memcmp(r->values(), blk, n_words * sizeof(uint64_t)) == 0)
+        return r;
     }
     if (bkt.overflow == 0) return nullptr;
     b = (b + 1) & bucket_mask;

@@ -87,7 +87,8 @@ struct alignas(64) DpclsBucket {
   uint32_t hashes[kEntries];   // rules[i]->hash, kept here to probe without touching rules
   uint32_t overflow;           // rules whose probe passed this bucket (see top)
 };
-static_assert(sizeof(DpclsBucket) == 64, "a bucket is one cache line: 5 x (8 B rule* + 4 B hash) + 4 B count");
+static_assert(sizeof(DpclsBucket) == 64,
+              "a bucket is one cache line: 5 x (8 B rule* + 4 B hash) + 4 B count");
 
 // Per-burst working space of one lookup: each key's hash and masked words.
 // One per Dpcls (10.4 KB); the lookup functions write it, nothing keeps it.
@@ -99,8 +100,8 @@ struct alignas(64) DpclsScratch {
 
 struct alignas(64) DpclsSubtable {
   // --- read by every lookup: one cache line ---
-  DpclsLookupFn lookup;        // picked by shape at create(), see dpcls_lookup.h
-  DpclsBucket* buckets;        // bucket_mask + 1 buckets
+  DpclsLookupFn lookup;  // picked by shape at create(), see dpcls_lookup.h
+  DpclsBucket* buckets;  // bucket_mask + 1 buckets
   uint32_t bucket_mask;
   uint8_t n_u0, n_u1;          // the mask's shape
   uint8_t n_words;             // n_u0 + n_u1
@@ -115,7 +116,7 @@ struct alignas(64) DpclsSubtable {
   alignas(64) Word words[flow::kMiniflowMaxWords];
 
   // --- control path ---
-  flow::Miniflow mask;      // canonical: exactly the words with a mask bit set
+  flow::Miniflow mask;  // canonical: exactly the words with a mask bit set
   uint32_t n_rules;
   uint64_t hits_at_resort;  // `hits` when Dpcls::resort() last ranked this subtable
 

@@ -74,7 +74,9 @@
 // slow_path(...), ...; those are refused here); `userspace(pid=N)` has no
 // userdata (OVS would add a zeroed cookie); `set(ipv4(proto=,frag=))` and
 // `set(ipv6(proto=,frag=))` are read, kept and printed but not executed, as
-// in OVS's userspace datapath. Actions OVS has and keel does not (ct,
+// in OVS's userspace datapath; `drop` is also read as an action inside a
+// longer list (`2,drop`: OVS 3.1 prints its explicit drop action so, but
+// reads `drop` only as a whole list). Actions OVS has and keel does not (ct,
 // sample, push_mpls, check_pkt_len, ...) are refused by name.
 //
 // Thread-safety: DpActions is immutable once built; any number of threads

@@ -18,15 +18,19 @@
 // nw_dst say the prefix length, and the TCP masks differ from the UDP ones by
 // nw_proto, so each key has one answer whatever the subtable order.
 //
-// Reported per benchmark: ns_per_pkt, Mpps and subtables probed per hit; at
-// the end, per scenario, median and spread (min..max) of ns/pkt over the
-// repetitions for both variants and the gain of the specialized lookup.
+// Two ways of measuring each scenario:
+//   BM_dpcls/<scenario>_{specialized,generic}: separate benchmarks; per
+//     benchmark ns_per_pkt, Mpps and subtables probed per hit, and at the end
+//     median and spread (min..max) of CPU ns/pkt over the repetitions;
+//   BM_dpcls_paired/<scenario>: alternating timed blocks of both variants in
+//     one run, the median of the per-pair ratios — the figure to quote on a
+//     shared machine, where separate runs see different interference.
 // Run (see tests/bench/RESULTS.md, "dpcls"):
 //   ./build/host/tests/bench/bench_dpcls --benchmark_repetitions=10
 //       --benchmark_enable_random_interleaving=true --benchmark_min_time=0.2  (one line)
-#include <benchmark/benchmark.h>
-
 #include <arpa/inet.h>
+#include <benchmark/benchmark.h>
+#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -149,12 +153,75 @@ void BM_dpcls(benchmark::State& state, Scenario s, bool generic) {
   fx.cls->force_generic_lookup(false);
   if (hits != packets) state.SkipWithError("a key missed: the scenario's rules are wrong");
   state.SetItemsProcessed(static_cast<int64_t>(packets));
-  state.counters["ns_per_pkt"] = benchmark::Counter(static_cast<double>(packets) / 1e9,
-                                                    benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  state.counters["Mpps"] = benchmark::Counter(static_cast<double>(packets) / 1e6, benchmark::Counter::kIsRate);
+  state.counters["ns_per_pkt"] = benchmark::Counter(
+      static_cast<double>(packets) / 1e9, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["Mpps"] =
+      benchmark::Counter(static_cast<double>(packets) / 1e6, benchmark::Counter::kIsRate);
   state.counters["probes_per_hit"] = hits ? static_cast<double>(probed) / static_cast<double>(hits) : 0;
   state.counters["rules"] = static_cast<double>(fx.n_rules);
   state.counters["subtables"] = static_cast<double>(fx.cls->n_subtables());
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// This thread's CPU time: time slices given to other processes stay out.
+double thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+}
+
+// Paired: each iteration times one block of kPairBursts bursts with the
+// specialized functions and one with the generic function (alternating
+// which goes first; keys continue from block to block), so both see the
+// same interference from whatever else runs on the core (and thread CPU
+// time leaves out the time slices it loses). Reports the median
+// ns/pkt of each and the median of the per-pair ratios generic/specialized
+// -- the robust figure on a shared machine.
+void BM_dpcls_paired(benchmark::State& state, Scenario s) {
+  constexpr unsigned kPairBursts = 32;
+  Fixture& fx = fixture(s);
+  alignas(64) DpclsRule* out[kBurst];
+  unsigned next = 0;
+  bool all_hit = true;
+  auto block = [&](bool generic) {
+    fx.cls->force_generic_lookup(generic);
+    const double t0 = thread_cpu_ns();
+    for (unsigned b = 0; b < kPairBursts; ++b) {
+      const uint32_t found = fx.cls->lookup(std::span(&fx.ptrs[next], kBurst), out, nullptr);
+      benchmark::DoNotOptimize(out);
+      all_hit &= found == ~0u;
+      next = (next + kBurst) % kKeys;
+    }
+    return (thread_cpu_ns() - t0) / (kPairBursts * kBurst);
+  };
+  std::vector<double> spec, gen, ratio;
+  uint64_t packets = 0;
+  for (auto _ : state) {
+    const bool generic_first = spec.size() & 1;
+    double a, b;
+    if (generic_first) {
+      b = block(true);
+      a = block(false);
+    } else {
+      a = block(false);
+      b = block(true);
+    }
+    spec.push_back(a);
+    gen.push_back(b);
+    ratio.push_back(b / a);
+    packets += 2 * kPairBursts * kBurst;
+  }
+  fx.cls->force_generic_lookup(false);
+  if (!all_hit) state.SkipWithError("a key missed: the scenario's rules are wrong");
+  state.SetItemsProcessed(static_cast<int64_t>(packets));
+  state.counters["spec_ns_per_pkt"] = median(spec);
+  state.counters["generic_ns_per_pkt"] = median(gen);
+  state.counters["gain_pct"] = (median(ratio) - 1) * 100;
+  state.counters["pairs"] = static_cast<double>(ratio.size());
 }
 
 // Console output as usual, plus per scenario: median and spread of ns/pkt
@@ -169,26 +236,47 @@ class GainReporter : public benchmark::ConsoleReporter {
     for (const Run& r : runs) {
       if (r.error_occurred) continue;
       const std::string& name = r.run_name.function_name;  // "BM_dpcls/16masks_100k_generic"
+      if (name.rfind("BM_dpcls_paired/", 0) == 0) {
+        if (r.run_type == Run::RT_Iteration || r.aggregate_name == "median") {
+          auto c = r.counters;  // by value: operator[] on a const map
+          paired_[name.substr(name.find('/') + 1)] = {c["spec_ns_per_pkt"].value,
+                                                      c["generic_ns_per_pkt"].value, c["gain_pct"].value,
+                                                      c["pairs"].value};
+        }
+        continue;
+      }
       const size_t slash = name.find('/'), us = name.rfind('_');
       if (slash == std::string::npos || us == std::string::npos || us < slash) continue;
       Figures& f = figures_[name.substr(slash + 1, us - slash - 1)][name.substr(us + 1)];
       const double ns = r.GetAdjustedCPUTime() / kBurst;
-      if (r.run_type == Run::RT_Iteration) f.single = ns;
-      else if (r.aggregate_name == "median") f.median = ns;
-      else if (r.aggregate_name == "min") f.min = ns;
-      else if (r.aggregate_name == "max") f.max = ns;
+      if (r.run_type == Run::RT_Iteration)
+        f.single = ns;
+      else if (r.aggregate_name == "median")
+        f.median = ns;
+      else if (r.aggregate_name == "min")
+        f.min = ns;
+      else if (r.aggregate_name == "max")
+        f.max = ns;
     }
     ConsoleReporter::ReportRuns(runs);
   }
   void Finalize() override {
     ConsoleReporter::Finalize();
-    std::printf("\ndpcls lookup, CPU ns per packet (bursts of %u): median (min..max) over repetitions\n", kBurst);
+    std::printf("\ndpcls lookup, CPU ns per packet (bursts of %u): median (min..max) over repetitions\n",
+                kBurst);
     for (auto& [scenario, variants] : figures_) {
       if (!variants.count("specialized") || !variants.count("generic")) continue;
       const Figures s = variants["specialized"].resolved(), g = variants["generic"].resolved();
       std::printf("  %-14s specialized %6.1f (%.1f..%.1f)  generic %6.1f (%.1f..%.1f)  gain %+.1f %%\n",
-                  scenario.c_str(), s.median, s.min, s.max, g.median, g.min, g.max, (g.median / s.median - 1) * 100);
+                  scenario.c_str(), s.median, s.min, s.max, g.median, g.min, g.max,
+                  (g.median / s.median - 1) * 100);
     }
+    if (paired_.empty()) return;
+    std::printf(
+        "paired blocks (CPU ns per packet, medians over pairs; gain = median of generic/specialized)\n");
+    for (const auto& [scenario, p] : paired_)
+      std::printf("  %-14s specialized %6.1f  generic %6.1f  gain %+.1f %%  (%.0f pairs)\n", scenario.c_str(),
+                  p[0], p[1], p[2], p[3]);
   }
 
  private:
@@ -200,6 +288,7 @@ class GainReporter : public benchmark::ConsoleReporter {
     }
   };
   std::map<std::string, std::map<std::string, Figures>> figures_;
+  std::map<std::string, std::array<double, 4>> paired_;  // spec ns, generic ns, gain %, pairs
 };
 
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
@@ -207,12 +296,34 @@ double max_of(const std::vector<double>& v) { return *std::max_element(v.begin()
 
 }  // namespace
 
-BENCHMARK_CAPTURE(BM_dpcls, 16masks_100k_specialized, Scenario::masks16_100k, false)->Unit(benchmark::kNanosecond)->ComputeStatistics("min", min_of)->ComputeStatistics("max", max_of);
-BENCHMARK_CAPTURE(BM_dpcls, 16masks_100k_generic, Scenario::masks16_100k, true)->Unit(benchmark::kNanosecond)->ComputeStatistics("min", min_of)->ComputeStatistics("max", max_of);
-BENCHMARK_CAPTURE(BM_dpcls, 16masks_1k_specialized, Scenario::masks16_1k, false)->Unit(benchmark::kNanosecond)->ComputeStatistics("min", min_of)->ComputeStatistics("max", max_of);
-BENCHMARK_CAPTURE(BM_dpcls, 16masks_1k_generic, Scenario::masks16_1k, true)->Unit(benchmark::kNanosecond)->ComputeStatistics("min", min_of)->ComputeStatistics("max", max_of);
-BENCHMARK_CAPTURE(BM_dpcls, 1mask_100k_specialized, Scenario::mask1_100k, false)->Unit(benchmark::kNanosecond)->ComputeStatistics("min", min_of)->ComputeStatistics("max", max_of);
-BENCHMARK_CAPTURE(BM_dpcls, 1mask_100k_generic, Scenario::mask1_100k, true)->Unit(benchmark::kNanosecond)->ComputeStatistics("min", min_of)->ComputeStatistics("max", max_of);
+BENCHMARK_CAPTURE(BM_dpcls, 16masks_100k_specialized, Scenario::masks16_100k, false)
+    ->Unit(benchmark::kNanosecond)
+    ->ComputeStatistics("min", min_of)
+    ->ComputeStatistics("max", max_of);
+BENCHMARK_CAPTURE(BM_dpcls, 16masks_100k_generic, Scenario::masks16_100k, true)
+    ->Unit(benchmark::kNanosecond)
+    ->ComputeStatistics("min", min_of)
+    ->ComputeStatistics("max", max_of);
+BENCHMARK_CAPTURE(BM_dpcls, 16masks_1k_specialized, Scenario::masks16_1k, false)
+    ->Unit(benchmark::kNanosecond)
+    ->ComputeStatistics("min", min_of)
+    ->ComputeStatistics("max", max_of);
+BENCHMARK_CAPTURE(BM_dpcls, 16masks_1k_generic, Scenario::masks16_1k, true)
+    ->Unit(benchmark::kNanosecond)
+    ->ComputeStatistics("min", min_of)
+    ->ComputeStatistics("max", max_of);
+BENCHMARK_CAPTURE(BM_dpcls, 1mask_100k_specialized, Scenario::mask1_100k, false)
+    ->Unit(benchmark::kNanosecond)
+    ->ComputeStatistics("min", min_of)
+    ->ComputeStatistics("max", max_of);
+BENCHMARK_CAPTURE(BM_dpcls, 1mask_100k_generic, Scenario::mask1_100k, true)
+    ->Unit(benchmark::kNanosecond)
+    ->ComputeStatistics("min", min_of)
+    ->ComputeStatistics("max", max_of);
+
+BENCHMARK_CAPTURE(BM_dpcls_paired, 16masks_100k, Scenario::masks16_100k)->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_dpcls_paired, 16masks_1k, Scenario::masks16_1k)->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_dpcls_paired, 1mask_100k, Scenario::mask1_100k)->MinTime(1.0);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

@@ -2,6 +2,8 @@
 // against each other and against the definition (masked_hash, equal_masked
 // over every rule), on the same random masks, rules and keys; plus the
 // bucket table's overflow chains, hash collisions and the shape table.
+#include "datapath/dpcls_lookup.h"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "datapath/dpcls_lookup.h"
 #include "datapath/dpcls_subtable.h"
 #include "flow/flow_hash.h"
 
@@ -56,10 +57,14 @@ std::vector<unsigned> pick_words(Rng& rng, unsigned n, unsigned base) {
 // A non-zero mask word: exact, a prefix, a field, or random bits.
 uint64_t mask_word(Rng& rng) {
   switch (rng() % 5) {
-    case 0: return ~uint64_t{0};
-    case 1: return ~uint64_t{0} << (rng() % 64);  // keeps at least the top bit
-    case 2: return uint64_t{0xffffffff} << (32 * (rng() % 2));
-    case 3: return uint64_t{0xff} << (8 * (rng() % 8));
+    case 0:
+      return ~uint64_t{0};
+    case 1:
+      return ~uint64_t{0} << (rng() % 64);  // keeps at least the top bit
+    case 2:
+      return uint64_t{0xffffffff} << (32 * (rng() % 2));
+    case 3:
+      return uint64_t{0xff} << (8 * (rng() % 8));
     default: {
       uint64_t m = rng() & rng();
       return m ? m : 1;
@@ -131,9 +136,9 @@ Miniflow near_miss(Rng& rng, const Miniflow& src, const Miniflow& mask) {
 
 struct Fixture {
   DpclsSubtable* st = nullptr;
-  std::vector<Miniflow> sources;       // keys the rules were inserted from
+  std::vector<Miniflow> sources;  // keys the rules were inserted from
   std::vector<DpclsRule*> rules;
-  std::vector<Miniflow> rule_keys;     // masked keys (Miniflow in the mask's map)
+  std::vector<Miniflow> rule_keys;  // masked keys (Miniflow in the mask's map)
   ~Fixture() { DpclsSubtable::destroy(st); }
 };
 
@@ -155,8 +160,8 @@ struct Tally {
 
 // Runs `fns` over bursts of keys against the oracle; each fn sees the same
 // keys, keys_map and starts from the same out[] sentinel.
-void check_bursts(Rng& rng, const Fixture& f, const std::vector<const DpclsLookupImpl*>& fns, unsigned n_bursts,
-                  Tally& tally) {
+void check_bursts(Rng& rng, const Fixture& f, const std::vector<const DpclsLookupImpl*>& fns,
+                  unsigned n_bursts, Tally& tally) {
   static DpclsScratch scratch;
   auto* const kSentinel = reinterpret_cast<DpclsRule*>(uintptr_t{0x5a5a5a5a5a5a5a58});
   for (unsigned burst = 0; burst < n_bursts; ++burst) {
@@ -175,7 +180,8 @@ void check_bursts(Rng& rng, const Fixture& f, const std::vector<const DpclsLooku
     std::vector<const Miniflow*> ptrs(n);
     for (unsigned i = 0; i < n; ++i) ptrs[i] = &keys[i];
     uint32_t keys_map = n == 32 ? ~0u : (1u << n) - 1;
-    if (rng() % 4 == 0) keys_map &= static_cast<uint32_t>(rng());  // a partial burst (earlier subtables matched some)
+    if (rng() % 4 == 0)
+      keys_map &= static_cast<uint32_t>(rng());  // a partial burst (earlier subtables matched some)
 
     for (const DpclsLookupImpl* impl : fns) {
       DpclsRule* out[kDpclsMaxBurst];
@@ -228,7 +234,8 @@ void fill(Rng& rng, Fixture& f, const Miniflow& mask, unsigned n_rules) {
 
 }  // namespace
 
-TEST_CASE("the table specializes OVS's shapes and the u0 1..6 x u1 0..6 grid; others take the generic function") {
+TEST_CASE(
+    "the table specializes OVS's shapes and the u0 1..6 x u1 0..6 grid; others take the generic function") {
   std::set<std::pair<unsigned, unsigned>> shapes;
   for (const DpclsLookupImpl& impl : dpcls_lookup_specializations()) {
     CHECK(impl.specialized);
@@ -267,8 +274,8 @@ TEST_CASE("property: every specialization == generic == definition, on the same 
       check_bursts(rng, f, {&impl, &dpcls_lookup_generic()}, kBurstsPerMask, tally);
     }
   }
-  MESSAGE("specializations: " << tally.runs << " bursts, " << tally.lookups << " (function, key) results checked, "
-                              << tally.hits << " hits");
+  MESSAGE("specializations: " << tally.runs << " bursts, " << tally.lookups
+                              << " (function, key) results checked, " << tally.hits << " hits");
   CHECK(tally.hits > tally.lookups / 8);  // both outcomes well represented
   CHECK(tally.hits < tally.lookups * 7 / 8);
 }
@@ -276,7 +283,7 @@ TEST_CASE("property: every specialization == generic == definition, on the same 
 TEST_CASE("property: the generic function on shapes without a specialization") {
   Rng rng(0x6e4e);
   Tally tally;
-  const std::pair<unsigned, unsigned> shapes[] = {{0, 0}, {0, 1}, {0, 5}, {7, 0}, {7, 3}, {8, 2},
+  const std::pair<unsigned, unsigned> shapes[] = {{0, 0},  {0, 1}, {0, 5},   {7, 0},   {7, 3},  {8, 2},
                                                   {10, 6}, {3, 9}, {12, 12}, {20, 20}, {30, 10}};
   for (const auto& shape : shapes) {
     const unsigned u0 = shape.first, u1 = shape.second;  // (clang 14: no lambda capture of bindings)

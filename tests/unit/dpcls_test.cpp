@@ -1,15 +1,15 @@
 // Dpcls: insert / find / remove, subtables per mask, first match in rank
 // order, resort by hits, info() and the lookup function it names, bursts of
 // 32, counters, the force-generic hook.
-#include <doctest/doctest.h>
+#include "datapath/dpcls.h"
 
 #include <arpa/inet.h>
+#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <random>
 #include <vector>
 
-#include "datapath/dpcls.h"
 #include "flow/flow_key.h"
 
 using namespace keel::datapath;
@@ -92,14 +92,16 @@ TEST_CASE("insert, find, lookup, remove one megaflow; a duplicate is refused") {
   for (DpclsRule* o : out) CHECK(o == nullptr);
 }
 
-TEST_CASE("one subtable per mask; non-overlapping megaflows each find their own; first match in rank order wins") {
+TEST_CASE(
+    "one subtable per mask; non-overlapping megaflows each find their own; first match in rank order wins") {
   Dpcls cls;
   std::vector<DpclsRule*> rules;
   // 16 masks as the dpcls-16masks scenario: /16../23 without and with tp_dst.
   for (unsigned g = 0; g < 16; ++g) {
     const Miniflow mask = mf_of(megaflow_mask(16 + g % 8, g >= 8));
     const uint32_t net = (10u << 24) | ((g + 1) << 16);
-    rules.push_back(cls.insert(mask, mf_of(udp_packet(1, net, static_cast<uint16_t>(1000 + g))), flow_id(g + 1)));
+    rules.push_back(
+        cls.insert(mask, mf_of(udp_packet(1, net, static_cast<uint16_t>(1000 + g))), flow_id(g + 1)));
     REQUIRE(rules.back() != nullptr);
   }
   CHECK(cls.n_subtables() == 16);
@@ -111,7 +113,8 @@ TEST_CASE("one subtable per mask; non-overlapping megaflows each find their own;
     CHECK(info[g].n_rules == 1);
   }
   for (unsigned g = 0; g < 16; ++g) {
-    const Miniflow k = mf_of(udp_packet(1, (10u << 24) | ((g + 1) << 16) | 0x77, static_cast<uint16_t>(1000 + g)));
+    const Miniflow k =
+        mf_of(udp_packet(1, (10u << 24) | ((g + 1) << 16) | 0x77, static_cast<uint16_t>(1000 + g)));
     const Miniflow* keys[] = {&k};
     DpclsRule* out[1];
     uint32_t probed = 0;
@@ -209,7 +212,8 @@ TEST_CASE("removing the last rule of a subtable deletes it; others keep their ra
   CHECK(cls.counters().n_rules == 2);
 }
 
-TEST_CASE("info() names the specialization for a (2,2) mask, generic for an unspecialized shape or when forced") {
+TEST_CASE(
+    "info() names the specialization for a (2,2) mask, generic for an unspecialized shape or when forced") {
   Dpcls cls;
   const Miniflow pkt = mf_of(udp_packet(1, 0x0a010203, 53));
   REQUIRE(cls.insert(mf_of(megaflow_mask(16, false)), pkt, flow_id(1)));
@@ -281,7 +285,8 @@ TEST_CASE("a burst of 32 keys over 16 subtables: hit map, out[], probes per hit,
       // bits of x, so only min(50, 2^(g%8)) rules are distinct (the rest are
       // refused as duplicates).
       const uint32_t net = (10u << 24) | ((g + 1) << 16) | ((host << (8 - g % 8)) & 0xff) << 8;
-      DpclsRule* r = cls.insert(mask, mf_of(udp_packet(1, net, static_cast<uint16_t>(1000 + g))), flow_id(rules.size() + 1));
+      DpclsRule* r = cls.insert(mask, mf_of(udp_packet(1, net, static_cast<uint16_t>(1000 + g))),
+                                flow_id(rules.size() + 1));
       if (r) rules.push_back(r);
     }
   }
@@ -326,12 +331,14 @@ TEST_CASE("many rules in one subtable: the table grows, every rule stays findabl
   const Miniflow mask = mf_of(megaflow_mask(32, true));
   std::vector<DpclsRule*> rules;
   for (uint32_t i = 0; i < 20000; ++i) {
-    rules.push_back(cls.insert(mask, mf_of(udp_packet(1, 0x0a000000 + i, static_cast<uint16_t>(i % 7))), flow_id(i + 1)));
+    rules.push_back(
+        cls.insert(mask, mf_of(udp_packet(1, 0x0a000000 + i, static_cast<uint16_t>(i % 7))), flow_id(i + 1)));
     REQUIRE(rules.back());
   }
   for (uint32_t i = 0; i < 20000; i += 32) {
     std::vector<Miniflow> keys;
-    for (uint32_t j = i; j < i + 32 && j < 20000; ++j) keys.push_back(mf_of(udp_packet(1, 0x0a000000 + j, static_cast<uint16_t>(j % 7))));
+    for (uint32_t j = i; j < i + 32 && j < 20000; ++j)
+      keys.push_back(mf_of(udp_packet(1, 0x0a000000 + j, static_cast<uint16_t>(j % 7))));
     std::vector<const Miniflow*> ptrs;
     for (auto& k : keys) ptrs.push_back(&k);
     DpclsRule* out[32];
