@@ -50,6 +50,9 @@ TEST_CASE("a reader thread never sees a freed object") {
     }
     rcu.offline(slot);
   });
+  // The reader must be running before the churn starts (a loaded machine
+  // may not schedule it for a while).
+  while (reads.load(std::memory_order_relaxed) == 0) std::this_thread::yield();
   for (int i = 0; i < 2000; ++i) {
     Obj* old = published.exchange(new Obj, std::memory_order_acq_rel);
     rcu.retire([old] {
