@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (packages, arm64 sysroot), then builds and
-# runs the whole test suite: host (optimized), host with ASan+UBSan, and the
+# runs the whole test suite: host (optimized), host with ASan+UBSan, the unit
+# tests under ThreadSanitizer, and the
 # aarch64 cross build under qemu-aarch64, including one boot of the firmware
 # on the qemu-virt board under qemu-system-aarch64; then every libFuzzer
 # target for a bounded time (KEEL_FUZZ_SECONDS, default 30 s each).
@@ -9,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 presets=("$@")
-[ ${#presets[@]} -gt 0 ] || presets=(host asan aarch64 fuzz)
+[ ${#presets[@]} -gt 0 ] || presets=(host asan tsan aarch64 fuzz)
 
 if [[ " ${presets[*]} " == *" aarch64 "* ]]; then
   ./toolchains/setup.sh

@@ -516,9 +516,13 @@ template <typename Builder>
 }
 
 // The generic path for one packet: any shape, any metadata. Returns true
-// when the hash was computed in software.
-[[gnu::noinline, gnu::flatten]] bool parse_generic(const hal::Packet& p, const MetaWords& md,
+// when the hash was computed in software. Takes the metadata's source (the
+// packet itself on the rx path, or a PacketMetadata) rather than MetaWords,
+// so the burst loop never has to build MetaWords in memory for the call.
+template <typename MetaSrc>
+[[gnu::noinline, gnu::flatten]] bool parse_generic(const hal::Packet& p, const MetaSrc& src,
                                                    ParsedPacket& out) {
+  const MetaWords md = meta_words(src);
   if (rss_usable(p, md)) {
     KeyBuilder<false> b(out.key);
     out.malformed = !extract(p.data(), p.len(), md, b, out.ofs);
@@ -650,8 +654,11 @@ template <bool kSwHash>
   return false;
 }
 
-// One packet, fast path first; true when hashed in software.
-[[gnu::always_inline]] inline bool parse_one(const hal::Packet& p, const MetaWords& md, ParsedPacket& out) {
+// One packet, fast path first; true when hashed in software. `src` is
+// where the metadata comes from: the packet (rx path) or a PacketMetadata.
+template <typename MetaSrc>
+[[gnu::always_inline]] inline bool parse_one(const hal::Packet& p, const MetaSrc& src, ParsedPacket& out) {
+  const MetaWords md = meta_words(src);
   if (rss_usable(p, md)) {
     if (parse_fast<false>(p, md, out)) [[likely]]
       return false;
@@ -659,10 +666,10 @@ template <bool kSwHash>
     if (parse_fast<true>(p, md, out)) [[likely]]
       return true;
   }
-  return parse_generic(p, md, out);
+  return parse_generic(p, src, out);
 }
 
-// The burst loop; meta_of(i, p) gives packet i's metadata words.
+// The burst loop; meta_of(i, p) gives packet i's metadata source.
 template <typename MetaOf>
 [[gnu::always_inline]] inline unsigned parse_burst_impl(std::span<hal::Packet* const> pkts,
                                                         std::span<ParsedPacket> out, ParserCounters& counters,
@@ -689,25 +696,26 @@ template <typename MetaOf>
 }
 
 [[gnu::flatten]] bool parse(const hal::Packet& p, const PacketMetadata& md, ParsedPacket& out) noexcept {
-  parse_one(p, meta_words(md), out);
+  parse_one(p, md, out);
   return !out.malformed;
 }
 
 [[gnu::flatten]] bool parse(const hal::Packet& p, ParsedPacket& out) noexcept {
-  parse_one(p, meta_words(p), out);
+  parse_one(p, p, out);
   return !out.malformed;
 }
 
 [[gnu::flatten]] unsigned parse_burst(std::span<hal::Packet* const> pkts, std::span<ParsedPacket> out,
                                       ParserCounters& counters) noexcept {
-  return parse_burst_impl(pkts, out, counters, [](size_t, const hal::Packet& p) { return meta_words(p); });
+  return parse_burst_impl(pkts, out, counters,
+                          [](size_t, const hal::Packet& p) -> const hal::Packet& { return p; });
 }
 
 [[gnu::flatten]] unsigned parse_burst(std::span<hal::Packet* const> pkts, std::span<const PacketMetadata> md,
                                       std::span<ParsedPacket> out, ParserCounters& counters) noexcept {
   assert(md.size() >= pkts.size());
   return parse_burst_impl(pkts, out, counters,
-                          [md](size_t i, const hal::Packet&) { return meta_words(md[i]); });
+                          [md](size_t i, const hal::Packet&) -> const PacketMetadata& { return md[i]; });
 }
 
 }  // namespace keel::packet
