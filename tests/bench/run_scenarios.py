@@ -1,0 +1,816 @@
+#!/usr/bin/env python3
+"""run_scenarios.py -- keel's fast path on the OVS-DPDK baseline scenarios.
+
+For each scenario of shared/bench/scenarios/ that this script knows how to
+translate (p2p-1flow, p2p-10kflows, dpcls-16masks) and each of its variants:
+
+  1. generates the scenario's pcap with shared/bench/gen_traffic.py and the
+     scenario's TRAFFIC arguments (cached; capped, and said so, when it has
+     more records than keel's DPDK mbuf pool can keep resident);
+  2. writes a keel config: the variant's tunables (`set emc-insert-inv-prob`,
+     `set smc-enable`, translated from the variant's ovs-vsctl other_config)
+     and the datapath flows (megaflows) Open vSwitch installs for the
+     scenario's OpenFlow rules (`dp-flow add ...`, derived from flows*.txt);
+  3. boots keel with the DPDK ports the OVS harness uses
+     (p0 = net_pcap0 replaying the pcap with infinite_rx=1,
+      p1 = net_null1,no-rx=1), waits WARMUP s, `pmd-stats-clear`, reads
+     `show ports --format json`, waits SECONDS, reads it again:
+     Mpps = delta of p1's tx packets / elapsed; cycles/pkt =
+     processing_cycles / packets_received of `pmd-stats-show --format json`;
+  4. runs shared/bench/io_ceiling (plain rx_burst -> tx_burst) on the same
+     pcap for the same number of seconds, right after keel exited;
+  5. with --ovs and Open vSwitch installed, runs
+     shared/bench/ovs_baseline.sh SCENARIO SECONDS for the same variant.
+
+Rounds are outermost (every scenario/variant once, then again), as in
+shared/bench/run_all.sh, so that background load drifting over time is spread
+over all rows. Prints one key=value line per run, then a markdown table:
+median (min-max) of keel Mpps, cycles/pkt, the cache path, the I/O ceiling,
+keel/ceiling, and OVS-DPDK's median from shared/bench/BASELINE.md (quoted, not
+re-measured) or from this invocation's --ovs runs.
+
+python3 stdlib only. Must run as root (DPDK EAL). Example:
+
+  tests/bench/run_scenarios.py --runs 3 --seconds 5
+  tests/bench/run_scenarios.py --scenarios dpcls-16masks --variants emc-off --runs 1
+  tests/bench/run_scenarios.py --show-flows          # print the configs, run nothing
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import queue
+import re
+import shlex
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_SCENARIOS = ["p2p-1flow", "p2p-10kflows", "dpcls-16masks"]
+TSC_HZ_NOTE = 2.45e9  # this machine's TSC (BASELINE.md); cycles come from keel itself
+
+# keel's DPDK backend: one pool of kPoolMbufs (hal/dpdk/dpdk_backend.h), and the
+# pcap PMD with infinite_rx=1 keeps every record of its file in one of them.
+# Leave room for the rx/tx working set and the per-lcore mempool caches.
+KEEL_POOL_MBUFS = 16384
+DEFAULT_MAX_RECORDS = 12000
+
+# ovs-vsctl other_config knobs -> keel console commands.
+OTHER_CONFIG_TO_KEEL = {
+    "emc-insert-inv-prob": lambda v: "set emc-insert-inv-prob %d" % int(v),
+    "smc-enable": lambda v: "set smc-enable %s" % ("true" if v.lower() == "true" else "false"),
+}
+
+
+def log(msg):
+    print("[run_scenarios] " + msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# scenario files
+# ---------------------------------------------------------------------------
+def read_conf(path):
+    """KEY="value" lines of a scenario.conf (a bash-sourced file without code)."""
+    conf = {}
+    with open(path) as f:
+        for line in f:
+            toks = shlex.split(line, comments=True)
+            if not toks or "=" not in toks[0]:
+                continue
+            k, v = toks[0].split("=", 1)
+            conf[k] = v
+    return conf
+
+
+def topology_ofports(path, rx_iface, rx_ofport):
+    """OpenFlow port number -> interface name, from topology.vsctl (ofport_request=)."""
+    ports = {int(rx_ofport): rx_iface}
+    with open(path) as f:
+        for line in f:
+            m = re.search(r"add-port\s+\S+\s+(\S+).*ofport_request=(\d+)", line)
+            if m:
+                ports[int(m.group(2))] = m.group(1)
+    return ports
+
+
+class Rule:
+    def __init__(self, text):
+        self.text = text
+        match, sep, actions = text.partition("actions=")
+        if not sep:
+            raise ValueError("no actions= in %r" % text)
+        self.fields = {}
+        self.proto = None  # None (any), "ip", "udp", "tcp"
+        for tok in [t.strip() for t in match.split(",") if t.strip()]:
+            if tok in ("ip", "udp", "tcp"):
+                self.proto = tok
+                continue
+            if "=" not in tok:
+                raise ValueError("unsupported match %r in %r" % (tok, text))
+            k, v = tok.split("=", 1)
+            if k not in ("priority", "in_port", "nw_dst", "nw_src", "tp_dst", "tp_src"):
+                raise ValueError("unsupported field %r in %r (extend run_scenarios.py)" % (k, text))
+            self.fields[k] = v
+        if any(k.startswith("nw_") for k in self.fields) and self.proto is None:
+            raise ValueError("nw_* without ip/udp/tcp in %r" % text)
+        if any(k.startswith("tp_") for k in self.fields) and self.proto not in ("udp", "tcp"):
+            raise ValueError("tp_* without udp/tcp in %r" % text)
+        self.outputs = []
+        for a in [a.strip() for a in actions.split(",") if a.strip()]:
+            m = re.fullmatch(r"(?:output:)?(\d+)", a)
+            if not m:
+                raise ValueError("unsupported action %r in %r" % (a, text))
+            self.outputs.append(int(m.group(1)))
+
+
+def read_rules(path):
+    rules = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                rules.append(Rule(line))
+    return rules
+
+
+def ipv4_prefix(text):
+    """'10.1.0.0/16' -> ('10.1.0.0', '255.255.0.0' or None for /32)."""
+    addr, _, plen = text.partition("/")
+    plen = int(plen) if plen else 32
+    if plen == 32:
+        return addr, None
+    mask = (0xffffffff << (32 - plen)) & 0xffffffff
+    return addr, ".".join(str((mask >> s) & 0xff) for s in (24, 16, 8, 0))
+
+
+def megaflow(rule, ofport_to_keel, traffic_proto):
+    """The datapath flow Open vSwitch 3.1 installs for `rule` on IPv4 traffic of
+    `traffic_proto` (gen_traffic.py only makes IPv4 UDP/TCP frames):
+
+    * recirc_id(0), in_port, packet_type(ns=0,id=0) and eth_type are always
+      un-wildcarded; for an IP packet so is ipv4(frag=...) (frag=no here);
+    * ip/udp/tcp in the rule un-wildcards nw_proto (udp/tcp) and eth_type;
+    * nw_src/nw_dst prefixes un-wildcard exactly the prefix (OVS's prefix
+      tries: the scenarios' prefixes are disjoint, so the trie never needs
+      more bits than the rule's own prefix), tp_src/tp_dst exact values.
+    Rules that only match in_port therefore give the in_port/eth_type/frag
+    megaflow ("simple match" in OVS 3.1)."""
+    f = rule.fields
+    parts = ["recirc_id(0)", "in_port(%d)" % ofport_to_keel[int(f["in_port"])],
+             "packet_type(ns=0,id=0)", "eth_type(0x0800)"]
+    ip = []
+    for k, name in (("nw_src", "src"), ("nw_dst", "dst")):
+        if k in f:
+            addr, mask = ipv4_prefix(f[k])
+            ip.append("%s=%s/%s" % (name, addr, mask) if mask else "%s=%s" % (name, addr))
+    if rule.proto in ("udp", "tcp"):
+        ip.append("proto=%d" % (17 if rule.proto == "udp" else 6))
+    ip.append("frag=no")
+    parts.append("ipv4(%s)" % ",".join(ip))
+    l4 = ["%s=%s" % (name, int(f[k])) for k, name in (("tp_src", "src"), ("tp_dst", "dst")) if k in f]
+    if l4:
+        parts.append("%s(%s)" % (rule.proto, ",".join(l4)))
+    if rule.proto in ("udp", "tcp") and rule.proto != traffic_proto:
+        return None  # the rule never matches this traffic: OVS installs no such flow
+    acts = ",".join(str(ofport_to_keel[o]) for o in rule.outputs) or "drop"
+    return ",".join(parts) + " actions:" + acts
+
+
+def check_disjoint(rules):
+    """The megaflows are installed side by side without priorities, which is
+    only what OVS does if no packet can match two rules. Refuse otherwise."""
+    def net(r):
+        if "nw_dst" not in r.fields:
+            return None
+        addr, _, plen = r.fields["nw_dst"].partition("/")
+        a = struct.unpack("!I", bytes(int(x) for x in addr.split(".")))[0]
+        return a, int(plen or 32)
+
+    for i, a in enumerate(rules):
+        for b in rules[i + 1:]:
+            na, nb = net(a), net(b)
+            if na and nb:
+                plen = min(na[1], nb[1])
+                m = (0xffffffff << (32 - plen)) & 0xffffffff
+                if (na[0] & m) != (nb[0] & m):
+                    continue
+            ta, tb = a.fields.get("tp_dst"), b.fields.get("tp_dst")
+            if ta and tb and ta != tb:
+                continue
+            if a.fields.get("in_port") != b.fields.get("in_port"):
+                continue
+            raise ValueError("rules overlap, megaflows would need OVS's priorities: %r / %r"
+                             % (a.text, b.text))
+
+
+# ---------------------------------------------------------------------------
+# traffic
+# ---------------------------------------------------------------------------
+def pcap_records(path):
+    n = 0
+    with open(path, "rb") as f:
+        hdr = f.read(24)
+        endian = "<" if struct.unpack("<I", hdr[:4])[0] == 0xa1b2c3d4 else ">"
+        while True:
+            rec = f.read(16)
+            if len(rec) < 16:
+                break
+            incl = struct.unpack(endian + "IIII", rec)[2]
+            f.seek(incl, 1)
+            n += 1
+    return n
+
+
+def traffic_groups(args):
+    """Number of round-robin groups gen_traffic.py makes (max ranges of a spec)."""
+    g = 1
+    for i, a in enumerate(args[:-1]):
+        if a in ("--src-ip", "--dst-ip", "--sport", "--dport"):
+            g = max(g, len(args[i + 1].split(",")))
+    return g
+
+
+def expected_records(args):
+    flows = packets = 0
+    for i, a in enumerate(args[:-1]):
+        if a == "--flows":
+            flows = int(args[i + 1])
+        elif a == "--packets":
+            packets = int(args[i + 1])
+    flows = flows or 1
+    return packets or max(flows, 64), flows
+
+
+def cap_traffic(args, max_records):
+    """Returns (args, note): fewer flows (a multiple of the group count, so every
+    group keeps the same share) when the pcap would not fit keel's pool."""
+    records, flows = expected_records(args)
+    if records <= max_records:
+        return args, ""
+    g = traffic_groups(args)
+    new_flows = max(g, (max_records // g) * g)
+    out = list(args)
+    for i, a in enumerate(out[:-1]):
+        if a == "--flows":
+            out[i + 1] = str(new_flows)
+        elif a == "--packets":
+            out[i + 1] = str(min(int(out[i + 1]), new_flows))
+    if "--flows" not in out:
+        out += ["--flows", str(new_flows)]
+    note = ("pcap capped: %d -> %d records/flows (%d per group x %d groups); keel's DPDK pool is "
+            "%d mbufs and net_pcap infinite_rx keeps every record resident"
+            % (records, new_flows, new_flows // g, g, KEEL_POOL_MBUFS))
+    return out, note
+
+
+def gen_pcap(shared, cache, args):
+    gen = os.path.join(shared, "bench", "gen_traffic.py")
+    with open(gen, "rb") as f:
+        key = hashlib.md5((" ".join(args) + "\n").encode() + f.read()).hexdigest()[:16]
+    path = os.path.join(cache, "traffic-%s.pcap" % key)
+    if not os.path.exists(path):
+        tmp = path + ".tmp%d" % os.getpid()
+        subprocess.run([sys.executable, gen, "-o", tmp] + args, check=True,
+                       stdout=subprocess.DEVNULL)
+        os.replace(tmp, path)
+    return path
+
+
+# ---------------------------------------------------------------------------
+# keel
+# ---------------------------------------------------------------------------
+class KeelError(Exception):
+    pass
+
+
+class Keel:
+    """keel with a pipe on stdin: one command per line; JSON commands answer one
+    line on stdout (flushed after each command)."""
+
+    def __init__(self, argv, stderr_path):
+        self.stderr_f = open(stderr_path, "w")
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self.stderr_f, text=True, bufsize=1)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._reader, daemon=True).start()
+
+    def _reader(self):
+        for line in self.p.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def send(self, cmd):
+        try:
+            self.p.stdin.write(cmd + "\n")
+            self.p.stdin.flush()
+        except BrokenPipeError:
+            raise KeelError("keel exited (rc=%s) before %r" % (self.p.poll(), cmd))
+
+    def json(self, cmd, timeout):
+        self.send(cmd)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise KeelError("no answer to %r within %.0f s (hang?)" % (cmd, timeout))
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise KeelError("keel exited (rc=%s) while answering %r" % (self.p.wait(), cmd))
+            line = line.strip()
+            if line.startswith("{"):
+                return json.loads(line)
+
+    def exit(self, timeout=60):
+        try:
+            self.send("exit")
+            self.p.stdin.close()
+        except (KeelError, BrokenPipeError, OSError):
+            pass
+        try:
+            rc = self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+            raise KeelError("keel did not exit within %d s of 'exit' (killed)" % timeout)
+        finally:
+            self.stderr_f.close()
+        return rc
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+        if not self.stderr_f.closed:
+            self.stderr_f.close()
+
+
+def port_by_name(js, name):
+    for p in js["ports"]:
+        if p["name"] == name:
+            return p
+    raise KeelError("no port %s in show ports" % name)
+
+
+def probe_commands(keel_bin, cmds):
+    """Which console commands this keel binary accepts (sim ports, no traffic)."""
+    ok = {}
+    for c in cmds:
+        p = subprocess.run([keel_bin, "--port", "p0=null", "--port", "p1=null"], input=c + "\n",
+                           capture_output=True, text=True, timeout=60)
+        ok[c] = p.returncode == 0
+    return ok
+
+
+def run_keel(opt, workdir, tag, pcap, config_text, rx_name, tx_name):
+    cfg = os.path.join(workdir, tag + ".conf")
+    with open(cfg, "w") as f:
+        f.write(config_text)
+    argv = ["taskset", "-c", str(opt.pmd_core)] if opt.pmd_core >= 0 else []
+    argv += [opt.keel, "--config", cfg,
+            "--port", "%s=dpdk:net_pcap0,rx_pcap=%s,infinite_rx=1" % (rx_name, pcap),
+            "--port", "%s=dpdk:net_null1,no-rx=1" % tx_name]
+    errf = os.path.join(workdir, tag + ".stderr")
+    res = {"load_start": open("/proc/loadavg").read().split()[0]}
+    k = Keel(argv, errf)
+    try:
+        boot = k.json("show ports --format json", timeout=180)
+        ids = {p["name"]: p["id"] for p in boot["ports"]}
+        time.sleep(opt.warmup)
+        k.send("pmd-stats-clear")
+        t_a = time.monotonic()
+        a = k.json("show ports --format json", timeout=30)
+        t_b = time.monotonic()
+        time.sleep(opt.seconds)
+        t_c = time.monotonic()
+        b = k.json("show ports --format json", timeout=30)
+        t_d = time.monotonic()
+        stats = k.json("pmd-stats-show --format json", timeout=30)
+        dpcls = k.json("dpcls-show --format json", timeout=30)
+        dump = k.json("flow-dump --format json --terse", timeout=30)
+        rc = k.exit()
+    except BaseException:
+        k.kill()
+        raise
+    finally:
+        shutil.rmtree("/var/run/dpdk/keel-host-sim-%d" % k.p.pid, ignore_errors=True)
+    elapsed = ((t_c + t_d) - (t_a + t_b)) / 2  # midpoints of the two reads
+    tx0, tx1 = port_by_name(a, tx_name)["tx"], port_by_name(b, tx_name)["tx"]
+    rx0, rx1 = port_by_name(a, rx_name)["rx"], port_by_name(b, rx_name)["rx"]
+    pmds = stats["pmds"]
+    tot = {key: sum(p[key] for p in pmds) for key in pmds[0] if isinstance(pmds[0][key], int)}
+    rxp = tot["packets_received"] or 1
+    hits = tot["emc_hits"] + tot["smc_hits"] + tot["megaflow_hits"] + tot["xconnect_hits"]
+    # The counters are read one by one while the PMD runs: the hit counters
+    # may be one burst ahead of packets_received.
+    passes = rxp + tot.get("recirculations", 0)
+    share = max(passes, hits)
+    busy, idle = tot["processing_cycles"], tot["idle_cycles"]
+    res.update({
+        "mpps": (tx1["packets"] - tx0["packets"]) / elapsed / 1e6,
+        "rx_mpps": (rx1["packets"] - rx0["packets"]) / elapsed / 1e6,
+        "tx_drops": (tx1["dropped"] - tx0["dropped"]),
+        "cycles_per_pkt": busy / rxp,
+        "pmd_busy_pct": 100.0 * busy / (busy + idle) if busy + idle else 0.0,
+        "xconnect_pct": 100.0 * tot["xconnect_hits"] / share,
+        "emc_pct": 100.0 * tot["emc_hits"] / share,
+        "smc_pct": 100.0 * tot["smc_hits"] / share,
+        "megaflow_pct": 100.0 * tot["megaflow_hits"] / share,
+        "subtable_lookups": (tot["subtable_lookups"] / tot["megaflow_hits"]) if tot["megaflow_hits"] else 0.0,
+        "misses": tot["misses"], "lost": tot["lost"], "exec_dropped": tot.get("exec_dropped", 0),
+        "invalid_port": tot.get("invalid_port", 0), "malformed": tot.get("malformed", 0),
+        "dp_flows": len(dump["flows"]),
+        "dp_masks": sum(len(c["subtables"]) for c in dpcls["classifiers"]),
+        "seconds": elapsed, "keel_rc": rc, "pmds": len(pmds),
+        "load_end": open("/proc/loadavg").read().split()[0],
+        "port_ids": "%s=%d,%s=%d" % (rx_name, ids[rx_name], tx_name, ids[tx_name]),
+    })
+    # Sanity: what went in must come out, every packet must hit a flow.
+    problems = []
+    if rc != 0:
+        problems.append("keel exit status %d" % rc)
+    if tot["misses"] or tot["lost"]:
+        problems.append("misses=%d lost=%d" % (tot["misses"], tot["lost"]))
+    if abs(hits - passes) > max(64, passes // 1000):
+        problems.append("hits %d != datapath passes %d" % (hits, passes))
+    if res["rx_mpps"] and abs(res["mpps"] - res["rx_mpps"]) / res["rx_mpps"] > 0.01:
+        problems.append("tx %.3f Mpps vs rx %.3f Mpps" % (res["mpps"], res["rx_mpps"]))
+    if res["mpps"] <= 0:
+        problems.append("nothing forwarded")
+    res["problems"] = "; ".join(problems)
+    return res
+
+
+# ---------------------------------------------------------------------------
+# I/O ceiling and OVS
+# ---------------------------------------------------------------------------
+def build_io_ceiling(shared, cache):
+    src = os.path.join(shared, "bench", "io_ceiling.c")
+    out = os.path.join(cache, "io_ceiling")
+    if not os.path.exists(out) or os.path.getmtime(src) > os.path.getmtime(out):
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libdpdk"], check=True,
+                               capture_output=True, text=True).stdout.split()
+        subprocess.run(["cc", "-O3", "-march=native", "-o", out, src] + flags, check=True)
+    return out
+
+
+def run_io_ceiling(opt, binary, pcap):
+    prefix = "kscioc%d" % os.getpid()
+    argv = [binary, "--no-huge", "--no-pci", "-m", "2048", "-l", str(opt.io_core),
+            "--file-prefix", prefix, "--log-level=lib.eal:error", "--no-telemetry",
+            "--vdev", "net_pcap0,rx_pcap=%s,infinite_rx=1" % pcap, "--vdev", "net_null1,no-rx=1",
+            "--", str(opt.seconds), "1"]
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=opt.seconds + 180)
+    finally:
+        shutil.rmtree("/var/run/dpdk/" + prefix, ignore_errors=True)
+    m = re.search(r"io_ceiling mpps=([0-9.]+).*cycles_per_pkt=([0-9.]+)", p.stdout)
+    if p.returncode != 0 or not m:
+        log("io_ceiling failed (rc=%d): %s" % (p.returncode, (p.stderr or p.stdout).strip()[-400:]))
+        return None, None
+    return float(m.group(1)), float(m.group(2))
+
+
+OVS_VSWITCHD = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
+
+
+def run_ovs(opt, scenario, variant, round_no):
+    env = dict(os.environ, RUNS="1", RUN_ID=str(round_no), VARIANTS=variant,
+               WARMUP=str(int(opt.warmup)), IO_CEILING="0")
+    script = os.path.join(opt.shared, "bench", "ovs_baseline.sh")
+    p = subprocess.run([script, scenario, str(int(opt.seconds))], capture_output=True, text=True,
+                       env=env, timeout=opt.seconds + opt.warmup + 600)
+    for line in p.stdout.splitlines():
+        if line.startswith("scenario="):
+            kv = dict(t.split("=", 1) for t in line.split() if "=" in t)
+            return {k: kv[k] for k in ("mpps", "cycles_per_pkt") if k in kv}
+    log("ovs_baseline.sh %s (%s) failed rc=%d: %s" % (scenario, variant, p.returncode,
+                                                       p.stderr.strip()[-400:]))
+    return None
+
+
+def read_baseline(path):
+    """(scenario, variant) -> {mpps, cycles, ceiling, ratio, path} from BASELINE.md's table."""
+    out = {}
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) < 7:
+                continue
+            m = re.search(r"\*\*([0-9.]+)\*\*", cells[2])
+            if not m:
+                continue
+            variant = cells[1].split()[0]
+            out[(cells[0], variant)] = {
+                "mpps": float(m.group(1)), "mpps_text": cells[2].replace("**", ""),
+                "cycles": cells[3].split()[0], "ceiling": cells[4].split()[0],
+                "ratio": cells[5], "path": cells[6] if len(cells) > 6 else ""}
+    return out
+
+
+# ---------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------
+def fmt(x, nd=2):
+    return "NA" if x is None else ("%.*f" % (nd, x))
+
+
+def med_range(vals, nd=2):
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return "NA"
+    if len(vals) == 1:
+        return fmt(vals[0], nd)
+    return "%s (%s-%s)" % (fmt(statistics.median(vals), nd), fmt(min(vals), nd), fmt(max(vals), nd))
+
+
+def median_run(runs):
+    """The run whose Mpps is the median (lower median for an even count)."""
+    s = sorted(runs, key=lambda r: r["mpps"])
+    return s[(len(s) - 1) // 2]
+
+
+def path_text(r):
+    parts = []
+    for key, name in (("xconnect_pct", "xconnect"), ("emc_pct", "EMC"), ("smc_pct", "SMC"),
+                      ("megaflow_pct", "dpcls")):
+        if r[key] >= 0.05:
+            parts.append("%s %.1f %%" % (name, r[key]))
+    t = ", ".join(parts) or "none"
+    if r["megaflow_pct"] >= 0.05:
+        t += " (%.1f subtable lookups/hit)" % r["subtable_lookups"]
+    return t + "; %d dp flows, %d masks" % (r["dp_flows"], r["dp_masks"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3, help="rounds (3); each is a fresh keel boot per row")
+    ap.add_argument("--seconds", type=float, default=10, help="measurement window (10 s)")
+    ap.add_argument("--warmup", type=float, default=5, help="warm-up before the window (5 s)")
+    ap.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS),
+                    help="comma list (%s)" % ",".join(DEFAULT_SCENARIOS))
+    ap.add_argument("--variants", default="", help="comma list: only these variants (all)")
+    ap.add_argument("--shared", default=os.path.join(os.path.dirname(REPO), "shared"),
+                    help="the shared/ directory (../shared from the repo root)")
+    ap.add_argument("--keel", default=os.path.join(REPO, "build", "host", "firmware", "keel"))
+    ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "keel-scenarios-cache"),
+                    help="generated pcaps and the io_ceiling binary")
+    ap.add_argument("--max-records", type=int, default=DEFAULT_MAX_RECORDS,
+                    help="cap on pcap records for keel's %d-mbuf pool (%d)"
+                    % (KEEL_POOL_MBUFS, DEFAULT_MAX_RECORDS))
+    ap.add_argument("--no-io-ceiling", action="store_true")
+    ap.add_argument("--io-core", type=int, default=1, help="core of io_ceiling (1, as the OVS harness)")
+    ap.add_argument("--pmd-core", type=int, default=1,
+                    help="run keel under taskset -c N, so that host-sim's unpinned PMD thread runs on "
+                    "core N while EAL pins the main thread to core 0 (OVS harness: PMD on core 1, "
+                    "main on 0); -1: keel as it is, PMD unpinned (1)")
+    ap.add_argument("--full-pcap-ceiling", action="store_true",
+                    help="for a capped pcap, also run io_ceiling on the uncapped one (what OVS ran)")
+    ap.add_argument("--ovs", action="store_true",
+                    help="also run shared/bench/ovs_baseline.sh (if Open vSwitch is installed)")
+    ap.add_argument("--results", default="", help="append the key=value run lines to this file")
+    ap.add_argument("--markdown", default="", help="write the table (markdown) to this file")
+    ap.add_argument("--keep", action="store_true", help="keep the work dir (configs, keel stderr)")
+    ap.add_argument("--show-flows", action="store_true", help="print the keel configs and exit")
+    opt = ap.parse_args()
+
+    opt.shared = os.path.abspath(opt.shared)
+    scen_dir = os.path.join(opt.shared, "bench", "scenarios")
+    if not os.path.isdir(scen_dir):
+        sys.exit("no %s (use --shared)" % scen_dir)
+    os.makedirs(opt.cache, exist_ok=True)
+    only_variants = set(v for v in opt.variants.split(",") if v)
+
+    # --- plan: (scenario, variant, pcap args, config text or skip reason) ---
+    plan = []
+    for name in [s for s in opt.scenarios.split(",") if s]:
+        d = os.path.join(scen_dir, name)
+        conf = read_conf(os.path.join(d, "scenario.conf"))
+        if conf.get("MEASURE", "throughput") != "throughput":
+            sys.exit("%s: MEASURE=%s is not a throughput scenario" % (name, conf.get("MEASURE")))
+        rx, tx = conf["RX_IFACE"], conf["TX_IFACES"].split()
+        if len(tx) != 1:
+            sys.exit("%s: one TX iface expected" % name)
+        tx = tx[0]
+        ofports = topology_ofports(os.path.join(d, "topology.vsctl"), rx, conf["RX_OFPORT"])
+        keel_ids = {rx: 1, tx: 2}  # --port order: p0 (rx) is port 1, p1 (tx) port 2
+        of_to_keel = {of: keel_ids[n] for of, n in ofports.items() if n in keel_ids}
+        for v in conf.get("VARIANTS", "default").split():
+            if only_variants and v not in only_variants:
+                continue
+            vk = v.replace("-", "_")
+            traffic = shlex.split(conf.get("VARIANT_%s_TRAFFIC" % vk, conf["TRAFFIC"]))
+            proto = traffic[traffic.index("--proto") + 1] if "--proto" in traffic else "udp"
+            flows_file = conf.get("VARIANT_%s_FLOWS" % vk, "flows.txt")
+            rules = read_rules(os.path.join(d, flows_file))
+            check_disjoint(rules)
+            dpflows = [f for f in (megaflow(r, of_to_keel, proto) for r in rules) if f]
+            cmds, skip = [], ""
+            for tok in shlex.split(conf.get("VARIANT_%s_VSCTL" % vk, "")):
+                m = re.fullmatch(r"other_config:([\w-]+)=(\S+)", tok)
+                if not m:
+                    if tok in ("set", "Open_vSwitch", "."):
+                        continue
+                    skip = "ovs-vsctl setting %r has no keel equivalent" % tok
+                elif m.group(1) in OTHER_CONFIG_TO_KEEL:
+                    cmds.append(OTHER_CONFIG_TO_KEEL[m.group(1)](m.group(2)))
+                else:
+                    skip = "other_config:%s has no keel command" % m.group(1)
+            if conf.get("VARIANT_%s_APPCTL" % vk):
+                skip = "ovs-appctl settings have no keel equivalent"
+            capped, note = cap_traffic(traffic, opt.max_records)
+            text = ("# %s / %s: generated by tests/bench/run_scenarios.py from %s\n"
+                    % (name, v, os.path.join(d, flows_file)))
+            text += "".join(c + "\n" for c in cmds)
+            text += "".join("dp-flow add %s\n" % f for f in dpflows)
+            plan.append({"scenario": name, "variant": v, "traffic": traffic, "capped": capped,
+                         "cap_note": note, "config": text, "cmds": cmds, "skip": skip,
+                         "rx": rx, "tx": tx, "flows_file": flows_file})
+
+    if opt.show_flows:
+        for p in plan:
+            print("## %s / %s%s%s" % (p["scenario"], p["variant"],
+                                      " (SKIPPED: %s)" % p["skip"] if p["skip"] else "",
+                                      "\n# " + p["cap_note"] if p["cap_note"] else ""))
+            print("# traffic: " + " ".join(p["capped"]))
+            print(p["config"])
+        return 0
+
+    if os.geteuid() != 0:
+        sys.exit("run as root (DPDK EAL)")
+    if not os.access(opt.keel, os.X_OK):
+        sys.exit("no keel binary at %s (cmake --preset host && cmake --build --preset host)" % opt.keel)
+
+    # Tunables the binary may not have yet.
+    needed = sorted({c for p in plan for c in p["cmds"]})
+    if needed:
+        ok = probe_commands(opt.keel, needed)
+        for p in plan:
+            bad = [c for c in p["cmds"] if not ok[c]]
+            if bad and not p["skip"]:
+                p["skip"] = "keel has no command for: %s" % ", ".join(bad)
+
+    for p in plan:
+        if p["skip"]:
+            log("%s/%s skipped: %s" % (p["scenario"], p["variant"], p["skip"]))
+            continue
+        p["pcap"] = gen_pcap(opt.shared, opt.cache, p["capped"])
+        n = pcap_records(p["pcap"])
+        if n > opt.max_records:
+            sys.exit("%s: %d records > --max-records %d" % (p["pcap"], n, opt.max_records))
+        p["records"] = n
+        if p["cap_note"] and opt.full_pcap_ceiling:
+            p["full_pcap"] = gen_pcap(opt.shared, opt.cache, p["traffic"])
+        if p["cap_note"]:
+            log("%s/%s: %s" % (p["scenario"], p["variant"], p["cap_note"]))
+
+    io_bin = None
+    if not opt.no_io_ceiling:
+        io_bin = build_io_ceiling(opt.shared, opt.cache)
+    ovs_ok = False
+    if opt.ovs:
+        ovs_ok = os.access(OVS_VSWITCHD, os.X_OK)
+        if not ovs_ok:
+            log("--ovs: Open vSwitch with DPDK is not installed (%s): OVS figures are quoted "
+                "from BASELINE.md instead" % OVS_VSWITCHD)
+
+    workdir = tempfile.mkdtemp(prefix="keel-scenarios-")
+    # Run a private copy: a rebuild of build/host during the invocation must
+    # not change the binary between rows.
+    keel_mtime = os.path.getmtime(opt.keel)
+    keel_src = opt.keel
+    opt.keel = os.path.join(workdir, "keel")
+    shutil.copy2(keel_src, opt.keel)
+    results_f = open(opt.results, "a") if opt.results else None
+    runs = {}
+    failures = []
+    t_start = time.time()
+    try:
+        for rnd in range(1, opt.runs + 1):
+            for p in plan:
+                if p["skip"]:
+                    continue
+                key = (p["scenario"], p["variant"])
+                tag = "%s-%s-%d" % (p["scenario"], p["variant"], rnd)
+                try:
+                    r = run_keel(opt, workdir, tag, p["pcap"], p["config"], p["rx"], p["tx"])
+                except KeelError as e:
+                    errf = os.path.join(workdir, tag + ".stderr")
+                    err = open(errf).read().strip()[-600:] if os.path.exists(errf) else ""
+                    msg = "%s run %d: %s%s" % ("/".join(key), rnd, e, (" | stderr: " + err) if err else "")
+                    log(msg)
+                    failures.append(msg)
+                    opt.keep = True
+                    continue
+                if io_bin:
+                    r["io_mpps"], r["io_cycles_per_pkt"] = run_io_ceiling(opt, io_bin, p["pcap"])
+                    r["ratio_io"] = r["mpps"] / r["io_mpps"] if r["io_mpps"] else None
+                    if p.get("full_pcap"):
+                        r["io_mpps_full_pcap"], _ = run_io_ceiling(opt, io_bin, p["full_pcap"])
+                if ovs_ok:
+                    o = run_ovs(opt, p["scenario"], p["variant"], rnd)
+                    if o:
+                        r["ovs_mpps"] = float(o["mpps"])
+                        r["ovs_cycles_per_pkt"] = float(o.get("cycles_per_pkt", "nan"))
+                r["records"] = p["records"]
+                runs.setdefault(key, []).append(r)
+                line = "scenario=%s variant=%s run=%d " % (p["scenario"], p["variant"], rnd)
+                line += " ".join("%s=%s" % (k, ("%.3f" % v if isinstance(v, float) else
+                                               str(v).replace(" ", "_") if v != "" else "-"))
+                                 for k, v in r.items())
+                print(line, flush=True)
+                if results_f:
+                    results_f.write(line + "\n")
+                    results_f.flush()
+                if r["problems"]:
+                    failures.append("%s run %d: %s" % ("/".join(key), rnd, r["problems"]))
+    finally:
+        if results_f:
+            results_f.close()
+        if opt.keep:
+            log("work dir kept: " + workdir)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    # --- table ---
+    base = read_baseline(os.path.join(opt.shared, "bench", "BASELINE.md"))
+    ovs_src = "this run (--ovs)" if ovs_ok else "BASELINE.md, median of 5"
+    lines = ["| scenario | variant | keel Mpps median (min-max) | keel cycles/pkt median (min-max) | "
+             "keel path (median run) | I/O ceiling Mpps median (min-max) | keel/ceiling median | "
+             "OVS-DPDK Mpps (%s) | OVS/ceiling | keel/OVS |" % ovs_src,
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for p in plan:
+        key = (p["scenario"], p["variant"])
+        b = base.get(key)
+        if p["skip"]:
+            lines.append("| %s | %s | not run: %s | | | | | %s | %s | |"
+                         % (key + (p["skip"], b["mpps_text"] if b else "NA", b["ratio"] if b else "NA")))
+            continue
+        rs = runs.get(key, [])
+        if not rs:
+            lines.append("| %s | %s | FAILED (see notes) | | | | | %s | | |"
+                         % (key + (b["mpps_text"] if b else "NA",)))
+            continue
+        mpps = [r["mpps"] for r in rs]
+        io = [r.get("io_mpps") for r in rs]
+        ratio = [r.get("ratio_io") for r in rs if r.get("ratio_io")]
+        if ovs_ok and any(r.get("ovs_mpps") for r in rs):
+            ovs_vals = [r["ovs_mpps"] for r in rs if r.get("ovs_mpps")]
+            ovs_med, ovs_text, ovs_ratio = statistics.median(ovs_vals), med_range(ovs_vals), ""
+        elif b:
+            ovs_med, ovs_text, ovs_ratio = b["mpps"], b["mpps_text"], b["ratio"]
+        else:
+            ovs_med, ovs_text, ovs_ratio = None, "NA", ""
+        variant = p["variant"] + (" (capped pcap)" if p["cap_note"] else "")
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            p["scenario"], variant, med_range(mpps), med_range([r["cycles_per_pkt"] for r in rs], 0),
+            path_text(median_run(rs)), med_range(io, 1),
+            fmt(statistics.median(ratio)) if ratio else "NA", ovs_text, ovs_ratio,
+            fmt(statistics.median(mpps) / ovs_med) if ovs_med else "NA"))
+        if p["cap_note"]:
+            full = [r.get("io_mpps_full_pcap") for r in rs if r.get("io_mpps_full_pcap")]
+            notes.append("%s/%s: %s%s" % (key + (p["cap_note"],
+                         "; I/O ceiling on the uncapped pcap (what OVS ran): %s Mpps" % med_range(full, 1)
+                         if full else "")))
+    loads = [float(r[k]) for rs in runs.values() for r in rs for k in ("load_start", "load_end")]
+    table = "\n".join(lines)
+    print()
+    print(table)
+    print()
+    n_runs = {len(rs) for rs in runs.values()}
+    print("runs per row: %s; window %.0f s after %.0f s warm-up; wall time %.0f s; "
+          "1-min load average during the runs: %s-%s"
+          % ("/".join(map(str, sorted(n_runs))) or "0", opt.seconds, opt.warmup,
+             time.time() - t_start, fmt(min(loads), 1) if loads else "NA",
+             fmt(max(loads), 1) if loads else "NA"))
+    rev = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"], capture_output=True,
+                         text=True).stdout.strip() or "?"
+    print("keel %s (built %s; source tree at run time: git %s); keel PMD %s; io_ceiling on core %d"
+          % (keel_src, time.strftime("%Y-%m-%d %H:%M", time.localtime(keel_mtime)), rev,
+             "on core %d (taskset), main thread core 0" % opt.pmd_core if opt.pmd_core >= 0 else "unpinned",
+             opt.io_core))
+    for n in notes:
+        print("note: " + n)
+    for f in failures:
+        print("PROBLEM: " + f)
+    if opt.markdown:
+        with open(opt.markdown, "w") as f:
+            f.write(table + "\n")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
