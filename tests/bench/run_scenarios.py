@@ -25,15 +25,23 @@ translate (p2p-1flow, p2p-10kflows, dpcls-16masks) and each of its variants:
 Rounds are outermost (every scenario/variant once, then again), as in
 shared/bench/run_all.sh, so that background load drifting over time is spread
 over all rows. Prints one key=value line per run, then a markdown table:
-median (min-max) of keel Mpps, cycles/pkt, the cache path, the I/O ceiling,
-keel/ceiling, and OVS-DPDK's median from shared/bench/BASELINE.md (quoted, not
-re-measured) or from this invocation's --ovs runs.
+median (min-max) of keel Mpps, cycles/pkt, cycles/pkt beyond the I/O ceiling's
+own cost, the cache path, the I/O ceiling, keel/ceiling, and OVS-DPDK's figures
+from shared/bench/BASELINE.md (quoted, not re-measured) or from this
+invocation's --ovs runs. Each run is also checked: keel exits 0, tx = rx,
+no misses/lost packets, every datapath pass hit a cache (PROBLEM lines and
+exit status 1 otherwise).
+
+keel runs under `taskset -c 1` (--pmd-core): host-sim's PMD thread is
+unpinned and inherits that core, EAL pins the main thread to core 0: the OVS
+harness's placement (PMD on core 1, main thread on core 0; io_ceiling -l 1).
 
 python3 stdlib only. Must run as root (DPDK EAL). Example:
 
   tests/bench/run_scenarios.py --runs 3 --seconds 5
   tests/bench/run_scenarios.py --scenarios dpcls-16masks --variants emc-off --runs 1
   tests/bench/run_scenarios.py --show-flows          # print the configs, run nothing
+  tests/bench/run_scenarios.py --results r.txt ...; tests/bench/run_scenarios.py --from-results r.txt
 """
 
 import argparse
@@ -54,7 +62,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_SCENARIOS = ["p2p-1flow", "p2p-10kflows", "dpcls-16masks"]
-TSC_HZ_NOTE = 2.45e9  # this machine's TSC (BASELINE.md); cycles come from keel itself
+TSC_HZ = 2.45e9  # this machine's TSC (BASELINE.md), when io_ceiling did not report it
 
 # keel's DPDK backend: one pool of kPoolMbufs (hal/dpdk/dpdk_backend.h), and the
 # pcap PMD with infinite_rx=1 keeps every record of its file in one of them.
@@ -476,8 +484,9 @@ def run_io_ceiling(opt, binary, pcap):
     m = re.search(r"io_ceiling mpps=([0-9.]+).*cycles_per_pkt=([0-9.]+)", p.stdout)
     if p.returncode != 0 or not m:
         log("io_ceiling failed (rc=%d): %s" % (p.returncode, (p.stderr or p.stdout).strip()[-400:]))
-        return None, None
-    return float(m.group(1)), float(m.group(2))
+        return None, None, None
+    hz = re.search(r"tsc_hz=([0-9]+)", p.stdout)
+    return float(m.group(1)), float(m.group(2)), float(hz.group(1)) if hz else None
 
 
 OVS_VSWITCHD = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
@@ -584,6 +593,8 @@ def main():
     ap.add_argument("--markdown", default="", help="write the table (markdown) to this file")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (configs, keel stderr)")
     ap.add_argument("--show-flows", action="store_true", help="print the keel configs and exit")
+    ap.add_argument("--from-results", default="", metavar="FILE",
+                    help="run nothing: print the table of the run lines in FILE (see --results)")
     opt = ap.parse_args()
 
     opt.shared = os.path.abspath(opt.shared)
@@ -648,6 +659,10 @@ def main():
             print(p["config"])
         return 0
 
+    if opt.from_results:
+        for p in plan:
+            p["records"] = 0
+        return report(opt, plan)
     if os.geteuid() != 0:
         sys.exit("run as root (DPDK EAL)")
     if not os.access(opt.keel, os.X_OK):
@@ -676,6 +691,63 @@ def main():
         if p["cap_note"]:
             log("%s/%s: %s" % (p["scenario"], p["variant"], p["cap_note"]))
 
+    return report(opt, plan)
+
+
+def report(opt, plan):
+    if opt.from_results:
+        runs, failures, meta = load_results(opt.from_results, plan)
+    else:
+        runs, failures, meta = measure(opt, plan)
+    table, notes = make_table(opt, plan, runs, meta)
+    print()
+    print(table)
+    print()
+    loads = [float(r[k]) for rs in runs.values() for r in rs for k in ("load_start", "load_end")
+             if k in r]
+    n_runs = {len(rs) for rs in runs.values()}
+    print("runs per row: %s; %s1-min load average during the runs: %s-%s"
+          % ("/".join(map(str, sorted(n_runs))) or "0", meta.get("timing", ""),
+             fmt(min(loads), 1) if loads else "NA", fmt(max(loads), 1) if loads else "NA"))
+    if "keel" in meta:
+        print(meta["keel"])
+    for n in notes:
+        print("note: " + n)
+    for f in failures:
+        print("PROBLEM: " + f)
+    if opt.markdown:
+        with open(opt.markdown, "w") as f:
+            f.write(table + "\n")
+    return 1 if failures else 0
+
+
+def load_results(path, plan):
+    """Run lines written by --results, for the plan's rows (table only)."""
+    wanted = {(p["scenario"], p["variant"]) for p in plan}
+    runs, failures = {}, []
+    for line in open(path):
+        if not line.startswith("scenario="):
+            continue
+        kv = dict(t.split("=", 1) for t in line.split() if "=" in t)
+        key = (kv.pop("scenario"), kv.pop("variant"))
+        if key not in wanted:
+            continue
+        r = {}
+        for k, v in kv.items():
+            try:
+                r[k] = float(v) if re.fullmatch(r"-?[0-9.]+(e-?[0-9]+)?", v) else v
+            except ValueError:
+                r[k] = v
+        r["problems"] = "" if r.get("problems") in ("-", None) else r["problems"]
+        for k in ("dp_flows", "dp_masks"):
+            r[k] = int(r.get(k, 0))
+        runs.setdefault(key, []).append(r)
+        if r["problems"]:
+            failures.append("%s run %s: %s" % ("/".join(key), kv.get("run"), r["problems"]))
+    return runs, failures, {"timing": "from %s; " % path}
+
+
+def measure(opt, plan):
     io_bin = None
     if not opt.no_io_ceiling:
         io_bin = build_io_ceiling(opt.shared, opt.cache)
@@ -715,10 +787,10 @@ def main():
                     opt.keep = True
                     continue
                 if io_bin:
-                    r["io_mpps"], r["io_cycles_per_pkt"] = run_io_ceiling(opt, io_bin, p["pcap"])
+                    r["io_mpps"], r["io_cycles_per_pkt"], r["tsc_hz"] = run_io_ceiling(opt, io_bin, p["pcap"])
                     r["ratio_io"] = r["mpps"] / r["io_mpps"] if r["io_mpps"] else None
                     if p.get("full_pcap"):
-                        r["io_mpps_full_pcap"], _ = run_io_ceiling(opt, io_bin, p["full_pcap"])
+                        r["io_mpps_full_pcap"], _, _ = run_io_ceiling(opt, io_bin, p["full_pcap"])
                 if ovs_ok:
                     o = run_ovs(opt, p["scenario"], p["variant"], rnd)
                     if o:
@@ -728,7 +800,7 @@ def main():
                 runs.setdefault(key, []).append(r)
                 line = "scenario=%s variant=%s run=%d " % (p["scenario"], p["variant"], rnd)
                 line += " ".join("%s=%s" % (k, ("%.3f" % v if isinstance(v, float) else
-                                               str(v).replace(" ", "_") if v != "" else "-"))
+                                               str(v).replace(" ", "_") if v not in ("", None) else "-"))
                                  for k, v in r.items())
                 print(line, flush=True)
                 if results_f:
@@ -743,74 +815,78 @@ def main():
             log("work dir kept: " + workdir)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+    rev = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"], capture_output=True,
+                         text=True).stdout.strip() or "?"
+    meta = {
+        "ovs_ok": ovs_ok,
+        "timing": "window %.0f s after %.0f s warm-up; wall time %.0f s; "
+                  % (opt.seconds, opt.warmup, time.time() - t_start),
+        "keel": "keel %s (built %s; source tree at run time: git %s); keel PMD %s; io_ceiling on core %d"
+                % (keel_src, time.strftime("%Y-%m-%d %H:%M", time.localtime(keel_mtime)), rev,
+                   "on core %d (taskset), main thread core 0" % opt.pmd_core if opt.pmd_core >= 0
+                   else "unpinned", opt.io_core),
+    }
+    return runs, failures, meta
 
-    # --- table ---
+
+def make_table(opt, plan, runs, meta):
     base = read_baseline(os.path.join(opt.shared, "bench", "BASELINE.md"))
-    ovs_src = "this run (--ovs)" if ovs_ok else "BASELINE.md, median of 5"
+    ovs_ok = meta.get("ovs_ok", False)
+    ovs_src = "this run (--ovs)" if ovs_ok else "BASELINE.md: min / median / max of 5"
     lines = ["| scenario | variant | keel Mpps median (min-max) | keel cycles/pkt median (min-max) | "
-             "keel path (median run) | I/O ceiling Mpps median (min-max) | keel/ceiling median | "
-             "OVS-DPDK Mpps (%s) | OVS/ceiling | keel/OVS |" % ovs_src,
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "keel cycles/pkt beyond I/O | keel path (median run) | I/O ceiling Mpps median (min-max) | "
+             "keel/ceiling median | OVS-DPDK Mpps (%s) | OVS cycles/pkt (beyond I/O) | OVS/ceiling | "
+             "keel/OVS Mpps |" % ovs_src,
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     notes = []
     for p in plan:
         key = (p["scenario"], p["variant"])
         b = base.get(key)
+        ovs_cyc = "NA"
+        if b:
+            try:
+                tsc = statistics.median([r["tsc_hz"] for r in runs.get(key, []) if r.get("tsc_hz")] or
+                                        [TSC_HZ])
+                ovs_cyc = "%s (%.0f)" % (b["cycles"], float(b["cycles"]) - tsc / (float(b["ceiling"]) * 1e6))
+            except ValueError:
+                ovs_cyc = b["cycles"]
         if p["skip"]:
-            lines.append("| %s | %s | not run: %s | | | | | %s | %s | |"
-                         % (key + (p["skip"], b["mpps_text"] if b else "NA", b["ratio"] if b else "NA")))
+            lines.append("| %s | %s | not run: %s | | | | | | %s | %s | %s | |"
+                         % (key + (p["skip"], b["mpps_text"] if b else "NA", ovs_cyc,
+                                   b["ratio"] if b else "NA")))
             continue
         rs = runs.get(key, [])
         if not rs:
-            lines.append("| %s | %s | FAILED (see notes) | | | | | %s | | |"
-                         % (key + (b["mpps_text"] if b else "NA",)))
+            lines.append("| %s | %s | FAILED (see PROBLEM lines) | | | | | | %s | %s | | |"
+                         % (key + (b["mpps_text"] if b else "NA", ovs_cyc)))
             continue
         mpps = [r["mpps"] for r in rs]
         io = [r.get("io_mpps") for r in rs]
         ratio = [r.get("ratio_io") for r in rs if r.get("ratio_io")]
+        beyond = [r["cycles_per_pkt"] - r["io_cycles_per_pkt"] for r in rs if r.get("io_cycles_per_pkt")]
         if ovs_ok and any(r.get("ovs_mpps") for r in rs):
             ovs_vals = [r["ovs_mpps"] for r in rs if r.get("ovs_mpps")]
             ovs_med, ovs_text, ovs_ratio = statistics.median(ovs_vals), med_range(ovs_vals), ""
+            ovs_cyc = med_range([r["ovs_cycles_per_pkt"] for r in rs if r.get("ovs_cycles_per_pkt")], 0)
         elif b:
             ovs_med, ovs_text, ovs_ratio = b["mpps"], b["mpps_text"], b["ratio"]
         else:
             ovs_med, ovs_text, ovs_ratio = None, "NA", ""
         variant = p["variant"] + (" (capped pcap)" if p["cap_note"] else "")
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             p["scenario"], variant, med_range(mpps), med_range([r["cycles_per_pkt"] for r in rs], 0),
-            path_text(median_run(rs)), med_range(io, 1),
-            fmt(statistics.median(ratio)) if ratio else "NA", ovs_text, ovs_ratio,
+            med_range(beyond, 0), path_text(median_run(rs)), med_range(io, 1),
+            fmt(statistics.median(ratio)) if ratio else "NA", ovs_text, ovs_cyc, ovs_ratio,
             fmt(statistics.median(mpps) / ovs_med) if ovs_med else "NA"))
         if p["cap_note"]:
             full = [r.get("io_mpps_full_pcap") for r in rs if r.get("io_mpps_full_pcap")]
             notes.append("%s/%s: %s%s" % (key + (p["cap_note"],
                          "; I/O ceiling on the uncapped pcap (what OVS ran): %s Mpps" % med_range(full, 1)
                          if full else "")))
-    loads = [float(r[k]) for rs in runs.values() for r in rs for k in ("load_start", "load_end")]
-    table = "\n".join(lines)
-    print()
-    print(table)
-    print()
-    n_runs = {len(rs) for rs in runs.values()}
-    print("runs per row: %s; window %.0f s after %.0f s warm-up; wall time %.0f s; "
-          "1-min load average during the runs: %s-%s"
-          % ("/".join(map(str, sorted(n_runs))) or "0", opt.seconds, opt.warmup,
-             time.time() - t_start, fmt(min(loads), 1) if loads else "NA",
-             fmt(max(loads), 1) if loads else "NA"))
-    rev = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"], capture_output=True,
-                         text=True).stdout.strip() or "?"
-    print("keel %s (built %s; source tree at run time: git %s); keel PMD %s; io_ceiling on core %d"
-          % (keel_src, time.strftime("%Y-%m-%d %H:%M", time.localtime(keel_mtime)), rev,
-             "on core %d (taskset), main thread core 0" % opt.pmd_core if opt.pmd_core >= 0 else "unpinned",
-             opt.io_core))
-    for n in notes:
-        print("note: " + n)
-    for f in failures:
-        print("PROBLEM: " + f)
-    if opt.markdown:
-        with open(opt.markdown, "w") as f:
-            f.write(table + "\n")
-    return 1 if failures else 0
-
+    notes.append("cycles/pkt beyond I/O: keel's cycles/pkt minus io_ceiling's cycles/pkt on the same "
+                 "pcap in the same round; for OVS, its median cycles/pkt minus TSC Hz / its median "
+                 "I/O ceiling (BASELINE.md)")
+    return "\n".join(lines), notes
 
 if __name__ == "__main__":
     sys.exit(main())
