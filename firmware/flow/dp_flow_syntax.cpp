@@ -31,15 +31,6 @@ template <typename T>
 void put_at(FlowKey& k, size_t off, const T& v) {
   std::memcpy(reinterpret_cast<uint8_t*>(&k) + off, &v, sizeof v);
 }
-// Sets value & mask and mask for `n` bytes at `off`.
-void put_masked_bytes(Match& m, size_t off, const uint8_t* v, const uint8_t* mask, size_t n) {
-  uint8_t* kp = reinterpret_cast<uint8_t*>(&m.key) + off;
-  uint8_t* mp = reinterpret_cast<uint8_t*>(&m.mask) + off;
-  for (size_t i = 0; i < n; ++i) {
-    kp[i] = v[i] & mask[i];
-    mp[i] = mask[i];
-  }
-}
 bool bytes_zero(const FlowKey& k, size_t off, size_t n) {
   const uint8_t* p = reinterpret_cast<const uint8_t*>(&k) + off;
   for (size_t i = 0; i < n; ++i)

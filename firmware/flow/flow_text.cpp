@@ -498,4 +498,13 @@ void put_ipv6_masked_cidr(std::string& out, const In6Addr& v, const In6Addr& m) 
     put_ipv6(out, m);
 }
 
+void put_masked_bytes(Match& m, size_t off, const uint8_t* v, const uint8_t* mask, size_t n) {
+  uint8_t* kp = reinterpret_cast<uint8_t*>(&m.key) + off;
+  uint8_t* mp = reinterpret_cast<uint8_t*>(&m.mask) + off;
+  for (size_t i = 0; i < n; ++i) {
+    kp[i] = v[i] & mask[i];
+    mp[i] = mask[i];
+  }
+}
+
 }  // namespace keel::flow::text

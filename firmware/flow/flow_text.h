@@ -121,6 +121,9 @@ Status parse_masked_ipv4(const Span& s, be32& value, be32& mask);
 Status parse_masked_ipv6(const Span& s, In6Addr& value, In6Addr& mask);
 // "mac" or "mac/mask-mac".
 Status parse_masked_mac(const Span& s, EthAddr& value, EthAddr& mask);
+// Writes `n` bytes of value & mask into m.key and of mask into m.mask at byte
+// offset `off` of the FlowKey (both syntaxes store fields this way).
+void put_masked_bytes(Match& m, size_t off, const uint8_t* v, const uint8_t* mask, size_t n);
 
 inline bool is_zero(const EthAddr& a) { return a == EthAddr{}; }
 inline bool is_ones(const EthAddr& a) { return a == EthAddr{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}; }

@@ -210,14 +210,6 @@ void set_masked(Match& m, size_t off, T v, T mk) {
   put_at<T>(m.key, off, static_cast<T>(v & mk));
   put_at<T>(m.mask, off, mk);
 }
-void set_masked_bytes(Match& m, size_t off, const uint8_t* v, const uint8_t* mk, size_t n) {
-  uint8_t* kp = reinterpret_cast<uint8_t*>(&m.key) + off;
-  uint8_t* mp = reinterpret_cast<uint8_t*>(&m.mask) + off;
-  for (size_t i = 0; i < n; ++i) {
-    kp[i] = v[i] & mk[i];
-    mp[i] = mk[i];
-  }
-}
 
 // ======================= parser =======================
 
@@ -503,13 +495,13 @@ class OfParser {
       case Kind::ipv6: {
         In6Addr a, am;
         if (Status st = parse_masked_ipv6(value, a, am); !st) return st;
-        set_masked_bytes(m_, f.offset, a.b, am.b, 16);
+        put_masked_bytes(m_, f.offset, a.b, am.b, 16);
         return {};
       }
       case Kind::mac: {
         EthAddr a, am;
         if (Status st = parse_masked_mac(value, a, am); !st) return st;
-        set_masked_bytes(m_, f.offset, a.b, am.b, 6);
+        put_masked_bytes(m_, f.offset, a.b, am.b, 6);
         return {};
       }
     }
