@@ -5,7 +5,7 @@ namespace keel::hal {
 
 bool have_dpdk() { return false; }
 
-Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string>&) {
+Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string>&, const std::vector<PortSpec>&) {
   return error(Errc::unsupported, "this build of keel has no DPDK backend");
 }
 

@@ -55,7 +55,7 @@ Result<std::unique_ptr<System>> System::boot(const BootOptions& opts) {
   if (!sim) return std::move(sim).take_status();
   sys->sim_ = std::move(sim.value());
   if (need_dpdk) {
-    auto dpdk = hal::make_dpdk_backend(eal_args_for(*board));
+    auto dpdk = hal::make_dpdk_backend(eal_args_for(*board), sys->specs_);
     if (!dpdk) return std::move(dpdk).take_status();
     sys->dpdk_ = std::move(dpdk.value());
   }

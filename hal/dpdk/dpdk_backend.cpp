@@ -14,7 +14,7 @@
 // first error is the one that explains. The argv strings are kept for the
 // life of the process, as the EAL may keep pointers into them.
 //
-// Pool: one rte_pktmbuf pool of kPoolMbufs mbufs with a kPoolCache per-lcore
+// Pool: one rte_pktmbuf pool of pool_mbufs_for(ports) mbufs with a kPoolCache per-lcore
 // cache, RTE_MBUF_DEFAULT_BUF_SIZE buffers (128 headroom + 2048 data) and a
 // hal::Packet in every mbuf's private area, constructed once when the pool is
 // made. Threads that use it should call thread_init() (rte_thread_register):
@@ -29,7 +29,9 @@
 #include <rte_mempool.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <string_view>
 #include <new>
 
 #include "dpdk/dpdk_port.h"
@@ -66,7 +68,54 @@ std::string join(const std::vector<std::string>& args) {
   return s;
 }
 
+// Records in a pcap file, or 0 if it can't be read as one (the port's open
+// will say why). Reads the record headers only.
+uint64_t pcap_records(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "rb");
+  if (f == nullptr) return 0;
+  uint8_t gh[24];
+  uint64_t n = 0;
+  if (fread(gh, 1, sizeof gh, f) == sizeof gh) {
+    uint32_t magic;
+    std::memcpy(&magic, gh, 4);
+    const bool native = magic == 0xa1b2c3d4 || magic == 0xa1b23c4d;
+    const bool swapped = magic == 0xd4c3b2a1 || magic == 0x4d3cb2a1;
+    uint8_t rh[16];
+    while ((native || swapped) && fread(rh, 1, sizeof rh, f) == sizeof rh) {
+      uint32_t incl;
+      std::memcpy(&incl, rh + 8, 4);
+      if (swapped) incl = __builtin_bswap32(incl);
+      if (fseek(f, static_cast<long>(incl), SEEK_CUR) != 0) break;
+      ++n;
+    }
+  }
+  fclose(f);
+  return n;
+}
+
+// The value of `key=` in a devargs string ("net_pcap0,rx_pcap=x,infinite_rx=1").
+std::string devarg(const std::string& devargs, std::string_view key) {
+  size_t pos = 0;
+  while ((pos = devargs.find(',', pos)) != std::string::npos) {
+    ++pos;
+    if (devargs.compare(pos, key.size(), key) == 0 && devargs[pos + key.size()] == '=') {
+      size_t start = pos + key.size() + 1;
+      return devargs.substr(start, devargs.find(',', start) - start);
+    }
+  }
+  return {};
+}
+
 }  // namespace
+
+unsigned pool_mbufs_for(const std::vector<PortSpec>& ports) {
+  uint64_t n = kPoolMbufs;
+  for (const PortSpec& p : ports) {
+    if (p.kind != PortKind::dpdk || devarg(p.devargs, "infinite_rx") != "1") continue;
+    if (std::string file = devarg(p.devargs, "rx_pcap"); !file.empty()) n += pcap_records(file);
+  }
+  return static_cast<unsigned>(std::min<uint64_t>(n, 1u << 24));
+}
 
 void release(Packet* p) noexcept { rte_pktmbuf_free(mbuf_of(p)); }
 
@@ -145,7 +194,8 @@ void DpdkBackend::shutdown() {
 
 }  // namespace dpdk
 
-Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string>& eal_args) {
+Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string>& eal_args,
+                                                   const std::vector<PortSpec>& ports) {
   using namespace dpdk;
   std::lock_guard lock(g_eal_mu);
   switch (g_eal_state) {
@@ -180,16 +230,17 @@ Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string
                   "DPDK EAL init failed (" + join(eal_args) + "): " + rte_strerror(err));
   }
 
-  rte_mempool* pool = rte_pktmbuf_pool_create("keel_mbufs", kPoolMbufs, kPoolCache, sizeof(Packet),
+  const unsigned n_mbufs = pool_mbufs_for(ports);
+  rte_mempool* pool = rte_pktmbuf_pool_create("keel_mbufs", n_mbufs, kPoolCache, sizeof(Packet),
                                               RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
   if (pool == nullptr) {
     const int err = rte_errno;
     (void)rte_eal_cleanup();
     g_eal_state = EalState::cleaned_up;
-    return Status(Errc::resource_exhausted, "DPDK mbuf pool of " + std::to_string(kPoolMbufs) +
-                                                " mbufs could not be created (EAL memory -m too "
-                                                "small?): " +
-                                                rte_strerror(err));
+    return Status(Errc::resource_exhausted, "DPDK mbuf pool of " + std::to_string(n_mbufs) +
+                                                " mbufs (about " + std::to_string(n_mbufs * 2304ull >> 20) +
+                                                " MB; pcap replay ports count one per record) could not be "
+                                                "created: " + rte_strerror(err) + " (EAL memory -m too small?)");
   }
   unsigned misaligned = 0;
   rte_mempool_obj_iter(pool, construct_descriptor, &misaligned);

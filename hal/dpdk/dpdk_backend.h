@@ -59,11 +59,17 @@ class DpdkBackend final : public Backend {
   rte_mempool* pool_;  // == shared_->pool while not shut down
 };
 
-// Mbufs in the pool. net_pcap with infinite_rx=1 keeps its whole input file
-// resident in mbufs, and every rx queue pins its descriptors' worth (1024),
-// so this is sized for a handful of ports plus a test file, not for line rate
-// on many queues (about 37 MB of memory at 2.3 KB per mbuf).
+// Mbufs in the pool: kPoolMbufs for the rings, caches and packets in flight
+// (every rx queue pins its descriptors' worth, 1024), plus, for every
+// `net_pcap` port replaying a file with infinite_rx=1, one mbuf per record of
+// that file: the driver keeps the whole file resident in mbufs, and a pool it
+// fills leaves nothing to receive into. About 2.3 KB of EAL memory per mbuf
+// (37 MB for the base; a 100k-record pcap adds 230 MB).
 inline constexpr unsigned kPoolMbufs = 16384;
+
+// The pool size for these ports (the dpdk: ones count). A pcap that can't be
+// read counts 0 here: opening the port reports it.
+unsigned pool_mbufs_for(const std::vector<PortSpec>& ports);
 inline constexpr unsigned kPoolCache = 256;  // per-lcore mempool cache
 inline constexpr uint16_t kRxDescriptors = 1024;
 inline constexpr uint16_t kTxDescriptors = 1024;

@@ -51,8 +51,12 @@ Result<std::unique_ptr<Backend>> make_sim_backend(const SimOptions& opts);
 
 // Whether this build carries the DPDK backend.
 bool have_dpdk();
-// Initialises the EAL with `eal_args` (argv[0] is added). Fails with the EAL's
-// reason when it refuses the arguments or when the build has no DPDK.
-Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string>& eal_args);
+// Initialises the EAL with `eal_args` (argv[0] is added) and makes the mbuf
+// pool, sized for `ports` (the dpdk: specs among them; see
+// dpdk::pool_mbufs_for). Fails with the EAL's reason when it refuses the
+// arguments, when the pool does not fit the EAL's memory, or when the build
+// has no DPDK.
+Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string>& eal_args,
+                                                   const std::vector<PortSpec>& ports = {});
 
 }  // namespace keel::hal
