@@ -3,8 +3,9 @@
 // A Board names its HAL backend, its ports (name, role, spec in the
 // --port grammar of keel/hal/port_spec.h), the cores for PMD threads and for
 // control, the EAL arguments when the backend is DPDK, the capacity of its
-// hardware flow table, the console line speed, and the configuration it boots
-// with when no --config is given (console commands, one per line). One file
+// hardware flow table, the console line speed, the configuration it boots
+// with when no --config and no startup config is given (console commands, one
+// per line), and the directory of its startup config. One file
 // per board in boards/; boards/registry.cpp lists them. No board #ifdef
 // anywhere else: firmware/ reads these fields and nothing more.
 //
@@ -43,6 +44,9 @@ struct Board {
   uint32_t pmd_idle_sleep_us;       // >0: an idle PMD sleeps this long (shared host CPUs)
   uint32_t console_baud;            // UART speed for --console /dev/ttyX
   std::string_view default_config;  // console commands, one per line
+  // Where the startup config lives when --config-dir isn't given
+  // (firmware/control/config_store.h): persistent storage on the NIC.
+  std::string_view config_dir = "/etc/keel";
 };
 
 // Every board, in a stable order; the first is the default.

@@ -29,6 +29,8 @@ extern const Board kHostSim{
     .pmd_idle_sleep_us = 100,
     .console_baud = 115200,
     .default_config = "xconnect p0 p1\n",
+    // Relative to the working directory: a laptop has no /etc/keel to own.
+    .config_dir = "keel-config",
 };
 
 }  // namespace keel::boards

@@ -23,6 +23,9 @@ std::variant<Args, int> parse_args(int argc, char** argv) {
   app.add_flag("--list-boards", list_boards, "list the boards and exit");
   app.add_option("--config", a.config_file, "startup configuration: a file of console commands")
       ->check(CLI::ExistingFile);
+  app.add_option("--config-dir", a.config_dir,
+                 "where startup-config lives (write memory saves it, boot replays it); default: the board's, "
+                 "/etc/keel on hardware boards, ./keel-config on host-sim");
   app.add_option("--port", a.boot.ports,
                  "NAME=SPEC, repeatable, replaces the board's ports: pcap:in=FILE, pcap:out=FILE, "
                  "pcap:in=A,out=B[,loop=N], ring, tap:IFNAME, null, sample[:pps=N], dpdk:DEVARGS")

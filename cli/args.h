@@ -12,6 +12,7 @@ namespace keel::cli {
 struct Args {
   control::BootOptions boot;
   std::string config_file;        // --config FILE
+  std::string config_dir;         // --config-dir DIR (empty: the board's config_dir)
   bool exit_when_drained = false; // --exit-when-drained
 };
 

@@ -4,17 +4,47 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "cli/console.h"
 
+namespace keel::control {
+class ConfigStore;
+}
+
 namespace keel::cli {
+
+// Running-config hook. A command family that holds configuration registers
+// one section (from its add_*_commands function, with t.add_config_section):
+//   name    what it is, for messages ("logging");
+//   order   sections print in ascending order, so a thing is created before
+//           what refers to it: 100 ports/xconnects, 200 bridges, 300 bonds and
+//           tunnels, 400 routes and neighbours, 500 rules, 800 datapath
+//           tunables, 900 logging (cli/commands_config.cpp has the core ones);
+//   emit    appends the console commands that rebuild the family's current
+//           state from boot defaults, one per string, in replay order; only
+//           what differs from the default (datapath flows and counters are
+//           state, not configuration: they emit nothing);
+//   reset   returns the family to its boot defaults; cannot fail. Sections
+//           reset in descending order (rules before the bridges they use).
+// `show running-config` prints the emitted lines; `write memory` saves them;
+// `configure replace` and a failed startup config call reset. A family's
+// emit + reset must round-trip: reset, then replaying emit's lines, gives the
+// same emit again (tests/integration/test_config.py checks the whole tree).
+struct ConfigSection {
+  std::string name;
+  int order = 0;
+  std::function<void(std::vector<std::string>& lines)> emit;
+  std::function<void()> reset;
+};
 
 struct CommandTree::Impl {
   explicit Impl(control::System& s) : sys(s) {}
 
   control::System& sys;
+  CommandTree* tree = nullptr;  // the tree this is the inside of
   CLI::App app{"keel console", "keel"};
   FILE* out = nullptr;
   Status status;
@@ -23,6 +53,15 @@ struct CommandTree::Impl {
   std::string format, arg1, arg2;
   std::vector<std::string> words;
   bool flag_m = false, flag_terse = false;
+  // Running-config sections (see ConfigSection) and where `write memory`
+  // saves (cli/commands_config.cpp; null: no config directory).
+  std::vector<ConfigSection> config_sections;
+  control::ConfigStore* config_store = nullptr;
+  void add_config_section(ConfigSection s) { config_sections.push_back(std::move(s)); }
+  // Work that must run after CLI11's parse returns (a command that runs
+  // other commands, like `configure replace`, can't re-enter parse from
+  // its callback). execute() runs it and returns its Status.
+  std::function<Status()> after_parse;
 
   void reset() {
     format = "text";
@@ -31,6 +70,7 @@ struct CommandTree::Impl {
     words.clear();
     flag_m = flag_terse = false;
     status = {};
+    after_parse = nullptr;
   }
   void print(const std::string& s) { fputs(s.c_str(), out); }
 
@@ -46,5 +86,7 @@ struct CommandTree::Impl {
 };
 
 void add_datapath_commands(CommandTree::Impl& t);
+void add_config_commands(CommandTree::Impl& t);   // cli/commands_config.cpp
+void add_logging_commands(CommandTree::Impl& t);  // cli/commands_logging.cpp
 
 }  // namespace keel::cli

@@ -276,8 +276,24 @@ void add_datapath_commands(CommandTree::Impl& t) {
   t.app.add_subcommand("pmd-stats-clear", "reset the PMD statistics")->callback([&t] {
     for (const auto& pmd : t.sys.datapath().pmds()) pmd->clear_counters();
   });
-  t.app.add_subcommand("pmd-rxq-show", "which PMD polls which rx queue (like dpif-netdev/pmd-rxq-show)")
-      ->callback([&t] {
+  auto* rxq_show = t.app.add_subcommand("pmd-rxq-show", "which PMD polls which rx queue (like dpif-netdev/pmd-rxq-show)");
+  t.add_format(rxq_show);
+  rxq_show->callback([&t] {
+        if (t.format == "json") {
+          Json j;
+          j.begin_object().begin_array("pmds");
+          for (const auto& pmd : t.sys.datapath().pmds()) {
+            j.begin_object().field("pmd", pmd->index()).field("core", static_cast<int64_t>(pmd->core()));
+            j.field("isolated", false).begin_array("rx_queues");
+            for (const auto& rxq : pmd->rx_queues())
+              j.begin_object().field("port", rxq.port->name()).field("queue", static_cast<uint64_t>(rxq.queue))
+                  .field("enabled", true).end_object();
+            j.end_array().end_object();
+          }
+          j.end_array().end_object();
+          t.print(j.str() + "\n");
+          return;
+        }
         std::string out;
         for (const auto& pmd : t.sys.datapath().pmds()) {
           out += "pmd thread numa_id 0 core_id " +

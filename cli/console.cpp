@@ -83,7 +83,9 @@ void CommandTree::Impl::build() {
   app.fallthrough(false);
 
   app.add_subcommand("help", "list the commands")->callback([this] { cmd_help(); });
-  app.add_subcommand("version", "show the firmware version")->callback([this] { cmd_version(); });
+  auto* version = app.add_subcommand("version", "show the firmware version");
+  add_format(version);
+  version->callback([this] { cmd_version(); });
 
   CLI::App* show = app.add_subcommand("show", "show state (board, ports)");
   show->require_subcommand(1);
@@ -107,6 +109,8 @@ void CommandTree::Impl::build() {
 
   auto quit_cb = [this] { *quit = true; };
   add_datapath_commands(*this);
+  add_config_commands(*this);
+  add_logging_commands(*this);
 
   app.add_subcommand("exit", "leave the console (shuts keel down)")->callback(quit_cb);
   app.add_subcommand("quit", "same as exit")->callback(quit_cb);
@@ -128,6 +132,17 @@ void CommandTree::Impl::cmd_help() {
 void CommandTree::Impl::cmd_version() {
   std::string be;
   for (const std::string& b : sys.backends()) be += " " + b;
+  if (format == "json") {
+    Json j;
+    j.begin_object().field("version", kVersion).field("git_revision", kGitRevision).field("arch", kBuildArch);
+    j.begin_array("backends_built").value("sim");
+    if (hal::have_dpdk()) j.value("dpdk");
+    j.end_array().begin_array("backends_running");
+    for (const std::string& b : sys.backends()) j.value(b);
+    j.end_array().end_object();
+    print(j.str() + "\n");
+    return;
+  }
   print(std::string("keel ") + kVersion + " (" + kGitRevision + ", " + kBuildArch + ")\n" +
         "HAL backends in this build: sim" + (hal::have_dpdk() ? " dpdk" : "") + "; running:" + be +
         "\n");
@@ -215,6 +230,7 @@ void CommandTree::Impl::cmd_show_ports() {
 
 CommandTree::CommandTree(control::System& sys) : impl_(std::make_unique<Impl>(sys)) {
   impl_->quit = &quit_;
+  impl_->tree = this;
   impl_->build();
 }
 
@@ -256,7 +272,9 @@ Status CommandTree::execute(std::string_view line, FILE* out) {
   } catch (const CLI::ParseError& e) {
     return invalid(cmd + ": " + e.what());
   }
-  return std::move(im.status);
+  Status st = std::move(im.status);
+  if (st.ok() && im.after_parse) st = std::exchange(im.after_parse, nullptr)();
+  return st;
 }
 
 Status apply_config(CommandTree& tree, std::string_view text, std::string_view origin, FILE* out) {

@@ -40,6 +40,7 @@ class CommandTree {
   std::vector<std::string> command_names() const;
 
   struct Impl;  // cli/command_tree_impl.h
+  Impl& impl() { return *impl_; }  // for the command families in cli/
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -10,12 +10,17 @@
 #include <sstream>
 
 #include "cli/args.h"
+#include "cli/config.h"
 #include "cli/console.h"
+#include "control/config_store.h"
 #include "control/system.h"
+#include "core/log.h"
 #include "core/shutdown.h"
 #include "core/version.h"
 
 namespace {
+
+KEEL_LOG_MODULE(log_boot, "boot");
 
 void on_signal(int) { keel::request_shutdown(); }
 
@@ -49,33 +54,37 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
-  std::string config_text;
-  std::string config_origin;
+  // An explicit --config is read before boot (a typo fails fast); without
+  // one, boot replays DIR/startup-config (cli/config.h).
+  std::optional<std::string> config_text;
   if (!args.config_file.empty()) {
     auto text = read_file(args.config_file);
     if (!text) return fail(text.status());
     config_text = std::move(text.value());
-    config_origin = args.config_file;
   }
 
   auto sys = keel::control::System::boot(args.boot);
   if (!sys) return fail(sys.status());
   keel::control::System& system = **sys;
 
-  if (args.config_file.empty()) {
-    config_text = std::string(system.board().default_config);
-    config_origin = "board " + std::string(system.board().name) + " default config";
-  }
+  KEEL_LOG(log_boot, info, "keel %s booting board %s: %zu ports, %zu PMD threads", keel::kVersion,
+           std::string(system.board().name).c_str(), system.port_names().size(), system.datapath().pmds().size());
 
+  keel::control::ConfigStore store(args.config_dir.empty() ? std::string(system.board().config_dir)
+                                                           : args.config_dir);
   keel::cli::CommandTree tree(system);
-  if (auto st = keel::cli::apply_config(tree, config_text, config_origin, stdout); !st.ok()) {
+  keel::cli::set_config_store(tree, &store);
+  auto booted = keel::cli::apply_boot_config(tree, config_text, args.config_file, stdout, stderr);
+  if (!booted) {
     system.shutdown();
-    return fail(st);
+    return fail(booted.status());
   }
+  KEEL_LOG(log_boot, info, "applied %s", booted->origin.c_str());
   if (auto st = system.start(); !st.ok()) {
     system.shutdown();
     return fail(st);
   }
+  keel::cli::boot_config_succeeded(tree, *booted, stderr);
 
   const bool interactive = isatty(STDIN_FILENO);
   if (args.exit_when_drained) {

@@ -1,0 +1,68 @@
+// ConfigStore — where the startup configuration lives, and how it is saved
+// so that a crash or power cut at any instant leaves a complete file.
+//
+// The config directory (--config-dir DIR; default: the board's config_dir,
+// /etc/keel on hardware boards, ./keel-config on host-sim) holds:
+//
+//   startup-config       what boot replays (console commands, one per line)
+//   startup-config.bak   the startup config before the last `write memory`
+//   startup-config.good  the last startup config that booted completely
+//
+// Save protocol (save_startup), each step durable before the next:
+//   1. write startup-config.tmp, fsync it          (the old file untouched)
+//   2. link the old startup-config as .bak.tmp,     (.bak is replaced by a
+//      rename it over startup-config.bak             rename: old or new .bak)
+//   3. rename startup-config.tmp over startup-config (atomic: old or new)
+//   4. fsync the directory                           (the renames are durable)
+// startup-config itself only ever changes by one rename(2) of a file that is
+// already complete and synced, so at every instant it is either the complete
+// old or the complete new config; a leftover .tmp is ignored and overwritten
+// by the next save. Where hard links are unsupported (vfat), step 2 copies
+// the old file to .bak.tmp and fsyncs it instead.
+//
+// For the kill-during-save test, the environment variable
+// KEEL_TEST_CRASH_AT=<step> makes the process _exit(77) right after that step:
+// tmp-written, tmp-synced, bak-linked, bak-renamed, renamed, dir-synced.
+//
+// Thread-safety: control thread only.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace keel::control {
+
+class ConfigStore {
+ public:
+  explicit ConfigStore(std::string dir) : dir_(std::move(dir)) {}
+
+  const std::string& dir() const { return dir_; }
+  std::string startup_path() const { return dir_ + "/startup-config"; }
+  std::string backup_path() const { return dir_ + "/startup-config.bak"; }
+  std::string good_path() const { return dir_ + "/startup-config.good"; }
+
+  // The file's text, std::nullopt if it does not exist, or an error.
+  Result<std::optional<std::string>> read_startup() const { return read(startup_path()); }
+  Result<std::optional<std::string>> read_good() const { return read(good_path()); }
+
+  // Saves `text` as the startup config (the protocol above); creates the
+  // directory if needed.
+  Status save_startup(std::string_view text) const;
+  // Records `text` as the last config that booted completely (no-op when
+  // the marker already holds it, so a normal boot writes nothing).
+  Status mark_good(std::string_view text) const;
+
+  static Result<std::optional<std::string>> read(const std::string& path);
+
+ private:
+  std::string dir_;
+};
+
+// Writes `text` to `path` atomically: PATH.tmp, fsync, rename, fsync the
+// directory. Used for the good marker and `copy running-config FILE`.
+Status write_file_atomic(const std::string& path, std::string_view text);
+
+}  // namespace keel::control

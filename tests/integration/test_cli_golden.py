@@ -1,0 +1,101 @@
+"""Golden output of each command family, text and JSON, on host-sim with two
+null ports (nothing moves, so only clocks and build facts vary; those are
+masked). Expected output: tests/integration/golden/NAME.txt. After an
+intended change of output, regenerate with KEEL_UPDATE_GOLDEN=1 and review
+the diff."""
+import difflib
+import os
+import re
+
+from harness import check, main, run_keel, tmpdir
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+UPDATE = os.environ.get("KEEL_UPDATE_GOLDEN", "") not in ("", "0")
+PORTS = ["--port", "p0=null", "--port", "p1=null"]
+
+MASKS = [
+    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"), "TIME"),
+    (re.compile(r"(keel |\"version\":\")\d+\.\d+\.\d+"), r"\1VERSION"),
+    (re.compile(r"keel VERSION \([^)]*\)"), "keel VERSION (REVISION, ARCH)"),
+    (re.compile(r"\"git_revision\":\"[^\"]*\",\"arch\":\"[^\"]*\""), "\"git_revision\":\"REV\",\"arch\":\"ARCH\""),
+    (re.compile(r"HAL backends in this build: [^;]*;"), "HAL backends in this build: BUILT;"),
+    (re.compile(r"\"backends_built\":\[[^\]]*\]"), "\"backends_built\":[\"BUILT\"]"),
+    (re.compile(r"(idle|processing) cycles: \d+ \(\d+\.\d+%\)"), r"\1 cycles: N (P%)"),
+    (re.compile(r"\"(idle_cycles|processing_cycles|used_ms|time_ns)\":\d+"), r'"\1":N'),
+    (re.compile(r"used:\d+\.\d+s"), "used:Ts"),
+]
+
+
+def mask(text, d):
+    text = text.replace(d, "DIR")
+    for rx, rep in MASKS:
+        text = rx.sub(rep, text)
+    return text
+
+
+def golden(name, commands):
+    d = tmpdir()
+    p = run_keel(*PORTS, "--config-dir", d, stdin="".join(c + "\n" for c in commands), timeout=60)
+    got = "exit %d\n--- stdout ---\n%s--- stderr ---\n%s" % (p.returncode, mask(p.stdout, d), mask(p.stderr, d))
+    path = os.path.join(GOLDEN, name + ".txt")
+    if UPDATE:
+        os.makedirs(GOLDEN, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(got)
+        return
+    check(os.path.exists(path), "no golden file %s (run with KEEL_UPDATE_GOLDEN=1)" % path)
+    with open(path) as f:
+        want = f.read()
+    diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), path, "actual"))
+    check(got == want, "%s differs from the golden output:\n%s" % (name, diff))
+
+
+def test_core():
+    golden("core", ["version", "version --format json", "show board", "show board --format json",
+                    "show ports", "show ports --format json", "xconnect p1 p0", "show ports",
+                    "no xconnect p0", "show ports", "xconnect p0 nope", "shwo ports", "show ports --format xml"])
+
+
+FLOW = "recirc_id(0),in_port(1),eth_type(0x0800),ipv4(src=10.0.0.1,frag=no) actions:2"
+
+
+def test_datapath():
+    golden("datapath", ["dp-flow add " + FLOW, "flow-dump", "flow-dump -m", "flow-dump --terse",
+                        "flow-dump --format json", "dp-flow get " + FLOW.split(" ")[0],
+                        "pmd-stats-show", "pmd-stats-show --format json", "pmd-rxq-show",
+                        "pmd-rxq-show --format json", "dpcls-show", "dpcls-show --format json",
+                        "dp-flow add in_port(1) actions:frob", "set emc-insert-inv-prob -1",
+                        "set smc-enable maybe"])
+
+
+def test_config():
+    golden("config", ["show running-config", "set emc-insert-inv-prob 10", "set smc-enable true",
+                      "no xconnect p0", "xconnect p1 p0", "logging level cli warn",
+                      "show running-config", "show running-config --format json",
+                      "show startup-config", "show startup-config --format json", "write memory",
+                      "show startup-config", "show startup-config --format json",
+                      "copy startup-config p0", "configure replace /nonexistent/x.conf"])
+
+
+def test_logging():
+    golden("logging", ["logging level cli dbg", "logging level all warn", "logging level config info",
+                       "logging console info", "show logging -n 0", "show running-config",
+                       "logging level nosuch dbg", "logging level cli loud", "logging console",
+                       "show logging -n 2"])
+
+
+def test_golden_json_parses():
+    # Every "--format json" line in the golden files is one valid JSON object.
+    import json
+    for name in ("core", "datapath", "config", "logging"):
+        path = os.path.join(GOLDEN, name + ".txt")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            for line in f:
+                if line.startswith("{"):
+                    json.loads(line.replace(":N", ":0"))
+
+
+if __name__ == "__main__":
+    main([test_core, test_datapath, test_config, test_logging, test_golden_json_parses])
