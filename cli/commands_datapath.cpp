@@ -225,6 +225,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
             .field("packets_received", c.rx_packets)
             .field("recirculations", c.recirculations)
             .field("xconnect_hits", c.xconnect_hits)
+            .field("simple_match_hits", c.simple_hits)
             .field("emc_hits", c.emc_hits)
             .field("smc_hits", c.smc_hits)
             .field("megaflow_hits", c.megaflow_hits)
@@ -246,7 +247,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
       out += "  avg. datapath passes per packet: " + fmt2(rx ? passes / rx : 0) + "\n";
       out += "  phwol hits: 0\n";
       out += "  mfex opt hits: 0\n";
-      out += "  simple match hits: " + std::to_string(c.xconnect_hits) + "\n";
+      out += "  simple match hits: " + std::to_string(c.xconnect_hits + c.simple_hits) + "\n";
       out += "  emc hits: " + std::to_string(c.emc_hits) + "\n";
       out += "  smc hits: " + std::to_string(c.smc_hits) + "\n";
       out += "  megaflow hits: " + std::to_string(c.megaflow_hits) + "\n";

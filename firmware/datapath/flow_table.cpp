@@ -38,11 +38,13 @@ Status FlowTable::install(Megaflow* f) {
   free_.pop_back();
   slots_[f->index].store(f, std::memory_order_release);  // publish to dump readers
   n_flows_.fetch_add(1, std::memory_order_relaxed);
+  simple_->flow_added(f);
   return {};
 }
 
 void FlowTable::remove(Megaflow* f, uint64_t emc_generation) {
   slots_[f->index].store(nullptr, std::memory_order_release);
+  simple_->flow_removed(f);
   dpcls_[f->in_port]->remove(static_cast<DpclsRule*>(f->dpcls_rule));
   f->dpcls_rule = nullptr;
   f->dead.store(true, std::memory_order_relaxed);
@@ -81,6 +83,7 @@ void FlowTable::clear() {
   overflow_.clear();
   reclaim();
   for (auto& d : dpcls_) d.reset();
+  simple_ = std::make_unique<SimpleMatch>();
   n_flows_.store(0, std::memory_order_relaxed);
   free_.clear();
   for (uint32_t i = capacity_; i > 0; --i) free_.push_back(i - 1);

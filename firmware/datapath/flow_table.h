@@ -30,6 +30,7 @@
 #include "core/status.h"
 #include "datapath/dpcls.h"
 #include "datapath/megaflow.h"
+#include "datapath/simple_match.h"
 
 namespace keel::datapath {
 
@@ -57,6 +58,11 @@ class FlowTable {
   bool has_dead() const { return !dead_.empty(); }
 
   Megaflow* at(uint32_t index) const noexcept { return slots_[index].load(std::memory_order_relaxed); }
+  // The simple-match view of the same flows (simple_match.h).
+  const SimpleMatch& simple() const noexcept { return *simple_; }
+  // Owner: f's actions were swapped.
+  void actions_changed(const Megaflow* f) { simple_->actions_changed(f); }
+
   Dpcls* dpcls(uint32_t in_port) noexcept { return in_port < kMaxDpPorts ? dpcls_[in_port].get() : nullptr; }
   const Dpcls* dpcls(uint32_t in_port) const noexcept {
     return in_port < kMaxDpPorts ? dpcls_[in_port].get() : nullptr;
@@ -79,6 +85,7 @@ class FlowTable {
   std::vector<uint32_t> free_;  // owner only
   std::atomic<uint32_t> n_flows_{0};
   std::array<std::unique_ptr<Dpcls>, kMaxDpPorts> dpcls_;
+  std::unique_ptr<SimpleMatch> simple_ = std::make_unique<SimpleMatch>();
   std::vector<Megaflow*> dead_;  // owner only
   MpmcRing<Megaflow*> reclaim_;
   std::vector<Megaflow*> overflow_;  // owner only: reclaim ring full

@@ -101,6 +101,7 @@ void Pmd::apply(FlowRequest& req) {
       } else {
         // release: the control thread reading actions sees a complete list.
         req.actions = f->actions.exchange(req.actions, std::memory_order_acq_rel);
+        table_.actions_changed(f);
       }
       break;
     }
@@ -125,12 +126,13 @@ void Pmd::drain_requests() {
 PmdCounters Pmd::counters() const {
   auto ld = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
   PmdCounters v{ld(c_.iterations),    ld(c_.rx_packets),       ld(c_.recirculations), ld(c_.xconnect_hits),
-                ld(c_.emc_hits),      ld(c_.smc_hits),         ld(c_.megaflow_hits),  ld(c_.subtable_lookups),
+                ld(c_.simple_hits),   ld(c_.emc_hits),      ld(c_.smc_hits),         ld(c_.megaflow_hits),  ld(c_.subtable_lookups),
                 ld(c_.misses),        ld(c_.lost),             ld(c_.recirc_too_deep), ld(c_.malformed),
                 ld(c_.tx_batches),    ld(c_.tx_batch_packets), ld(c_.invalid_port),   ld(c_.exec_dropped),
                 ld(c_.busy_cycles),   ld(c_.idle_cycles)};
   const PmdCounters& b = baseline_;
   v.rx_packets -= b.rx_packets, v.recirculations -= b.recirculations, v.xconnect_hits -= b.xconnect_hits;
+  v.simple_hits -= b.simple_hits;
   v.emc_hits -= b.emc_hits, v.smc_hits -= b.smc_hits, v.megaflow_hits -= b.megaflow_hits;
   v.subtable_lookups -= b.subtable_lookups, v.misses -= b.misses, v.lost -= b.lost;
   v.recirc_too_deep -= b.recirc_too_deep, v.malformed -= b.malformed, v.tx_batches -= b.tx_batches;
@@ -203,6 +205,18 @@ void Pmd::housekeeping() {
   emc_->set_insert_inv_prob(emc_insert_inv_prob_.load(std::memory_order_relaxed));
 }
 
+// Packets the executor did not send (pmd-stats' exec_dropped).
+static uint64_t exec_drops(const ExecCounters& c) {
+  return c.dropped + c.tx_overflow + c.recirc_overflow + c.no_headroom + c.unsupported + c.copy_failed;
+}
+
+// The TCP flags of a parsed key, host order (0 unless TCP). Word 69's top
+// byte is nw_proto; word 72 carries tcp_flags for TCP only.
+static uint16_t tcp_flags_of(const flow::Miniflow& key) {
+  if ((key.get(KEEL_FLOW_WORD(ipv6_label)) >> 56) != 6) return 0;
+  return flow::text::ntoh16(static_cast<uint16_t>(key.get(KEEL_FLOW_WORD(tcp_flags)) >> 48));
+}
+
 void Pmd::receive(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts) {
   // A cross-connected port skips classification entirely.
   if (uint16_t out_id = dp_.xconnect_fast(in.id())) {
@@ -211,16 +225,59 @@ void Pmd::receive(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts) {
     return;
   }
   (void)q;
-  process(pkts, 0);
+  if (table_.simple().enabled(in.id())) {
+    process_simple(in.id(), pkts);
+  } else {
+    process(pkts, 0);
+  }
   flush_outputs();
 }
 
-void Pmd::process(std::span<hal::Packet* const> pkts, unsigned depth) {
+void Pmd::process_simple(uint32_t port, std::span<hal::Packet* const> pkts) {
+  const SimpleMatch& sm = table_.simple();
   const unsigned n = static_cast<unsigned>(pkts.size());
-  packet::ParsedPacket* parsed = &parsed_[depth * hal::kMaxBurst];
-  bump(c_.malformed, packet::parse_burst(pkts, std::span(parsed, n), parser_));
+  std::array<SimpleQuick, hal::kMaxBurst> q;
+  std::array<Megaflow*, hal::kMaxBurst> flows;
+  std::array<ExecPacket, hal::kMaxBurst> ep;
+  std::array<uint16_t, hal::kMaxBurst> flags;
+  std::array<hal::Packet*, hal::kMaxBurst> rest;
+  std::array<uint8_t, hal::kMaxBurst> rest_idx;
+  unsigned n_rest = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    hal::Packet* p = pkts[i];
+    if (i + 2 < n) __builtin_prefetch(pkts[i + 2]->data());
+    Megaflow* f = quick_key(p->data(), p->len(), &q[i]) ? sm.lookup(port, q[i].key) : nullptr;
+    flows[i] = f;
+    if (f) {
+      ep[i] = {p, &q[i].ofs, nullptr};
+      flags[i] = q[i].tcp_flags;
+    } else {
+      rest[n_rest] = p;
+      rest_idx[n_rest++] = static_cast<uint8_t>(i);
+    }
+  }
+  bump(c_.simple_hits, n - n_rest);
+  // What the quick look could not decide takes the full path; the results
+  // are merged back so that execution sees the burst in its order.
+  if (n_rest) {
+    packet::ParsedPacket* parsed = &parsed_[0];
+    std::array<Megaflow*, hal::kMaxBurst> rf;
+    classify(std::span(rest.data(), n_rest), parsed, rf.data());
+    for (unsigned r = 0; r < n_rest; ++r) {
+      const unsigned i = rest_idx[r];
+      flows[i] = rf[r];
+      ep[i] = {rest[r], &parsed[r].ofs, &parsed[r].key};
+      flags[i] = tcp_flags_of(parsed[r].key);
+    }
+  }
+  execute_grouped(n, flows.data(), ep.data(), flags.data());
+  after_pass(0);
+}
 
-  std::array<Megaflow*, hal::kMaxBurst> flows{};
+void Pmd::classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* parsed, Megaflow** flows) {
+  const unsigned n = static_cast<unsigned>(pkts.size());
+  bump(c_.malformed, packet::parse_burst(pkts, std::span(parsed, n), parser_));
+  for (unsigned i = 0; i < n; ++i) flows[i] = nullptr;
   const bool emc_on = emc_->enabled();
   const bool smc_on = smc_enable_.load(std::memory_order_relaxed);
   uint64_t emc_hits = 0, smc_hits = 0, mf_hits = 0, misses = 0;
@@ -306,12 +363,28 @@ void Pmd::process(std::span<hal::Packet* const> pkts, unsigned depth) {
   bump(c_.megaflow_hits, mf_hits);
   bump(c_.misses, misses);
   bump(c_.lost, misses);
+}
 
-  // 4. Group by megaflow (in first-seen order) and execute each group once.
+void Pmd::process(std::span<hal::Packet* const> pkts, unsigned depth) {
+  const unsigned n = static_cast<unsigned>(pkts.size());
+  packet::ParsedPacket* parsed = &parsed_[depth * hal::kMaxBurst];
+  std::array<Megaflow*, hal::kMaxBurst> flows;
+  classify(pkts, parsed, flows.data());
+  std::array<ExecPacket, hal::kMaxBurst> ep;
+  std::array<uint16_t, hal::kMaxBurst> flags;
+  for (unsigned i = 0; i < n; ++i) {
+    ep[i] = {pkts[i], &parsed[i].ofs, &parsed[i].key};
+    flags[i] = tcp_flags_of(parsed[i].key);
+  }
+  execute_grouped(n, flows.data(), ep.data(), flags.data());
+  after_pass(depth);
+}
+
+void Pmd::execute_grouped(unsigned n, Megaflow* const* flows, const ExecPacket* ep, const uint16_t* flags) {
+  // Group by megaflow, in first-seen order (so packets of one flow keep
+  // their order), and execute each group once.
   const uint64_t now = hal::now_ns();
-  const uint64_t exec_dropped_before = exec_->counters.dropped + exec_->counters.tx_overflow +
-                                       exec_->counters.recirc_overflow + exec_->counters.no_headroom +
-                                       exec_->counters.unsupported + exec_->counters.copy_failed;
+  const uint64_t exec_dropped_before = exec_drops(exec_->counters);
   std::array<ExecPacket, hal::kMaxBurst> batch;
   uint32_t done = 0;
   for (unsigned i = 0; i < n; ++i) {
@@ -323,13 +396,11 @@ void Pmd::process(std::span<hal::Packet* const> pkts, unsigned depth) {
     for (unsigned j = i; j < n; ++j) {
       if (flows[j] != f) continue;
       done |= 1u << j;
-      batch[nb++] = {pkts[j], &parsed[j].ofs, &parsed[j].key};
-      bytes += pkts[j]->len();
-      // Word 69's top byte is nw_proto; word 72 carries tcp_flags for TCP only.
-      if ((parsed[j].key.get(KEEL_FLOW_WORD(ipv6_label)) >> 56) == 6)
-        tcp_flags |= static_cast<uint16_t>(parsed[j].key.get(KEEL_FLOW_WORD(tcp_flags)) >> 48);
+      batch[nb++] = ep[j];
+      bytes += ep[j].pkt->len();
+      tcp_flags |= flags[j];
     }
-    f->account(nb, bytes, flow::text::ntoh16(tcp_flags), now);
+    f->account(nb, bytes, tcp_flags, now);
     const flow::DpActions* acts = f->actions.load(std::memory_order_relaxed);
     if (acts) {
       execute_actions(*exec_, std::span(batch.data(), nb), *acts);
@@ -337,11 +408,10 @@ void Pmd::process(std::span<hal::Packet* const> pkts, unsigned depth) {
       for (unsigned b = 0; b < nb; ++b) hal::release(batch[b].pkt);
     }
   }
-  const uint64_t exec_dropped_after = exec_->counters.dropped + exec_->counters.tx_overflow +
-                                      exec_->counters.recirc_overflow + exec_->counters.no_headroom +
-                                      exec_->counters.unsupported + exec_->counters.copy_failed;
-  bump(c_.exec_dropped, exec_dropped_after - exec_dropped_before);
+  bump(c_.exec_dropped, exec_drops(exec_->counters) - exec_dropped_before);
+}
 
+void Pmd::after_pass(unsigned depth) {
   // 5. Slow-path requests (userspace()): no slow path yet -> lost.
   if (exec_->upcalls.n) {
     for (const UpcallRequest& r : exec_->upcalls.requests()) hal::release(r.pkt);

@@ -51,6 +51,7 @@ struct PmdCounters {
   uint64_t rx_packets = 0;        // packets received
   uint64_t recirculations = 0;    // extra datapath passes
   uint64_t xconnect_hits = 0;     // forwarded by a port cross-connect, no lookup
+  uint64_t simple_hits = 0;       // found by the simple-match path (simple_match.h)
   uint64_t emc_hits = 0;
   uint64_t smc_hits = 0;
   uint64_t megaflow_hits = 0;     // dpcls
@@ -129,7 +130,7 @@ class Pmd {
 
  private:
   struct AtomicCounters {
-    std::atomic<uint64_t> iterations{0}, rx_packets{0}, recirculations{0}, xconnect_hits{0}, emc_hits{0},
+    std::atomic<uint64_t> iterations{0}, rx_packets{0}, recirculations{0}, xconnect_hits{0}, simple_hits{0}, emc_hits{0},
         smc_hits{0}, megaflow_hits{0}, subtable_lookups{0}, misses{0}, lost{0}, recirc_too_deep{0},
         malformed{0}, tx_batches{0}, tx_batch_packets{0}, invalid_port{0}, exec_dropped{0},
         busy_cycles{0}, idle_cycles{0};
@@ -141,6 +142,15 @@ class Pmd {
   void housekeeping();
   void receive(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts);
   void process(std::span<hal::Packet* const> pkts, unsigned depth);
+  // First pass of a burst from a port on the simple-match path; what it
+  // can't decide is classified the full way.
+  void process_simple(uint32_t port, std::span<hal::Packet* const> pkts);
+  // Parse, EMC, SMC, dpcls: flows[i] = the megaflow of pkts[i], or null for
+  // a miss (the packet is then handled and must not be touched again).
+  void classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* parsed, Megaflow** flows);
+  void execute_grouped(unsigned n, Megaflow* const* flows, const ExecPacket* ep, const uint16_t* flags);
+  // Slow-path requests and recirculation after a pass at `depth`.
+  void after_pass(unsigned depth);
   void send(uint32_t port, std::span<hal::Packet* const> pkts) noexcept;
   void flush_outputs();
   static void flush_cb(void* arg, uint32_t port, std::span<hal::Packet* const> pkts) noexcept;

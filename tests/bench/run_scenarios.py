@@ -5,8 +5,8 @@ For each scenario of shared/bench/scenarios/ that this script knows how to
 translate (p2p-1flow, p2p-10kflows, dpcls-16masks) and each of its variants:
 
   1. generates the scenario's pcap with shared/bench/gen_traffic.py and the
-     scenario's TRAFFIC arguments (cached; capped, and said so, when it has
-     more records than keel's DPDK mbuf pool can keep resident);
+     scenario's TRAFFIC arguments (cached; with --max-records N, capped to
+     N records and said so);
   2. writes a keel config: the variant's tunables (`set emc-insert-inv-prob`,
      `set smc-enable`, translated from the variant's ovs-vsctl other_config)
      and the datapath flows (megaflows) Open vSwitch installs for the
@@ -64,11 +64,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DEFAULT_SCENARIOS = ["p2p-1flow", "p2p-10kflows", "dpcls-16masks"]
 TSC_HZ = 2.45e9  # this machine's TSC (BASELINE.md), when io_ceiling did not report it
 
-# keel's DPDK backend: one pool of kPoolMbufs (hal/dpdk/dpdk_backend.h), and the
-# pcap PMD with infinite_rx=1 keeps every record of its file in one of them.
-# Leave room for the rx/tx working set and the per-lcore mempool caches.
-KEEL_POOL_MBUFS = 16384
-DEFAULT_MAX_RECORDS = 12000
+# keel's DPDK pool grows by one mbuf per record of a replayed pcap
+# (hal/dpdk/dpdk_backend.h, pool_mbufs_for), so the scenarios' pcaps run
+# uncapped; --max-records still caps them (e.g. for a small -m).
+DEFAULT_MAX_RECORDS = 0
 
 # ovs-vsctl other_config knobs -> keel console commands.
 OTHER_CONFIG_TO_KEEL = {
@@ -260,7 +259,7 @@ def cap_traffic(args, max_records):
     """Returns (args, note): fewer flows (a multiple of the group count, so every
     group keeps the same share) when the pcap would not fit keel's pool."""
     records, flows = expected_records(args)
-    if records <= max_records:
+    if max_records <= 0 or records <= max_records:
         return args, ""
     g = traffic_groups(args)
     new_flows = max(g, (max_records // g) * g)
@@ -272,9 +271,8 @@ def cap_traffic(args, max_records):
             out[i + 1] = str(min(int(out[i + 1]), new_flows))
     if "--flows" not in out:
         out += ["--flows", str(new_flows)]
-    note = ("pcap capped: %d -> %d records/flows (%d per group x %d groups); keel's DPDK pool is "
-            "%d mbufs and net_pcap infinite_rx keeps every record resident"
-            % (records, new_flows, new_flows // g, g, KEEL_POOL_MBUFS))
+    note = ("pcap capped by --max-records: %d -> %d records/flows (%d per group x %d groups)"
+            % (records, new_flows, new_flows // g, g))
     return out, note
 
 
@@ -417,7 +415,8 @@ def run_keel(opt, workdir, tag, pcap, config_text, rx_name, tx_name):
     pmds = stats["pmds"]
     tot = {key: sum(p[key] for p in pmds) for key in pmds[0] if isinstance(pmds[0][key], int)}
     rxp = tot["packets_received"] or 1
-    hits = tot["emc_hits"] + tot["smc_hits"] + tot["megaflow_hits"] + tot["xconnect_hits"]
+    simple = tot.get("simple_match_hits", 0)
+    hits = tot["emc_hits"] + tot["smc_hits"] + tot["megaflow_hits"] + tot["xconnect_hits"] + simple
     # The counters are read one by one while the PMD runs: the hit counters
     # may be one burst ahead of packets_received.
     passes = rxp + tot.get("recirculations", 0)
@@ -430,6 +429,7 @@ def run_keel(opt, workdir, tag, pcap, config_text, rx_name, tx_name):
         "cycles_per_pkt": busy / rxp,
         "pmd_busy_pct": 100.0 * busy / (busy + idle) if busy + idle else 0.0,
         "xconnect_pct": 100.0 * tot["xconnect_hits"] / share,
+        "simple_pct": 100.0 * simple / share,
         "emc_pct": 100.0 * tot["emc_hits"] / share,
         "smc_pct": 100.0 * tot["smc_hits"] / share,
         "megaflow_pct": 100.0 * tot["megaflow_hits"] / share,
@@ -552,9 +552,9 @@ def median_run(runs):
 
 def path_text(r):
     parts = []
-    for key, name in (("xconnect_pct", "xconnect"), ("emc_pct", "EMC"), ("smc_pct", "SMC"),
+    for key, name in (("xconnect_pct", "xconnect"), ("simple_pct", "simple match"), ("emc_pct", "EMC"), ("smc_pct", "SMC"),
                       ("megaflow_pct", "dpcls")):
-        if r[key] >= 0.05:
+        if r.get(key, 0) >= 0.05:
             parts.append("%s %.1f %%" % (name, r[key]))
     t = ", ".join(parts) or "none"
     if r["megaflow_pct"] >= 0.05:
@@ -577,8 +577,7 @@ def main():
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "keel-scenarios-cache"),
                     help="generated pcaps and the io_ceiling binary")
     ap.add_argument("--max-records", type=int, default=DEFAULT_MAX_RECORDS,
-                    help="cap on pcap records for keel's %d-mbuf pool (%d)"
-                    % (KEEL_POOL_MBUFS, DEFAULT_MAX_RECORDS))
+                    help="cap on pcap records (0: none, the default)")
     ap.add_argument("--no-io-ceiling", action="store_true")
     ap.add_argument("--io-core", type=int, default=1, help="core of io_ceiling (1, as the OVS harness)")
     ap.add_argument("--pmd-core", type=int, default=1,
@@ -683,7 +682,7 @@ def main():
             continue
         p["pcap"] = gen_pcap(opt.shared, opt.cache, p["capped"])
         n = pcap_records(p["pcap"])
-        if n > opt.max_records:
+        if opt.max_records > 0 and n > opt.max_records:
             sys.exit("%s: %d records > --max-records %d" % (p["pcap"], n, opt.max_records))
         p["records"] = n
         if p["cap_note"] and opt.full_pcap_ceiling:
