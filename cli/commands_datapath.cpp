@@ -232,6 +232,9 @@ void add_datapath_commands(CommandTree::Impl& t) {
             .field("subtable_lookups", c.subtable_lookups)
             .field("misses", c.misses)
             .field("lost", c.lost)
+            .field("upcalls", c.upcalls)
+            .field("action_upcalls", c.action_upcalls)
+            .field("upcall_installs", c.upcall_installs)
             .field("malformed", c.malformed)
             .field("recirc_too_deep", c.recirc_too_deep)
             .field("invalid_port", c.invalid_port)
@@ -253,7 +256,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
       out += "  megaflow hits: " + std::to_string(c.megaflow_hits) + "\n";
       out += "  avg. subtable lookups per megaflow hit: " +
              fmt2(c.megaflow_hits ? static_cast<double>(c.subtable_lookups) / static_cast<double>(c.megaflow_hits) : 0) + "\n";
-      out += "  miss with success upcall: 0\n";
+      out += "  miss with success upcall: " + std::to_string(c.upcalls) + "\n";
       out += "  miss with failed upcall: " + std::to_string(c.lost) + "\n";
       out += "  avg. packets per output batch: " +
              fmt2(c.tx_batches ? static_cast<double>(c.tx_batch_packets) / static_cast<double>(c.tx_batches) : 0) + "\n";

@@ -83,6 +83,22 @@ std::optional<uint16_t> Datapath::xconnect(uint16_t in) const {
   return v ? std::optional<uint16_t>(v) : std::nullopt;
 }
 
+void Datapath::drop_pending_upcalls() {
+  for (const auto& pmd : pmds_) {
+    UpcallChannel& ch = pmd->upcall_channel();
+    Upcall* u;
+    while (ch.next(u)) {
+      hal::release(u->pkt);
+      ch.recycle(u);
+    }
+    while (ch.next_spent(u)) {
+      if (u->install_failed) free_megaflow(u->install);
+      delete u->actions;
+      ch.recycle(u);
+    }
+  }
+}
+
 Result<Megaflow*> Datapath::build_megaflow(const flow::Match& match, const flow::DpActions* actions,
                                            const Ufid& ufid) const {
   if (match.mask.in_port != 0xffffffffu) return invalid("in_port must be matched exactly");

@@ -93,6 +93,19 @@ class Datapath {
   // been forwarded. Returns false if `timeout_ms` passed first.
   bool wait_drained(uint64_t timeout_ms);
 
+  // --- slow path (ofproto's handler thread) ---
+  // While on, PMDs hand misses and userspace() packets to their upcall
+  // channels (upcall.h); while off they drop them as lost.
+  void set_upcalls_enabled(bool on) { upcalls_enabled_.store(on, std::memory_order_release); }
+  bool upcalls_enabled() const { return upcalls_enabled_.load(std::memory_order_relaxed); }
+  // A megaflow for an upcall answer (or a test): in_port must be exact and
+  // name a port; recirc_id is made exact. Allocates; free with free_megaflow().
+  Result<Megaflow*> build_megaflow(const flow::Match& match, const flow::DpActions* actions,
+                                   const Ufid& ufid) const;
+  // Releases the packets of records queued for the slow path that nobody
+  // will answer (the handler stopped): call after the handler has stopped.
+  void drop_pending_upcalls();
+
   // --- PMD side ---
   uint16_t xconnect_fast(uint16_t in) const { return xconnect_[in].load(std::memory_order_relaxed); }
   hal::Port* port_fast(uint16_t id) const { return ports_[id].get(); }
@@ -105,10 +118,8 @@ class Datapath {
   void unlock_txq(uint16_t id, uint16_t q);
 
  private:
-  Result<Megaflow*> build_megaflow(const flow::Match& match, const flow::DpActions* actions,
-                                   const Ufid& ufid) const;
-
   DatapathConfig cfg_;
+  std::atomic<bool> upcalls_enabled_{false};
   std::array<std::unique_ptr<hal::Port>, kMaxPorts> ports_{};
   uint16_t n_ports_ = 0;
   std::array<std::atomic<uint16_t>, kMaxPorts> xconnect_{};

@@ -7,7 +7,9 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <string>
 
 #include "datapath/datapath.h"
@@ -41,6 +43,7 @@ Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const P
       parsed_(std::make_unique<packet::ParsedPacket[]>((kMaxRecircDepth + 1) * hal::kMaxBurst)) {
   exec_->tx.set_flush(&Pmd::flush_cb, this);
   emc_->set_insert_inv_prob(cfg.emc_insert_inv_prob);
+  upcall_budget_ = cfg.upcall_budget;
 }
 
 Pmd::~Pmd() { stop(); }
@@ -129,7 +132,8 @@ PmdCounters Pmd::counters() const {
                 ld(c_.simple_hits),   ld(c_.emc_hits),      ld(c_.smc_hits),         ld(c_.megaflow_hits),  ld(c_.subtable_lookups),
                 ld(c_.misses),        ld(c_.lost),             ld(c_.recirc_too_deep), ld(c_.malformed),
                 ld(c_.tx_batches),    ld(c_.tx_batch_packets), ld(c_.invalid_port),   ld(c_.exec_dropped),
-                ld(c_.busy_cycles),   ld(c_.idle_cycles)};
+                ld(c_.busy_cycles),   ld(c_.idle_cycles),      ld(c_.upcalls),        ld(c_.action_upcalls),
+                ld(c_.upcall_installs)};
   const PmdCounters& b = baseline_;
   v.rx_packets -= b.rx_packets, v.recirculations -= b.recirculations, v.xconnect_hits -= b.xconnect_hits;
   v.simple_hits -= b.simple_hits;
@@ -138,6 +142,7 @@ PmdCounters Pmd::counters() const {
   v.recirc_too_deep -= b.recirc_too_deep, v.malformed -= b.malformed, v.tx_batches -= b.tx_batches;
   v.tx_batch_packets -= b.tx_batch_packets, v.invalid_port -= b.invalid_port;
   v.exec_dropped -= b.exec_dropped, v.busy_cycles -= b.busy_cycles, v.idle_cycles -= b.idle_cycles;
+  v.upcalls -= b.upcalls, v.action_upcalls -= b.action_upcalls, v.upcall_installs -= b.upcall_installs;
   return v;
 }
 
@@ -181,6 +186,7 @@ void Pmd::run() {
     idle_iters = got ? 0 : idle_iters + 1;
 
     drain_requests();
+    handle_answers();
     if (table_.has_dead()) {
       emc_->sweep(kEmcSweepPerIteration);
       table_.release_swept(emc_->generation());
@@ -194,6 +200,14 @@ void Pmd::run() {
       nanosleep(&ts, nullptr);
       last = hal::cycles();  // sleeping is neither busy nor polling
     }
+  }
+  // Answers not executed yet: their packets are dropped (the records go
+  // back to the handler as usual).
+  Upcall* u;
+  while (upcalls_->answered(u)) {
+    hal::release(u->pkt);
+    u->pkt = nullptr;
+    upcalls_->executed(u);
   }
   exec_->release_all();
   for (hal::Backend* b : backends_) b->thread_exit();
@@ -225,6 +239,7 @@ void Pmd::receive(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts) {
     return;
   }
   (void)q;
+  upcalls_left_ = upcall_budget_;
   if (table_.simple().enabled(in.id())) {
     process_simple(in.id(), pkts);
   } else {
@@ -262,7 +277,7 @@ void Pmd::process_simple(uint32_t port, std::span<hal::Packet* const> pkts) {
   if (n_rest) {
     packet::ParsedPacket* parsed = &parsed_[0];
     std::array<Megaflow*, hal::kMaxBurst> rf;
-    classify(std::span(rest.data(), n_rest), parsed, rf.data());
+    classify(std::span(rest.data(), n_rest), parsed, rf.data(), 0);
     for (unsigned r = 0; r < n_rest; ++r) {
       const unsigned i = rest_idx[r];
       flows[i] = rf[r];
@@ -274,7 +289,8 @@ void Pmd::process_simple(uint32_t port, std::span<hal::Packet* const> pkts) {
   after_pass(0);
 }
 
-void Pmd::classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* parsed, Megaflow** flows) {
+void Pmd::classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* parsed, Megaflow** flows,
+                   unsigned depth) {
   const unsigned n = static_cast<unsigned>(pkts.size());
   bump(c_.malformed, packet::parse_burst(pkts, std::span(parsed, n), parser_));
   for (unsigned i = 0; i < n; ++i) flows[i] = nullptr;
@@ -351,25 +367,73 @@ void Pmd::classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* par
     }
   }
 
-  // 3. Misses: no slow path yet, so each is lost (counted, released).
+  // 3. Misses: to the slow path (key, hash and offsets go with them).
   for (unsigned i = 0; i < n; ++i) {
     if (!flows[i]) {
       ++misses;
-      hal::release(pkts[i]);
+      upcall_miss(pkts[i], parsed[i], depth);
     }
   }
   bump(c_.emc_hits, emc_hits);
   bump(c_.smc_hits, smc_hits);
   bump(c_.megaflow_hits, mf_hits);
   bump(c_.misses, misses);
-  bump(c_.lost, misses);
+}
+
+void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned depth) {
+  Upcall* u = upcalls_left_ && dp_.upcalls_enabled() ? upcalls_->take() : nullptr;
+  if (!u) {
+    hal::release(pkt);
+    bump(c_.lost, 1);
+    return;
+  }
+  --upcalls_left_;
+  u->type = Upcall::Type::miss;
+  u->pmd = static_cast<uint16_t>(index_);
+  u->depth = static_cast<uint8_t>(depth);
+  u->hash = pp.hash;
+  u->pkt = pkt;
+  u->ofs = pp.ofs;
+  u->key = pp.key;
+  upcalls_->submit(u);
+  bump(c_.upcalls, 1);
+}
+
+void Pmd::handle_answers() {
+  Upcall* u;
+  unsigned done = 0;
+  const uint64_t now = hal::now_ns();
+  while (done < kUpcallRecords && upcalls_->answered(u)) {
+    ++done;
+    Megaflow* installed = nullptr;
+    if (u->install) {
+      if (table_.install(u->install).ok()) {
+        installed = u->install;
+        bump(c_.upcall_installs, 1);
+      } else {
+        u->install_failed = true;  // e.g. another upcall of the same flow won: the handler frees it
+      }
+    }
+    if (u->actions) {
+      if (installed)
+        installed->account(1, u->pkt->len(), tcp_flags_of(u->key), now);
+      ExecPacket ep{u->pkt, &u->ofs, &u->key};
+      execute_actions(*exec_, std::span(&ep, 1), *u->actions);
+      after_pass(u->depth);
+    } else {
+      hal::release(u->pkt);
+    }
+    u->pkt = nullptr;
+    upcalls_->executed(u);
+  }
+  if (done) flush_outputs();
 }
 
 void Pmd::process(std::span<hal::Packet* const> pkts, unsigned depth) {
   const unsigned n = static_cast<unsigned>(pkts.size());
   packet::ParsedPacket* parsed = &parsed_[depth * hal::kMaxBurst];
   std::array<Megaflow*, hal::kMaxBurst> flows;
-  classify(pkts, parsed, flows.data());
+  classify(pkts, parsed, flows.data(), depth);
   std::array<ExecPacket, hal::kMaxBurst> ep;
   std::array<uint16_t, hal::kMaxBurst> flags;
   for (unsigned i = 0; i < n; ++i) {
@@ -412,10 +476,29 @@ void Pmd::execute_grouped(unsigned n, Megaflow* const* flows, const ExecPacket* 
 }
 
 void Pmd::after_pass(unsigned depth) {
-  // 5. Slow-path requests (userspace()): no slow path yet -> lost.
+  // 5. Slow-path requests (userspace()): to the slow path like misses.
   if (exec_->upcalls.n) {
-    for (const UpcallRequest& r : exec_->upcalls.requests()) hal::release(r.pkt);
-    bump(c_.lost, exec_->upcalls.n);
+    for (const UpcallRequest& r : exec_->upcalls.requests()) {
+      Upcall* u = dp_.upcalls_enabled() ? upcalls_->take() : nullptr;
+      if (!u) {
+        hal::release(r.pkt);
+        bump(c_.lost, 1);
+        continue;
+      }
+      u->type = Upcall::Type::action;
+      u->pmd = static_cast<uint16_t>(index_);
+      u->depth = static_cast<uint8_t>(depth);
+      u->hash = 0;
+      u->pkt = r.pkt;
+      u->ofs = {};
+      if (r.key) u->key = *r.key;
+      else u->key = flow::Miniflow{};
+      u->pid = r.pid;
+      u->userdata_len = static_cast<uint8_t>(std::min<size_t>(r.userdata.size(), kUpcallUserdataMax));
+      std::memcpy(u->userdata, r.userdata.data(), u->userdata_len);
+      upcalls_->submit(u);
+      bump(c_.action_upcalls, 1);
+    }
     exec_->upcalls.clear();
   }
 

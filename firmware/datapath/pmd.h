@@ -35,6 +35,7 @@
 #include "datapath/execute.h"
 #include "datapath/flow_table.h"
 #include "datapath/smc.h"
+#include "datapath/upcall.h"
 #include "keel/hal/backend.h"
 #include "keel/hal/port.h"
 #include "packet/parser.h"
@@ -65,6 +66,9 @@ struct PmdCounters {
   uint64_t exec_dropped = 0;      // by the executor (drop action, queue overflow, no headroom ...)
   uint64_t busy_cycles = 0;
   uint64_t idle_cycles = 0;
+  uint64_t upcalls = 0;          // misses handed to the slow path ("miss with success upcall")
+  uint64_t action_upcalls = 0;   // userspace() packets handed to the slow path
+  uint64_t upcall_installs = 0;  // megaflows the slow path installed in this PMD
 };
 
 // A flow request from another thread (see FlowTable for the life cycle).
@@ -81,6 +85,7 @@ struct FlowRequest {
 
 struct PmdConfig {
   uint32_t flow_capacity = 65536;
+  uint32_t upcall_budget = 32;  // misses per burst handed to the slow path; the rest are lost
   uint32_t emc_insert_inv_prob = 100;
   bool smc_enable = false;
 };
@@ -119,6 +124,9 @@ class Pmd {
   PmdCounters counters() const;
   void clear_counters();  // resets the reported values (baseline kept by the reader side)
 
+  // The slow path's end of this PMD's upcall rings (upcall.h).
+  UpcallChannel& upcall_channel() { return *upcalls_; }
+
   FlowTable& flows() { return table_; }
   const FlowTable& flows() const { return table_; }
   const packet::ParserCounters& parser_counters() const { return parser_; }
@@ -133,7 +141,7 @@ class Pmd {
     std::atomic<uint64_t> iterations{0}, rx_packets{0}, recirculations{0}, xconnect_hits{0}, simple_hits{0}, emc_hits{0},
         smc_hits{0}, megaflow_hits{0}, subtable_lookups{0}, misses{0}, lost{0}, recirc_too_deep{0},
         malformed{0}, tx_batches{0}, tx_batch_packets{0}, invalid_port{0}, exec_dropped{0},
-        busy_cycles{0}, idle_cycles{0};
+        busy_cycles{0}, idle_cycles{0}, upcalls{0}, action_upcalls{0}, upcall_installs{0};
   };
 
   void run();
@@ -147,7 +155,12 @@ class Pmd {
   void process_simple(uint32_t port, std::span<hal::Packet* const> pkts);
   // Parse, EMC, SMC, dpcls: flows[i] = the megaflow of pkts[i], or null for
   // a miss (the packet is then handled and must not be touched again).
-  void classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* parsed, Megaflow** flows);
+  void classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* parsed, Megaflow** flows,
+                unsigned depth);
+  // A miss: to the slow path if it listens and the budget allows, else lost.
+  void upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned depth);
+  // The slow path's answers: install, then execute.
+  void handle_answers();
   void execute_grouped(unsigned n, Megaflow* const* flows, const ExecPacket* ep, const uint16_t* flags);
   // Slow-path requests and recirculation after a pass at `depth`.
   void after_pass(unsigned depth);
@@ -172,6 +185,9 @@ class Pmd {
   std::atomic<uint32_t> emc_insert_inv_prob_;
   std::atomic<bool> smc_enable_;
   MpmcRing<FlowRequest*> requests_{256};
+  std::unique_ptr<UpcallChannel> upcalls_ = std::make_unique<UpcallChannel>();
+  uint32_t upcall_budget_ = 32;
+  uint32_t upcalls_left_ = 0;  // in this burst
   packet::ParserCounters parser_;
   std::unique_ptr<ExecContext> exec_;
   // Per recirculation depth: the parsed burst (keys must outlive execution).

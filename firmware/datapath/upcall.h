@@ -1,0 +1,99 @@
+// Upcalls — how a packet the fast path can't handle reaches the slow path
+// (ofproto's handler thread) and comes back.
+//
+// Each PMD owns a fixed set of Upcall records and four bounded rings:
+//
+//   free ──PMD──> queue ──handler──> done ──PMD──> spent ──handler──> free
+//
+// On a miss (or a userspace() action) the PMD takes a record from `free`,
+// fills it with the packet, the key and hash it already computed (the
+// handler never parses or hashes again) and the layer offsets, and pushes
+// it to `queue`. No record or no budget left in this burst: the packet is
+// dropped and counted as lost; the PMD never waits.
+//
+// The handler translates, and answers on `done` with a megaflow to install
+// (built with Datapath::build_megaflow, or none) and the actions to execute
+// the packet with (or none: drop). Between bursts the PMD installs the
+// megaflow in its own table (it is the table's only writer), executes the
+// packet, and passes the record on to `spent`, from where the handler frees
+// what it allocated (the actions; the megaflow if the install failed) and
+// returns the record to `free`. Every ring can hold every record, so the
+// pushes never fail.
+//
+// Thread-safety: the PMD pushes `queue` and `spent` and pops `free` and
+// `done`; one handler thread at a time does the opposite (MpmcRing, so
+// handing the handler role over is safe).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/ring.h"
+#include "datapath/megaflow.h"
+#include "flow/dp_actions.h"
+#include "flow/miniflow.h"
+#include "keel/hal/packet.h"
+#include "packet/parser.h"
+
+namespace keel::datapath {
+
+inline constexpr unsigned kUpcallRecords = 512;        // per PMD
+inline constexpr unsigned kUpcallUserdataMax = 64;     // bytes of userspace() userdata carried
+
+struct Upcall {
+  enum class Type : uint8_t { miss, action };
+
+  // --- filled by the PMD ---
+  Type type = Type::miss;
+  uint16_t pmd = 0;
+  uint8_t depth = 0;  // recirculation depth of the pass that missed
+  uint32_t hash = 0;
+  hal::Packet* pkt = nullptr;  // owned by the record until the PMD executes it
+  packet::LayerOffsets ofs;
+  flow::Miniflow key;  // the parsed key (in_port, recirc_id and all)
+  // Type::action: userspace(pid, userdata)
+  uint32_t pid = 0;
+  uint8_t userdata_len = 0;
+  uint8_t userdata[kUpcallUserdataMax];
+
+  // --- filled by the handler ---
+  Megaflow* install = nullptr;                  // to install in the PMD's table, or null
+  const flow::DpActions* actions = nullptr;     // to run on the packet; null: drop it
+  // --- filled by the PMD when it executed ---
+  bool install_failed = false;  // the handler frees `install`
+};
+
+class UpcallChannel {
+ public:
+  UpcallChannel() : records_(std::make_unique<Upcall[]>(kUpcallRecords)) {
+    for (unsigned i = 0; i < kUpcallRecords; ++i) (void)free_.push(&records_[i]);
+  }
+
+  // PMD side.
+  Upcall* take() noexcept {
+    Upcall* u = nullptr;
+    return free_.pop(u) ? u : nullptr;
+  }
+  void submit(Upcall* u) noexcept { (void)queue_.push(u); }
+  bool answered(Upcall*& u) noexcept { return done_.pop(u); }
+  void executed(Upcall* u) noexcept { (void)spent_.push(u); }
+
+  // Handler side.
+  bool next(Upcall*& u) noexcept { return queue_.pop(u); }
+  void answer(Upcall* u) noexcept { (void)done_.push(u); }
+  bool next_spent(Upcall*& u) noexcept { return spent_.pop(u); }
+  void recycle(Upcall* u) noexcept {
+    u->install = nullptr;
+    u->actions = nullptr;
+    u->install_failed = false;
+    u->pkt = nullptr;
+    (void)free_.push(u);
+  }
+
+ private:
+  std::unique_ptr<Upcall[]> records_;
+  MpmcRing<Upcall*> free_{kUpcallRecords}, queue_{kUpcallRecords}, done_{kUpcallRecords},
+      spent_{kUpcallRecords};
+};
+
+}  // namespace keel::datapath

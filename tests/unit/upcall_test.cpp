@@ -1,0 +1,203 @@
+// Upcalls: a miss reaches a handler thread with the key and hash the PMD
+// computed; the answer installs a megaflow in that PMD's table and the
+// packet is executed; later packets hit the megaflow; with nobody listening,
+// or no records left, misses are lost and counted; every record and packet
+// comes back. Runs under TSan in the tsan preset.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "datapath/datapath.h"
+#include "flow/dp_actions.h"
+#include "flow/dp_flow_syntax.h"
+#include "flow/flow_hash.h"
+#include "hal/sim/ring_port.h"
+#include "keel/hal/backend.h"
+
+using namespace keel;
+using namespace std::chrono_literals;
+
+namespace {
+
+// An Ethernet/IPv4/UDP frame to 10.0.0.(i % 4).
+void fill(hal::Packet* p, unsigned i) {
+  uint8_t f[64] = {2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00, 0x45, 0, 0, 50, 0, 0, 0, 0, 64, 17, 0, 0,
+                   10, 0, 0, 1, 10, 0, 0, static_cast<uint8_t>(i % 4), 0x03, 0xe8, 0x07, 0xd0, 0, 30, 0, 0};
+  std::memcpy(p->data(), f, sizeof f);
+  (void)p->set_len(sizeof f);
+}
+
+struct Rig {
+  std::unique_ptr<hal::Backend> backend;
+  datapath::Datapath dp{{.pmd_cores = {-1}}};
+  hal::sim::RingPort* in = nullptr;
+  hal::sim::RingPort* out = nullptr;
+
+  Rig() {
+    auto be = hal::make_sim_backend({.buffers = 4096});
+    REQUIRE(be.ok());
+    backend = std::move(be.value());
+    in = open("p0");
+    out = open("p1");
+  }
+  hal::sim::RingPort* open(const char* name) {
+    auto spec = hal::parse_port_spec(name, "ring:size=1024");
+    REQUIRE(spec.ok());
+    auto port = backend->open_port(*spec, 1, 1);
+    REQUIRE(port.ok());
+    auto* raw = dynamic_cast<hal::sim::RingPort*>(port->get());
+    REQUIRE(dp.add_port(std::move(port.value())).ok());
+    return raw;
+  }
+  void inject(unsigned n, unsigned first = 0) {
+    hal::Packet* pkts[32];
+    for (unsigned done = 0; done < n;) {
+      unsigned k = backend->alloc_burst(std::span(pkts, std::min(32u, n - done)));
+      REQUIRE(k > 0);
+      for (unsigned j = 0; j < k; ++j) fill(pkts[j], first + done + j);
+      REQUIRE(in->inject(std::span(pkts, k)) == k);
+      done += k;
+    }
+  }
+  size_t collect() {
+    size_t total = 0, m;
+    hal::Packet* got[32];
+    while ((m = out->collect(got)) > 0) {
+      for (size_t k = 0; k < m; ++k) hal::release(got[k]);
+      total += m;
+    }
+    return total;
+  }
+};
+
+// A handler that answers every miss with "in_port + dl_type + nw_dst exact ->
+// output:2", checking that the key and hash it got are the parser's.
+struct Handler {
+  datapath::Datapath& dp;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> misses{0}, bad_hash{0};
+  std::thread t;
+
+  explicit Handler(datapath::Datapath& d) : dp(d) {
+    t = std::thread([this] { loop(); });
+  }
+  ~Handler() { finish(); }
+  void finish() {
+    if (!t.joinable()) return;
+    stop = true;
+    t.join();
+    drain();
+  }
+  void drain() {
+    for (const auto& pmd : dp.pmds()) {
+      datapath::UpcallChannel& ch = pmd->upcall_channel();
+      datapath::Upcall* u;
+      while (ch.next_spent(u)) {
+        if (u->install_failed) datapath::free_megaflow(u->install);
+        delete u->actions;
+        ch.recycle(u);
+      }
+    }
+  }
+  void loop() {
+    while (!stop.load()) {
+      bool idle = true;
+      drain();
+      for (const auto& pmd : dp.pmds()) {
+        datapath::UpcallChannel& ch = pmd->upcall_channel();
+        datapath::Upcall* u;
+        while (ch.next(u)) {
+          idle = false;
+          ++misses;
+          if (flow::miniflow_hash(u->key) != u->hash) ++bad_hash;
+          flow::Match m;
+          flow::expand(u->key, m.key);
+          m.mask.in_port = m.mask.recirc_id = 0xffffffffu;
+          m.mask.dl_type = 0xffff;
+          m.mask.nw_dst = 0xffffffffu;
+          m.apply_mask();
+          auto acts = flow::parse_dp_actions("2");
+          auto f = dp.build_megaflow(m, &acts.value(), {u->hash, 1});
+          REQUIRE(f.ok());
+          u->install = f.value();
+          u->actions = new flow::DpActions(acts.value());
+          ch.answer(u);
+        }
+      }
+      if (idle) std::this_thread::sleep_for(50us);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a miss goes up with its key and hash, comes back installed and executed") {
+  Rig r;
+  r.dp.set_upcalls_enabled(true);
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  Handler h(r.dp);
+  r.inject(4);  // four destinations: four megaflows
+  size_t got = 0;
+  for (int i = 0; i < 2000 && got < 4; ++i) {
+    std::this_thread::sleep_for(1ms);
+    got += r.collect();
+  }
+  CHECK(got == 4);
+  r.inject(400, 4);
+  for (int i = 0; i < 2000 && got < 404; ++i) {
+    std::this_thread::sleep_for(1ms);
+    got += r.collect();
+  }
+  CHECK(got == 404);
+  h.finish();
+  r.dp.set_upcalls_enabled(false);
+  r.dp.stop();
+  got += r.collect();
+  const datapath::PmdCounters c = r.dp.pmds()[0]->counters();
+  CHECK(c.upcalls == h.misses.load());
+  CHECK(h.bad_hash == 0);
+  CHECK(c.upcall_installs == 4);
+  CHECK(c.lost == 0);
+  CHECK(r.dp.flow_dump().size() == 4);
+  // Later packets hit the installed flows: at most a burst's worth of misses per flow.
+  CHECK(c.upcalls >= 4);
+  CHECK(c.upcalls <= 4 + 32 * 4);
+  CHECK(c.emc_hits + c.megaflow_hits + c.simple_hits + c.upcalls == 404);
+  r.dp.drop_pending_upcalls();
+  r.dp.flow_flush();
+}
+
+TEST_CASE("nobody listening: misses are lost and counted, never queued") {
+  Rig r;
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  r.inject(100);
+  REQUIRE(r.dp.wait_drained(2000));
+  std::this_thread::sleep_for(20ms);
+  r.dp.stop();
+  const datapath::PmdCounters c = r.dp.pmds()[0]->counters();
+  CHECK(c.misses == 100);
+  CHECK(c.lost == 100);
+  CHECK(c.upcalls == 0);
+  CHECK(r.collect() == 0);
+}
+
+TEST_CASE("a handler that never answers: records run out, the rest is lost, the PMD keeps going") {
+  Rig r;
+  r.dp.set_upcalls_enabled(true);
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  const unsigned n = (datapath::kUpcallRecords / 100 + 3) * 100;
+  for (unsigned sent = 0; sent < n; sent += 100) {
+    r.inject(100, sent);
+    REQUIRE(r.dp.wait_drained(2000));
+  }
+  std::this_thread::sleep_for(20ms);
+  const datapath::PmdCounters c = r.dp.pmds()[0]->counters();
+  CHECK(c.upcalls == datapath::kUpcallRecords);
+  CHECK(c.lost == n - datapath::kUpcallRecords);
+  r.dp.set_upcalls_enabled(false);
+  r.dp.stop();
+  r.dp.drop_pending_upcalls();  // releases the queued packets
+}
