@@ -1,0 +1,241 @@
+// OpenFlow actions — the `actions=` part of an ovs-ofctl flow, as a list of
+// small structs that the rule tables store and translation (xlate) walks,
+// and its text both ways:
+//
+//   output:2,mod_vlan_vid:10,load:0x5->NXM_NX_REG0[4..11],resubmit(,3)
+//
+// Representation. An OfActions is a std::vector<OfAction>; OfAction is a
+// std::variant of one struct per action kind, with the arguments as values
+// (ports and tables as numbers, addresses as FlowKey types, fields as
+// of_fields.h ids). The empty list is `drop`.
+//
+// Canonical form. The text is printed the way Open vSwitch 3.1's
+// `ovs-ofctl dump-flows` prints a flow (OpenFlow 1.0 + NXM, the default),
+// and the parser stores what that dump would show, so that
+// parse(format(x)) == x for every x the parser returns and printing a
+// parsed line gives OVS's spelling:
+//   * set_field of a whole field that OpenFlow 1.0 has an action for becomes
+//     that action: eth_src -> mod_dl_src, ip_src -> mod_nw_src, nw_tos and
+//     ip_dscp -> mod_nw_tos, tcp/udp ports -> mod_tp_src/dst, vlan_vid ->
+//     mod_vlan_vid, vlan_pcp -> mod_vlan_pcp, vlan_tci -> mod_vlan_vid +
+//     mod_vlan_pcp (CFI set) or strip_vlan (CFI clear);
+//   * every other set_field, load, mod_nw_ttl and mod_nw_ecn becomes NXM
+//     reg_loads (OfLoad): one per contiguous run of mask bits, at most 64
+//     bits each, lowest bits first ("set_field:fe80::1->ipv6_src" is
+//     load:0x1->NXM_NX_IPV6_SRC[0..63],load:0xfe80000000000000->NXM_NX_IPV6_SRC[64..127]);
+//   * pop_vlan is strip_vlan; controller(...) with only max_len is
+//     CONTROLLER:N (an OfOutput to kOfppController); dec_ttl() is dec_ttl;
+//     note data is zero-padded to 6, 14, 22, ... bytes; set_tunnel with a
+//     value over 32 bits is set_tunnel64.
+//   Where OpenFlow 1.0 cannot carry an action at all (push_vlan,
+//   goto_table) it prints as Open vSwitch prints it under OpenFlow 1.1+
+//   (push_vlan:0x8100, goto_table:3). A masked set_field on a field with an
+//   OpenFlow 1.0 action is a reg_load, not the 1.0 action (OVS 3.1 would
+//   drop the mask there).
+//
+// Actions: output:P (P a number, a reserved name or a port name), a bare
+// port, NORMAL FLOOD ALL IN_PORT LOCAL TABLE, CONTROLLER, controller:N,
+// controller(reason=R,max_len=N,id=N), drop, resubmit:P, resubmit(P,T),
+// goto_table:T, mod_vlan_vid, mod_vlan_pcp, strip_vlan, pop_vlan,
+// push_vlan:0x8100|0x88a8, mod_dl_src, mod_dl_dst, mod_nw_src, mod_nw_dst,
+// mod_nw_tos, mod_nw_ecn, mod_nw_ttl, mod_tp_src, mod_tp_dst,
+// set_field:V[/M]->F, load:V->F[..], move:F[..]->F[..], dec_ttl,
+// dec_ttl(ids), note:hex, set_tunnel, set_tunnel64. Action names are
+// case-insensitive (as in OVS); field names are not. Values are decimal or
+// 0x-hex. Other actions of Open vSwitch (ct, group, learn, ...) are refused
+// by name ("unsupported action 'ct' at column 9").
+//
+// Errors name the token and its column: "unknown action 'foo' at column 12",
+// "out-of-range value '4096' at column 14: VLAN VID must be 0..4095". The
+// parser also refuses what ovs-ofctl refuses while parsing: drop with other
+// actions, an action after goto_table, resubmit with neither port nor table,
+// a load value wider than its subfield, a move between subfields of
+// different widths, set_field/load into a read-only field.
+//
+// check_of_actions() is the consistency check Open vSwitch runs when a flow
+// is added (ofpacts_check): prerequisites of what the actions write, given
+// the match and what earlier actions did to the flow (push_vlan makes a tag
+// present, strip_vlan removes it), output ports, goto_table. See its comment.
+//
+// Thread-safety: value types and stateless functions; the callbacks in the
+// options are called on the caller's thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/status.h"
+#include "flow/flow_key.h"
+#include "flow/match.h"
+#include "flow/of_fields.h"
+#include "flow/of_match_syntax.h"
+
+namespace keel::flow {
+
+// Packet-in reasons of controller(reason=...), OpenFlow's numbering.
+enum class OfPacketInReason : uint8_t {
+  no_match = 0,
+  action = 1,
+  invalid_ttl = 2,
+  action_set = 3,
+  group = 4,
+  packet_out = 5,
+};
+
+inline constexpr uint8_t kOfTableNone = 255;  // resubmit: "this table"
+
+// output:P, NORMAL, FLOOD, ALL, IN_PORT, LOCAL, TABLE, CONTROLLER:N.
+struct OfOutput {
+  uint32_t port = 0;     // OpenFlow 1.0 port number; reserved ports are kOfpp*
+  uint16_t max_len = 0;  // kOfppController only: bytes sent (65535: all); else 0
+  bool operator==(const OfOutput&) const = default;
+};
+// controller(...) with a reason other than `action` or an id.
+struct OfController {
+  uint16_t max_len = 0xffff;
+  uint16_t id = 0;
+  OfPacketInReason reason = OfPacketInReason::action;
+  bool operator==(const OfController&) const = default;
+};
+struct OfResubmit {
+  uint32_t port = kOfppInPort;   // kOfppInPort: the packet's in_port
+  uint8_t table = kOfTableNone;  // kOfTableNone: the current table
+  bool operator==(const OfResubmit&) const = default;
+};
+struct OfGotoTable {
+  uint8_t table = 0;
+  bool operator==(const OfGotoTable&) const = default;
+};
+// mod_vlan_vid: sets the VID, pushing an 802.1Q tag first if there is none.
+struct OfSetVlanVid {
+  uint16_t vid = 0;  // 0..4095
+  bool operator==(const OfSetVlanVid&) const = default;
+};
+// mod_vlan_pcp: sets the PCP, pushing a tag first if there is none.
+struct OfSetVlanPcp {
+  uint8_t pcp = 0;  // 0..7
+  bool operator==(const OfSetVlanPcp&) const = default;
+};
+struct OfStripVlan {
+  bool operator==(const OfStripVlan&) const = default;
+};
+struct OfPushVlan {
+  uint16_t tpid = 0x8100;  // 0x8100 or 0x88a8
+  bool operator==(const OfPushVlan&) const = default;
+};
+struct OfSetEthSrc {
+  EthAddr mac{};
+  bool operator==(const OfSetEthSrc&) const = default;
+};
+struct OfSetEthDst {
+  EthAddr mac{};
+  bool operator==(const OfSetEthDst&) const = default;
+};
+struct OfSetIpv4Src {
+  be32 addr = 0;
+  bool operator==(const OfSetIpv4Src&) const = default;
+};
+struct OfSetIpv4Dst {
+  be32 addr = 0;
+  bool operator==(const OfSetIpv4Dst&) const = default;
+};
+// mod_nw_tos: the DSCP bits of the TOS byte, in place (a multiple of 4).
+struct OfSetIpDscp {
+  uint8_t tos = 0;
+  bool operator==(const OfSetIpDscp&) const = default;
+};
+// mod_tp_src / mod_tp_dst: the TCP, UDP or SCTP port (host order).
+struct OfSetL4Src {
+  uint16_t port = 0;
+  bool operator==(const OfSetL4Src&) const = default;
+};
+struct OfSetL4Dst {
+  uint16_t port = 0;
+  bool operator==(const OfSetL4Dst&) const = default;
+};
+// load:VALUE->DST: NXM reg_load of at most 64 bits (dst.n_bits <= 64, value
+// fits in dst.n_bits).
+struct OfLoad {
+  OfSubfield dst;
+  uint64_t value = 0;
+  bool operator==(const OfLoad&) const = default;
+};
+// move:SRC->DST (src.n_bits == dst.n_bits).
+struct OfMove {
+  OfSubfield src;
+  OfSubfield dst;
+  bool operator==(const OfMove&) const = default;
+};
+// dec_ttl, or dec_ttl(id,...): controller ids told when the TTL runs out.
+struct OfDecTtl {
+  std::vector<uint16_t> controller_ids;  // empty: plain dec_ttl (controller id 0)
+  bool operator==(const OfDecTtl&) const = default;
+};
+struct OfNote {
+  std::vector<uint8_t> data;  // 6, 14, 22, ... bytes (zero-padded)
+  bool operator==(const OfNote&) const = default;
+};
+// set_tunnel / set_tunnel64: sets tun_id.
+struct OfSetTunnel {
+  uint64_t tun_id = 0;
+  bool wide = false;  // prints as set_tunnel64 (always, when tun_id > 0xffffffff)
+  bool operator==(const OfSetTunnel&) const = default;
+};
+
+using OfAction =
+    std::variant<OfOutput, OfController, OfResubmit, OfGotoTable, OfSetVlanVid, OfSetVlanPcp, OfStripVlan,
+                 OfPushVlan, OfSetEthSrc, OfSetEthDst, OfSetIpv4Src, OfSetIpv4Dst, OfSetIpDscp, OfSetL4Src,
+                 OfSetL4Dst, OfLoad, OfMove, OfDecTtl, OfNote, OfSetTunnel>;
+using OfActions = std::vector<OfAction>;
+
+// Parses the text after "actions=". `column` is the 1-based column of
+// text[0] in the whole line (OfFlow::actions_column) so that errors point
+// into the line; options.port_number resolves port names.
+Result<OfActions> parse_of_actions(std::string_view text, const OfParseOptions& options = {},
+                                   size_t column = 1);
+
+// As dump-flows prints them; "drop" for the empty list. options.port_name
+// names ports below 0xff00.
+std::string format_of_actions(const OfActions& actions, const OfFormatOptions& options = {});
+// One action.
+std::string format_of_action(const OfAction& action, const OfFormatOptions& options = {});
+
+// The checks Open vSwitch makes when a flow with these actions and this
+// match is added to table `table_id` (255: unknown, skips the table check):
+//   * output: a port below 0xff00 or IN_PORT, TABLE, NORMAL, FLOOD, ALL,
+//     CONTROLLER, LOCAL (not ANY/NONE, not 0xff00-0xfff7);
+//   * goto_table: only last, and to a later table;
+//   * mod_nw_src/dst need ip; mod_nw_tos and dec_ttl need ip or ipv6;
+//     mod_tp_src/dst need tcp, udp or sctp (and not a later fragment);
+//     load and move need their fields' prerequisites (ip_src: ip, tcp_dst:
+//     tcp, vlan_pcp: a VLAN tag, ...; a load into vlan_vid needs a tag too,
+//     as OVS's set_field check, a move into it does not), a writable
+//     destination and bit ranges inside the fields;
+//   * push_vlan: at most two tags.
+// The flow is followed through the list as OVS does: push_vlan,
+// mod_vlan_vid and mod_vlan_pcp make a tag present, strip_vlan pops one,
+// a load into vlan_tci sets it.
+// Decisions: OVS 3.1 only narrows the usable OpenFlow versions (to 1.0) for
+// mod_nw_*, mod_tp_*, dec_ttl and strip_vlan whose prerequisite is missing;
+// keel has no version negotiation and refuses the first three, as OVS does
+// for OpenFlow 1.1+ and for set_field. strip_vlan on a match that has no tag
+// is accepted (a no-op on untagged packets, common in OpenFlow 1.0 tables).
+Status check_of_actions(const OfActions& actions, const Match& match, uint8_t table_id);
+
+// For translation: the field write an action performs, if it is a plain
+// field write (mod_dl_*, mod_nw_src/dst, mod_nw_tos, mod_tp_*, load,
+// set_tunnel): field, value and mask as write_field() takes them. mod_tp_*
+// use tcp_src/tcp_dst (every L4 protocol's port lives in tp_src/tp_dst).
+struct OfFieldWrite {
+  OfFieldId field;
+  OfValue value;
+  OfValue mask;
+};
+std::optional<OfFieldWrite> of_action_field_write(const OfAction& action);
+
+}  // namespace keel::flow
