@@ -32,6 +32,9 @@ std::variant<Args, int> parse_args(int argc, char** argv) {
       ->allow_extra_args(false);
   app.add_flag("--exit-when-drained", a.exit_when_drained,
                "forward until every pcap input is read and processed, run the commands on stdin, exit");
+  app.add_option("--console", a.console_device,
+                 "run the console on this serial device (e.g. /dev/ttyS0), raw, at the board's console "
+                 "baud rate, instead of stdin/stdout");
   app.add_flag("--version", version, "print the version and exit");
   try {
     app.parse(argc, argv);

@@ -4,9 +4,20 @@
 #include "cli/console.h"
 #include "cli/command_tree_impl.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <optional>
 #include <sstream>
 
 #include "boards/board.h"
@@ -232,6 +243,7 @@ CommandTree::CommandTree(control::System& sys) : impl_(std::make_unique<Impl>(sy
   impl_->quit = &quit_;
   impl_->tree = this;
   impl_->build();
+  add_terminal_commands();
 }
 
 CommandTree::~CommandTree() = default;
@@ -291,7 +303,358 @@ Status apply_config(CommandTree& tree, std::string_view text, std::string_view o
   return {};
 }
 
+// --- completion data ---------------------------------------------------------
+//
+// The completer walks the CLI11 tree the way a parse would: words that name a
+// sub-command descend; "-x"/"--name" words are options (one that takes a value
+// swallows the next word); the rest fill the positionals in order. What can
+// come next is then listed from where the walk stopped.
+
+namespace {
+
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+const CLI::App* find_subcommand(const CLI::App* app, std::string_view name) {
+  for (const CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; }))
+    if (sub->get_name() == name) return sub;
+  return nullptr;
+}
+
+const CLI::Option* find_option(const CLI::App* app, std::string_view word) {
+  for (const CLI::Option* o : app->get_options()) {
+    for (const std::string& l : o->get_lnames())
+      if (word.size() == l.size() + 2 && starts_with(word, "--") && word.substr(2) == l) return o;
+    for (const std::string& s : o->get_snames())
+      if (word.size() == s.size() + 1 && word[0] == '-' && word.substr(1) == s) return o;
+  }
+  return nullptr;
+}
+
+// The values of a CLI::IsMember check: CLI11 describes it as "{a,b,c}" in
+// the option's type name ("TEXT:{text,json}").
+std::vector<std::string> member_values(const CLI::Option* o) {
+  std::string t = o->get_type_name();
+  size_t open = t.find('{'), close = t.find('}', open == std::string::npos ? 0 : open);
+  std::vector<std::string> v;
+  if (open == std::string::npos || close == std::string::npos) return v;
+  std::string_view set(t.data() + open + 1, close - open - 1);
+  while (!set.empty()) {
+    size_t comma = set.find(',');
+    if (!set.substr(0, comma).empty()) v.emplace_back(set.substr(0, comma));
+    set = comma == std::string_view::npos ? std::string_view{} : set.substr(comma + 1);
+  }
+  return v;
+}
+
+// Which known names a positional takes: a port when its name is PORT, IN or
+// OUT or its help has the word "port". (Bridges and bonds: the same rule with
+// their words, when they exist.)
+enum class NameKind { none, port };
+
+bool has_word(std::string_view text, std::string_view word) {
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
+  for (size_t i = text.find(word); i != std::string_view::npos; i = text.find(word, i + 1)) {
+    size_t end = i + word.size();
+    bool left = i == 0 || !ident(text[i - 1]);
+    bool right = end == text.size() || !ident(text[end]) || (text[end] == 's' && (end + 1 == text.size() || !ident(text[end + 1])));
+    if (left && right) return true;
+  }
+  return false;
+}
+
+NameKind name_kind(const CLI::Option* o) {
+  std::string name = o->get_name(true);
+  if (name == "PORT" || name == "IN" || name == "OUT" || has_word(o->get_description(), "port")) return NameKind::port;
+  return NameKind::none;
+}
+
+}  // namespace
+
+std::vector<Completion> CommandTree::completions(std::string_view before_cursor) const {
+  auto words = tokenize(before_cursor);
+  if (!words) return {};  // inside an open quote, or after a lone backslash
+  std::string partial;
+  char last = before_cursor.empty() ? ' ' : before_cursor.back();
+  if (last != ' ' && last != '\t' && !words->empty()) {
+    partial = std::move(words->back());
+    words->pop_back();
+  }
+  return completions(*words, partial);
+}
+
+std::vector<Completion> CommandTree::completions(const std::vector<std::string>& words,
+                                                 std::string_view partial) const {
+  const CLI::App* root = &impl_->app;
+  const CLI::App* app = root;
+  size_t positional_words = 0;              // words that filled positionals of `app`
+  const CLI::Option* want_value = nullptr;  // the previous word was an option taking a value
+  for (const std::string& w : words) {
+    if (want_value) {
+      want_value = nullptr;
+      continue;
+    }
+    if (const CLI::App* sub = find_subcommand(app, w); sub && positional_words == 0) {
+      app = sub;
+      continue;
+    }
+    if (app == root) return {};  // not a command: nothing can follow
+    if (w.size() > 1 && w[0] == '-') {
+      const CLI::Option* o = w.find('=') == std::string::npos ? find_option(app, w) : nullptr;
+      if (o && o->get_type_size_max() > 0) want_value = o;
+      continue;
+    }
+    ++positional_words;
+  }
+
+  std::vector<Completion> out;
+  auto add = [&](std::string word, std::string help, bool literal = true) {
+    if (!literal || starts_with(word, partial)) out.push_back({std::move(word), std::move(help), literal});
+  };
+
+  if (want_value) {
+    for (std::string& v : member_values(want_value)) add(std::move(v), want_value->get_description());
+    std::string type = want_value->get_type_name();
+    add("<" + type.substr(0, type.find(':')) + ">", want_value->get_description(), false);
+    return out;
+  }
+
+  if (positional_words == 0 && !starts_with(partial, "-"))
+    for (const CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; }))
+      add(sub->get_name(), sub->get_description());
+  if (app == root) return out;
+
+  // The positional the word under the cursor would fill.
+  size_t skip = positional_words;
+  size_t required_items = 0;
+  const CLI::Option* current = nullptr;
+  for (const CLI::Option* o : app->get_options([](const CLI::Option* o) { return o->get_positional(); })) {
+    size_t items = static_cast<size_t>(std::max(o->get_items_expected_max(), 1));
+    if (o->get_required()) required_items += static_cast<size_t>(std::max(o->get_items_expected_min(), 1));
+    if (!current && skip < items) current = o;
+    else if (!current) skip -= items;
+  }
+  if (current && !starts_with(partial, "-")) {
+    if (name_kind(current) == NameKind::port)
+      for (const std::string& p : impl_->sys.port_names()) add(p, "port");
+    for (std::string& v : member_values(current)) add(std::move(v), current->get_description());
+    add(current->get_name(true), current->get_description(), false);
+  }
+
+  if (partial.empty() || partial[0] == '-') {
+    for (const CLI::Option* o : app->get_options([](const CLI::Option* o) { return o->nonpositional(); })) {
+      std::string name = o->get_lnames().empty() ? "-" + o->get_snames()[0] : "--" + o->get_lnames()[0];
+      add(name, o->get_description());
+    }
+  }
+  if (partial.empty() && app->get_require_subcommand_min() == 0 && positional_words >= required_items)
+    add("<cr>", "run the command", false);
+  return out;
+}
+
+// --- terminal settings -------------------------------------------------------
+
+void CommandTree::add_terminal_commands() {
+  CLI::App* term = impl_->app.add_subcommand("terminal", "settings of this console session");
+  term->require_subcommand(1);
+  auto* length = term->add_subcommand("length", "rows per page of output before --More-- (0: no paging)");
+  length->add_option("N", terminal_arg_, "rows, 0..512")->required()->check(CLI::Range(0, 512));
+  length->callback([this] {
+    if (terminal_) terminal_->length = terminal_arg_;
+  });
+  auto* width = term->add_subcommand("width", "columns of the terminal (longer lines scroll)");
+  width->add_option("N", terminal_arg_, "columns, 20..1000")->required()->check(CLI::Range(20, 1000));
+  width->callback([this] {
+    if (terminal_) terminal_->width = terminal_arg_;
+  });
+}
+
+// --- the consoles --------------------------------------------------------------
+
+namespace {
+
+// Raw mode on a terminal for one session. The saved settings also sit in a
+// static slot so that a fatal signal can put the terminal back (tcsetattr is
+// async-signal-safe) before the signal's default action; one raw terminal at
+// a time.
+class RawMode {
+ public:
+  explicit RawMode(int fd) {
+    if (!isatty(fd) || tcgetattr(fd, &saved_) != 0) return;
+    termios raw = saved_;
+    raw.c_iflag &= ~static_cast<tcflag_t>(BRKINT | ICRNL | INPCK | ISTRIP | IXON | INLCR | IGNCR);
+    raw.c_cflag |= CS8;
+    // ^C, ^Z, ^\ are keys for the editor, not signals. Output processing
+    // stays on (ONLCR): the editor writes CRLF itself, and a log line written
+    // by another thread to the same terminal still starts at column 0.
+    raw.c_lflag &= ~static_cast<tcflag_t>(ECHO | ICANON | IEXTEN | ISIG);
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    if (tcsetattr(fd, TCSANOW, &raw) != 0) return;
+    fd_ = fd;
+    g_saved = saved_;
+    g_fd.store(fd, std::memory_order_release);  // the handler reads g_saved after seeing the fd
+    struct sigaction sa {};
+    sa.sa_handler = on_fatal_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~RawMode() {
+    if (fd_ < 0) return;
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &old_[i], nullptr);
+    g_fd.store(-1, std::memory_order_release);
+    tcsetattr(fd_, TCSADRAIN, &saved_);
+  }
+  RawMode(const RawMode&) = delete;
+  RawMode& operator=(const RawMode&) = delete;
+
+ private:
+  static constexpr std::array<int, 5> kSignals = {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGHUP};
+  static void on_fatal_signal(int sig) {
+    int fd = g_fd.exchange(-1, std::memory_order_acq_rel);
+    if (fd >= 0) tcsetattr(fd, TCSANOW, &g_saved);
+    raise(sig);  // SA_RESETHAND: the default action now
+  }
+  static inline std::atomic<int> g_fd{-1};
+  static inline termios g_saved{};
+
+  int fd_ = -1;
+  termios saved_{};
+  std::array<struct sigaction, kSignals.size()> old_{};
+};
+
+// Writes all of `data`; false when the other end is gone.
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+      if (errno == EAGAIN) {
+        pollfd p{fd, POLLOUT, 0};
+        poll(&p, 1, 200);
+      }
+      continue;
+    }
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Runs one line with its output captured, so the editor can page it.
+std::string run_captured(CommandTree& tree, const std::string& line) {
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* mem = open_memstream(&text, &size);
+  if (!mem) return "error: out of memory\n";
+  Status st = tree.execute(line, mem);
+  fclose(mem);
+  std::string out(text, size);
+  free(text);
+  if (!st.ok()) out += "error: " + st.message() + "\n";
+  return out;
+}
+
+std::optional<speed_t> baud_constant(uint32_t baud) {
+  switch (baud) {
+    case 9600: return B9600;
+    case 19200: return B19200;
+    case 38400: return B38400;
+    case 57600: return B57600;
+    case 115200: return B115200;
+    case 230400: return B230400;
+    case 460800: return B460800;
+    case 921600: return B921600;
+    case 1000000: return B1000000;
+    case 1500000: return B1500000;
+    case 2000000: return B2000000;
+    case 3000000: return B3000000;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+int run_terminal(CommandTree& tree, int in_fd, int out_fd, std::string_view banner) {
+  TerminalSettings term;
+  if (winsize ws{}; ioctl(out_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0) {
+    term.length = ws.ws_row;
+    term.width = ws.ws_col;
+  }
+  LineEditor::Config cfg;
+  cfg.height = term.length;
+  cfg.width = term.width;
+  LineEditor ed(cfg);
+  ed.set_completer([&tree](std::string_view before) { return tree.completions(before); });
+  tree.attach_terminal(&term);
+  RawMode raw(in_fd);
+
+  if (!banner.empty()) ed.write(banner);
+  bool alive = true;
+  while (alive && !tree.quit_requested() && !shutdown_requested()) {
+    LineEditor::Event ev = ed.step();
+    alive = write_all(out_fd, ed.take_output());
+    if (ev == LineEditor::Event::eof) break;
+    if (ev == LineEditor::Event::line) {
+      std::string out = run_captured(tree, ed.line_text());
+      ed.set_height(term.length);
+      ed.set_width(term.width);
+      if (tree.quit_requested()) ed.set_height(0);  // the last output: no one will page it
+      ed.write(out);
+      alive = alive && write_all(out_fd, ed.take_output());
+      continue;
+    }
+    // Wait for input; wake up now and then to see the shutdown flag (the
+    // signal may have gone to another thread).
+    pollfd p{in_fd, POLLIN, 0};
+    int r = poll(&p, 1, 200);
+    if (r < 0 && errno != EINTR) break;
+    if (r <= 0) continue;
+    char chunk[256];
+    ssize_t n = ::read(in_fd, chunk, sizeof chunk);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) break;  // hangup or end of input
+    ed.feed(std::string_view(chunk, static_cast<size_t>(n)));
+  }
+  tree.attach_terminal(nullptr);
+  return 0;
+}
+
+Result<int> open_serial_console(const std::string& path, uint32_t baud) {
+  auto fail = [&](const std::string& why) {
+    return error(Errc::io_error, "console '" + path + "': " + why);
+  };
+  auto speed = baud_constant(baud);
+  if (!speed) return fail("baud rate " + std::to_string(baud) + " not supported");
+  // O_NONBLOCK: don't wait for carrier on open; cleared once CLOCAL is set.
+  int fd = open(path.c_str(), O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return fail(strerror(errno));
+  termios t{};
+  if (!isatty(fd) || tcgetattr(fd, &t) != 0) {
+    close(fd);
+    return fail("not a terminal");
+  }
+  cfmakeraw(&t);
+  t.c_cflag |= CLOCAL | CREAD;
+  t.c_cflag &= ~static_cast<tcflag_t>(CSTOPB | PARENB | CRTSCTS);
+  t.c_iflag &= ~static_cast<tcflag_t>(IXON | IXOFF | IXANY);
+  t.c_cc[VMIN] = 1;
+  t.c_cc[VTIME] = 0;
+  if (cfsetispeed(&t, *speed) != 0 || cfsetospeed(&t, *speed) != 0 || tcsetattr(fd, TCSANOW, &t) != 0) {
+    std::string why = strerror(errno);
+    close(fd);
+    return fail(why);
+  }
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
 int run_console(CommandTree& tree, int in_fd, FILE* out, FILE* err, bool interactive) {
+  if (interactive) {
+    fflush(out);
+    return run_terminal(tree, in_fd, fileno(out), {});
+  }
+  // A script: no prompt, no echo, one command per line.
   constexpr size_t kMaxLine = 4096;
   int exit_status = 0;
   std::string buf;
@@ -299,10 +662,6 @@ int run_console(CommandTree& tree, int in_fd, FILE* out, FILE* err, bool interac
   bool too_long = false;
   bool discarding = false;  // inside a line that is already too long
   while (!tree.quit_requested() && !shutdown_requested()) {
-    if (interactive) {
-      fputs("keel> ", out);
-      fflush(out);
-    }
     // Read one line (bytes up to '\n'), bounded: an over-long line is
     // discarded whole and reported, never executed in pieces.
     std::string line;
@@ -345,9 +704,8 @@ int run_console(CommandTree& tree, int in_fd, FILE* out, FILE* err, bool interac
     }
     if (eof) break;
   }
-  if (interactive && eof) fputs("\n", out);
   fflush(out);
-  return interactive ? 0 : exit_status;
+  return exit_status;
 }
 
 }  // namespace keel::cli

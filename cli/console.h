@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/line_editor.h"
 #include "control/system.h"
 #include "core/status.h"
 
@@ -23,6 +24,13 @@ namespace keel::cli {
 // backslash escapes the next character outside single quotes. An unclosed
 // quote or a trailing backslash is an error.
 Result<std::vector<std::string>> tokenize(std::string_view line);
+
+// Settings of one console session's terminal (`terminal length N`,
+// `terminal width N` change them; run_console applies them to its editor).
+struct TerminalSettings {
+  int length = 24;  // rows per page of output; 0 = no --More-- paging
+  int width = 80;   // columns
+};
 
 class CommandTree {
  public:
@@ -39,12 +47,31 @@ class CommandTree {
   bool quit_requested() const { return quit_; }
   std::vector<std::string> command_names() const;
 
+  // Completion data for the line editor. `before_cursor` is the line up to
+  // the cursor; the last word is the partial word being completed (empty
+  // when the line ends with a blank). Returns what that word can be at this
+  // point, already filtered by the partial word: sub-commands and commands
+  // (with their help), option names, values of options and positionals that
+  // take a fixed set of values, known names (ports; bridges and bonds when
+  // they exist) for positionals that name one, and placeholders (literal =
+  // false: "IN", "<cr>" when the command can run as typed) for '?'.
+  std::vector<Completion> completions(std::string_view before_cursor) const;
+  std::vector<Completion> completions(const std::vector<std::string>& words, std::string_view partial) const;
+
+  // The terminal of the session running commands now; `terminal ...`
+  // commands change it. Null (a config file, a script): they do nothing.
+  void attach_terminal(TerminalSettings* t) { terminal_ = t; }
+
   struct Impl;  // cli/command_tree_impl.h
   Impl& impl() { return *impl_; }  // for the command families in cli/
 
  private:
+  void add_terminal_commands();
+
   std::unique_ptr<Impl> impl_;
   bool quit_ = false;
+  TerminalSettings* terminal_ = nullptr;
+  int terminal_arg_ = 0;  // bound to `terminal length|width N`
 };
 
 // Runs a configuration (one command per line). Stops at the first failing
@@ -55,6 +82,22 @@ Status apply_config(CommandTree& tree, std::string_view text, std::string_view o
 // inline, Ctrl-D or `exit` ends it. Not interactive (a script on stdin): no
 // prompt and no echo, one command per line. Returns the process exit status:
 // 0, or 1 if any command failed.
+//
+// Interactive, the line editor (cli/line_editor.h) runs on in_fd and
+// fileno(out); when in_fd is a terminal it is put in raw mode for the session
+// and restored on return, and on fatal signals (SIGSEGV, SIGABRT, SIGBUS,
+// SIGFPE, SIGHUP) before they take their default action. SIGINT and SIGTERM
+// (keel's shutdown flag) end the session within 200 ms.
 int run_console(CommandTree& tree, int in_fd, FILE* out, FILE* err, bool interactive);
+
+// The interactive console on a byte stream: the editor reads in_fd and writes
+// out_fd (the same fd for a UART). `banner` is shown before the first prompt.
+// Returns 0 when the session ends (exit, ^D, hangup, shutdown).
+int run_terminal(CommandTree& tree, int in_fd, int out_fd, std::string_view banner);
+
+// Opens a UART for the console (--console /dev/ttyX): raw mode, 8N1, no flow
+// control, modem lines ignored, at `baud` (the board's console_baud). Returns
+// the fd (close it when done) or why not.
+Result<int> open_serial_console(const std::string& path, uint32_t baud);
 
 }  // namespace keel::cli

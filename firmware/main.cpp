@@ -86,7 +86,19 @@ int main(int argc, char** argv) {
   }
   keel::cli::boot_config_succeeded(tree, *booted, stderr);
 
-  const bool interactive = isatty(STDIN_FILENO);
+  // --console DEV: the console runs on that UART (raw, at the board's speed)
+  // instead of stdin/stdout.
+  int console_fd = -1;
+  if (!args.console_device.empty()) {
+    auto fd = keel::cli::open_serial_console(args.console_device, system.board().console_baud);
+    if (!fd) {
+      system.shutdown();
+      return fail(fd.status());
+    }
+    console_fd = *fd;
+  }
+
+  const bool interactive = console_fd >= 0 || isatty(STDIN_FILENO);
   if (args.exit_when_drained) {
     // Bounded so a port that never drains can't hang a script forever.
     constexpr int kDrainTimeoutS = 10 * 60;
@@ -102,12 +114,18 @@ int main(int argc, char** argv) {
       }
     }
   }
-  if (interactive) {
-    printf("keel %s on %s: %zu ports, %zu PMD threads. Type 'help' for the commands.\n", keel::kVersion,
-           std::string(system.board().name).c_str(), system.port_names().size(),
+  char banner[256];
+  snprintf(banner, sizeof banner, "keel %s on %s: %zu ports, %zu PMD threads. Type 'help' for the commands.\n",
+           keel::kVersion, std::string(system.board().name).c_str(), system.port_names().size(),
            system.datapath().pmds().size());
+  int status = 0;
+  if (console_fd >= 0) {
+    status = keel::cli::run_terminal(tree, console_fd, console_fd, banner);
+    close(console_fd);
+  } else {
+    if (interactive) fputs(banner, stdout);
+    status = keel::cli::run_console(tree, STDIN_FILENO, stdout, stderr, interactive);
   }
-  int status = keel::cli::run_console(tree, STDIN_FILENO, stdout, stderr, interactive);
   system.shutdown();
   return status;
 }
