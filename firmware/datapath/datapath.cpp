@@ -118,6 +118,12 @@ Result<Megaflow*> Datapath::build_megaflow(const flow::Match& match, const flow:
 }
 
 namespace {
+Ufid ufid_of(const flow::Match& m);
+}  // namespace
+
+Ufid Datapath::ufid_for(const flow::Match& match) { return ufid_of(match); }
+
+namespace {
 Ufid ufid_of(const flow::Match& m) {
   const uint64_t* k = m.key.words();
   const uint64_t* w = m.mask.words();
@@ -131,7 +137,8 @@ Ufid ufid_of(const flow::Match& m) {
 
 Status Datapath::flow_put(const flow::Match& match, const flow::DpActions& actions, std::optional<Ufid> ufid,
                           bool modify) {
-  reclaim();
+  std::lock_guard lock(flow_mu_);
+  reclaim_locked();
   // Every output port must exist.
   Status bad_port;
   flow::for_each_output_port(actions.bytes(), [&](uint32_t p) {
@@ -183,7 +190,12 @@ Status Datapath::flow_put(const flow::Match& match, const flow::DpActions& actio
 }
 
 Status Datapath::flow_del(const flow::Match& match) {
-  reclaim();
+  std::lock_guard lock(flow_mu_);
+  return flow_del_locked(match);
+}
+
+Status Datapath::flow_del_locked(const flow::Match& match) {
+  reclaim_locked();
   auto tmpl = build_megaflow(match, nullptr, {});
   if (!tmpl) return std::move(tmpl).take_status();
   std::unique_ptr<Megaflow> t(*tmpl);
@@ -194,17 +206,87 @@ Status Datapath::flow_del(const flow::Match& match) {
     req.flow = t.get();
     any |= pmd->request(req).ok();
   }
-  reclaim();
+  reclaim_locked();
   return any ? Status{} : error(Errc::not_found, "no such flow");
 }
 
 Status Datapath::flow_del(const Ufid& ufid) {
-  for (const FlowView& v : flow_dump())
-    if (v.ufid == ufid) return flow_del(v.match);
+  std::lock_guard lock(flow_mu_);
+  for (const FlowView& v : flow_dump_locked())
+    if (v.ufid == ufid) return flow_del_locked(v.match);
   return error(Errc::not_found, "no flow " + format_ufid(ufid));
 }
 
 std::vector<FlowView> Datapath::flow_dump() const {
+  std::lock_guard lock(flow_mu_);
+  return flow_dump_locked();
+}
+
+void Datapath::flow_stats(std::vector<FlowStats>& out) const {
+  std::lock_guard lock(flow_mu_);
+  out.clear();
+  for (const auto& pmd : pmds_) {
+    pmd->flows().for_each([&](const Megaflow& m) {
+      out.push_back({pmd->index(), m.ufid, m.packets.load(std::memory_order_relaxed),
+                     m.bytes.load(std::memory_order_relaxed), m.used_ns.load(std::memory_order_relaxed),
+                     m.tcp_flags.load(std::memory_order_relaxed)});
+    });
+  }
+}
+
+size_t Datapath::flow_count() const {
+  size_t n = 0;
+  for (const auto& pmd : pmds_) n += pmd->flows().size();
+  return n;
+}
+
+size_t Datapath::flows_del(std::span<const PmdFlowRef> flows) {
+  std::lock_guard lock(flow_mu_);
+  reclaim_locked();
+  size_t removed = 0;
+  // Templates and requests in batches that fit a PMD's request ring.
+  constexpr size_t kBatch = 128;
+  std::vector<std::unique_ptr<Megaflow>> tmpls;
+  std::vector<FlowRequest> reqs(kBatch);
+  for (size_t off = 0; off < flows.size(); off += kBatch) {
+    const size_t n = std::min(kBatch, flows.size() - off);
+    tmpls.clear();
+    std::vector<std::pair<Pmd*, FlowRequest*>> batch;
+    for (size_t i = 0; i < n; ++i) {
+      const PmdFlowRef& r = flows[off + i];
+      if (r.pmd >= pmds_.size()) continue;
+      auto t = build_megaflow(r.match, nullptr, {});
+      if (!t) continue;
+      tmpls.emplace_back(*t);
+      FlowRequest& req = reqs[i];
+      req.op = FlowRequest::Op::remove;
+      req.flow = tmpls.back().get();
+      req.result = {};
+      batch.emplace_back(pmds_[r.pmd].get(), &req);
+    }
+    for (auto& [pmd, req] : batch) removed += pmd->request_async(*req);
+    for (auto& [pmd, req] : batch) removed -= !pmd->wait(*req).ok();
+  }
+  reclaim_locked();
+  return removed;
+}
+
+Status Datapath::flow_modify(unsigned pmd, const flow::Match& match, const flow::DpActions& actions) {
+  std::lock_guard lock(flow_mu_);
+  if (pmd >= pmds_.size()) return invalid("no pmd " + std::to_string(pmd));
+  auto tmpl = build_megaflow(match, nullptr, {});
+  if (!tmpl) return std::move(tmpl).take_status();
+  std::unique_ptr<Megaflow> t(*tmpl);
+  FlowRequest req;
+  req.op = FlowRequest::Op::modify;
+  req.flow = t.get();
+  req.actions = new flow::DpActions(actions);
+  Status st = pmds_[pmd]->request(req);
+  delete req.actions;  // the old list (or the new one, if refused)
+  return st;
+}
+
+std::vector<FlowView> Datapath::flow_dump_locked() const {
   std::vector<FlowView> out;
   for (const auto& pmd : pmds_) {
     pmd->flows().for_each([&](const Megaflow& m) {
@@ -228,11 +310,17 @@ std::vector<FlowView> Datapath::flow_dump() const {
 }
 
 void Datapath::flow_flush() {
-  for (const FlowView& v : flow_dump()) (void)flow_del(v.match);
-  reclaim();
+  std::lock_guard lock(flow_mu_);
+  for (const FlowView& v : flow_dump_locked()) (void)flow_del_locked(v.match);
+  reclaim_locked();
 }
 
 void Datapath::reclaim() {
+  std::lock_guard lock(flow_mu_);
+  reclaim_locked();
+}
+
+void Datapath::reclaim_locked() {
   for (auto& pmd : pmds_) pmd->flows().reclaim();
 }
 

@@ -10,8 +10,10 @@
 // vSwitch's dpctl/add-flow does), all or nothing: if one PMD refuses, the
 // copies already installed are removed again.
 //
-// Thread-safety: every method except the "PMD side" ones is for the control
-// thread only. The cross-connect table is written by the control thread and
+// Thread-safety: the flow methods (flow_*, flows_del, reclaim) may be called
+// from the control thread and the revalidator: they serialise on a mutex
+// that no PMD ever takes. The other methods except the "PMD side" ones are
+// for the control thread only. The cross-connect table is written by the control thread and
 // read by the PMDs: one atomic port number per entry, release store /
 // relaxed load (the port object it names is immutable while PMDs run).
 #pragma once
@@ -20,7 +22,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +43,20 @@ struct DatapathConfig {
   std::vector<int> pmd_cores;  // one PMD per entry; -1 = unpinned
   uint32_t pmd_idle_sleep_us = 0;
   PmdConfig pmd;
+};
+
+// A megaflow's statistics by flow id: the terse dump (no key, no actions).
+struct FlowStats {
+  unsigned pmd;
+  Ufid ufid;
+  uint64_t packets, bytes, used_ns;
+  uint16_t tcp_flags;
+};
+
+// One flow of one PMD, for batch removal / modification.
+struct PmdFlowRef {
+  unsigned pmd;
+  flow::Match match;
 };
 
 // A megaflow as the control thread sees it (one per PMD that holds it).
@@ -77,6 +95,15 @@ class Datapath {
   Status flow_del(const flow::Match& match);
   Status flow_del(const Ufid& ufid);
   std::vector<FlowView> flow_dump() const;
+  // The terse dump: flow ids and statistics only (what the revalidator
+  // reads every round).
+  void flow_stats(std::vector<FlowStats>& out) const;
+  size_t flow_count() const;
+  // Removes these flows (each from its PMD), requests posted in batches;
+  // returns how many were found and removed.
+  size_t flows_del(std::span<const PmdFlowRef> flows);
+  // New actions for one PMD's flow.
+  Status flow_modify(unsigned pmd, const flow::Match& match, const flow::DpActions& actions);
   void flow_flush();
   // Frees flows the PMDs have retired (called by the control thread).
   void reclaim();
@@ -102,6 +129,8 @@ class Datapath {
   // name a port; recirc_id is made exact. Allocates; free with free_megaflow().
   Result<Megaflow*> build_megaflow(const flow::Match& match, const flow::DpActions* actions,
                                    const Ufid& ufid) const;
+  // The flow id dp-flow add gives a match without an explicit ufid.
+  static Ufid ufid_for(const flow::Match& match);
   // Releases the packets of records queued for the slow path that nobody
   // will answer (the handler stopped): call after the handler has stopped.
   void drop_pending_upcalls();
@@ -118,8 +147,13 @@ class Datapath {
   void unlock_txq(uint16_t id, uint16_t q);
 
  private:
+  Status flow_del_locked(const flow::Match& match);
+  std::vector<FlowView> flow_dump_locked() const;
+  void reclaim_locked();
+
   DatapathConfig cfg_;
   std::atomic<bool> upcalls_enabled_{false};
+  mutable std::mutex flow_mu_;  // control thread vs revalidator; never a PMD
   std::array<std::unique_ptr<hal::Port>, kMaxPorts> ports_{};
   uint16_t n_ports_ = 0;
   std::array<std::atomic<uint16_t>, kMaxPorts> xconnect_{};

@@ -70,12 +70,22 @@ void Pmd::stop() {
 }
 
 Status Pmd::request(FlowRequest& req) {
+  if (!request_async(req))
+    return error(Errc::unavailable, "pmd" + std::to_string(index_) + ": request ring full");
+  return wait(req);
+}
+
+bool Pmd::request_async(FlowRequest& req) {
   if (!running()) {
     apply(req);
-    return req.result;
+    req.done.store(true, std::memory_order_release);
+    return true;
   }
   req.done.store(false, std::memory_order_relaxed);
-  if (!requests_.push(&req)) return error(Errc::unavailable, "pmd" + std::to_string(index_) + ": request ring full");
+  return requests_.push(&req);
+}
+
+Status Pmd::wait(FlowRequest& req) {
   // The PMD answers within an iteration; bounded so a wedged PMD is an error.
   const uint64_t deadline = hal::now_ns() + 5'000'000'000ull;
   while (!req.done.load(std::memory_order_acquire)) {

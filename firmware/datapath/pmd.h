@@ -117,6 +117,11 @@ class Pmd {
   // once on the caller's thread when the PMD is not running. Returns the
   // request's result; false from post() means the ring was full.
   Status request(FlowRequest& req);
+  // The same in two halves, so that many requests can be in flight: post
+  // (false: ring full — then wait() is not to be called), then wait.
+  // A PMD that is not running applies the request in request_async().
+  bool request_async(FlowRequest& req);
+  Status wait(FlowRequest& req);
 
   // Completed loop iterations; a reader that sees N+2 after seeing N knows a
   // whole iteration ran after its first read (used to wait for a drain).
