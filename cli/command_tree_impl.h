@@ -88,5 +88,6 @@ struct CommandTree::Impl {
 void add_datapath_commands(CommandTree::Impl& t);
 void add_config_commands(CommandTree::Impl& t);   // cli/commands_config.cpp
 void add_logging_commands(CommandTree::Impl& t);  // cli/commands_logging.cpp
+void add_ofproto_commands(CommandTree::Impl& t);  // cli/commands_ofproto.cpp
 
 }  // namespace keel::cli

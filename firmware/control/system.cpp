@@ -64,6 +64,7 @@ Result<std::unique_ptr<System>> System::boot(const BootOptions& opts) {
   cfg.pmd_cores.assign(board->pmd_cores.begin(), board->pmd_cores.end());
   cfg.pmd_idle_sleep_us = board->pmd_idle_sleep_us;
   sys->dp_ = std::make_unique<datapath::Datapath>(cfg);
+  sys->ofproto_ = std::make_unique<ofproto::Ofproto>(*sys->dp_);
   const auto n_pmds = static_cast<uint16_t>(cfg.pmd_cores.empty() ? 1 : cfg.pmd_cores.size());
 
   for (const hal::PortSpec& s : sys->specs_) {
@@ -97,15 +98,19 @@ Status System::start() {
   std::vector<hal::Backend*> bes;
   if (sim_) bes.push_back(sim_.get());
   if (dpdk_) bes.push_back(dpdk_.get());
-  return dp_->start(bes);
+  if (Status st = dp_->start(bes); !st.ok()) return st;
+  ofproto_->start();
+  return {};
 }
 
 void System::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  if (ofproto_) ofproto_->stop();
   if (dp_) {
     dp_->stop();
     dp_->stop_ports();
+    ofproto_.reset();
     dp_.reset();  // ports are destroyed before their backends
   }
   if (dpdk_) dpdk_->shutdown();

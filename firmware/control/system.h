@@ -3,6 +3,7 @@
 //
 // Boot order (firmware/main.cpp drives it):
 //   System::boot(options)   board -> HAL backends -> ports -> datapath (idle)
+//                           -> ofproto (bridges: none yet)
 //   apply the startup config  console commands through cli/
 //   start()                 PMD threads begin polling
 //   ... consoles ...
@@ -28,6 +29,7 @@
 #include "datapath/datapath.h"
 #include "keel/hal/backend.h"
 #include "keel/hal/port_spec.h"
+#include "ofproto/ofproto.h"
 
 namespace keel::control {
 
@@ -72,6 +74,8 @@ class System {
   bool wait_drained(uint64_t timeout_ms) { return dp_->wait_drained(timeout_ms); }
 
   datapath::Datapath& datapath() { return *dp_; }
+  // Bridges, OpenFlow ports and rules; built right after the datapath.
+  ofproto::Ofproto& ofproto() { return *ofproto_; }
 
  private:
   explicit System(const boards::Board& b) : board_(b) {}
@@ -82,6 +86,7 @@ class System {
   std::unique_ptr<hal::Backend> sim_;
   std::unique_ptr<hal::Backend> dpdk_;
   std::unique_ptr<datapath::Datapath> dp_;
+  std::unique_ptr<ofproto::Ofproto> ofproto_;  // refers to *dp_: destroyed first
   bool shut_down_ = false;
 };
 

@@ -342,13 +342,17 @@ void Bridge::reclaim() {
 
 Result<FlowModResult> Bridge::flow_mod(const FlowMod& fm) { return bundle(std::span<const FlowMod>(&fm, 1)); }
 
-Result<FlowModResult> Bridge::bundle(std::span<const FlowMod> fms) {
+Result<FlowModResult> Bridge::bundle(std::span<const FlowMod> fms, size_t* failed) {
   reclaim();
   Txn txn{version() + 1, {}, {}, {}};
   for (size_t i = 0; i < fms.size(); ++i) {
     Status st = apply(fms[i], txn);
     if (!st.ok()) {
       rollback(txn);
+      if (failed) {
+        *failed = i;
+        return st;
+      }
       if (fms.size() > 1) return st.prefix("flow-mod " + std::to_string(i + 1) + " of " + std::to_string(fms.size()));
       return st;
     }

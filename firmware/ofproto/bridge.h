@@ -135,9 +135,10 @@ class Bridge {
 
   // One flow-mod, applied as its own version. Errors leave the tables unchanged.
   Result<FlowModResult> flow_mod(const FlowMod& fm);
-  // Several, all in one version: all applied or none (the first error, with
-  // its index, is returned).
-  Result<FlowModResult> bundle(std::span<const FlowMod> fms);
+  // Several, all in one version: all applied or none. The first error is
+  // returned, prefixed "flow-mod I of N: "; or, with `failed`, unprefixed
+  // and its 0-based index stored there.
+  Result<FlowModResult> bundle(std::span<const FlowMod> fms, size_t* failed = nullptr);
 
   // Rules matching `filter` loosely (or strictly with `priority`), in table
   // `table` (kOfTableAll: every table), visible now; sorted by table, then

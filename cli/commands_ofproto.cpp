@@ -1,0 +1,582 @@
+// OpenFlow commands: bridges and ports (`add-br`, `del-br`, `add-port`,
+// `del-port`, bare `show` like `ovs-vsctl show`), rules (`add-flow`,
+// `add-flows`, `mod-flows`, `del-flows`, `dump-flows` like `ovs-ofctl`),
+// and the controller queue (`dump-controller`). Every command validates
+// first and then applies whole or not at all. Running-config: section
+// "bridges" (order 200: add-br, add-port with its VLAN options) and section
+// "rules" (order 500: add-flow lines).
+//
+// Threads: the callbacks run on the control thread and hold the Ofproto
+// writer mutex (the maintenance thread expires rules under it too).
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "cli/command_tree_impl.h"
+#include "cli/json.h"
+#include "flow/of_actions.h"
+#include "flow/of_match_syntax.h"
+#include "keel/hal/cpu.h"
+#include "ofproto/ofproto.h"
+
+namespace keel::cli {
+
+namespace {
+
+using ofproto::Bridge;
+using ofproto::FlowMod;
+using ofproto::OfRule;
+using ofproto::VlanMode;
+
+// Values bound to this file's options; reset before each parse of one of
+// its commands (CLI11 leaves a variable alone when its option is absent).
+struct OfArgs {
+  std::string bridge, port, file, vlan_mode, trunks;
+  std::vector<std::string> words;
+  uint32_t ofport = 0;
+  uint16_t tag = 0;
+  bool strict = false, bundle = false, peek = false;
+  void reset() { *this = OfArgs{}; }
+};
+
+std::string join(const std::vector<std::string>& w) {
+  std::string s;
+  for (const std::string& x : w) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+const char* vlan_mode_name(VlanMode m) {
+  switch (m) {
+    case VlanMode::access: return "access";
+    case VlanMode::trunk: return "trunk";
+    case VlanMode::native_tagged: return "native-tagged";
+    case VlanMode::native_untagged: return "native-untagged";
+  }
+  return "trunk";
+}
+
+std::optional<VlanMode> parse_vlan_mode(std::string_view s) {
+  if (s == "access") return VlanMode::access;
+  if (s == "trunk") return VlanMode::trunk;
+  if (s == "native-tagged") return VlanMode::native_tagged;
+  if (s == "native-untagged") return VlanMode::native_untagged;
+  return std::nullopt;
+}
+
+Result<std::vector<uint16_t>> parse_trunks(std::string_view s) {
+  std::vector<uint16_t> v;
+  while (!s.empty()) {
+    size_t comma = s.find(',');
+    std::string_view item = s.substr(0, comma);
+    s = comma == std::string_view::npos ? std::string_view{} : s.substr(comma + 1);
+    if (item.empty()) continue;
+    unsigned long n = 0;
+    bool ok = item.size() <= 4;
+    for (char c : item) ok = ok && c >= '0' && c <= '9', n = n * 10 + static_cast<unsigned long>(c - '0');
+    if (!ok || n > 4095) return invalid("--trunks: '" + std::string(item) + "' is not a VLAN (0..4095)");
+    v.push_back(static_cast<uint16_t>(n));
+  }
+  return v;
+}
+
+std::string trunks_text(const std::vector<uint16_t>& t, const char* sep) {
+  std::string s;
+  for (uint16_t v : t) s += (s.empty() ? "" : sep) + std::to_string(v);
+  return s;
+}
+
+// Port names in flows: the bridge's ports and the bridge's own name (LOCAL).
+flow::OfParseOptions parse_options(const Bridge& b) {
+  flow::OfParseOptions o;
+  auto ports = b.ports();
+  std::string self = b.name();
+  o.port_number = [ports, self](std::string_view name) -> std::optional<uint32_t> {
+    if (const auto* p = ports->by_name(name)) return p->ofport;
+    if (name == self) return flow::kOfppLocal;
+    return std::nullopt;
+  };
+  return o;
+}
+
+// What ovs-ofctl reads in a mod/del/dump flow text that keel's match parser
+// does not: out_port=P, table=255 ("every table"), and whether cookie had a
+// mask. Those words are blanked out (same length, so error columns stay
+// right) before the text goes to parse_of_flow().
+struct Selection {
+  std::string text;
+  uint32_t out_port = flow::kOfppNone;
+  bool cookie_has_mask = false;
+};
+
+Result<Selection> pre_parse(std::string text, const flow::OfParseOptions& opts, bool allow_out_port) {
+  Selection sel;
+  size_t i = 0;
+  auto sep = [](char c) { return c == ',' || c == ' ' || c == '\t'; };
+  while (i < text.size()) {
+    while (i < text.size() && sep(text[i])) ++i;
+    size_t start = i;
+    while (i < text.size() && !sep(text[i])) ++i;
+    std::string_view tok(text.data() + start, i - start);
+    if (tok.rfind("actions=", 0) == 0 || tok.rfind("action=", 0) == 0) break;
+    size_t eq = tok.find_first_of("=:");
+    if (eq == std::string_view::npos) continue;
+    std::string_view key = tok.substr(0, eq), value = tok.substr(eq + 1);
+    if (key == "out_port") {
+      if (!allow_out_port)
+        return invalid("out_port at column " + std::to_string(start + 1) + ": only del-flows and dump-flows take it");
+      std::optional<uint32_t> p;
+      static const std::pair<std::string_view, uint32_t> kReserved[] = {
+          {"IN_PORT", flow::kOfppInPort}, {"TABLE", flow::kOfppTable}, {"NORMAL", flow::kOfppNormal},
+          {"FLOOD", flow::kOfppFlood},    {"ALL", flow::kOfppAll},     {"CONTROLLER", flow::kOfppController},
+          {"LOCAL", flow::kOfppLocal},    {"ANY", flow::kOfppNone},    {"NONE", flow::kOfppNone}};
+      for (const auto& [n, v] : kReserved)
+        if (value == n) p = v;
+      if (!p && !value.empty() && value.find_first_not_of("0123456789") == std::string_view::npos && value.size() <= 5) {
+        unsigned long n = std::stoul(std::string(value));
+        if (n <= 0xffff) p = static_cast<uint32_t>(n);
+      }
+      if (!p && opts.port_number) p = opts.port_number(value);
+      if (!p)
+        return invalid("unknown port '" + std::string(value) + "' at column " + std::to_string(start + eq + 2) +
+                       " (out_port)");
+      sel.out_port = *p;
+      std::fill(text.begin() + static_cast<long>(start), text.begin() + static_cast<long>(i), ' ');
+    } else if (key == "table" && value == "255") {
+      std::fill(text.begin() + static_cast<long>(start), text.begin() + static_cast<long>(i), ' ');
+    } else if (key == "cookie" && value.find('/') != std::string_view::npos) {
+      sel.cookie_has_mask = true;
+    }
+  }
+  sel.text = std::move(text);
+  return sel;
+}
+
+// A flow text -> FlowMod. need_actions: add/modify; no_actions: delete.
+Result<FlowMod> make_flow_mod(const Bridge& b, std::string text, FlowMod::Command cmd) {
+  const bool add = cmd == FlowMod::Command::add;
+  const bool modify = cmd == FlowMod::Command::modify || cmd == FlowMod::Command::modify_strict;
+  const flow::OfParseOptions opts = parse_options(b);
+  FlowMod fm;
+  fm.command = cmd;
+  if (!add) {
+    auto sel = pre_parse(std::move(text), opts, !modify);
+    if (!sel) return std::move(sel).take_status();
+    text = std::move(sel->text);
+    fm.out_port = sel->out_port;
+    fm.cookie_has_mask = sel->cookie_has_mask;
+  } else {
+    // add: table=255 is an error of the parser's range check; out_port is
+    // an unknown field there too.
+    for (size_t p = text.find("cookie="); p != std::string::npos; p = text.find("cookie=", p + 1)) {
+      size_t end = text.find_first_of(", \t", p);
+      if (text.substr(p, end == std::string::npos ? std::string::npos : end - p).find('/') != std::string::npos)
+        fm.cookie_has_mask = true;
+    }
+  }
+  auto f = flow::parse_of_flow(text, opts);
+  if (!f) return std::move(f).take_status();
+  fm.flow = std::move(f.value());
+  if ((add || modify) && !fm.flow.has_actions) return invalid("missing 'actions=' (e.g. '... actions=output:2')");
+  if (!add && !modify && fm.flow.has_actions) return invalid("a delete takes no actions");
+  if (add && fm.cookie_has_mask) return invalid("flow additions cannot use a cookie mask");
+  if (add || modify) {
+    auto a = flow::parse_of_actions(fm.flow.actions, opts, fm.flow.actions_column);
+    if (!a) return std::move(a).take_status();
+    fm.actions = std::move(a.value());
+  }
+  return fm;
+}
+
+std::string quote(const std::string& s) {
+  if (s.find_first_of(" \t\"'\\") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') q += '\\';
+    q += c;
+  }
+  return q + "\"";
+}
+
+// The add-flow text that recreates `r` (numbers for ports: stable across a
+// replay because add-port lines carry --ofport).
+std::string rule_text(const OfRule& r) {
+  flow::OfFlow f;
+  f.match = r.match;
+  f.meta.priority = r.priority;
+  if (r.table_id) f.meta.table = r.table_id;
+  f.meta.has_cookie = r.cookie != 0;
+  f.meta.cookie = r.cookie;
+  f.meta.cookie_mask = UINT64_MAX;
+  f.meta.idle_timeout = r.idle_timeout;
+  f.meta.hard_timeout = r.hard_timeout;
+  f.meta.importance = r.importance;
+  f.meta.send_flow_rem = r.send_flow_rem;
+  f.meta.no_packet_counts = r.no_packet_counts;
+  f.meta.no_byte_counts = r.no_byte_counts;
+  f.has_actions = true;
+  f.actions = flow::format_of_actions(r.actions);
+  return flow::format_of_flow(f);
+}
+
+Result<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return error(Errc::not_found, "'" + path + "': cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return error(Errc::io_error, "'" + path + "': read error");
+  return ss.str();
+}
+
+std::string hex(const std::vector<uint8_t>& d) {
+  static const char* x = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : d) s += x[b >> 4], s += x[b & 15];
+  return s;
+}
+
+const char* reason_text(flow::OfPacketInReason r) {
+  switch (r) {
+    case flow::OfPacketInReason::no_match: return "no_match";
+    case flow::OfPacketInReason::action: return "action";
+    case flow::OfPacketInReason::invalid_ttl: return "invalid_ttl";
+    case flow::OfPacketInReason::action_set: return "action_set";
+    case flow::OfPacketInReason::group: return "group";
+    case flow::OfPacketInReason::packet_out: return "packet_out";
+  }
+  return "action";
+}
+
+}  // namespace
+
+void add_ofproto_commands(CommandTree::Impl& t) {
+  auto a = std::make_shared<OfArgs>();
+  ofproto::Ofproto& of = t.sys.ofproto();
+  // Every command: reset the bound values first; hold the writer lock and
+  // reclaim what readers released when done.
+  auto cmd = [&t, a](const std::string& name, const std::string& help) {
+    CLI::App* c = t.app.add_subcommand(name, help);
+    c->preparse_callback([a](size_t) { a->reset(); });
+    return c;
+  };
+  auto run = [&t, &of](auto&& body) {
+    return [&t, &of, body] {
+      std::lock_guard lk(of.writer_mutex());
+      body();
+      of.reclaim();
+      (void)t;
+    };
+  };
+  auto need_bridge = [&t, &of](const std::string& name) -> Bridge* {
+    Bridge* b = of.find_bridge(name);
+    if (!b) t.status = error(Errc::not_found, "no bridge " + name);
+    return b;
+  };
+
+  // --- bridges and ports ---
+  auto* addbr = cmd("add-br", "create a bridge (an OpenFlow switch)");
+  addbr->add_option("BR", a->bridge, "bridge name")->required();
+  addbr->callback(run([&t, &of, a] { t.status = of.add_bridge(a->bridge); }));
+
+  auto* delbr = cmd("del-br", "delete a bridge, its ports and rules");
+  delbr->add_option("BR", a->bridge, "bridge name")->required();
+  delbr->callback(run([&t, &of, a] { t.status = of.del_bridge(a->bridge); }));
+
+  auto* addport = cmd("add-port", "add a datapath port to a bridge");
+  addport->add_option("BR", a->bridge, "bridge name")->required();
+  addport->add_option("PORT", a->port, "port name")->required();
+  auto* o_ofport = addport->add_option("--ofport", a->ofport, "OpenFlow port number (default: lowest free)")
+                       ->check(CLI::Range(1, 0xfeff));
+  auto* o_tag = addport->add_option("--tag", a->tag, "VLAN of an access port, native VLAN of a trunk")
+                    ->check(CLI::Range(0, 4095));
+  auto* o_trunks = addport->add_option("--trunks", a->trunks, "VLANs a trunk carries, e.g. 1,2,3 (default: all)");
+  auto* o_mode = addport->add_option("--vlan-mode", a->vlan_mode, "VLAN mode")
+                     ->check(CLI::IsMember({"access", "trunk", "native-tagged", "native-untagged"}));
+  addport->callback(run([&t, &of, a, o_ofport, o_tag, o_trunks, o_mode] {
+    ofproto::PortOptions po;
+    if (o_ofport->count()) po.ofport = a->ofport;
+    if (o_tag->count()) po.tag = a->tag;
+    if (o_trunks->count()) {
+      auto tr = parse_trunks(a->trunks);
+      if (!tr) {
+        t.status = std::move(tr).take_status();
+        return;
+      }
+      po.trunks = std::move(tr.value());
+    }
+    if (o_mode->count()) po.vlan_mode = parse_vlan_mode(a->vlan_mode);
+    t.status = of.add_port(a->bridge, a->port, po);
+  }));
+
+  auto* delport = cmd("del-port", "remove a port from its bridge: del-port [BR] PORT");
+  delport->add_option("ARGS", a->words, "[bridge] port")->required()->expected(1, 2);
+  delport->callback(run([&t, &of, a] {
+    if (a->words.size() == 2) t.status = of.del_port(a->words[0], a->words[1]);
+    else t.status = of.del_port({}, a->words[0]);
+  }));
+
+  // Bare `show`: like `ovs-vsctl show`.
+  CLI::App* show = t.app.get_subcommand("show");
+  show->require_subcommand(0, 1);
+  show->description("show state: bridges (like ovs-vsctl show), or board, ports, ...");
+  show->callback([&t, &of, show] {
+    if (!show->get_subcommands().empty()) return;  // show board, show ports, ...
+    std::lock_guard lk(of.writer_mutex());
+    std::string s;
+    for (Bridge* b : of.bridges()) {
+      s += "    Bridge " + b->name() + "\n";
+      // Ports sorted by name, the bridge's internal port among them.
+      std::vector<std::pair<std::string, const ofproto::PortConfig*>> ports;
+      auto pm = b->ports();
+      for (const auto& p : pm->ports) ports.emplace_back(p.name, &p);
+      ports.emplace_back(b->name(), nullptr);
+      std::sort(ports.begin(), ports.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+      for (const auto& [name, p] : ports) {
+        s += "        Port " + name + "\n";
+        if (p) {
+          if (p->vlan_mode == VlanMode::access || p->tag) s += "            tag: " + std::to_string(p->tag) + "\n";
+          if (!p->trunks.empty()) s += "            trunks: [" + trunks_text(p->trunks, ", ") + "]\n";
+          if (p->vlan_mode != VlanMode::trunk && !(p->vlan_mode == VlanMode::access))
+            s += std::string("            vlan_mode: ") + vlan_mode_name(p->vlan_mode) + "\n";
+        }
+        s += "            Interface " + name + "\n";
+        if (!p) s += "                type: internal\n";
+      }
+    }
+    t.print(s);
+  });
+
+  // --- rules ---
+  auto* addflow = cmd("add-flow", "add a rule: add-flow BR FLOW (ovs-ofctl syntax)");
+  addflow->add_option("BR", a->bridge, "bridge name")->required();
+  addflow->add_option("FLOW", a->words, "match and actions, e.g. priority=100,ip,nw_dst=10.0.0.0/8,actions=output:2")
+      ->required();
+  addflow->callback(run([&t, a, need_bridge] {
+    Bridge* b = need_bridge(a->bridge);
+    if (!b) return;
+    auto fm = make_flow_mod(*b, join(a->words), FlowMod::Command::add);
+    if (!fm) {
+      t.status = std::move(fm).take_status();
+      return;
+    }
+    auto r = b->flow_mod(*fm);
+    if (!r) t.status = std::move(r).take_status();
+  }));
+
+  auto* addflows = cmd("add-flows", "add the rules of FILE (one per line, # comments), all or nothing");
+  addflows->add_option("BR", a->bridge, "bridge name")->required();
+  addflows->add_option("FILE", a->file, "a file of flows")->required();
+  addflows->add_flag("--bundle", a->bundle, "accepted: a file is always one atomic bundle");
+  addflows->callback(run([&t, a, need_bridge] {
+    Bridge* b = need_bridge(a->bridge);
+    if (!b) return;
+    auto text = read_file(a->file);
+    if (!text) {
+      t.status = std::move(text).take_status();
+      return;
+    }
+    std::vector<FlowMod> fms;
+    std::vector<size_t> line_of;
+    std::istringstream in(*text);
+    std::string line;
+    for (size_t n = 1; std::getline(in, line); ++n) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      size_t first = line.find_first_not_of(" \t");
+      if (first == std::string::npos || line[first] == '#') continue;
+      auto fm = make_flow_mod(*b, line, FlowMod::Command::add);
+      if (!fm) {
+        t.status = std::move(fm).take_status().prefix(a->file + ":" + std::to_string(n));
+        return;
+      }
+      fms.push_back(std::move(fm.value()));
+      line_of.push_back(n);
+    }
+    size_t failed = 0;
+    auto r = b->bundle(fms, &failed);
+    if (!r) t.status = std::move(r).take_status().prefix(a->file + ":" + std::to_string(line_of[failed]));
+  }));
+
+  auto* modflows = cmd("mod-flows", "change the actions of matching rules: mod-flows BR FLOW [--strict]");
+  modflows->add_option("BR", a->bridge, "bridge name")->required();
+  modflows->add_option("FLOW", a->words, "match (loose unless --strict) and new actions")->required();
+  modflows->add_flag("--strict", a->strict, "only the rule with exactly this match and priority");
+  modflows->callback(run([&t, a, need_bridge] {
+    Bridge* b = need_bridge(a->bridge);
+    if (!b) return;
+    auto fm = make_flow_mod(*b, join(a->words), a->strict ? FlowMod::Command::modify_strict : FlowMod::Command::modify);
+    if (!fm) {
+      t.status = std::move(fm).take_status();
+      return;
+    }
+    auto r = b->flow_mod(*fm);
+    if (!r) t.status = std::move(r).take_status();
+  }));
+
+  auto* delflows = cmd("del-flows", "delete rules: del-flows BR [FLOW] [--strict] (no FLOW: all)");
+  delflows->add_option("BR", a->bridge, "bridge name")->required();
+  delflows->add_option("FLOW", a->words, "match (loose unless --strict); out_port=P, cookie=V/M filter");
+  delflows->add_flag("--strict", a->strict, "only the rule with exactly this match and priority");
+  delflows->callback(run([&t, a, need_bridge] {
+    Bridge* b = need_bridge(a->bridge);
+    if (!b) return;
+    auto fm = make_flow_mod(*b, join(a->words), a->strict ? FlowMod::Command::del_strict : FlowMod::Command::del);
+    if (!fm) {
+      t.status = std::move(fm).take_status();
+      return;
+    }
+    auto r = b->flow_mod(*fm);
+    if (!r) t.status = std::move(r).take_status();
+  }));
+
+  auto* dumpflows = cmd("dump-flows", "list rules like ovs-ofctl dump-flows: dump-flows BR [FLOW] [--strict]");
+  dumpflows->add_option("BR", a->bridge, "bridge name")->required();
+  dumpflows->add_option("FLOW", a->words, "only rules matching this (loose unless --strict); table=N, cookie=V/M, out_port=P");
+  dumpflows->add_flag("--strict", a->strict, "only the rule with exactly this match and priority");
+  t.add_format(dumpflows);
+  dumpflows->callback(run([&t, a, need_bridge] {
+    Bridge* b = need_bridge(a->bridge);
+    if (!b) return;
+    auto fm = make_flow_mod(*b, join(a->words), FlowMod::Command::del);
+    if (!fm) {
+      t.status = std::move(fm).take_status();
+      return;
+    }
+    const flow::RuleMeta& meta = fm->flow.meta;
+    const bool cookie_masked = meta.has_cookie && (fm->cookie_has_mask || meta.cookie_mask != UINT64_MAX);
+    if (meta.has_cookie && !cookie_masked) {
+      t.status = invalid("cannot set cookie in dump-flows (select rules with cookie=VALUE/MASK)");
+      return;
+    }
+    const uint8_t table = meta.table.value_or(Bridge::kOfTableAll);
+    std::vector<const OfRule*> rules =
+        b->dump(&fm->flow.match, table, a->strict ? std::optional<uint16_t>(meta.priority) : std::nullopt);
+    const uint64_t now = hal::now_ns();
+    Json j;
+    j.begin_object().field("bridge", b->name()).begin_array("flows");
+    std::string out;
+    for (const OfRule* r : rules) {
+      if (cookie_masked && ((r->cookie ^ meta.cookie) & meta.cookie_mask)) continue;
+      if (fm->out_port != flow::kOfppNone) {
+        bool hit = false;
+        for (const auto& act : r->actions) {
+          if (const auto* o = std::get_if<flow::OfOutput>(&act); o && o->port == fm->out_port) hit = true;
+          if (std::holds_alternative<flow::OfController>(act) && fm->out_port == flow::kOfppController) hit = true;
+        }
+        if (!hit) continue;
+      }
+      if (t.format != "json") {
+        out += " " + ofproto::format_flow_stats(*r, now) + "\n";
+        continue;
+      }
+      char cookie[24];
+      snprintf(cookie, sizeof cookie, "0x%" PRIx64, r->cookie);
+      auto ms = [&](uint64_t since) { return now > since ? (now - since) / 1'000'000 : uint64_t{0}; };
+      j.begin_object()
+          .field("table", static_cast<uint64_t>(r->table_id))
+          .field("priority", static_cast<uint64_t>(r->priority))
+          .field("cookie", std::string(cookie))
+          .field("match", flow::format_of_match(r->match))
+          .field("actions", flow::format_of_actions(r->actions))
+          .field("duration_ms", ms(r->created_ns))
+          .field("n_packets", r->packets.load(std::memory_order_relaxed))
+          .field("n_bytes", r->bytes.load(std::memory_order_relaxed))
+          .field("idle_timeout", static_cast<uint64_t>(r->idle_timeout))
+          .field("hard_timeout", static_cast<uint64_t>(r->hard_timeout))
+          .field("importance", static_cast<uint64_t>(r->importance))
+          .field("idle_age_ms", ms(std::max(r->used_ns.load(std::memory_order_relaxed), r->created_ns)))
+          .field("hard_age_ms", ms(r->modified_ns));
+      j.begin_array("flags");
+      if (r->send_flow_rem) j.value("send_flow_rem");
+      if (r->no_packet_counts) j.value("no_packet_counts");
+      if (r->no_byte_counts) j.value("no_byte_counts");
+      j.end_array().end_object();
+    }
+    j.end_array().end_object();
+    t.print(t.format == "json" ? j.str() + "\n" : out);
+  }));
+
+  auto* dumpctl = cmd("dump-controller", "packets sent to the controller by BR's rules (taken off the queue)");
+  dumpctl->add_option("BR", a->bridge, "bridge name")->required();
+  dumpctl->add_flag("--peek", a->peek, "show them but leave them queued");
+  t.add_format(dumpctl);
+  dumpctl->callback(run([&t, &of, a, need_bridge] {
+    Bridge* b = need_bridge(a->bridge);
+    if (!b) return;
+    auto pis = of.packet_ins(b->name(), !a->peek);
+    const ofproto::ControllerQueueStats st = of.controller_stats();
+    if (t.format == "json") {
+      Json j;
+      j.begin_object().field("bridge", b->name()).field("queued_total", st.queued).field("dropped", st.dropped);
+      j.field("depth", static_cast<uint64_t>(st.depth)).begin_array("packet_ins");
+      for (const auto& p : pis) {
+        char cookie[24];
+        snprintf(cookie, sizeof cookie, "0x%" PRIx64, p.cookie);
+        j.begin_object()
+            .field("in_port", static_cast<uint64_t>(p.in_port))
+            .field("table_id", static_cast<uint64_t>(p.table_id))
+            .field("cookie", std::string(cookie))
+            .field("reason", reason_text(p.reason))
+            .field("controller_id", static_cast<uint64_t>(p.controller_id))
+            .field("total_len", static_cast<uint64_t>(p.total_len))
+            .field("data", hex(p.data))
+            .end_object();
+      }
+      j.end_array().end_object();
+      t.print(j.str() + "\n");
+      return;
+    }
+    std::string s;
+    for (const auto& p : pis) {
+      char head[200];
+      snprintf(head, sizeof head, "packet_in: table_id=%u cookie=0x%" PRIx64 " total_len=%u in_port=%u (via %s) data_len=%zu\n",
+               p.table_id, p.cookie, p.total_len, p.in_port, reason_text(p.reason), p.data.size());
+      s += head;
+      s += "  " + hex(p.data) + "\n";
+    }
+    s += "queued " + std::to_string(st.queued) + ", dropped " + std::to_string(st.dropped) + " (queue full), waiting " +
+         std::to_string(st.depth) + "\n";
+    t.print(s);
+  }));
+
+  // --- running-config ---
+  t.add_config_section({"bridges", 200,
+                        [&of](std::vector<std::string>& lines) {
+                          std::lock_guard lk(of.writer_mutex());
+                          for (Bridge* b : of.bridges()) {
+                            lines.push_back("add-br " + b->name());
+                            for (const auto& p : b->ports()->ports) {
+                              std::string l = "add-port " + b->name() + " " + p.name + " --ofport " + std::to_string(p.ofport);
+                              const VlanMode def = p.vlan_mode == VlanMode::access || p.tag ? VlanMode::access : VlanMode::trunk;
+                              if (p.vlan_mode == VlanMode::access || p.tag) l += " --tag " + std::to_string(p.tag);
+                              if (!p.trunks.empty()) l += " --trunks " + trunks_text(p.trunks, ",");
+                              if (p.vlan_mode != def) l += std::string(" --vlan-mode ") + vlan_mode_name(p.vlan_mode);
+                              lines.push_back(l);
+                            }
+                          }
+                        },
+                        [&of] {
+                          std::lock_guard lk(of.writer_mutex());
+                          for (Bridge* b : of.bridges()) (void)of.del_bridge(b->name());
+                          of.reclaim();
+                        }});
+  t.add_config_section({"rules", 500,
+                        [&of](std::vector<std::string>& lines) {
+                          std::lock_guard lk(of.writer_mutex());
+                          for (Bridge* b : of.bridges())
+                            for (const OfRule* r : b->dump(nullptr))
+                              lines.push_back("add-flow " + b->name() + " " + quote(rule_text(*r)));
+                        },
+                        [&of] {
+                          std::lock_guard lk(of.writer_mutex());
+                          for (Bridge* b : of.bridges()) {
+                            FlowMod fm;
+                            fm.command = FlowMod::Command::del;
+                            (void)b->flow_mod(fm);
+                          }
+                          of.reclaim();
+                        }});
+}
+
+}  // namespace keel::cli

@@ -1,0 +1,298 @@
+// Ofproto — see ofproto.h.
+#include "ofproto/ofproto.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+
+#include "datapath/datapath.h"
+#include "keel/hal/cpu.h"
+#include "keel/hal/port.h"
+
+namespace keel::ofproto {
+
+namespace {
+
+Status check_bridge_name(std::string_view name) {
+  if (name.empty() || name.size() > 31) return invalid("bridge name '" + std::string(name) + "': 1 to 31 characters");
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+      return invalid("bridge name '" + std::string(name) + "': only letters, digits, '-', '_' and '.'");
+  return {};
+}
+
+}  // namespace
+
+std::string format_flow_stats(const OfRule& r, uint64_t now_ns) {
+  auto age_ms = [&](uint64_t t) { return now_ns > t ? (now_ns - t) / 1'000'000 : 0; };
+  char buf[160];
+  std::string s;
+  const uint64_t dur = age_ms(r.created_ns);
+  snprintf(buf, sizeof buf, "cookie=0x%llx, duration=%llu", static_cast<unsigned long long>(r.cookie),
+           static_cast<unsigned long long>(dur / 1000));
+  s += buf;
+  if (dur % 1000) snprintf(buf, sizeof buf, ".%03u", static_cast<unsigned>(dur % 1000)), s += buf;
+  s += "s, table=" + std::to_string(r.table_id) + ", ";
+  const uint64_t pk = r.packets.load(std::memory_order_relaxed), by = r.bytes.load(std::memory_order_relaxed);
+  s += "n_packets=" + (r.no_packet_counts ? std::string("?") : std::to_string(pk)) + ", ";
+  s += "n_bytes=" + (r.no_byte_counts ? std::string("?") : std::to_string(by)) + ", ";
+  if (r.idle_timeout) s += "idle_timeout=" + std::to_string(r.idle_timeout) + ", ";
+  if (r.hard_timeout) s += "hard_timeout=" + std::to_string(r.hard_timeout) + ", ";
+  if (r.send_flow_rem) s += "send_flow_rem ";
+  if (r.no_packet_counts) s += "no_packet_counts ";
+  if (r.no_byte_counts) s += "no_byte_counts ";
+  if (r.importance) s += "importance=" + std::to_string(r.importance) + ", ";
+  const uint64_t used = std::max(r.used_ns.load(std::memory_order_relaxed), r.created_ns);
+  s += "idle_age=" + std::to_string(age_ms(used) / 1000) + ", ";
+  const uint64_t hard_age = age_ms(r.modified_ns) / 1000;
+  if (hard_age != dur / 1000) s += "hard_age=" + std::to_string(hard_age) + ", ";
+  std::string m = r.priority != flow::kOfDefaultPriority ? "priority=" + std::to_string(r.priority) : "";
+  std::string fields = flow::format_of_match(r.match);
+  if (!fields.empty()) m += (m.empty() ? "" : ",") + fields;
+  if (!m.empty()) s += m + " ";
+  s += "actions=" + flow::format_of_actions(r.actions);
+  return s;
+}
+
+Ofproto::Ofproto(datapath::Datapath& dp)
+    : dp_(dp), bridges_(new BridgeList), index_(new PortIndex), dead_(std::make_shared<std::vector<Bridge*>>()) {}
+
+Ofproto::~Ofproto() {
+  stop();
+  // No reader is left: the threads that registered Rcu slots are joined
+  // before the System destroys this. Mark their slots offline (a thread
+  // that ended without doing so must not hang shutdown), run what is
+  // pending, then free the rest.
+  for (unsigned s = 0; s < datapath::Rcu::kMaxSlots; ++s) rcu_.offline(s);
+  rcu_.synchronize();
+  reclaim();
+  rcu_.synchronize();
+  delete bridges_.load(std::memory_order_relaxed);
+  delete index_.load(std::memory_order_relaxed);
+  owned_.clear();
+  dying_.clear();
+}
+
+void Ofproto::start() {
+  if (maint_.joinable()) return;
+  maint_stop_ = false;
+  maint_ = std::thread([this] {
+    std::unique_lock lk(maint_mu_);
+    while (!maint_stop_) {
+      maint_cv_.wait_for(lk, std::chrono::milliseconds(kMaintenanceMs));
+      if (maint_stop_) break;
+      lk.unlock();
+      {
+        std::lock_guard w(writer_mu_);
+        run(hal::now_ns());
+      }
+      lk.lock();
+    }
+  });
+}
+
+void Ofproto::stop() {
+  if (!maint_.joinable()) return;
+  {
+    std::lock_guard lk(maint_mu_);
+    maint_stop_ = true;
+  }
+  maint_cv_.notify_all();
+  maint_.join();
+}
+
+// --------------------------------------------------------------- bridges --
+
+Bridge* Ofproto::find_bridge(std::string_view name) const {
+  for (Bridge* b : bridges_.load(std::memory_order_acquire)->sorted)
+    if (b->name() == name) return b;
+  return nullptr;
+}
+
+std::vector<Bridge*> Ofproto::bridges() const { return bridges_.load(std::memory_order_acquire)->sorted; }
+
+void Ofproto::publish_bridges() {
+  auto* l = new BridgeList;
+  for (const auto& b : owned_) l->sorted.push_back(b.get());
+  std::sort(l->sorted.begin(), l->sorted.end(), [](Bridge* a, Bridge* b) { return a->name() < b->name(); });
+  const BridgeList* old = bridges_.exchange(l, std::memory_order_acq_rel);
+  rcu_.retire([old] { delete old; });
+}
+
+void Ofproto::publish_index() {
+  auto* idx = new PortIndex;
+  for (const auto& b : owned_)
+    for (const PortConfig& p : b->ports()->ports) {
+      if (idx->by_dp_port.size() <= p.dp_port) idx->by_dp_port.resize(p.dp_port + 1u);
+      idx->by_dp_port[p.dp_port] = {b.get(), p.ofport};
+    }
+  const PortIndex* old = index_.exchange(idx, std::memory_order_acq_rel);
+  rcu_.retire([old] { delete old; });
+}
+
+Status Ofproto::add_bridge(std::string_view name) {
+  if (Status st = check_bridge_name(name); !st.ok()) return st;
+  if (find_bridge(name)) return error(Errc::already_exists, "bridge " + std::string(name) + " already exists");
+  if (dp_.find_port(name))
+    return error(Errc::already_exists, "bridge " + std::string(name) + ": a port has that name");
+  if (owned_.size() >= kMaxBridges)
+    return error(Errc::resource_exhausted, "too many bridges (at most " + std::to_string(kMaxBridges) + ")");
+  owned_.push_back(std::make_unique<Bridge>(std::string(name), &rcu_));
+  publish_bridges();
+  return {};
+}
+
+Status Ofproto::del_bridge(std::string_view name) {
+  auto it = std::find_if(owned_.begin(), owned_.end(), [&](const auto& b) { return b->name() == name; });
+  if (it == owned_.end()) return error(Errc::not_found, "no bridge " + std::string(name));
+  Bridge* b = it->get();
+  dying_.push_back(std::move(*it));
+  owned_.erase(it);
+  publish_bridges();
+  publish_index();
+  // Freed in reclaim() once no reader can hold it.
+  std::weak_ptr<std::vector<Bridge*>> dead = dead_;
+  rcu_.retire([dead, b] {
+    if (auto d = dead.lock()) d->push_back(b);
+  });
+  return {};
+}
+
+// ----------------------------------------------------------------- ports --
+
+Status Ofproto::add_port(std::string_view bridge, std::string_view port, const PortOptions& opts) {
+  Bridge* b = find_bridge(bridge);
+  if (!b) return error(Errc::not_found, "no bridge " + std::string(bridge));
+  hal::Port* p = dp_.find_port(port);
+  if (!p) {
+    std::string known;
+    for (hal::Port* q : dp_.ports()) known += (known.empty() ? "" : ", ") + q->name();
+    return error(Errc::not_found, "no port '" + std::string(port) + "' (ports: " + known + ")");
+  }
+  if (PortOwner o = port_owner(p->id()); o.bridge)
+    return error(Errc::already_exists, "port " + std::string(port) + " is already in bridge " + o.bridge->name());
+  if (opts.ofport && (*opts.ofport == 0 || *opts.ofport >= flow::kOfppMax))
+    return invalid("--ofport " + std::to_string(*opts.ofport) + " out of range (1.." +
+                   std::to_string(flow::kOfppMax - 1) + ")");
+  if (opts.tag && *opts.tag > 4095) return invalid("--tag " + std::to_string(*opts.tag) + " out of range (0..4095)");
+  for (uint16_t v : opts.trunks)
+    if (v > 4095) return invalid("--trunks: VLAN " + std::to_string(v) + " out of range (0..4095)");
+  const VlanMode mode = opts.vlan_mode.value_or(opts.tag ? VlanMode::access : VlanMode::trunk);
+  if (mode == VlanMode::access && !opts.trunks.empty())
+    return invalid("--trunks does not go with --vlan-mode access");
+  if (mode == VlanMode::access && !opts.tag) return invalid("--vlan-mode access needs --tag");
+
+  PortConfig pc;
+  pc.name = std::string(port);
+  pc.ofport = opts.ofport.value_or(0);
+  pc.dp_port = p->id();
+  pc.vlan_mode = mode;
+  pc.tag = opts.tag.value_or(0);
+  pc.trunks = opts.trunks;
+  std::sort(pc.trunks.begin(), pc.trunks.end());
+  pc.trunks.erase(std::unique(pc.trunks.begin(), pc.trunks.end()), pc.trunks.end());
+  if (Status st = b->add_port(pc); !st.ok()) return st;
+  publish_index();
+  return {};
+}
+
+Status Ofproto::del_port(std::string_view bridge, std::string_view port) {
+  Bridge* b = nullptr;
+  if (!bridge.empty()) {
+    b = find_bridge(bridge);
+    if (!b) return error(Errc::not_found, "no bridge " + std::string(bridge));
+  } else {
+    for (Bridge* c : bridges())
+      if (c->ports()->by_name(port)) b = c;
+    if (!b) return error(Errc::not_found, "no bridge has port " + std::string(port));
+  }
+  if (Status st = b->del_port(port); !st.ok()) return st;
+  publish_index();
+  return {};
+}
+
+PortOwner Ofproto::port_owner(uint16_t dp_port) const noexcept {
+  const PortIndex* idx = index_.load(std::memory_order_acquire);
+  return dp_port < idx->by_dp_port.size() ? idx->by_dp_port[dp_port] : PortOwner{};
+}
+
+// ----------------------------------------------------------- reclamation --
+
+void Ofproto::reclaim() {
+  rcu_.reclaim();
+  // Bridges whose grace period passed: nobody can reach them.
+  if (!dead_->empty()) {
+    std::vector<Bridge*> dead;
+    dead.swap(*dead_);
+    for (Bridge* b : dead) {
+      auto it = std::find_if(dying_.begin(), dying_.end(), [&](const auto& d) { return d.get() == b; });
+      if (it != dying_.end()) dying_.erase(it);  // ~Bridge frees its rules
+    }
+  }
+  for (const auto& b : owned_) b->reclaim();
+}
+
+size_t Ofproto::run(uint64_t now_ns) {
+  size_t n = 0;
+  for (const auto& b : owned_) n += b->expire(now_ns);
+  reclaim();
+  return n;
+}
+
+// ------------------------------------------------------ controller queue --
+
+bool Ofproto::push_packet_in(PacketIn pi) {
+  std::lock_guard lk(queue_mu_);
+  if (queue_.size() >= kControllerQueueCapacity) {
+    ++dropped_;
+    return false;
+  }
+  queue_.push_back(std::move(pi));
+  ++queued_;
+  return true;
+}
+
+std::vector<PacketIn> Ofproto::packet_ins(std::string_view bridge, bool pop) {
+  std::lock_guard lk(queue_mu_);
+  std::vector<PacketIn> out;
+  std::deque<PacketIn> kept;
+  for (PacketIn& pi : queue_) {
+    if (bridge.empty() || pi.bridge == bridge) {
+      if (pop) out.push_back(std::move(pi));
+      else out.push_back(pi);
+    } else if (pop) {
+      kept.push_back(std::move(pi));
+    }
+  }
+  if (pop) queue_.swap(kept);
+  return out;
+}
+
+ControllerQueueStats Ofproto::controller_stats() const {
+  std::lock_guard lk(queue_mu_);
+  return {queued_, dropped_, queue_.size()};
+}
+
+// ----------------------------------------------------------------- knobs --
+
+Status Ofproto::set_flow_limit(uint32_t n) {
+  if (n < 1 || n > 10'000'000) return invalid("flow-limit " + std::to_string(n) + " out of range (1..10000000)");
+  flow_limit_.store(n, std::memory_order_relaxed);
+  return {};
+}
+
+Status Ofproto::set_max_idle_ms(uint32_t ms) {
+  if (ms < 100 || ms > 3'600'000) return invalid("max-idle " + std::to_string(ms) + " out of range (100..3600000 ms)");
+  max_idle_ms_.store(ms, std::memory_order_relaxed);
+  return {};
+}
+
+Status Ofproto::set_revalidate_interval_ms(uint32_t ms) {
+  if (ms < 10 || ms > 60'000)
+    return invalid("revalidate-interval " + std::to_string(ms) + " out of range (10..60000 ms)");
+  revalidate_interval_ms_.store(ms, std::memory_order_relaxed);
+  return {};
+}
+
+}  // namespace keel::ofproto

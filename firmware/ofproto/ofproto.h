@@ -1,0 +1,185 @@
+// Ofproto — the OpenFlow side of the switch: its bridges, which datapath
+// port belongs to which bridge (and under which OpenFlow port number), the
+// Rcu that protects everything the slow-path threads read, the controller
+// queue (packet-ins of the `controller` action) and the knobs of the upcall
+// handler and revalidator. control::System owns one, built after the
+// datapath; the CLI (cli/commands_ofproto.cpp) drives it.
+//
+// Threads:
+//   * control thread (consoles, config) and the maintenance thread (expiry,
+//     reclamation, every kMaintenanceMs): the writers. They serialise on
+//     writer_mutex(): every call to a writer method below, and to a Bridge
+//     writer method, holds it. (The CLI takes it per command; start() runs
+//     the maintenance thread, which takes it per tick.)
+//   * the upcall handler and revalidator threads: readers. Each registers
+//     an Rcu slot (rcu().register_slot(), from the control thread before it
+//     starts), calls rcu().quiesce(slot) between batches and goes offline
+//     while it sleeps. Between two quiescent points it may use what
+//     port_owner(), find_bridge() and Bridge's reader methods return.
+//   * controller queue: any thread pushes, the control thread pops; its own
+//     mutex (no PMD ever touches it).
+//   * knobs: relaxed atomics, set by the control thread, read by anyone.
+//
+// Life cycle: a deleted bridge leaves the index and the bridge list at
+// once and is freed after a grace period; so are replaced index snapshots.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "datapath/rcu.h"
+#include "flow/of_actions.h"
+#include "ofproto/bridge.h"
+
+namespace keel::datapath {
+class Datapath;
+}
+
+namespace keel::ofproto {
+
+// Where a datapath port lives in OpenFlow terms.
+struct PortOwner {
+  Bridge* bridge = nullptr;
+  uint32_t ofport = 0;
+};
+
+// add_port's options (ovs-vsctl add-port ... ofport_request, tag, trunks,
+// vlan_mode).
+struct PortOptions {
+  std::optional<uint32_t> ofport;        // absent: the lowest free number
+  std::optional<VlanMode> vlan_mode;     // absent: access if tag is set, else trunk
+  std::optional<uint16_t> tag;           // 0..4095
+  std::vector<uint16_t> trunks;          // empty: every VLAN
+};
+
+// One packet sent to the controller.
+struct PacketIn {
+  std::string bridge;
+  uint32_t in_port = 0;
+  uint8_t table_id = 0;
+  uint64_t cookie = 0;
+  flow::OfPacketInReason reason = flow::OfPacketInReason::action;
+  uint16_t controller_id = 0;
+  uint32_t total_len = 0;      // the packet's length
+  std::vector<uint8_t> data;   // at most max_len bytes of it
+  uint64_t time_ns = 0;
+};
+
+struct ControllerQueueStats {
+  uint64_t queued = 0;   // pushed and accepted
+  uint64_t dropped = 0;  // pushed while full
+  size_t depth = 0;      // waiting now
+};
+
+// One rule as `ovs-ofctl dump-flows` (Open vSwitch 3.1, lib/ofp-flow.c
+// ofputil_flow_stats_format) prints it, without the leading space:
+// "cookie=0x0, duration=1.234s, table=0, n_packets=0, n_bytes=0,
+// idle_age=1, priority=100,ip,nw_dst=10.0.0.0/8 actions=output:2".
+// Port numbers stay numbers (ovs-ofctl without --names).
+std::string format_flow_stats(const OfRule& rule, uint64_t now_ns);
+
+class Ofproto {
+ public:
+  static constexpr size_t kMaxBridges = 64;
+  static constexpr size_t kControllerQueueCapacity = 1024;
+  static constexpr uint32_t kMaintenanceMs = 100;
+
+  explicit Ofproto(datapath::Datapath& dp);
+  ~Ofproto();
+  Ofproto(const Ofproto&) = delete;
+  Ofproto& operator=(const Ofproto&) = delete;
+
+  // Starts / stops the maintenance thread (rule expiry, reclamation).
+  void start();
+  void stop();
+
+  // Writers hold this (see the top of the file).
+  std::mutex& writer_mutex() { return writer_mu_; }
+
+  // --- bridges (writer) ---
+  Status add_bridge(std::string_view name);
+  Status del_bridge(std::string_view name);  // its ports leave it; its rules go
+  // --- bridges (anyone on the control thread; readers within a grace period) ---
+  Bridge* find_bridge(std::string_view name) const;
+  std::vector<Bridge*> bridges() const;  // sorted by name
+
+  // --- ports (writer) ---
+  // Maps datapath port `port` to an OpenFlow port of `bridge`. A datapath
+  // port belongs to at most one bridge.
+  Status add_port(std::string_view bridge, std::string_view port, const PortOptions& opts = {});
+  // bridge empty: whichever bridge has it.
+  Status del_port(std::string_view bridge, std::string_view port);
+  // --- ports (readers, lock-free) ---
+  PortOwner port_owner(uint16_t dp_port) const noexcept;
+
+  // --- reclamation ---
+  datapath::Rcu& rcu() { return rcu_; }
+  // Runs the Rcu callbacks that are due and what they made ready (writer).
+  void reclaim();
+  // Expires timed-out rules of every bridge, then reclaims (writer).
+  size_t run(uint64_t now_ns);
+
+  // --- controller queue ---
+  bool push_packet_in(PacketIn pi);  // false: queue full (counted)
+  // The packet-ins of `bridge` (empty: all), oldest first; pop removes them.
+  std::vector<PacketIn> packet_ins(std::string_view bridge, bool pop);
+  ControllerQueueStats controller_stats() const;
+
+  // --- knobs of the upcall handler and the revalidator ---
+  static constexpr uint32_t kDefaultFlowLimit = 200'000;
+  static constexpr uint32_t kDefaultMaxIdleMs = 10'000;
+  static constexpr uint32_t kDefaultRevalidateIntervalMs = 500;
+  uint32_t flow_limit() const { return flow_limit_.load(std::memory_order_relaxed); }
+  uint32_t max_idle_ms() const { return max_idle_ms_.load(std::memory_order_relaxed); }
+  uint32_t revalidate_interval_ms() const { return revalidate_interval_ms_.load(std::memory_order_relaxed); }
+  Status set_flow_limit(uint32_t n);              // 1..10,000,000
+  Status set_max_idle_ms(uint32_t ms);            // 100..3,600,000
+  Status set_revalidate_interval_ms(uint32_t ms); // 10..60,000
+
+  datapath::Datapath& datapath() { return dp_; }
+
+ private:
+  // dp port id -> owner; immutable once published.
+  struct PortIndex {
+    std::vector<PortOwner> by_dp_port;
+  };
+  struct BridgeList {
+    std::vector<Bridge*> sorted;  // by name
+  };
+  void publish_index();     // from the bridges' port maps
+  void publish_bridges();
+
+  datapath::Datapath& dp_;
+  datapath::Rcu rcu_;
+  std::mutex writer_mu_;
+  std::vector<std::unique_ptr<Bridge>> owned_;  // writer only
+  std::atomic<const BridgeList*> bridges_;
+  std::atomic<const PortIndex*> index_;
+  std::vector<std::unique_ptr<Bridge>> dying_;  // waiting for a grace period
+  std::shared_ptr<std::vector<Bridge*>> dead_;  // grace period passed (Rcu callbacks add)
+
+  mutable std::mutex queue_mu_;
+  std::deque<PacketIn> queue_;
+  uint64_t queued_ = 0, dropped_ = 0;
+
+  std::atomic<uint32_t> flow_limit_{kDefaultFlowLimit};
+  std::atomic<uint32_t> max_idle_ms_{kDefaultMaxIdleMs};
+  std::atomic<uint32_t> revalidate_interval_ms_{kDefaultRevalidateIntervalMs};
+
+  std::thread maint_;
+  std::mutex maint_mu_;
+  std::condition_variable maint_cv_;
+  bool maint_stop_ = false;
+};
+
+}  // namespace keel::ofproto

@@ -1,0 +1,184 @@
+"""OpenFlow commands on host-sim: add-br/add-port/show, add-flow(s),
+mod-flows, del-flows, dump-flows text (as `ovs-ofctl dump-flows |
+ofctl_strip`) and JSON, bad input (a clear error naming the token, tables
+unchanged), add-flows bundles (all or nothing, FILE:LINE), and the
+running-config round trip of bridges, ports and rules."""
+import os
+import re
+
+from harness import check, json_lines, main, run_keel, tmpdir
+
+PORTS = ["--port", "p0=null", "--port", "p1=null", "--port", "p2=null"]
+
+
+def keel(script, extra=()):
+    d = tmpdir()
+    empty = os.path.join(d, "empty.cfg")
+    open(empty, "w").close()
+    return run_keel(*PORTS, "--config", empty, *extra, stdin=script, timeout=60)
+
+
+def strip(text):
+    """OVS's ofctl_strip: no durations or ages."""
+    text = re.sub(r" duration=[0-9.]+s,", "", text)
+    text = re.sub(r" idle_age=[0-9]+,", "", text)
+    text = re.sub(r" hard_age=[0-9]+,", "", text)
+    return text
+
+
+def dump_lines(stdout):
+    return [l for l in stdout.splitlines() if l.startswith(" cookie=")]
+
+
+SETUP = "add-br br0\nadd-port br0 p0\nadd-port br0 p1 --ofport 7 --tag 10\n"
+
+
+def test_show_like_ovs_vsctl():
+    p = keel(SETUP + "add-port br0 p2 --trunks 20,10 --tag 5 --vlan-mode native-untagged\nadd-br br1\nshow\nshow ports\n")
+    check(p.returncode == 0, "show", p)
+    want = ("    Bridge br0\n"
+            "        Port br0\n"
+            "            Interface br0\n"
+            "                type: internal\n"
+            "        Port p0\n"
+            "            Interface p0\n"
+            "        Port p1\n"
+            "            tag: 10\n"
+            "            Interface p1\n"
+            "        Port p2\n"
+            "            tag: 5\n"
+            "            trunks: [10, 20]\n"
+            "            vlan_mode: native-untagged\n"
+            "            Interface p2\n"
+            "    Bridge br1\n"
+            "        Port br1\n"
+            "            Interface br1\n"
+            "                type: internal\n")
+    check(p.stdout.startswith(want), "ovs-vsctl show layout:\n" + p.stdout, p)
+    check("Rx-pkts" in p.stdout, "show ports still works", p)
+
+
+def test_port_errors():
+    p = keel(SETUP + "add-port br0 p0\n")
+    check(p.returncode != 0 and "already in bridge br0" in p.stderr, "port twice", p)
+    p = keel(SETUP + "add-port br0 p2 --ofport 7\n")
+    check("OpenFlow port 7 is already p1" in p.stderr, "ofport taken", p)
+    p = keel("add-br br0\nadd-port br0 nope\n")
+    check("no port 'nope'" in p.stderr, "unknown port", p)
+    p = keel("add-port br9 p0\n")
+    check("no bridge br9" in p.stderr, "unknown bridge", p)
+    p = keel(SETUP + "del-port p1\nshow\n")
+    check(p.returncode == 0 and "Port p1" not in p.stdout, "del-port without bridge", p)
+
+
+def test_dump_flows_text():
+    script = SETUP + ("add-flow br0 priority=100,ip,nw_dst=10.0.0.0/8,actions=output:2\n"
+                      "add-flow br0 table=1,cookie=0x1f,idle_timeout=10,tcp,tp_dst=80,in_port=p1 actions=output:p0\n"
+                      "add-flow br0 actions=NORMAL\n"
+                      "dump-flows br0\n")
+    p = keel(script)
+    check(p.returncode == 0, "dump-flows", p)
+    got = strip("\n".join(dump_lines(p.stdout)))
+    want = (" cookie=0x0, table=0, n_packets=0, n_bytes=0, actions=NORMAL\n"
+            " cookie=0x0, table=0, n_packets=0, n_bytes=0, priority=100,ip,nw_dst=10.0.0.0/8 actions=output:2\n"
+            " cookie=0x1f, table=1, n_packets=0, n_bytes=0, idle_timeout=10, tcp,in_port=7,tp_dst=80 actions=output:1")
+    check(got == want, "dump-flows text:\n%s\nwant\n%s" % (got, want), p)
+    check(re.search(r" cookie=0x0, duration=[0-9]+(\.[0-9]{3})?s, table=0, n_packets=0, n_bytes=0, idle_age=[0-9]+, actions=NORMAL",
+                    p.stdout), "duration and idle_age in place", p)
+
+
+def test_mod_del_filters():
+    script = SETUP + ("add-flow br0 priority=10,cookie=0x1,ip,actions=output:1\n"
+                      "add-flow br0 priority=20,cookie=0x2,ip,nw_dst=10.0.0.0/8,actions=output:7\n"
+                      "add-flow br0 table=3,priority=20,cookie=0x2,udp,actions=output:7\n"
+                      "mod-flows br0 cookie=0x2/0xff,actions=drop\n"
+                      "dump-flows br0 --format json\n"
+                      "del-flows br0 table=255,cookie=0x2/-1,out_port=1\n"
+                      "dump-flows br0 --format json\n"
+                      "del-flows br0 ip --strict\n"
+                      "del-flows br0 priority=10,ip --strict\n"
+                      "dump-flows br0 --format json\n"
+                      "del-flows br0\n"
+                      "dump-flows br0 --format json\n")
+    p = keel(script)
+    check(p.returncode == 0, "mod/del", p)
+    j = [x["flows"] for x in json_lines(p.stdout)]
+    check([f["actions"] for f in j[0]] == ["drop", "output:1", "drop"], "mod-flows by cookie mask: %s" % j[0], p)
+    check(len(j[1]) == 3, "out_port=1 spared drop rules", p)
+    check([f["priority"] for f in j[2]] == [20, 20], "strict delete by priority", p)
+    check(j[3] == [], "del-flows BR: all", p)
+    check(set(j[0][0].keys()) >= {"table", "priority", "cookie", "match", "actions", "duration_ms", "n_packets",
+                                  "n_bytes", "idle_timeout", "hard_timeout", "importance", "idle_age_ms",
+                                  "hard_age_ms", "flags"}, "json keys", p)
+
+
+def test_bad_input_changes_nothing():
+    base = SETUP + "add-flow br0 priority=1,actions=drop\n"
+    cases = [
+        ("add-flow br0 tcp,foo=1,actions=drop", "unknown field 'foo'"),
+        ("add-flow br0 tp_dst=80,actions=drop", "'tp_dst'"),
+        ("add-flow br0 dl_vlan=5000,actions=drop", "'5000'"),
+        ("add-flow br0 ip,actions=frobnicate", "'frobnicate'"),
+        ("add-flow br0 priority=1", "missing 'actions='"),
+        ("mod-flows br0 actions=mod_tp_dst:80", "tp"),
+        ("del-flows br0 cookie=0x1", "cannot set cookie"),
+        ("add-flow br0 in_port=nosuch,actions=drop", "'nosuch'"),
+    ]
+    for line, token in cases:
+        p = keel(base + line + "\ndump-flows br0\n")
+        check(p.returncode != 0 and token in p.stderr, "%r: error names %s" % (line, token), p)
+        got = strip("\n".join(dump_lines(p.stdout)))
+        check(got == " cookie=0x0, table=0, n_packets=0, n_bytes=0, priority=1 actions=drop",
+              "%r: tables unchanged" % line, p)
+
+
+def test_add_flows_bundle_all_or_nothing():
+    d = tmpdir()
+    good = os.path.join(d, "good.txt")
+    bad = os.path.join(d, "bad.txt")
+    with open(good, "w") as f:
+        f.write("# comment\n\npriority=5,ip,actions=output:1\n  priority=6,arp,actions=NORMAL\n")
+    with open(bad, "w") as f:
+        f.write("priority=7,ip,actions=output:1\npriority=8,ip,actions=output:2\n# x\npriority=9,udp,tp_dst=99999,actions=drop\n")
+    p = keel(SETUP + "add-flows br0 %s --bundle\nadd-flows br0 %s\ndump-flows br0\n" % (good, bad))
+    check(p.returncode != 0, "bad file fails", p)
+    check("%s:4:" % bad in p.stderr and "'99999'" in p.stderr, "error names FILE:LINE and the token", p)
+    check(len(dump_lines(p.stdout)) == 2, "only the good file's rules", p)
+    # A bundle that fails in the tables (not the parser) rolls back too.
+    with open(bad, "w") as f:
+        f.write("priority=7,ip,actions=output:1\ntable=4,actions=goto_table:2\n")
+    p = keel(SETUP + "add-flows br0 %s\ndump-flows br0\n" % bad)
+    check("%s:2:" % bad in p.stderr, "goto_table backwards at line 2", p)
+    check(len(dump_lines(p.stdout)) == 0, "nothing added", p)
+
+
+def test_running_config_round_trip():
+    d = tmpdir()
+    cfg = os.path.join(d, "cfg")
+    script = (SETUP + "add-port br0 p2 --trunks 3,4 --tag 2 --vlan-mode native-tagged\nadd-br br1\n"
+              "add-flow br0 table=2,cookie=0xab,priority=300,hard_timeout=600,importance=3,send_flow_rem,"
+              "udp,in_port=p1,nw_src=192.168.0.0/16,tp_src=53 actions=mod_vlan_vid:5,set_field:10.0.0.1->ip_dst,"
+              "output:p2,controller:64\n"
+              "add-flow br0 priority=1,actions=NORMAL\n"
+              "add-flow br1 in_port=LOCAL,actions=drop\n")
+    p = run_keel(*PORTS, "--config-dir", cfg, stdin=script + "show running-config\nwrite memory\n", timeout=60)
+    check(p.returncode == 0, "build + save", p)
+    first = p.stdout[p.stdout.index("! keel "):p.stdout.index("saved the running")]
+    for line in ("add-br br0", "add-port br0 p1 --ofport 7 --tag 10",
+                 "add-port br0 p2 --ofport 2 --tag 2 --trunks 3,4 --vlan-mode native-tagged", "add-br br1"):
+        check(line + "\n" in first, "running-config has %r" % line, p)
+    check(first.index("add-port br0 p0") < first.index("add-flow"), "bridges before rules", p)
+    p = run_keel(*PORTS, "--config-dir", cfg, stdin="show running-config\n", timeout=60)
+    again = p.stdout[p.stdout.index("! keel "):]
+    check(again == first, "identical after reboot:\n%s\nvs\n%s" % (first, again), p)
+    # configure replace with an empty file resets bridges and rules.
+    empty = os.path.join(d, "e.cfg")
+    open(empty, "w").close()
+    p = run_keel(*PORTS, "--config-dir", cfg, stdin="configure replace %s\nshow\nshow running-config\n" % empty,
+                 timeout=60)
+    check(p.returncode == 0 and "Bridge" not in p.stdout and "add-br" not in p.stdout, "reset", p)
+
+
+if __name__ == "__main__":
+    main([test_show_like_ovs_vsctl, test_port_errors, test_dump_flows_text, test_mod_del_filters,
+          test_bad_input_changes_nothing, test_add_flows_bundle_all_or_nothing, test_running_config_round_trip])
