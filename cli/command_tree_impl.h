@@ -89,5 +89,6 @@ void add_datapath_commands(CommandTree::Impl& t);
 void add_config_commands(CommandTree::Impl& t);   // cli/commands_config.cpp
 void add_logging_commands(CommandTree::Impl& t);  // cli/commands_logging.cpp
 void add_ofproto_commands(CommandTree::Impl& t);  // cli/commands_ofproto.cpp
+void add_trace_commands(CommandTree::Impl& t);    // cli/commands_trace.cpp
 
 }  // namespace keel::cli

@@ -121,6 +121,7 @@ void CommandTree::Impl::build() {
   auto quit_cb = [this] { *quit = true; };
   add_datapath_commands(*this);
   add_ofproto_commands(*this);
+  add_trace_commands(*this);
   add_config_commands(*this);
   add_logging_commands(*this);
 

@@ -1,0 +1,1023 @@
+// Translation (xlate.h). The structure follows ofproto-dpif-xlate.c so that
+// an Open vSwitch engineer finds the same steps under the same names:
+// xlate() = xlate_actions(), Ctx::do_actions() = do_xlate_actions(),
+// table_action() = xlate_table_action(), commit() = commit_odp_actions(),
+// normal() = xlate_normal(); the trace is a tree of nodes printed like
+// ofproto-dpif-trace.c's oftrace_node_print_details(). Control path: it
+// allocates (action builder, trace strings) and that is fine here.
+#include "ofproto/xlate.h"
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+#include <variant>
+
+#include "flow/flow_text.h"
+#include "flow/of_fields.h"
+#include "flow/of_match_syntax.h"
+
+namespace keel::ofproto {
+
+using namespace flow;
+using text::hton16;
+using text::hton32;
+using text::ntoh16;
+using text::ntoh32;
+
+namespace {
+
+// --- small predicates on a FlowKey (OVS's is_ip_any(), is_vlan()...) -------
+
+bool is_ipv4(const FlowKey& f) { return f.dl_type == hton16(text::kEthTypeIp); }
+bool is_ipv6(const FlowKey& f) { return f.dl_type == hton16(text::kEthTypeIpv6); }
+bool is_ip_any(const FlowKey& f) { return is_ipv4(f) || is_ipv6(f); }
+bool is_arp(const FlowKey& f) {
+  return f.dl_type == hton16(text::kEthTypeArp) || f.dl_type == hton16(text::kEthTypeRarp);
+}
+bool eth_type_vlan(be16 tpid) { return tpid == hton16(text::kEthTypeVlan) || tpid == hton16(text::kEthTypeQinQ); }
+bool tag_present(const VlanHdr& v) { return v.tci & hton16(text::kVlanCfi); }
+bool is_multicast(const EthAddr& a) { return a.b[0] & 1; }
+// 01:80:c2:00:00:0x, dropped by NORMAL unless forward_bpdu (OVS default: off).
+bool is_reserved_mac(const EthAddr& a) {
+  return a.b[0] == 0x01 && a.b[1] == 0x80 && a.b[2] == 0xc2 && a.b[3] == 0 && a.b[4] == 0 && (a.b[5] & 0xf0) == 0;
+}
+bool is_broadcast(const EthAddr& a) {
+  for (uint8_t b : a.b)
+    if (b != 0xff) return false;
+  return true;
+}
+
+// flow_count_vlan_headers(): tags with CFI set, outermost first.
+int count_vlans(const FlowKey& f) {
+  int n = 0;
+  while (n < 2 && tag_present(f.vlans[n])) ++n;
+  return n;
+}
+
+template <typename T>
+void set_ones(T& field) {
+  std::memset(&field, 0xff, sizeof field);
+}
+
+
+// --- the trace tree (ofproto-dpif-trace.c's oftrace_node) -------------------
+
+enum class NodeType { bridge, table, action, detail, warn, error };
+
+struct TraceNode {
+  NodeType type;
+  std::string text;
+  std::vector<std::unique_ptr<TraceNode>> subs;
+};
+
+bool terminal(NodeType t) { return t != NodeType::bridge && t != NodeType::table; }
+
+void print_nodes(std::string& out, const std::vector<std::unique_ptr<TraceNode>>& nodes, int level) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const TraceNode& n = *nodes[i];
+    if (n.type == NodeType::bridge) out += '\n';
+    const int more = (i + 1 < nodes.size() || terminal(n.type)) ? 1 : 0;
+    const std::string indent(static_cast<size_t>((level + more) * 4), ' ');
+    out += indent;
+    switch (n.type) {
+      case NodeType::detail:
+        out += " -> " + n.text + "\n";
+        break;
+      case NodeType::warn:
+        out += " >> " + n.text + "\n";
+        break;
+      case NodeType::error:
+        out += " >>>> " + n.text + " <<<<\n";
+        break;
+      case NodeType::bridge:
+        out += n.text + "\n" + indent + std::string(n.text.size(), '-') + "\n";
+        break;
+      case NodeType::table:
+      case NodeType::action:
+        out += n.text + "\n";
+        break;
+    }
+    print_nodes(out, n.subs, level + more + more);
+  }
+}
+
+// --- NORMAL's VLAN view of a packet (OVS's struct xvlan) ---------------------
+
+struct XVlan {
+  struct Tag {
+    uint16_t tpid = 0;  // host order; 0: default 0x8100
+    uint16_t vid = 0;
+    uint16_t pcp = 0;  // in place (bits 13-15)
+  } v[2];
+};
+
+// The trunks of a port as OVS's bundle_set() computes them: native modes
+// always trunk their native VLAN and never VLAN 0.
+bool trunks_vlan(const PortConfig& p, uint16_t vid) {
+  if (p.vlan_mode == VlanMode::access) return false;
+  auto listed = [&](uint16_t v) {
+    for (uint16_t t : p.trunks)
+      if (t == v) return true;
+    return false;
+  };
+  const bool native = p.vlan_mode == VlanMode::native_tagged || p.vlan_mode == VlanMode::native_untagged;
+  if (native && p.tag != 0 && (p.trunks.empty() || !listed(p.tag) || listed(0))) {
+    if (vid == p.tag) return true;
+    if (vid == 0) return false;
+  }
+  return p.trunks.empty() || listed(vid);
+}
+
+bool includes_vlan(const PortConfig& p, const XVlan& x) {
+  if (p.vlan_mode == VlanMode::access) return x.v[0].vid == p.tag && x.v[1].vid == 0;
+  return trunks_vlan(p, x.v[0].vid);
+}
+
+
+// --- the translation context --------------------------------------------------
+
+class Ctx {
+ public:
+  Ctx(const XlateIn& in, std::shared_ptr<const PortMap> ports, XlateOut& out)
+      : in_(in), br_(in.bridge), ports_(std::move(ports)), out_(out), wc_(out.wc) {}
+
+  void run();
+
+ private:
+  // trace
+  TraceNode* report(NodeType t, std::string s) {
+    if (!trace_list_) return nullptr;
+    trace_list_->push_back(std::make_unique<TraceNode>(TraceNode{t, std::move(s), {}}));
+    return trace_list_->back().get();
+  }
+  void report_error(std::string s) { report(NodeType::error, std::move(s)); }
+  void report_table(const OfRule* rule, uint8_t table_id);
+
+  // actions
+  void do_actions(const OfActions& acts);
+  void output_action(uint32_t port, uint16_t max_len);
+  void compose_output(uint32_t ofport);
+  void flood(bool all);
+  void controller(uint16_t max_len, OfPacketInReason reason, uint16_t id);
+  bool dec_ttl(const OfDecTtl& d);  // true: stop this action list
+  void table_action(uint32_t in_port, uint8_t table_id);
+  bool resource_check();
+  bool prereqs_ok(OfPrereq p);
+  void load(const OfLoad& l);
+  void move(const OfMove& m);
+
+  // NORMAL
+  void normal();
+  bool input_vid_is_valid(uint16_t vid, const PortConfig& in);
+  void output_normal(const PortConfig& out, const XVlan& x);
+
+  // commit
+  void commit();
+  void commit_eth();
+  void commit_ipv4();
+  void commit_ipv6();
+  void commit_ports();
+  void commit_vlans();
+
+  void wc_init();
+  void wc_finish();
+
+  const XlateIn& in_;
+  Bridge& br_;
+  std::shared_ptr<const PortMap> ports_;
+  XlateOut& out_;
+  FlowKey& wc_;
+  FlowKey flow_{};  // the packet as the actions have changed it
+  FlowKey base_{};  // what the committed datapath actions have made of it
+  FlowKey orig_{};  // the packet as it came in
+  DpActionsBuilder b_;
+  unsigned depth_ = 0, resubmits_ = 0;
+  uint8_t table_id_ = 0;
+  const OfRule* rule_ = nullptr;
+  uint64_t rule_cookie_ = UINT64_MAX;
+  XlateError error_ = XlateError::ok;
+  std::vector<std::unique_ptr<TraceNode>> root_;
+  std::vector<std::unique_ptr<TraceNode>>* trace_list_ = nullptr;
+};
+
+void Ctx::wc_init() {
+  wc_ = FlowKey{};
+  set_ones(wc_.in_port);
+  set_ones(wc_.recirc_id);
+  set_ones(wc_.dl_type);
+  if (is_ip_any(flow_)) wc_.nw_frag |= text::kFragMask;
+}
+
+void Ctx::wc_finish() {
+  // flow_wildcards_clear_non_packet_fields()
+  wc_.metadata = 0;
+  std::memset(wc_.regs, 0, sizeof wc_.regs);
+  wc_.conj_id = 0;
+  // ICMP type/code are 8 bits in the datapath.
+  if ((is_ipv4(flow_) && flow_.nw_proto == text::kProtoIcmp) ||
+      (is_ipv6(flow_) && flow_.nw_proto == text::kProtoIcmpv6)) {
+    wc_.tp_src &= hton16(0x00ff);
+    wc_.tp_dst &= hton16(0x00ff);
+  }
+  for (auto& v : wc_.vlans)
+    if (v.tci) v.tci |= hton16(text::kVlanCfi);
+  if (flow_.nw_frag & kFragLater) wc_.tp_src = wc_.tp_dst = 0;
+  // Fields the original packet does not have: set by push/set actions only.
+  for (int i = 0; i < 2; ++i)
+    if (!eth_type_vlan(orig_.vlans[i].tpid)) wc_.vlans[i] = VlanHdr{};
+  const bool tunnel = orig_.tun_ipv4_dst != 0 || !text::is_zero(orig_.tun_ipv6_dst);
+  if (!tunnel) {
+    // Words 0-39: every tunnel field.
+    std::memset(&wc_, 0, offsetof(FlowKey, ct_state));
+  }
+}
+
+void Ctx::run() {
+  if (in_.trace) trace_list_ = &root_;
+  flow_ = in_.flow;
+  orig_ = flow_;
+  base_ = flow_;
+  // The datapath does not keep tunnel metadata across an output.
+  std::memset(&base_, 0, offsetof(FlowKey, ct_state));
+  wc_init();
+
+  TraceNode* bridge = report(NodeType::bridge, "bridge(\"" + br_.name() + "\")");
+  if (bridge) trace_list_ = &bridge->subs;
+
+  if (flow_.recirc_id != 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "Recirculation context not found for ID %x", flow_.recirc_id);
+    report_error(buf);
+    error_ = XlateError::no_recirc_context;
+  } else {
+    table_id_ = 0;
+    const OfRule* rule = static_cast<const OfRule*>(br_.table(0).lookup(flow_, in_.version, &wc_));
+    report_table(rule, 0);
+    if (rule) {
+      out_.rules.push_back(rule);
+      rule_ = rule;
+      rule_cookie_ = rule->cookie;
+      do_actions(rule->actions);
+    } else {
+      // OVS's no_packet_in_rule: no actions.
+      report(NodeType::action, "drop");
+    }
+  }
+  wc_finish();
+  out_.final_flow = flow_;
+  out_.error = error_;
+  if (error_ == XlateError::ok) {
+    Result<DpActions> a = b_.finish();
+    if (a.ok()) {
+      out_.actions = std::move(a.value());
+    } else {
+      out_.error = XlateError::actions_too_long;
+      if (trace_list_) report_error(a.status().message());
+    }
+  }
+  if (out_.error != XlateError::ok) {
+    out_.actions = DpActions{};
+    out_.to_controller = false;
+  }
+  if (in_.trace) print_nodes(*in_.trace, root_, 0);
+}
+
+void Ctx::report_table(const OfRule* rule, uint8_t table_id) {
+  if (!trace_list_) return;
+  char head[8];
+  std::snprintf(head, sizeof head, "%2d. ", table_id);
+  std::string s = head;
+  if (!rule) {
+    s += "No match.";
+  } else {
+    OfFormatOptions fo;
+    s += format_of_match(rule->match, fo);
+    if (s.back() != ' ') s += ", ";
+    s += "priority " + std::to_string(rule->priority);
+    if (rule->cookie) {
+      char c[32];
+      std::snprintf(c, sizeof c, ", cookie %#llx", static_cast<unsigned long long>(rule->cookie));
+      s += c;
+    }
+  }
+  TraceNode* n = report(NodeType::table, std::move(s));
+  trace_list_ = &n->subs;
+}
+
+void Ctx::do_actions(const OfActions& acts) {
+  if (acts.empty()) {
+    report(NodeType::action, "drop");
+    return;
+  }
+  for (const OfAction& a : acts) {
+    if (error_ != XlateError::ok) break;
+    if (trace_list_) report(NodeType::action, format_of_action(a));
+    bool stop = false;
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, OfOutput>) {
+            output_action(x.port, x.max_len);
+          } else if constexpr (std::is_same_v<T, OfController>) {
+            controller(x.max_len, x.reason, x.id);
+          } else if constexpr (std::is_same_v<T, OfResubmit>) {
+            const uint32_t port = x.port == kOfppInPort ? flow_.in_port : x.port;
+            const uint8_t table = x.table == kOfTableNone ? table_id_ : x.table;
+            table_action(port, table);
+          } else if constexpr (std::is_same_v<T, OfGotoTable>) {
+            table_action(flow_.in_port, x.table);
+          } else if constexpr (std::is_same_v<T, OfSetVlanVid>) {
+            // OpenFlow 1.0 mod_vlan_vid pushes a tag when there is none.
+            wc_.vlans[0].tci |= hton16(text::kVlanVidMask | text::kVlanCfi);
+            if (!flow_.vlans[0].tpid) flow_.vlans[0].tpid = hton16(text::kEthTypeVlan);
+            flow_.vlans[0].tci = static_cast<be16>((flow_.vlans[0].tci & ~hton16(text::kVlanVidMask)) |
+                                                   hton16(static_cast<uint16_t>(x.vid | text::kVlanCfi)));
+          } else if constexpr (std::is_same_v<T, OfSetVlanPcp>) {
+            wc_.vlans[0].tci |= hton16(text::kVlanPcpMask | text::kVlanCfi);
+            if (!flow_.vlans[0].tpid) flow_.vlans[0].tpid = hton16(text::kEthTypeVlan);
+            flow_.vlans[0].tci = static_cast<be16>((flow_.vlans[0].tci & ~hton16(text::kVlanPcpMask)) |
+                                                   hton16(static_cast<uint16_t>((x.pcp << 13) | text::kVlanCfi)));
+          } else if constexpr (std::is_same_v<T, OfStripVlan>) {
+            // flow_pop_vlan()
+            const int n = count_vlans(flow_);
+            if (n > 1) {
+              set_ones(wc_.vlans[1]);
+              flow_.vlans[0] = flow_.vlans[1];
+            }
+            if (n > 0) flow_.vlans[n - 1] = VlanHdr{};
+          } else if constexpr (std::is_same_v<T, OfPushVlan>) {
+            // flow_push_vlan_uninit()
+            const int n = count_vlans(flow_);
+            for (int i = 0; i < n; ++i) set_ones(wc_.vlans[i]);
+            flow_.vlans[1] = flow_.vlans[0];
+            flow_.vlans[0] = VlanHdr{hton16(x.tpid), hton16(text::kVlanCfi)};
+          } else if constexpr (std::is_same_v<T, OfSetEthSrc>) {
+            set_ones(wc_.dl_src);
+            flow_.dl_src = x.mac;
+          } else if constexpr (std::is_same_v<T, OfSetEthDst>) {
+            set_ones(wc_.dl_dst);
+            flow_.dl_dst = x.mac;
+          } else if constexpr (std::is_same_v<T, OfSetIpv4Src>) {
+            if (is_ipv4(flow_)) {
+              set_ones(wc_.nw_src);
+              flow_.nw_src = x.addr;
+            }
+          } else if constexpr (std::is_same_v<T, OfSetIpv4Dst>) {
+            if (is_ipv4(flow_)) {
+              set_ones(wc_.nw_dst);
+              flow_.nw_dst = x.addr;
+            }
+          } else if constexpr (std::is_same_v<T, OfSetIpDscp>) {
+            if (is_ip_any(flow_)) {
+              wc_.nw_tos |= text::kIpDscpMask;
+              flow_.nw_tos = static_cast<uint8_t>((flow_.nw_tos & ~text::kIpDscpMask) | (x.tos & text::kIpDscpMask));
+            }
+          } else if constexpr (std::is_same_v<T, OfSetL4Src> || std::is_same_v<T, OfSetL4Dst>) {
+            if (is_ip_any(flow_) && !(flow_.nw_frag & kFragLater)) {
+              wc_.nw_proto = 0xff;
+              if constexpr (std::is_same_v<T, OfSetL4Src>) {
+                wc_.tp_src = 0xffff;
+                flow_.tp_src = hton16(x.port);
+              } else {
+                wc_.tp_dst = 0xffff;
+                flow_.tp_dst = hton16(x.port);
+              }
+            }
+          } else if constexpr (std::is_same_v<T, OfLoad>) {
+            load(x);
+          } else if constexpr (std::is_same_v<T, OfMove>) {
+            move(x);
+          } else if constexpr (std::is_same_v<T, OfDecTtl>) {
+            stop = dec_ttl(x);
+          } else if constexpr (std::is_same_v<T, OfNote>) {
+            // Nothing to do.
+          } else if constexpr (std::is_same_v<T, OfSetTunnel>) {
+            flow_.tun_id = text::hton64(x.tun_id);
+          }
+        },
+        a);
+    if (stop) return;
+  }
+}
+
+void Ctx::output_action(uint32_t port, uint16_t max_len) {
+  switch (port) {
+    case kOfppInPort:
+      compose_output(flow_.in_port);
+      break;
+    case kOfppTable:
+      table_action(flow_.in_port, 0);
+      break;
+    case kOfppNormal:
+      normal();
+      break;
+    case kOfppFlood:
+      flood(false);
+      break;
+    case kOfppAll:
+      flood(true);
+      break;
+    case kOfppController:
+      controller(max_len, OfPacketInReason::action, 0);
+      break;
+    case kOfppNone:
+      break;
+    default:  // LOCAL and ordinary ports
+      if (port != flow_.in_port) {
+        compose_output(port);
+      } else {
+        report(NodeType::detail, "skipping output to input port");
+      }
+      break;
+  }
+}
+
+void Ctx::compose_output(uint32_t ofport) {
+  const PortConfig* p = ports_->by_ofport(ofport);
+  if (!p) {
+    report(NodeType::warn, "Nonexistent output port");
+    return;
+  }
+  commit();
+  b_.output(p->dp_port);
+}
+
+void Ctx::flood(bool /*all: keel ports have no no-flood flag, so FLOOD and ALL agree*/) {
+  for (const PortConfig& p : ports_->ports)
+    if (p.ofport != flow_.in_port) compose_output(p.ofport);
+}
+
+void Ctx::controller(uint16_t max_len, OfPacketInReason reason, uint16_t id) {
+  commit();
+  ControllerUserdata c;
+  c.reason = reason;
+  c.table_id = table_id_;
+  c.controller_id = id;
+  c.max_len = max_len;
+  c.in_ofport = flow_.in_port;
+  c.cookie = rule_cookie_;
+  uint8_t ud[kControllerUserdataLen];
+  encode_controller_userdata(c, ud);
+  b_.userspace(0, ud);
+  out_.to_controller = true;
+}
+
+bool Ctx::dec_ttl(const OfDecTtl& d) {
+  if (!is_ip_any(flow_)) return false;
+  wc_.nw_ttl = 0xff;
+  if (flow_.nw_ttl > 1) {
+    --flow_.nw_ttl;
+    return false;
+  }
+  // OVS emits the packet-in for every listed controller (plain dec_ttl:
+  // controller 0) whether or not one is connected; keel's controller queue
+  // is always there.
+  if (d.controller_ids.empty()) {
+    controller(0xffff, OfPacketInReason::invalid_ttl, 0);
+  } else {
+    for (uint16_t id : d.controller_ids) controller(0xffff, OfPacketInReason::invalid_ttl, id);
+  }
+  report(NodeType::warn, is_ipv4(flow_) ? "IPv4 decrement TTL exception" : "IPv6 decrement TTL exception");
+  return true;
+}
+
+bool Ctx::resource_check() {
+  if (depth_ >= kMaxResubmitDepth) {
+    report_error("over max translation depth " + std::to_string(kMaxResubmitDepth));
+    error_ = XlateError::recursion_too_deep;
+    return false;
+  }
+  if (resubmits_ >= kMaxResubmits) {
+    report_error("over " + std::to_string(kMaxResubmits) + " resubmit actions");
+    error_ = XlateError::too_many_resubmits;
+    return false;
+  }
+  return true;
+}
+
+void Ctx::table_action(uint32_t in_port, uint8_t table_id) {
+  if (!resource_check()) return;
+  if (table_id >= kNumTables) return;
+  const uint8_t old_table = table_id_;
+  table_id_ = table_id;
+  // Look up with `in_port` as the input port, then restore it (otherwise
+  // NORMAL and IN_PORT would see the resubmit's port).
+  const uint32_t old_in_port = flow_.in_port;
+  flow_.in_port = in_port;
+  const OfRule* rule = static_cast<const OfRule*>(br_.table(table_id).lookup(flow_, in_.version, &wc_));
+  flow_.in_port = old_in_port;
+
+  auto* old_list = trace_list_;
+  report_table(rule, table_id);
+  // xlate_recursively()
+  ++resubmits_;
+  const bool deepens = table_id <= old_table;
+  depth_ += deepens;
+  const OfRule* old_rule = rule_;
+  const uint64_t old_cookie = rule_cookie_;
+  if (rule) {
+    out_.rules.push_back(rule);
+    rule_ = rule;
+    rule_cookie_ = rule->cookie;
+    do_actions(rule->actions);
+  } else {
+    report(NodeType::action, "drop");  // OVS's no_packet_in_rule
+  }
+  rule_ = old_rule;
+  rule_cookie_ = old_cookie;
+  depth_ -= deepens;
+  trace_list_ = old_list;
+  table_id_ = old_table;
+}
+
+// mf_are_prereqs_ok() with wildcards: what it consults is un-wildcarded.
+bool Ctx::prereqs_ok(OfPrereq p) {
+  auto proto_is = [&](uint8_t proto) {
+    if (!is_ip_any(flow_)) return false;
+    wc_.nw_proto = 0xff;
+    return flow_.nw_proto == proto;
+  };
+  auto icmp_type_is = [&](uint8_t t) {
+    wc_.tp_src |= hton16(0x00ff);
+    return (ntoh16(flow_.tp_src) & 0xff) == t;
+  };
+  auto is_nd = [&]() {
+    if (!is_ipv6(flow_) || !proto_is(text::kProtoIcmpv6)) return false;
+    if (!icmp_type_is(text::kNdSolicit) && (ntoh16(flow_.tp_src) & 0xff) != text::kNdAdvert) return false;
+    wc_.tp_dst |= hton16(0x00ff);
+    return (ntoh16(flow_.tp_dst) & 0xff) == 0;
+  };
+  switch (p) {
+    case OfPrereq::none:
+      return true;
+    case OfPrereq::vlan:
+      wc_.vlans[0].tci |= hton16(text::kVlanCfi);
+      return tag_present(flow_.vlans[0]);
+    case OfPrereq::arp:
+      return is_arp(flow_);
+    case OfPrereq::ipv4:
+      return is_ipv4(flow_);
+    case OfPrereq::ipv6:
+      return is_ipv6(flow_);
+    case OfPrereq::ip_any:
+      return is_ip_any(flow_);
+    case OfPrereq::tcp:
+      return proto_is(text::kProtoTcp);
+    case OfPrereq::udp:
+      return proto_is(text::kProtoUdp);
+    case OfPrereq::sctp:
+      return proto_is(text::kProtoSctp);
+    case OfPrereq::icmpv4:
+      return is_ipv4(flow_) && proto_is(text::kProtoIcmp);
+    case OfPrereq::icmpv6:
+      return is_ipv6(flow_) && proto_is(text::kProtoIcmpv6);
+    case OfPrereq::nd:
+      return is_nd();
+    case OfPrereq::nd_solicit:
+      return is_nd() && (ntoh16(flow_.tp_src) & 0xff) == text::kNdSolicit;
+    case OfPrereq::nd_advert:
+      return is_nd() && (ntoh16(flow_.tp_src) & 0xff) == text::kNdAdvert;
+  }
+  return false;
+}
+
+void Ctx::load(const OfLoad& l) {
+  const OfFieldInfo& f = of_field(l.dst.field);
+  if (!prereqs_ok(f.prereq)) {
+    report(NodeType::warn, "unmet prerequisites for " + std::string(f.name) + ", set_field ignored");
+    return;
+  }
+  unwildcard_subfield(wc_, l.dst);
+  write_subfield(flow_, l.dst, OfValue::from_u64(l.value));
+}
+
+void Ctx::move(const OfMove& m) {
+  // mf_subfield_copy(): both fields must exist in the packet.
+  if (!prereqs_ok(of_field(m.dst.field).prereq) || !prereqs_ok(of_field(m.src.field).prereq)) return;
+  unwildcard_subfield(wc_, m.src);
+  unwildcard_subfield(wc_, m.dst);
+  write_subfield(flow_, m.dst, read_subfield(flow_, m.src));
+}
+
+// --- NORMAL --------------------------------------------------------------------
+
+bool Ctx::input_vid_is_valid(uint16_t vid, const PortConfig& in) {
+  char buf[160];
+  switch (in.vlan_mode) {
+    case VlanMode::access:
+      if (vid) {
+        std::snprintf(buf, sizeof buf,
+                      "dropping VLAN %u tagged packet received on port %s configured as VLAN %u access port", vid,
+                      in.name.c_str(), in.tag);
+        report_error(buf);
+        return false;
+      }
+      return true;
+    case VlanMode::native_tagged:
+    case VlanMode::native_untagged:
+      if (!vid) return true;  // a port always carries its native VLAN
+      [[fallthrough]];
+    case VlanMode::trunk:
+      if (!trunks_vlan(in, vid)) {
+        std::snprintf(buf, sizeof buf,
+                      "dropping VLAN %u packet received on port %s not configured for trunking VLAN %u", vid,
+                      in.name.c_str(), vid);
+        report_error(buf);
+        return false;
+      }
+      return true;
+  }
+  return false;
+}
+
+void Ctx::output_normal(const PortConfig& out, const XVlan& x) {
+  // xvlan_output_translate()
+  XVlan o = x;
+  if (out.vlan_mode == VlanMode::access) {
+    o = XVlan{};
+  } else if (out.vlan_mode == VlanMode::native_untagged && x.v[0].vid == out.tag) {
+    o.v[0] = o.v[1];
+    o.v[1] = XVlan::Tag{};
+  }
+  // xvlan_put() on the flow for this output, then put the flow back.
+  const VlanHdr saved[2] = {flow_.vlans[0], flow_.vlans[1]};
+  for (int i = 0; i < 2; ++i) {
+    uint16_t tci = static_cast<uint16_t>(o.v[i].vid | (o.v[i].pcp & text::kVlanPcpMask));
+    if (tci) {
+      tci |= text::kVlanCfi;
+      flow_.vlans[i].tpid = hton16(o.v[i].tpid ? o.v[i].tpid : text::kEthTypeVlan);
+    }
+    flow_.vlans[i].tci = hton16(tci);
+  }
+  compose_output(out.ofport);
+  flow_.vlans[0] = saved[0];
+  flow_.vlans[1] = saved[1];
+}
+
+void Ctx::normal() {
+  out_.uses_normal = true;
+  set_ones(wc_.dl_src);
+  set_ones(wc_.dl_dst);
+  wc_.vlans[0].tci |= hton16(text::kVlanVidMask | text::kVlanCfi);
+
+  const PortConfig* in = ports_->by_ofport(flow_.in_port);
+  if (!in) {
+    report(NodeType::warn, "no input bundle, dropping");
+    return;
+  }
+  // A VLAN ethertype without a tag: a malformed frame.
+  if (eth_type_vlan(flow_.dl_type) && !tag_present(flow_.vlans[0])) {
+    report(NodeType::warn, "partial VLAN tag, dropping");
+    return;
+  }
+  // xvlan_extract()
+  XVlan in_x;
+  for (int i = 0; i < 2; ++i) {
+    if (!eth_type_vlan(flow_.vlans[i].tpid) || !tag_present(flow_.vlans[i])) break;
+    const uint16_t tci = ntoh16(flow_.vlans[i].tci);
+    in_x.v[i] = {ntoh16(flow_.vlans[i].tpid), static_cast<uint16_t>(tci & text::kVlanVidMask),
+                 static_cast<uint16_t>(tci & text::kVlanPcpMask)};
+  }
+  if (!input_vid_is_valid(in_x.v[0].vid, *in)) {
+    report(NodeType::warn, "disallowed VLAN VID for this input port, dropping");
+    return;
+  }
+  // xvlan_input_translate()
+  XVlan x = in_x;
+  switch (in->vlan_mode) {
+    case VlanMode::access:
+      x = XVlan{};
+      x.v[0] = {in_x.v[0].tpid ? in_x.v[0].tpid : text::kEthTypeVlan, in->tag, in_x.v[0].pcp};
+      break;
+    case VlanMode::trunk:
+      break;
+    case VlanMode::native_tagged:
+    case VlanMode::native_untagged:
+      if (!in_x.v[0].vid) x.v[0] = {in_x.v[0].tpid ? in_x.v[0].tpid : text::kEthTypeVlan, in->tag, in_x.v[0].pcp};
+      break;
+  }
+  const uint16_t vlan = x.v[0].vid;
+
+  // is_admissible(): reserved multicast destinations are not forwarded.
+  if (is_reserved_mac(flow_.dl_dst)) {
+    report(NodeType::detail, "packet has reserved destination MAC, dropping");
+    return;
+  }
+
+  // is_gratuitous_arp(): consulted on every NORMAL ARP packet, so its
+  // reads are in the mask (it matters for learning on bonds).
+  if (is_arp(flow_) && flow_.dl_type == hton16(text::kEthTypeArp) && is_broadcast(flow_.dl_dst)) {
+    wc_.nw_proto = 0xff;
+    if (flow_.nw_proto == 1 /* ARP request */) {
+      set_ones(wc_.nw_src);
+      set_ones(wc_.nw_dst);
+    }
+  }
+
+  MacLearning& ml = br_.mac();
+  if (in_.may_learn && !is_multicast(flow_.dl_src)) {
+    if (ml.learn(vlan, flow_.dl_src, in->ofport, in_.now_ns)) out_.mac_changed = true;
+  }
+  out_.mac_generation = ml.generation();
+
+  std::optional<uint32_t> port = ml.lookup(vlan, flow_.dl_dst, in_.now_ns);
+  if (port) {
+    const PortConfig* out = ports_->by_ofport(*port);
+    if (!out) {
+      report(NodeType::warn, "learned port is unknown, dropping");
+    } else if (out == in || out->ofport == in->ofport) {
+      report(NodeType::detail, "learned port is input port, dropping");
+    } else {
+      report(NodeType::detail, "forwarding to learned port");
+      output_normal(*out, x);
+    }
+    return;
+  }
+  report(NodeType::detail, "no learned MAC for destination, flooding");
+  for (const PortConfig& p : ports_->ports)
+    if (p.ofport != in->ofport && includes_vlan(p, x)) output_normal(p, x);
+}
+
+// --- commit_odp_actions() ------------------------------------------------------
+//
+// For each datapath header: the fields (at OVS's granularity) whose value
+// differs between flow_ and base_ are written, with the megaflow mask of
+// those fields as the set's mask (every writer un-wildcarded what it wrote;
+// unchanged fields get mask zero). All-ones masks make a plain set.
+
+template <typename T>
+bool any(const T& v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&v);
+  for (size_t i = 0; i < sizeof v; ++i)
+    if (p[i]) return true;
+  return false;
+}
+template <typename T>
+void and_key(T& key, const T& mask) {
+  auto* k = reinterpret_cast<uint8_t*>(&key);
+  const auto* m = reinterpret_cast<const uint8_t*>(&mask);
+  for (size_t i = 0; i < sizeof key; ++i) k[i] &= m[i];
+}
+
+void Ctx::commit() {
+  commit_eth();
+  if (flow_.nw_proto) {  // OVS: "does the flow really have an L3 header?"
+    if (base_.dl_type == hton16(text::kEthTypeIp)) commit_ipv4();
+    if (base_.dl_type == hton16(text::kEthTypeIpv6)) commit_ipv6();
+    commit_ports();
+  }
+  commit_vlans();
+}
+
+void Ctx::commit_eth() {
+  SetEth key{flow_.dl_dst, flow_.dl_src}, mask{};
+  bool differ = false;
+  if (flow_.dl_dst != base_.dl_dst) mask.dst = wc_.dl_dst, differ = true;
+  if (flow_.dl_src != base_.dl_src) mask.src = wc_.dl_src, differ = true;
+  if (!differ) return;
+  and_key(key, mask);
+  b_.set_eth(key, mask);
+  base_.dl_dst = flow_.dl_dst;
+  base_.dl_src = flow_.dl_src;
+}
+
+void Ctx::commit_ipv4() {
+  SetIpv4 key{flow_.nw_src, flow_.nw_dst, flow_.nw_tos, flow_.nw_ttl, 0, 0}, mask{};
+  bool differ = false;
+  if (flow_.nw_src != base_.nw_src) mask.src = wc_.nw_src, differ = true;
+  if (flow_.nw_dst != base_.nw_dst) mask.dst = wc_.nw_dst, differ = true;
+  if (flow_.nw_tos != base_.nw_tos) mask.tos = wc_.nw_tos, differ = true;
+  if (flow_.nw_ttl != base_.nw_ttl) mask.ttl = wc_.nw_ttl, differ = true;
+  if (!differ) return;
+  and_key(key, mask);
+  b_.set_ipv4(key, mask);
+  base_.nw_src = flow_.nw_src;
+  base_.nw_dst = flow_.nw_dst;
+  base_.nw_tos = flow_.nw_tos;
+  base_.nw_ttl = flow_.nw_ttl;
+}
+
+void Ctx::commit_ipv6() {
+  SetIpv6 key{flow_.ipv6_src, flow_.ipv6_dst, flow_.ipv6_label, flow_.nw_tos, flow_.nw_ttl, 0, 0}, mask{};
+  bool differ = false;
+  if (flow_.ipv6_src != base_.ipv6_src) mask.src = wc_.ipv6_src, differ = true;
+  if (flow_.ipv6_dst != base_.ipv6_dst) mask.dst = wc_.ipv6_dst, differ = true;
+  if (flow_.ipv6_label != base_.ipv6_label) mask.label = wc_.ipv6_label & hton32(0x000fffff), differ = true;
+  if (flow_.nw_tos != base_.nw_tos) mask.tclass = wc_.nw_tos, differ = true;
+  if (flow_.nw_ttl != base_.nw_ttl) mask.hlimit = wc_.nw_ttl, differ = true;
+  if (!differ) return;
+  and_key(key, mask);
+  b_.set_ipv6(key, mask);
+  base_.ipv6_src = flow_.ipv6_src;
+  base_.ipv6_dst = flow_.ipv6_dst;
+  base_.ipv6_label = flow_.ipv6_label;
+  base_.nw_tos = flow_.nw_tos;
+  base_.nw_ttl = flow_.nw_ttl;
+}
+
+void Ctx::commit_ports() {
+  if (!is_ip_any(base_)) return;
+  const bool tcp = flow_.nw_proto == text::kProtoTcp, udp = flow_.nw_proto == text::kProtoUdp;
+  // SCTP port rewrites have no datapath action in keel yet: not emitted.
+  if (!tcp && !udp) return;
+  SetL4 key{flow_.tp_src, flow_.tp_dst}, mask{};
+  bool differ = false;
+  if (flow_.tp_src != base_.tp_src) mask.src = wc_.tp_src, differ = true;
+  if (flow_.tp_dst != base_.tp_dst) mask.dst = wc_.tp_dst, differ = true;
+  if (!differ) return;
+  and_key(key, mask);
+  if (tcp)
+    b_.set_tcp(key, mask);
+  else
+    b_.set_udp(key, mask);
+  base_.tp_src = flow_.tp_src;
+  base_.tp_dst = flow_.tp_dst;
+}
+
+// commit_vlan_action(): pop the tags of base_ that differ from flow_'s
+// (comparing from the innermost), then push flow_'s.
+void Ctx::commit_vlans() {
+  int base_n = count_vlans(base_), flow_n = count_vlans(flow_);
+  for (--base_n, --flow_n; base_n >= 0 && flow_n >= 0; --base_n, --flow_n)
+    if (base_.vlans[base_n] != flow_.vlans[flow_n]) break;
+  for (; base_n >= 0; --base_n) {
+    b_.pop_vlan();
+    set_ones(wc_.vlans[base_n]);
+  }
+  for (; flow_n >= 0; --flow_n) b_.push_vlan(ntoh16(flow_.vlans[flow_n].tpid), ntoh16(flow_.vlans[flow_n].tci));
+  base_.vlans[0] = flow_.vlans[0];
+  base_.vlans[1] = flow_.vlans[1];
+}
+
+// --- trace helpers -----------------------------------------------------------
+
+// flow_format(): the flow as a match on every field its packet has.
+std::string format_flow(const FlowKey& f) {
+  Match m;
+  m.key = f;
+  FlowKey& k = m.mask;
+  if (f.in_port != kOfppNone) set_ones(k.in_port);
+  if (f.recirc_id) set_ones(k.recirc_id);
+  if (f.dp_hash) set_ones(k.dp_hash);
+  if (f.skb_priority) set_ones(k.skb_priority);
+  if (f.pkt_mark) set_ones(k.pkt_mark);
+  if (f.metadata) set_ones(k.metadata);
+  for (int i = 0; i < 8; ++i)
+    if (f.regs[i]) set_ones(k.regs[i]);
+  if (f.tun_id) set_ones(k.tun_id);
+  if (f.tun_ipv4_src) set_ones(k.tun_ipv4_src);
+  if (f.tun_ipv4_dst) set_ones(k.tun_ipv4_dst);
+  set_ones(k.dl_src);
+  set_ones(k.dl_dst);
+  set_ones(k.dl_type);
+  k.vlans[0].tci = 0xffff;
+  if (is_ip_any(f)) {
+    if (is_ipv4(f)) {
+      set_ones(k.nw_src);
+      set_ones(k.nw_dst);
+    } else {
+      set_ones(k.ipv6_src);
+      set_ones(k.ipv6_dst);
+      k.ipv6_label = hton32(0x000fffff);
+    }
+    k.nw_proto = 0xff;
+    k.nw_tos = 0xff;
+    k.nw_ttl = 0xff;
+    k.nw_frag = text::kFragMask;
+    if (!(f.nw_frag & kFragLater)) {
+      const uint8_t p = f.nw_proto;
+      if (p == text::kProtoTcp || p == text::kProtoUdp || p == text::kProtoSctp) {
+        set_ones(k.tp_src);
+        set_ones(k.tp_dst);
+      } else if ((is_ipv4(f) && p == text::kProtoIcmp) || (is_ipv6(f) && p == text::kProtoIcmpv6)) {
+        k.tp_src = k.tp_dst = hton16(0x00ff);
+      }
+      if (p == text::kProtoTcp) k.tcp_flags = hton16(0x0fff);
+    }
+  } else if (is_arp(f)) {
+    set_ones(k.nw_src);
+    set_ones(k.nw_dst);
+    k.nw_proto = 0xff;
+    set_ones(k.arp_sha);
+    set_ones(k.arp_tha);
+  }
+  m.apply_mask();
+  return format_of_match(m);
+}
+
+// OVS prints "eth" (packet_type=Ethernet, matched by every megaflow) after
+// the leading metadata fields; keel's match syntax has no packet_type.
+std::string format_megaflow(const Match& m) {
+  std::string s = format_of_match(m);
+  size_t pos = 0;
+  for (const char* lead : {"pkt_mark=", "recirc_id=", "dp_hash=", "skb_priority="}) {
+    const size_t n = std::strlen(lead);
+    if (s.compare(pos, n, lead) == 0) {
+      size_t comma = s.find(',', pos);
+      pos = comma == std::string::npos ? s.size() : comma + 1;
+    }
+  }
+  if (pos >= s.size()) {
+    if (!s.empty()) s += ',';
+    s += "eth";
+  } else {
+    s.insert(pos, "eth,");
+  }
+  return s;
+}
+
+}  // namespace
+
+const char* to_string(XlateError e) {
+  switch (e) {
+    case XlateError::ok:
+      return "OK";
+    case XlateError::recursion_too_deep:
+      return "Recursion too deep";
+    case XlateError::too_many_resubmits:
+      return "Too many resubmits";
+    case XlateError::no_recirc_context:
+      return "No recirculation context";
+    case XlateError::actions_too_long:
+      return "Datapath actions too long";
+  }
+  return "?";
+}
+
+Result<XlateOut> xlate(const XlateIn& in) {
+  std::shared_ptr<const PortMap> ports = in.bridge.ports();
+  XlateIn mapped = in;
+  uint32_t in_ofport = in.flow.in_port;
+  if (!in.in_port_is_ofport) {
+    const PortConfig* p = ports ? ports->by_dp_port(static_cast<uint16_t>(in.flow.in_port)) : nullptr;
+    if (!p || in.flow.in_port > UINT16_MAX)
+      return error(Errc::not_found, "datapath port " + std::to_string(in.flow.in_port) + " is not a port of bridge " +
+                                        in.bridge.name());
+    in_ofport = p->ofport;
+    mapped.flow.in_port = in_ofport;
+  }
+  if (!ports) ports = std::make_shared<const PortMap>();
+  XlateOut out;
+  out.in_ofport = in_ofport;
+  Ctx ctx(mapped, std::move(ports), out);
+  ctx.run();
+  return out;
+}
+
+Match xlate_megaflow(const FlowKey& key, const FlowKey& wc) {
+  Match m;
+  m.key = key;
+  m.mask = wc;
+  m.apply_mask();
+  return m;
+}
+
+std::string xlate_trace(Bridge& bridge, const FlowKey& flow, uint64_t now_ns) {
+  std::string out = "Flow: " + format_flow(flow) + "\n";
+  std::string tree;
+  XlateIn in{bridge, flow, bridge.version(), now_ns, false, true, &tree};
+  Result<XlateOut> r = xlate(in);
+  if (!r.ok()) return out + "\n" + r.status().message() + "\n";
+  const XlateOut& x = r.value();
+  out += tree;
+  out += "\nFinal flow: ";
+  out += x.final_flow == flow ? std::string("unchanged") : format_flow(x.final_flow);
+  out += "\nMegaflow: ";
+  out += format_megaflow(xlate_megaflow(flow, x.wc));
+  out += "\nDatapath actions: ";
+  out += format_dp_actions(x.actions);
+  out += '\n';
+  if (x.error != XlateError::ok)
+    out += std::string("\nTranslation failed (") + to_string(x.error) + "), packet is dropped.\n";
+  return out;
+}
+
+void encode_controller_userdata(const ControllerUserdata& c, uint8_t (&out)[kControllerUserdataLen]) {
+  std::memset(out, 0, sizeof out);
+  out[0] = kUserdataController;
+  out[1] = static_cast<uint8_t>(c.reason);
+  out[2] = c.table_id;
+  out[4] = static_cast<uint8_t>(c.controller_id >> 8);
+  out[5] = static_cast<uint8_t>(c.controller_id);
+  out[6] = static_cast<uint8_t>(c.max_len >> 8);
+  out[7] = static_cast<uint8_t>(c.max_len);
+  for (int i = 0; i < 4; ++i) out[8 + i] = static_cast<uint8_t>(c.in_ofport >> (24 - 8 * i));
+  for (int i = 0; i < 8; ++i) out[16 + i] = static_cast<uint8_t>(c.cookie >> (56 - 8 * i));
+}
+
+std::optional<ControllerUserdata> decode_controller_userdata(std::span<const uint8_t> u) {
+  if (u.size() != kControllerUserdataLen || u[0] != kUserdataController) return std::nullopt;
+  ControllerUserdata c;
+  c.reason = static_cast<OfPacketInReason>(u[1]);
+  c.table_id = u[2];
+  c.controller_id = static_cast<uint16_t>(u[4] << 8 | u[5]);
+  c.max_len = static_cast<uint16_t>(u[6] << 8 | u[7]);
+  c.in_ofport = 0;
+  for (int i = 0; i < 4; ++i) c.in_ofport = c.in_ofport << 8 | u[8 + i];
+  c.cookie = 0;
+  for (int i = 0; i < 8; ++i) c.cookie = c.cookie << 8 | u[16 + i];
+  return c;
+}
+
+}  // namespace keel::ofproto

@@ -1,0 +1,163 @@
+// Translation (xlate) — turns a packet's flow key into what the datapath
+// should do with every packet like it: a datapath action list, and the
+// megaflow mask of exactly the key bits the decision consulted. The slow
+// path's core: the upcall handler calls it for every miss, the revalidator
+// to re-check installed megaflows after rule or MAC table changes, and
+// `trace` to explain a decision. Semantics are Open vSwitch 3.1's
+// ofproto-dpif-xlate.c (plus commit_odp_actions() of lib/odp-util.c):
+//
+//   * the datapath in_port of the key is mapped to its OpenFlow port
+//     (PortMap::by_dp_port); rules see OpenFlow port numbers;
+//   * lookup starts in table 0; a miss drops (keel has no controller
+//     connection, so OVS's default miss behaviour is "No match." + drop);
+//   * actions are walked in order; field writes change a working copy of the
+//     flow and are committed lazily — just before an output, a controller
+//     action or the end — as set/masked-set, push_vlan and pop_vlan actions
+//     computing the difference from what was last committed (OVS's
+//     base_flow), so `mod_dl_src:..,output:1,output:2` sets once;
+//   * resubmit and goto_table recurse; a resubmit to a table <= the current
+//     one deepens the recursion; depth >= kMaxResubmitDepth (64) or more than
+//     kMaxResubmits (4096) table actions in all stops translation with an
+//     error: the packet is dropped (empty actions) and the trace says why;
+//   * NORMAL is an L2 learning switch with VLAN access/trunk/native ports
+//     (Bridge::mac(), PortConfig::vlan_mode), as OVS's xlate_normal().
+//
+// The mask (XlateOut::wc). It starts as OVS's xlate_wc_init(): in_port,
+// recirc_id, dl_type, and nw_frag for IP; the classifier ORs in what each
+// lookup consulted (staged lookup, prefix tracking: a /8 rule costs ~8 bits
+// of nw_dst); actions OR in what they read or write; and it ends as OVS's
+// xlate_wc_finish(): metadata/registers/conj_id cleared, ICMP type/code
+// limited to 8 bits, VLAN CFI added where a TCI bit is matched, L4 ports
+// cleared for later fragments, VLAN and tunnel masks cleared when the
+// packet had no tag / no tunnel. NOTE for the installer: exactly like OVS,
+// the mask of an untagged packet does not cover vlans[]; OVS's datapath
+// reads a missing VLAN mask as "exact match on no VLAN" when it installs
+// the flow (odp_flow_key_to_mask). Whoever builds the megaflow from this
+// mask must do the same (set vlans[0] exact when the key has no tag) or a
+// megaflow for untagged packets would also match tagged ones.
+//
+// Life cycle and thread-safety: xlate() is re-entrant; it reads the bridge
+// lock-free (ports() snapshot, table(i).lookup(flow, version)) and may
+// learn into the bridge's MacLearning (its own mutex) when in.may_learn.
+// The caller must hold an Rcu reader slot and keep the returned rule
+// pointers only until its next quiescent point. Never called on a PMD.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "flow/dp_actions.h"
+#include "flow/flow_key.h"
+#include "flow/match.h"
+#include "flow/of_actions.h"
+#include "ofproto/bridge.h"
+#include "ofproto/classifier.h"
+#include "ofproto/rule.h"
+
+namespace keel::ofproto {
+
+inline constexpr unsigned kMaxResubmitDepth = 64;                                    // OVS MAX_DEPTH
+inline constexpr unsigned kMaxResubmits = kMaxResubmitDepth * kMaxResubmitDepth;  // OVS MAX_RESUBMITS
+
+struct XlateIn {
+  Bridge& bridge;
+  // The packet's key as the fast path parsed it. in_port is the datapath
+  // port id (as the upcall's key has it), unless in_port_is_ofport.
+  flow::FlowKey flow{};
+  Version version = kVersionMin;  // bridge.version(), taken once
+  uint64_t now_ns = 0;            // for MAC learning and aging
+  bool may_learn = true;          // NORMAL may learn source MACs (false: trace, revalidation)
+  bool in_port_is_ofport = false; // flow.in_port is already an OpenFlow port (trace)
+  // When non-null, the tree of tables, rules and actions visited is
+  // appended here in ofproto/trace's layout (see xlate_trace()).
+  std::string* trace = nullptr;
+};
+
+enum class XlateError : uint8_t {
+  ok = 0,
+  recursion_too_deep,   // resubmit depth reached kMaxResubmitDepth
+  too_many_resubmits,   // kMaxResubmits table actions
+  no_recirc_context,    // recirc_id != 0: keel's xlate never recirculates
+  actions_too_long,     // the action list outgrew kMaxDpActionsLen
+};
+const char* to_string(XlateError e);
+
+struct XlateOut {
+  flow::DpActions actions;  // empty = drop
+  // Megaflow mask over the *datapath* key: the in_port bits are all ones
+  // (they stand for the datapath port, which maps 1:1 to the OpenFlow one).
+  flow::FlowKey wc{};
+  flow::FlowKey final_flow{};        // the flow after the actions (in_port: OpenFlow port)
+  std::vector<const OfRule*> rules;  // every rule whose actions ran, in order (stats go to them)
+  XlateError error = XlateError::ok;  // set: actions are empty (drop), the reason is in the trace
+  bool uses_normal = false;    // NORMAL ran: revalidate when the MAC table's generation moves
+  bool to_controller = false;  // a controller userspace() action was emitted
+  bool mac_changed = false;    // NORMAL learned a new MAC or a move
+  uint64_t mac_generation = 0; // MacLearning::generation() when NORMAL looked (0 if no NORMAL)
+  uint32_t in_ofport = 0;      // the OpenFlow input port
+};
+
+// Translates in.flow through in.bridge. Errors (Status): the datapath
+// in_port is not a port of this bridge. Translation problems (resubmit
+// loops...) are not errors: they give XlateOut::error and a drop.
+Result<XlateOut> xlate(const XlateIn& in);
+
+// key & wc: the megaflow match to install for `key` (the datapath key the
+// translation started from).
+flow::Match xlate_megaflow(const flow::FlowKey& key, const flow::FlowKey& wc);
+
+// ofproto/trace: translates `flow` (in_port = OpenFlow port number, fields
+// not given zero) without side effects (no MAC learning, no counters) and
+// returns the report:
+//
+//   Flow: ip,in_port=1,vlan_tci=0x0000,dl_src=...,nw_dst=10.1.2.3,...
+//
+//   bridge("br0")
+//   -------------
+//    0. ip,nw_dst=10.0.0.0/8, priority 100
+//       output:2
+//
+//   Final flow: unchanged
+//   Megaflow: recirc_id=0,eth,ip,in_port=1,nw_dst=10.0.0.0/8,nw_frag=no
+//   Datapath actions: 2
+std::string xlate_trace(Bridge& bridge, const flow::FlowKey& flow, uint64_t now_ns);
+
+// --- controller actions --------------------------------------------------
+//
+// `controller`, `CONTROLLER:N`, `controller(...)` and dec_ttl's TTL
+// exception become `userspace(pid=0,userdata(<24 bytes>))` after the field
+// changes so far are committed, so the packet comes back to the slow path as
+// an action upcall (datapath/upcall.h, Type::action) in the state the
+// controller should see. The userdata, all multi-byte fields big-endian:
+//
+//   byte  0      kUserdataController (1): what this userdata is
+//   byte  1      reason (flow::OfPacketInReason: 1 action, 2 invalid_ttl...)
+//   byte  2      table id of the rule that sent it
+//   byte  3      0 (reserved)
+//   bytes 4-5    controller id
+//   bytes 6-7    max_len (bytes of the packet to send; 65535: all)
+//   bytes 8-11   OpenFlow in_port of the packet
+//   bytes 12-15  0 (reserved)
+//   bytes 16-23  cookie of the rule that sent it (all ones: no rule)
+inline constexpr uint8_t kUserdataController = 1;
+inline constexpr size_t kControllerUserdataLen = 24;
+
+struct ControllerUserdata {
+  flow::OfPacketInReason reason = flow::OfPacketInReason::action;
+  uint8_t table_id = 0;
+  uint16_t controller_id = 0;
+  uint16_t max_len = 0xffff;
+  uint32_t in_ofport = 0;
+  uint64_t cookie = UINT64_MAX;
+  bool operator==(const ControllerUserdata&) const = default;
+};
+
+void encode_controller_userdata(const ControllerUserdata& c, uint8_t (&out)[kControllerUserdataLen]);
+// nullopt: not a controller userdata (wrong length or type).
+std::optional<ControllerUserdata> decode_controller_userdata(std::span<const uint8_t> userdata);
+
+}  // namespace keel::ofproto

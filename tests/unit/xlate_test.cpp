@@ -1,0 +1,444 @@
+// Translation (ofproto/xlate.h): datapath actions per OpenFlow action, the
+// packet's new fields, NORMAL (learning, flooding, VLAN access/trunk,
+// moves, aging), resubmit limits, the megaflow masks (a /8 rule costs 8
+// bits of nw_dst; a miss on L4 costs nothing of L4; resubmits accumulate),
+// the controller userdata, ofproto/trace's report, and MacLearning itself.
+#include "ofproto/xlate.h"
+
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <string>
+
+#include "flow/dp_actions.h"
+#include "flow/flow_text.h"
+#include "flow/of_actions.h"
+#include "flow/of_match_syntax.h"
+#include "ofproto/bridge.h"
+#include "ofproto/mac_learning.h"
+
+using namespace keel;
+using namespace keel::ofproto;
+using keel::flow::FlowKey;
+using keel::flow::text::hton16;
+using keel::flow::text::hton32;
+using keel::flow::text::ntoh32;
+
+namespace {
+
+constexpr uint64_t kSec = 1'000'000'000ull;
+
+// A bridge with ports p1..p4: OpenFlow port N is datapath port 10+N, so the
+// tests see the mapping both ways.
+struct Br {
+  Bridge br{"br0", nullptr};
+  explicit Br(unsigned n = 4) {
+    for (unsigned i = 1; i <= n; ++i) {
+      PortConfig p;
+      p.name = "p" + std::to_string(i);
+      p.ofport = i;
+      p.dp_port = static_cast<uint16_t>(10 + i);
+      REQUIRE(br.add_port(p).ok());
+    }
+  }
+  void flow(const std::string& line) {
+    auto f = flow::parse_of_flow(line);
+    REQUIRE_MESSAGE(f.ok(), f.status().message());
+    auto a = flow::parse_of_actions(f->actions, {}, f->actions_column);
+    REQUIRE_MESSAGE(a.ok(), a.status().message());
+    FlowMod fm;
+    fm.command = FlowMod::Command::add;
+    fm.flow = f.value();
+    fm.actions = a.value();
+    auto r = br.flow_mod(fm);
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+  }
+  void vlan(const std::string& port, VlanMode m, uint16_t tag, std::vector<uint16_t> trunks = {}) {
+    REQUIRE(br.set_port_vlan(port, m, tag, std::move(trunks)).ok());
+  }
+  // Translates a key given in match syntax (in_port = *datapath* port).
+  XlateOut x(const std::string& key, uint64_t now = 0, bool learn = true, std::string* trace = nullptr) {
+    FlowKey k = pkt(key);
+    XlateIn in{br, k, br.version(), now, learn, false, trace};
+    auto r = xlate(in);
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    return r.value();
+  }
+  static FlowKey pkt(const std::string& key) {
+    auto m = flow::parse_of_match(key);
+    REQUIRE_MESSAGE(m.ok(), m.status().message());
+    FlowKey k = m->key;
+    if (k.vlans[0].tci) k.vlans[0].tpid = hton16(0x8100);  // the parser's view of a tagged frame
+    return k;
+  }
+};
+
+std::string acts(const XlateOut& o) { return flow::format_dp_actions(o.actions); }
+
+unsigned bits(uint32_t v) { return static_cast<unsigned>(std::popcount(v)); }
+
+bool wc_l4_clear(const FlowKey& wc) { return wc.tp_src == 0 && wc.tp_dst == 0 && wc.tcp_flags == 0; }
+
+std::optional<ControllerUserdata> userdata_of(const XlateOut& o) {
+  flow::DpActionReader r(o.actions.bytes());
+  while (!r.done()) {
+    flow::DpAction a = r.next();
+    if (a.type == flow::DpActionType::kUserspace) return decode_controller_userdata(a.userdata());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("output maps OpenFlow ports to datapath ports; the mask is OVS's base set") {
+  Br b;
+  b.flow("in_port=1,actions=output:2");
+  XlateOut o = b.x("ip,in_port=11,nw_src=1.2.3.4,nw_dst=5.6.7.8");
+  CHECK(acts(o) == "12");
+  CHECK(o.in_ofport == 1);
+  REQUIRE(o.rules.size() == 1);
+  // recirc_id(0),in_port(11),eth_type(0x0800),ipv4(frag=no): nothing else.
+  FlowKey want{};
+  want.in_port = UINT32_MAX;
+  want.recirc_id = UINT32_MAX;
+  want.dl_type = 0xffff;
+  want.nw_frag = flow::text::kFragMask;
+  CHECK(o.wc == want);
+  // Non-IP: no nw_frag.
+  XlateOut arp = b.x("arp,in_port=11");
+  CHECK(arp.wc.nw_frag == 0);
+  CHECK(acts(arp) == "12");
+}
+
+TEST_CASE("unknown datapath in_port is an error; table miss drops") {
+  Br b;
+  FlowKey k = Br::pkt("ip,in_port=99");
+  XlateIn in{b.br, k, b.br.version(), 0, true, false, nullptr};
+  CHECK_FALSE(xlate(in).ok());
+  XlateOut o = b.x("ip,in_port=11");
+  CHECK(acts(o) == "drop");
+  CHECK(o.rules.empty());
+}
+
+TEST_CASE("output to the input port is skipped; IN_PORT, FLOOD, ALL, LOCAL") {
+  Br b;
+  b.flow("in_port=1,actions=output:1");
+  b.flow("in_port=2,actions=IN_PORT");
+  b.flow("in_port=3,actions=FLOOD");
+  b.flow("in_port=4,actions=LOCAL,ALL");
+  CHECK(acts(b.x("ip,in_port=11")) == "drop");
+  CHECK(acts(b.x("ip,in_port=12")) == "12");
+  CHECK(acts(b.x("ip,in_port=13")) == "11,12,14");
+  CHECK(acts(b.x("ip,in_port=14")) == "11,12,13");  // no local port: LOCAL outputs nothing
+}
+
+TEST_CASE("field writes are committed lazily, once, before the output") {
+  Br b;
+  b.flow("in_port=1,ip,actions=mod_dl_src:00:00:00:00:00:aa,mod_nw_dst:192.168.0.1,output:2,output:3");
+  XlateOut o = b.x("ip,in_port=11,nw_src=1.1.1.1,nw_dst=2.2.2.2,nw_proto=17,nw_ttl=64");
+  CHECK(acts(o) == "set(eth(src=00:00:00:00:00:aa)),set(ipv4(dst=192.168.0.1)),12,13");
+  CHECK(o.final_flow.nw_dst == hton32(0xc0a80001));
+  CHECK(o.final_flow.dl_src.b[5] == 0xaa);
+  // What was written is in the mask, exactly.
+  CHECK(o.wc.nw_dst == UINT32_MAX);
+  CHECK(o.wc.nw_src == 0);
+  CHECK(flow::text::is_ones(o.wc.dl_src));
+  CHECK(flow::text::is_zero(o.wc.dl_dst));
+}
+
+TEST_CASE("a write after an output is committed before the next output only") {
+  Br b;
+  b.flow("in_port=1,tcp,actions=output:2,mod_tp_dst:8080,output:3,mod_nw_tos:32");
+  XlateOut o = b.x("tcp,in_port=11,nw_dst=2.2.2.2,tp_dst=80");
+  CHECK(acts(o) == "12,set(tcp(dst=8080)),13");
+  CHECK(o.final_flow.nw_tos == 32);
+}
+
+TEST_CASE("VLAN actions: mod_vlan_vid pushes, strip_vlan pops, modify is pop+push") {
+  Br b;
+  b.flow("in_port=1,actions=mod_vlan_vid:10,output:2");
+  b.flow("in_port=2,actions=strip_vlan,output:1");
+  b.flow("in_port=3,actions=mod_vlan_vid:20,output:1");
+  b.flow("in_port=4,actions=push_vlan:0x8100,mod_vlan_vid:30,mod_vlan_pcp:5,output:1");
+  CHECK(acts(b.x("ip,in_port=11")) == "push_vlan(vid=10,pcp=0),12");
+  XlateOut pop = b.x("ip,in_port=12,dl_vlan=7");
+  CHECK(acts(pop) == "pop_vlan,11");
+  CHECK((pop.wc.vlans[0].tci & hton16(0x1000)) != 0);
+  CHECK(acts(b.x("ip,in_port=13,dl_vlan=7")) == "pop_vlan,push_vlan(vid=20,pcp=0),11");
+  CHECK(acts(b.x("ip,in_port=14")) == "push_vlan(vid=30,pcp=5),11");
+  // Untagged input: the VLAN bits the actions touched are not in the mask.
+  CHECK(b.x("ip,in_port=11").wc.vlans[0].tci == 0);
+}
+
+TEST_CASE("load, set_field and move un-wildcard what they read and write") {
+  Br b;
+  b.flow("in_port=1,actions=move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],output:2");
+  b.flow("in_port=2,actions=load:0x5->NXM_NX_REG0[],resubmit(,1)");
+  b.flow("table=1,reg0=5,actions=output:3");
+  b.flow("in_port=3,ip,actions=set_field:10.9.9.9->ip_src,output:1");
+  XlateOut mv = b.x("ip,in_port=11,dl_src=00:00:00:00:00:01,dl_dst=00:00:00:00:00:02");
+  CHECK(acts(mv) == "set(eth(dst=00:00:00:00:00:01)),12");
+  CHECK(flow::text::is_ones(mv.wc.dl_src));
+  CHECK(flow::text::is_ones(mv.wc.dl_dst));
+
+  XlateOut ld = b.x("ip,in_port=12");
+  CHECK(acts(ld) == "13");
+  CHECK(ld.rules.size() == 2);
+  CHECK(ld.wc.regs[0] == 0);  // registers are not packet fields: never in a megaflow
+  CHECK(ld.final_flow.regs[0] == 5);
+
+  CHECK(acts(b.x("ip,in_port=13,nw_src=1.1.1.1,nw_proto=6")) == "set(ipv4(src=10.9.9.9)),11");
+}
+
+TEST_CASE("dec_ttl decrements; TTL 1 goes to the controller with invalid_ttl") {
+  Br b;
+  b.flow("in_port=1,ip,actions=dec_ttl,output:2");
+  XlateOut o = b.x("ip,in_port=11,nw_proto=17,nw_ttl=64");
+  CHECK(acts(o) == "set(ipv4(ttl=63)),12");
+  CHECK(o.wc.nw_ttl == 0xff);
+  XlateOut x = b.x("ip,in_port=11,nw_proto=17,nw_ttl=1");
+  CHECK(x.to_controller);
+  auto u = userdata_of(x);
+  REQUIRE(u);
+  CHECK(u->reason == flow::OfPacketInReason::invalid_ttl);
+  CHECK(u->in_ofport == 1);
+  CHECK(acts(x).find("12") == std::string::npos);  // the rest of the rule's actions are skipped
+}
+
+TEST_CASE("controller: userdata round trip with table, cookie and reason") {
+  Br b;
+  b.flow("cookie=0x1234,table=0,in_port=1,actions=resubmit(,5)");
+  b.flow("cookie=0xabcd,table=5,actions=mod_dl_dst:00:00:00:00:00:09,controller(reason=no_match,max_len=128,id=7)");
+  XlateOut o = b.x("ip,in_port=11");
+  CHECK(o.to_controller);
+  CHECK(acts(o).rfind("set(eth(dst=00:00:00:00:00:09)),userspace(pid=0,userdata(", 0) == 0);
+  auto u = userdata_of(o);
+  REQUIRE(u);
+  CHECK(u->table_id == 5);
+  CHECK(u->cookie == 0xabcd);
+  CHECK(u->controller_id == 7);
+  CHECK(u->max_len == 128);
+  CHECK(u->reason == flow::OfPacketInReason::no_match);
+
+  ControllerUserdata c{flow::OfPacketInReason::action, 3, 1, 65535, 0xfffe, UINT64_MAX};
+  uint8_t raw[kControllerUserdataLen];
+  encode_controller_userdata(c, raw);
+  CHECK(decode_controller_userdata(raw) == c);
+  CHECK_FALSE(decode_controller_userdata(std::span<const uint8_t>(raw, 8)));
+}
+
+TEST_CASE("mask: a /8 rule un-wildcards only the 8 prefix bits of nw_dst") {
+  Br b;
+  b.flow("priority=100,ip,nw_dst=10.0.0.0/8,actions=output:2");
+  XlateOut hit = b.x("tcp,in_port=11,nw_src=1.2.3.4,nw_dst=10.1.2.3,tp_src=1000,tp_dst=80");
+  CHECK(acts(hit) == "12");
+  CHECK(ntoh32(hit.wc.nw_dst) == 0xff000000u);
+  CHECK(hit.wc.nw_src == 0);
+  CHECK(hit.wc.nw_proto == 0);
+  CHECK(wc_l4_clear(hit.wc));
+  // A miss costs at most the prefix's bits too.
+  XlateOut miss = b.x("tcp,in_port=11,nw_dst=192.168.1.1,tp_dst=80");
+  CHECK(acts(miss) == "drop");
+  CHECK(bits(miss.wc.nw_dst) <= 8);
+  CHECK(wc_l4_clear(miss.wc));
+}
+
+TEST_CASE("mask: a table miss on L4 does not un-wildcard L4") {
+  Br b;
+  b.flow("priority=100,tcp,nw_dst=10.0.0.1,tp_dst=80,actions=output:2");
+  XlateOut o = b.x("tcp,in_port=11,nw_dst=10.0.0.2,tp_dst=80");
+  CHECK(acts(o) == "drop");
+  CHECK(wc_l4_clear(o.wc));
+  XlateOut h = b.x("tcp,in_port=11,nw_dst=10.0.0.1,tp_dst=80");
+  CHECK(acts(h) == "12");
+  CHECK(h.wc.tp_dst == 0xffff);
+}
+
+TEST_CASE("mask: in_port-only rule, and resubmit chains accumulate") {
+  Br b;
+  b.flow("in_port=1,actions=resubmit(,1)");
+  b.flow("table=1,priority=10,tcp,tp_dst=80,actions=resubmit(,2)");
+  b.flow("table=2,priority=10,ip,nw_src=10.0.0.0/16,actions=output:2");
+  XlateOut o = b.x("tcp,in_port=11,nw_src=10.0.5.5,tp_dst=80");
+  CHECK(acts(o) == "12");
+  CHECK(o.rules.size() == 3);
+  CHECK(o.wc.in_port == UINT32_MAX);
+  CHECK(o.wc.tp_dst == 0xffff);
+  CHECK(o.wc.nw_proto == 0xff);
+  CHECK(ntoh32(o.wc.nw_src) == 0xffff0000u);
+  CHECK(o.wc.tp_src == 0);
+}
+
+TEST_CASE("resubmit(port,table) looks up with that in_port; resubmit loops stop at depth 64") {
+  Br b;
+  b.flow("in_port=1,actions=resubmit(3,1)");
+  b.flow("table=1,in_port=3,actions=IN_PORT");  // IN_PORT is still the real input port
+  CHECK(acts(b.x("ip,in_port=11")) == "11");
+
+  b.flow("in_port=2,actions=output:3,resubmit(,0)");
+  b.flow("in_port=3,actions=resubmit:3");
+  std::string trace;
+  XlateOut o = b.x("ip,in_port=13", 0, true, &trace);
+  CHECK(o.error == XlateError::recursion_too_deep);
+  CHECK(acts(o) == "drop");
+  CHECK(trace.find("over max translation depth 64") != std::string::npos);
+}
+
+TEST_CASE("goto_table does not deepen: 254 tables chained translate") {
+  Br b;
+  for (int t = 0; t < 200; ++t)
+    b.flow("table=" + std::to_string(t) + ",actions=goto_table:" + std::to_string(t + 1));
+  b.flow("table=200,actions=output:2");
+  XlateOut o = b.x("ip,in_port=11");
+  CHECK(o.error == XlateError::ok);
+  CHECK(acts(o) == "12");
+}
+
+TEST_CASE("NORMAL: learns, floods unknown, forwards known, drops hairpin") {
+  Br b;
+  b.flow("actions=NORMAL");
+  const std::string a_to_b = "ip,in_port=11,dl_src=00:00:00:00:00:0a,dl_dst=00:00:00:00:00:0b";
+  XlateOut o = b.x(a_to_b, 1 * kSec);
+  CHECK(o.uses_normal);
+  CHECK(o.mac_changed);
+  CHECK(acts(o) == "12,13,14");
+  CHECK(flow::text::is_ones(o.wc.dl_src));
+  CHECK(flow::text::is_ones(o.wc.dl_dst));
+  // b answers from p2: a is known, b gets learned.
+  XlateOut back = b.x("ip,in_port=12,dl_src=00:00:00:00:00:0b,dl_dst=00:00:00:00:00:0a", 2 * kSec);
+  CHECK(acts(back) == "11");
+  CHECK(acts(b.x(a_to_b, 3 * kSec)) == "12");
+  // Broadcast and multicast flood; multicast sources are not learned.
+  CHECK(acts(b.x("ip,in_port=11,dl_src=00:00:00:00:00:0a,dl_dst=ff:ff:ff:ff:ff:ff", 3 * kSec)) == "12,13,14");
+  XlateOut mc = b.x("ip,in_port=11,dl_src=01:00:5e:00:00:01,dl_dst=00:00:00:00:00:77", 3 * kSec);
+  CHECK_FALSE(mc.mac_changed);
+  // Destination learned on the input port: dropped.
+  CHECK(acts(b.x("ip,in_port=12,dl_src=00:00:00:00:00:0c,dl_dst=00:00:00:00:00:0b", 3 * kSec)) == "drop");
+  // Reserved multicast (STP): dropped.
+  CHECK(acts(b.x("ip,in_port=11,dl_src=00:00:00:00:00:0a,dl_dst=01:80:c2:00:00:00", 3 * kSec)) == "drop");
+}
+
+TEST_CASE("NORMAL: moves, aging, and no learning when may_learn is off") {
+  Br b;
+  b.flow("actions=NORMAL");
+  b.x("ip,in_port=11,dl_src=00:00:00:00:00:0a,dl_dst=ff:ff:ff:ff:ff:ff", 0);
+  const std::string to_a = "ip,in_port=13,dl_src=00:00:00:00:00:0c,dl_dst=00:00:00:00:00:0a";
+  CHECK(acts(b.x(to_a, kSec)) == "11");
+  // a moves to p2.
+  uint64_t gen = b.br.mac().generation();
+  XlateOut mv = b.x("ip,in_port=12,dl_src=00:00:00:00:00:0a,dl_dst=ff:ff:ff:ff:ff:ff", 2 * kSec);
+  CHECK(mv.mac_changed);
+  CHECK(b.br.mac().generation() > gen);
+  CHECK(b.br.mac().stats().moved == 1);
+  CHECK(acts(b.x(to_a, 3 * kSec)) == "12");
+  // After the aging time (300 s) a is unknown again: flood.
+  CHECK(acts(b.x(to_a, 303 * kSec, false)) == "11,12,14");
+  // may_learn=false (trace, revalidation) learns nothing.
+  XlateOut nl = b.x("ip,in_port=14,dl_src=00:00:00:00:00:0d,dl_dst=ff:ff:ff:ff:ff:ff", 4 * kSec, false);
+  CHECK_FALSE(nl.mac_changed);
+  CHECK_FALSE(b.br.mac().lookup(0, flow::EthAddr{{0, 0, 0, 0, 0, 0x0d}}, 4 * kSec));
+}
+
+TEST_CASE("NORMAL: access and trunk ports tag and untag per output port") {
+  Br b;
+  b.flow("actions=NORMAL");
+  b.vlan("p1", VlanMode::access, 10);
+  b.vlan("p2", VlanMode::access, 10);
+  b.vlan("p3", VlanMode::trunk, 0, {10, 20});
+  b.vlan("p4", VlanMode::access, 20);
+  // Untagged on access VLAN 10: p2 untagged, p3 tagged 10, not p4.
+  XlateOut o = b.x("ip,in_port=11,dl_src=00:00:00:00:00:0a,dl_dst=ff:ff:ff:ff:ff:ff");
+  CHECK(acts(o) == "12,push_vlan(vid=10,pcp=0),13");
+  // Tagged frames on an access port are dropped.
+  CHECK(acts(b.x("ip,in_port=11,dl_vlan=10,dl_src=00:00:00:00:00:0a,dl_dst=ff:ff:ff:ff:ff:ff")) == "drop");
+  // Tagged 20 on the trunk: to p4 untagged.
+  CHECK(acts(b.x("ip,in_port=13,dl_vlan=20,dl_src=00:00:00:00:00:0c,dl_dst=ff:ff:ff:ff:ff:ff")) == "pop_vlan,14");
+  // VLAN 30 is not trunked on p3: dropped; untagged (VLAN 0) neither.
+  CHECK(acts(b.x("ip,in_port=13,dl_vlan=30,dl_src=00:00:00:00:00:0c,dl_dst=ff:ff:ff:ff:ff:ff")) == "drop");
+  CHECK(acts(b.x("ip,in_port=13,dl_src=00:00:00:00:00:0c,dl_dst=ff:ff:ff:ff:ff:ff")) == "drop");
+  // Learned per VLAN: 0a is known in VLAN 10 only.
+  CHECK(acts(b.x("ip,in_port=13,dl_vlan=10,dl_src=00:00:00:00:00:0c,dl_dst=00:00:00:00:00:0a")) == "pop_vlan,11");
+  CHECK(acts(b.x("ip,in_port=13,dl_vlan=20,dl_src=00:00:00:00:00:0c,dl_dst=00:00:00:00:00:0a")) == "pop_vlan,14");
+  // The VID is in the mask of a tagged packet (with CFI); popping the tag
+  // makes the whole tag exact (OVS's commit_vlan_action).
+  XlateOut t = b.x("ip,in_port=13,dl_vlan=20,dl_src=00:00:00:00:00:0c,dl_dst=00:00:00:00:00:0a");
+  CHECK(t.wc.vlans[0].tci == 0xffff);
+  b.vlan("p2", VlanMode::trunk, 0);
+  XlateOut tt = b.x("ip,in_port=13,dl_vlan=10,dl_src=00:00:00:00:00:0c,dl_dst=ff:ff:ff:ff:ff:ff");
+  CHECK(acts(tt) == "pop_vlan,11,push_vlan(vid=10,pcp=0),12");
+}
+
+TEST_CASE("NORMAL: native-untagged carries its VLAN untagged") {
+  Br b;
+  b.flow("actions=NORMAL");
+  b.vlan("p1", VlanMode::native_untagged, 5, {7});
+  b.vlan("p2", VlanMode::trunk, 0);
+  b.vlan("p3", VlanMode::native_tagged, 5);
+  b.vlan("p4", VlanMode::access, 7);
+  // Untagged on p1 = VLAN 5: trunk p2 tagged, p3 tagged (native-tagged), not p4.
+  CHECK(acts(b.x("ip,in_port=11,dl_src=00:00:00:00:00:0a,dl_dst=ff:ff:ff:ff:ff:ff")) ==
+        "push_vlan(vid=5,pcp=0),12,13");
+  // VLAN 5 tagged from p2: p1 untagged, p3 tagged.
+  CHECK(acts(b.x("ip,in_port=12,dl_vlan=5,dl_src=00:00:00:00:00:0b,dl_dst=ff:ff:ff:ff:ff:ff")) ==
+        "pop_vlan,11,push_vlan(vid=5,pcp=0),13");
+}
+
+TEST_CASE("trace: the /8 rule's report and Megaflow line, as ofproto/trace prints them") {
+  Br b;
+  b.flow("priority=100,ip,nw_dst=10.0.0.0/8,actions=output:2");
+  FlowKey k = Br::pkt("ip,in_port=1,nw_dst=10.1.2.3");
+  std::string t = xlate_trace(b.br, k, 0);
+  INFO(t);
+  CHECK(t.find("bridge(\"br0\")\n-------------\n 0. ip,nw_dst=10.0.0.0/8, priority 100\n    output:2\n") !=
+        std::string::npos);
+  CHECK(t.find("\nFinal flow: unchanged\n") != std::string::npos);
+  CHECK(t.find("\nMegaflow: recirc_id=0,eth,ip,in_port=1,nw_dst=10.0.0.0/8,nw_frag=no\n") != std::string::npos);
+  CHECK(t.find("\nDatapath actions: 12\n") != std::string::npos);
+  CHECK(t.rfind("Flow: ip,in_port=1,", 0) == 0);
+}
+
+TEST_CASE("trace: nested resubmits indent like OVS and learn nothing") {
+  Br b;
+  b.flow("in_port=1,actions=resubmit(,1),output:3");
+  b.flow("table=1,actions=NORMAL");
+  FlowKey k = Br::pkt("ip,in_port=1,dl_src=00:00:00:00:00:0a,dl_dst=00:00:00:00:00:0b");
+  std::string t = xlate_trace(b.br, k, 0);
+  INFO(t);
+  CHECK(t.find(" 0. in_port=1, priority 32768\n    resubmit(,1)\n     1. priority 32768\n"
+               "            NORMAL\n             -> no learned MAC for destination, flooding\n    output:3\n") !=
+        std::string::npos);
+  CHECK(b.br.mac().entries().empty());
+}
+
+TEST_CASE("MacLearning: LRU eviction, moves, flush, expiry, generation") {
+  MacLearning ml(10, 2);
+  auto mac = [](uint8_t n) { return flow::EthAddr{{0, 0, 0, 0, 0, n}}; };
+  CHECK(ml.learn(1, mac(1), 1, 0));
+  CHECK(ml.learn(1, mac(2), 2, 1 * kSec));
+  CHECK_FALSE(ml.learn(1, mac(1), 1, 2 * kSec));  // refresh: 1 is now the most recent
+  CHECK(ml.learn(1, mac(3), 3, 3 * kSec));         // full: evicts 2, the least recent
+  CHECK_FALSE(ml.lookup(1, mac(2), 3 * kSec));
+  CHECK(ml.lookup(1, mac(1), 3 * kSec) == 1u);
+  CHECK(ml.stats().evicted == 1);
+  CHECK_FALSE(ml.lookup(2, mac(1), 3 * kSec));  // per VLAN
+  uint64_t g = ml.generation();
+  CHECK(ml.learn(1, mac(1), 4, 4 * kSec));  // move
+  CHECK(ml.generation() > g);
+  CHECK(ml.stats().moved == 1);
+  CHECK_FALSE(ml.learn(1, flow::EthAddr{{1, 0, 0, 0, 0, 1}}, 1, 0));  // multicast source
+  // Aging: 3 was learned at 3 s, 1 at 4 s; at 13.5 s only 3 has aged.
+  CHECK_FALSE(ml.lookup(1, mac(3), 13 * kSec + kSec / 2));
+  CHECK(ml.expire(13 * kSec + kSec / 2) == 1);
+  CHECK(ml.entries().size() == 1);
+  CHECK(ml.stats().expired == 1);
+  ml.flush_port(4);
+  CHECK(ml.entries().empty());
+  ml.learn(3, mac(9), 2, 0);
+  ml.learn(1, mac(8), 2, 0);
+  ml.set_max_entries(5);
+  auto e = ml.entries();
+  REQUIRE(e.size() == 2);
+  CHECK(e[0].vlan == 1);  // sorted by port, VLAN, MAC
+  ml.flush();
+  CHECK(ml.entries().empty());
+}
