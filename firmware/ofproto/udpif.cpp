@@ -1,0 +1,374 @@
+// Udpif: the upcall handler and the revalidator. See udpif.h.
+#include "ofproto/udpif.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "flow/miniflow.h"
+#include "keel/hal/cpu.h"
+#include "ofproto/bridge.h"
+
+namespace keel::ofproto {
+
+namespace {
+
+// The megaflow of a translation: the flow's bits under wc, with in_port and
+// recirc_id always exact (as every datapath flow).
+flow::Match megaflow_match(const flow::FlowKey& flow, const flow::FlowKey& wc) {
+  flow::Match m;
+  m.key = flow;
+  m.mask = wc;
+  m.mask.in_port = 0xffffffffu;
+  m.mask.recirc_id = 0xffffffffu;
+  m.apply_mask();
+  return m;
+}
+
+void push_stats(const std::vector<const OfRule*>& rules, uint64_t pkts, uint64_t bytes, uint64_t used) {
+  if (!pkts) return;
+  for (const OfRule* r : rules) const_cast<OfRule*>(r)->add_stats(pkts, bytes, used);
+}
+
+}  // namespace
+
+Udpif::Udpif(datapath::Datapath& dp, datapath::Rcu& rcu, Translator translate, ActionSink sink, UdpifKnobs knobs)
+    : dp_(dp), rcu_(rcu), translate_(std::move(translate)), sink_(std::move(sink)), knobs_(std::move(knobs)) {}
+
+Udpif::~Udpif() { stop(); }
+
+void Udpif::start() {
+  if (running()) return;
+  if (!slots_registered_) {
+    handler_slot_ = rcu_.register_slot();
+    revalidator_slot_ = rcu_.register_slot();
+    slots_registered_ = true;
+  }
+  quit_.store(false);
+  adapted_limit_.store(knobs_.flow_limit ? knobs_.flow_limit() : 200000);
+  handler_ = std::thread([this] { handler_main(); });
+  revalidator_ = std::thread([this] { revalidator_main(); });
+  dp_.set_upcalls_enabled(true);
+}
+
+void Udpif::stop() {
+  if (!running()) return;
+  dp_.set_upcalls_enabled(false);
+  quit_.store(true);
+  {
+    std::lock_guard lock(wake_mu_);
+    kicked_ = true;
+  }
+  wake_cv_.notify_all();
+  handler_.join();
+  revalidator_.join();
+}
+
+void Udpif::kick() {
+  {
+    std::lock_guard lock(wake_mu_);
+    kicked_ = true;
+  }
+  wake_cv_.notify_all();
+}
+
+// --- handler ---
+
+void Udpif::handler_main() {
+  hal::name_current_thread("handler");
+  rcu_.online(handler_slot_);
+  unsigned idle = 0;
+  while (!quit_.load(std::memory_order_relaxed)) {
+    const bool busy = handle_batch();
+    rcu_.quiesce(handler_slot_);
+    if (busy) {
+      idle = 0;
+      continue;
+    }
+    // Nothing to do: poll again soon, then back off (the PMDs don't wake us).
+    rcu_.offline(handler_slot_);
+    std::this_thread::sleep_for(std::chrono::microseconds(++idle < 100 ? 20 : 200));
+    rcu_.online(handler_slot_);
+  }
+  // Stopping: what is still queued is answered "drop" so the PMDs free it.
+  for (const auto& pmd : dp_.pmds()) {
+    datapath::UpcallChannel& ch = pmd->upcall_channel();
+    datapath::Upcall* u;
+    while (ch.next(u)) ch.answer(u);
+  }
+  rcu_.offline(handler_slot_);
+}
+
+bool Udpif::handle_batch() {
+  bool any = false;
+  for (const auto& pmd : dp_.pmds()) {
+    datapath::UpcallChannel& ch = pmd->upcall_channel();
+    datapath::Upcall* u;
+    // Records the PMD has executed: free what the answers allocated.
+    while (ch.next_spent(u)) {
+      if (u->install_failed) {
+        datapath::free_megaflow(u->install);
+        std::lock_guard lock(mu_);
+        ++stats_.install_failed;
+      }
+      delete u->actions;
+      ch.recycle(u);
+      any = true;
+    }
+    for (unsigned n = 0; n < 64 && ch.next(u); ++n) {
+      answer(ch, u);
+      any = true;
+    }
+  }
+  return any;
+}
+
+void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u) {
+  if (u->type == datapath::Upcall::Type::action) {
+    if (sink_) sink_(*u);
+    std::lock_guard lock(mu_);
+    ++stats_.action_upcalls;
+    ch.answer(u);  // no actions: the packet is consumed
+    return;
+  }
+  flow::FlowKey flow;
+  flow::expand(u->key, flow);
+  Translation t;
+  Status st = translate_(flow, /*may_learn=*/true, t);
+  std::lock_guard lock(mu_);
+  ++stats_.upcalls;
+  if (!st.ok()) {
+    ++stats_.translate_errors;
+    ch.answer(u);  // drop
+    return;
+  }
+  u->actions = new flow::DpActions(t.actions);
+  const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
+  if (!t.cacheable || !t.bridge) {
+    push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
+  } else if (dp_.flow_count() >= limit) {
+    ++stats_.limit_hits;
+    push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
+  } else {
+    const flow::Match m = megaflow_match(flow, t.wc);
+    const datapath::Ufid ufid = datapath::Datapath::ufid_for(m);
+    auto f = dp_.build_megaflow(m, &t.actions, ufid);
+    if (f) {
+      u->install = f.value();
+      Ukey& k = ukeys_[{u->pmd, ufid}];
+      k.pmd = u->pmd;
+      k.match = m;
+      k.actions = t.actions;
+      k.bridge = t.bridge;
+      k.rules = std::move(t.rules);
+      k.rules_gen = t.rules_gen;
+      k.uses_normal = t.uses_normal;
+      k.mac_gen = t.mac_gen;
+      k.packets = k.bytes = 0;
+      k.created_ns = hal::now_ns();
+      k.seen_round = 0;
+      ++stats_.installs;
+    } else {
+      ++stats_.translate_errors;
+    }
+  }
+  ch.answer(u);
+}
+
+// --- revalidator ---
+
+void Udpif::revalidator_main() {
+  hal::name_current_thread("revalidator");
+  while (!quit_.load(std::memory_order_relaxed)) {
+    const uint32_t interval = knobs_.revalidate_interval_ms ? knobs_.revalidate_interval_ms() : 500;
+    {
+      std::unique_lock lock(wake_mu_);
+      wake_cv_.wait_for(lock, std::chrono::milliseconds(interval), [this] { return kicked_; });
+      kicked_ = false;
+    }
+    if (quit_.load(std::memory_order_relaxed)) break;
+    rcu_.online(revalidator_slot_);
+    (void)round(true, revalidator_slot_);
+    rcu_.offline(revalidator_slot_);
+  }
+}
+
+uint64_t Udpif::revalidate_now(bool terse) {
+  // The caller's thread is not an Rcu reader; borrow the revalidator's slot
+  // only when its thread isn't running.
+  if (running()) {
+    // The revalidator thread runs it; wait for one whole round that
+    // started after this call.
+    uint64_t before;
+    {
+      std::lock_guard lock(mu_);
+      before = stats_.rounds;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      kick();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::lock_guard lock(mu_);
+      if (stats_.rounds >= before + 2 || std::chrono::steady_clock::now() > deadline) return stats_.last_round_us;
+    }
+  }
+  if (!slots_registered_) {
+    handler_slot_ = rcu_.register_slot();
+    revalidator_slot_ = rcu_.register_slot();
+    slots_registered_ = true;
+  }
+  rcu_.online(revalidator_slot_);
+  const uint64_t us = round(terse, revalidator_slot_);
+  rcu_.offline(revalidator_slot_);
+  return us;
+}
+
+uint64_t Udpif::round(bool terse, unsigned rcu_slot) {
+  (void)rcu_slot;
+  std::lock_guard round_lock(round_mu_);
+  const uint64_t t0 = hal::now_ns();
+  const uint64_t max_idle_ns = uint64_t{knobs_.max_idle_ms ? knobs_.max_idle_ms() : 10000} * 1'000'000;
+
+  // 1. What the datapath has: terse (ids + stats) or, for comparison, full
+  // (keys, masks and actions formatted, as a dump that carries everything).
+  std::vector<datapath::FlowStats> dump;
+  if (terse) {
+    dp_.flow_stats(dump);
+  } else {
+    for (const datapath::FlowView& v : dp_.flow_dump())
+      dump.push_back({v.pmd, v.ufid, v.packets, v.bytes, v.used_ns, v.tcp_flags});
+  }
+
+  std::vector<datapath::PmdFlowRef> to_delete;
+  struct Fix {
+    unsigned pmd;
+    flow::Match match;
+    flow::DpActions actions;
+  };
+  std::vector<Fix> to_modify;
+  const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
+  const uint64_t round_id = ++round_seq_;
+  std::vector<std::pair<uint64_t, UkeyId>> by_age;  // for the flow limit
+  // The ukey table is locked per flow, and not while translating, so the
+  // handler keeps answering upcalls during a long round.
+  for (const datapath::FlowStats& s : dump) {
+    const UkeyId id{s.pmd, s.ufid};
+    flow::FlowKey key;
+    {
+      std::lock_guard lock(mu_);
+      auto it = ukeys_.find(id);
+      if (it == ukeys_.end()) continue;  // not ours (dp-flow add): left alone
+      Ukey& k = it->second;
+      k.seen_round = round_id;
+      const uint64_t used = s.used_ns ? s.used_ns : k.created_ns;
+      if (t0 > used && t0 - used > max_idle_ns) {
+        push_stats(k.rules, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes),
+                   s.used_ns);
+        to_delete.push_back({s.pmd, k.match});
+        ukeys_.erase(it);
+        ++stats_.deleted_idle;
+        continue;
+      }
+      // Re-translate only what may have changed.
+      bool recheck = k.bridge && k.bridge->rules_generation() != k.rules_gen;
+      recheck |= k.uses_normal && k.bridge && k.bridge->mac().generation() != k.mac_gen;
+      if (!recheck) {
+        if (s.packets > k.packets) {
+          push_stats(k.rules, s.packets - k.packets, s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
+          k.packets = s.packets;
+          k.bytes = s.bytes;
+        }
+        by_age.push_back({used, id});
+        continue;
+      }
+      key = k.match.key;
+    }
+    Translation t;
+    Status st = translate_(key, /*may_learn=*/false, t);
+    std::lock_guard lock(mu_);
+    ++stats_.revalidated;
+    auto it = ukeys_.find(id);
+    if (it == ukeys_.end()) continue;
+    Ukey& k = it->second;
+    const flow::Match m = st.ok() ? megaflow_match(key, t.wc) : flow::Match{};
+    // The stats so far belong to the old translation's rules.
+    push_stats(k.rules, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes),
+               s.used_ns);
+    k.packets = std::max(k.packets, s.packets);
+    k.bytes = std::max(k.bytes, s.bytes);
+    if (!st.ok() || !t.cacheable || !t.bridge || !(m == k.match)) {
+      to_delete.push_back({s.pmd, k.match});
+      ukeys_.erase(it);
+      ++stats_.deleted_changed;
+      continue;
+    }
+    if (!(t.actions == k.actions)) {
+      to_modify.push_back({s.pmd, k.match, t.actions});
+      k.actions = t.actions;
+      ++stats_.modified;
+    }
+    k.rules = std::move(t.rules);
+    k.rules_gen = t.rules_gen;
+    k.uses_normal = t.uses_normal;
+    k.mac_gen = t.mac_gen;
+    by_age.push_back({s.used_ns ? s.used_ns : k.created_ns, id});
+  }
+  {
+    std::lock_guard lock(mu_);
+    // Over the limit (it shrank): the least recently used go.
+    if (by_age.size() > limit) {
+      std::sort(by_age.begin(), by_age.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (size_t i = 0; i < by_age.size() - limit; ++i) {
+        auto it = ukeys_.find(by_age[i].second);
+        if (it == ukeys_.end()) continue;
+        to_delete.push_back({it->second.pmd, it->second.match});
+        ukeys_.erase(it);
+        ++stats_.deleted_limit;
+      }
+    }
+    // Ukeys whose flow is gone (deleted by hand, install failed): forgotten
+    // once they were in a dump before, or are old enough to have been.
+    for (auto it = ukeys_.begin(); it != ukeys_.end();) {
+      const Ukey& k = it->second;
+      const bool gone = k.seen_round != round_id && k.created_ns < t0 &&
+                        (k.seen_round != 0 || t0 - k.created_ns > 2'000'000'000ull);
+      it = gone ? ukeys_.erase(it) : std::next(it);
+    }
+  }
+  for (const Fix& f : to_modify) (void)dp_.flow_modify(f.pmd, f.match, f.actions);
+  if (!to_delete.empty()) (void)dp_.flows_del(to_delete);
+
+  // 2. How long it took adapts the flow limit (Open vSwitch's rule).
+  const uint64_t us = (hal::now_ns() - t0) / 1000;
+  const uint64_t ms = us / 1000;
+  const uint32_t configured = knobs_.flow_limit ? knobs_.flow_limit() : 200000;
+  uint64_t lim = adapted_limit_.load(std::memory_order_relaxed);
+  const size_t n_flows = dump.size();
+  if (ms > 2000) {
+    lim /= ms / 1000;
+  } else if (ms > 1300) {
+    lim = lim * 3 / 4;
+  } else if (ms < 1000 && n_flows > 2000 && lim < n_flows * 1000 / std::max<uint64_t>(ms, 1)) {
+    lim += 1000;
+  }
+  lim = std::min<uint64_t>(configured, std::max<uint64_t>(lim, 1000));
+  adapted_limit_.store(static_cast<uint32_t>(lim), std::memory_order_relaxed);
+
+  std::lock_guard lock(mu_);
+  ++stats_.rounds;
+  stats_.last_dump_ms = ms;
+  stats_.last_round_us = us;
+  stats_.max_dump_ms = std::max(stats_.max_dump_ms, ms);
+  stats_.avg_dump_ms = (stats_.avg_dump_ms * (stats_.rounds - 1) + ms) / stats_.rounds;
+  return us;
+}
+
+UdpifStats Udpif::stats() const {
+  std::lock_guard lock(mu_);
+  UdpifStats s = stats_;
+  s.flow_limit = adapted_limit_.load(std::memory_order_relaxed);
+  s.ukeys = ukeys_.size();
+  s.flows = dp_.flow_count();
+  return s;
+}
+
+}  // namespace keel::ofproto

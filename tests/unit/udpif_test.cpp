@@ -1,0 +1,216 @@
+// Udpif: misses are translated and installed in the PMD that missed; the
+// revalidator pushes statistics to rules, deletes idle flows, re-translates
+// flows after a rule change (modify in place, or delete when the mask
+// changes) and leaves unaffected flows alone; the flow limit stops installs
+// but still forwards. A stand-in translator plays xlate.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "datapath/datapath.h"
+#include "flow/dp_actions.h"
+#include "flow/of_match_syntax.h"
+#include "hal/sim/ring_port.h"
+#include "keel/hal/backend.h"
+#include "ofproto/bridge.h"
+#include "ofproto/udpif.h"
+
+using namespace keel;
+using namespace std::chrono_literals;
+
+namespace {
+
+// An Ethernet/IPv4/UDP frame to 10.0.(dst >> 8).(dst & 255).
+void fill(hal::Packet* p, unsigned dst) {
+  uint8_t f[64] = {2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00, 0x45, 0, 0, 50, 0, 0, 0, 0, 64, 17, 0, 0,
+                   10, 0, 0, 1, 10, 0, static_cast<uint8_t>(dst >> 8), static_cast<uint8_t>(dst),
+                   0x03, 0xe8, 0x07, 0xd0, 0, 30, 0, 0};
+  std::memcpy(p->data(), f, sizeof f);
+  (void)p->set_len(sizeof f);
+}
+
+struct Rig {
+  std::unique_ptr<hal::Backend> backend;
+  datapath::Datapath dp{{.pmd_cores = {-1}}};
+  datapath::Rcu rcu;
+  ofproto::Bridge bridge{"br0", &rcu};
+  hal::sim::RingPort* in = nullptr;
+  hal::sim::RingPort* out[2] = {};
+  std::atomic<uint32_t> out_port{2};      // where the stand-in xlate sends packets
+  std::atomic<bool> match_dst{true};      // whether its megaflow matches nw_dst
+  std::atomic<uint32_t> limit{200000}, max_idle{10000};
+  ofproto::OfRule* rule = nullptr;        // the "rule" translation reports
+  std::unique_ptr<ofproto::Udpif> udpif;
+
+  Rig() {
+    auto be = hal::make_sim_backend({.buffers = 4096});
+    REQUIRE(be.ok());
+    backend = std::move(be.value());
+    in = open("p0");
+    out[0] = open("p1");
+    out[1] = open("p2");
+    add_rule("priority=1,actions=drop");
+    udpif = std::make_unique<ofproto::Udpif>(
+        dp, rcu,
+        [this](const flow::FlowKey& flow, bool, ofproto::Translation& t) {
+          t.bridge = &bridge;
+          t.rules_gen = bridge.rules_generation();
+          t.wc.in_port = 0xffffffffu;
+          t.wc.dl_type = 0xffff;
+          if (match_dst) t.wc.nw_dst = 0xffffffffu;
+          (void)flow;
+          flow::DpActionsBuilder b;
+          b.output(out_port.load());
+          t.actions = b.finish().value();
+          t.rules = {rule};
+          return Status{};
+        },
+        nullptr,
+        ofproto::UdpifKnobs{[this] { return limit.load(); }, [this] { return max_idle.load(); },
+                            [] { return uint32_t{60000}; }});  // rounds only when asked
+  }
+  ~Rig() {
+    udpif->stop();
+    dp.stop();
+    dp.drop_pending_upcalls();
+    dp.flow_flush();
+    collect(0);
+    collect(1);
+  }
+  void add_rule(const char* text) {
+    auto f = flow::parse_of_flow(text);
+    REQUIRE(f.ok());
+    ofproto::FlowMod fm;
+    fm.flow = *f;
+    auto r = bridge.flow_mod(fm);
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    auto rules = bridge.dump(nullptr);
+    REQUIRE(!rules.empty());
+    rule = const_cast<ofproto::OfRule*>(rules.front());
+  }
+  hal::sim::RingPort* open(const char* name) {
+    auto spec = hal::parse_port_spec(name, "ring:size=1024");
+    REQUIRE(spec.ok());
+    auto port = backend->open_port(*spec, 1, 1);
+    REQUIRE(port.ok());
+    auto* raw = dynamic_cast<hal::sim::RingPort*>(port->get());
+    REQUIRE(dp.add_port(std::move(port.value())).ok());
+    return raw;
+  }
+  void inject(unsigned n, unsigned n_dst, unsigned first_dst = 0) {
+    hal::Packet* pkts[32];
+    for (unsigned done = 0; done < n;) {
+      unsigned k = backend->alloc_burst(std::span(pkts, std::min(32u, n - done)));
+      REQUIRE(k > 0);
+      for (unsigned j = 0; j < k; ++j) fill(pkts[j], first_dst + (done + j) % n_dst);
+      REQUIRE(in->inject(std::span(pkts, k)) == k);
+      done += k;
+    }
+  }
+  size_t collect(unsigned port) {
+    size_t total = 0, m;
+    hal::Packet* got[32];
+    while ((m = out[port]->collect(got)) > 0) {
+      for (size_t k = 0; k < m; ++k) hal::release(got[k]);
+      total += m;
+    }
+    return total;
+  }
+  size_t wait_for(unsigned port, size_t want) {
+    size_t got = 0;
+    for (int i = 0; i < 3000 && got < want; ++i) {
+      std::this_thread::sleep_for(1ms);
+      got += collect(port);
+    }
+    return got;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("upcalls are translated, installed and forwarded; stats reach the rule") {
+  Rig r;
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  r.udpif->start();
+  r.inject(8, 8);  // eight destinations: eight megaflows
+  CHECK(r.wait_for(0, 8) == 8);
+  r.inject(800, 8);
+  CHECK(r.wait_for(0, 800) == 800);
+  CHECK(r.dp.flow_count() == 8);
+  ofproto::UdpifStats s = r.udpif->stats();
+  CHECK(s.installs == 8);
+  CHECK(s.reparses == 0);
+  CHECK(s.ukeys == 8);
+  r.udpif->revalidate_now();
+  CHECK(r.rule->packets.load() == 808);
+  CHECK(r.rule->bytes.load() == 808 * 64);
+}
+
+TEST_CASE("a rule change re-translates: new actions modify the flow in place, a new mask deletes it") {
+  Rig r;
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  r.udpif->start();
+  r.inject(4, 4);
+  CHECK(r.wait_for(0, 4) == 4);
+  REQUIRE(r.dp.flow_count() == 4);
+
+  // Same rules generation: nothing is re-translated even if xlate would now differ.
+  r.out_port = 3;
+  r.udpif->revalidate_now();
+  CHECK(r.udpif->stats().revalidated == 0);
+
+  // A rule change: every flow of the bridge is checked, actions fixed in place.
+  r.add_rule("priority=2,ip,actions=drop");
+  r.udpif->revalidate_now();
+  ofproto::UdpifStats s = r.udpif->stats();
+  CHECK(s.revalidated == 4);
+  CHECK(s.modified == 4);
+  CHECK(r.dp.flow_count() == 4);
+  r.inject(40, 4);
+  CHECK(r.wait_for(1, 40) == 40);  // now to p2, without new upcalls
+  CHECK(r.udpif->stats().upcalls == 4);
+
+  // A change that widens the mask: the flows are deleted, the next packets upcall.
+  r.match_dst = false;
+  r.add_rule("priority=3,ip,actions=drop");
+  r.udpif->revalidate_now();
+  s = r.udpif->stats();
+  CHECK(s.deleted_changed == 4);
+  CHECK(r.dp.flow_count() == 0);
+  r.inject(40, 4);
+  CHECK(r.wait_for(1, 40) == 40);
+  CHECK(r.dp.flow_count() == 1);  // one wide megaflow now
+}
+
+TEST_CASE("idle flows are deleted by the revalidator; the flow limit forwards without installing") {
+  Rig r;
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  r.max_idle = 100;
+  r.udpif->start();
+  r.inject(4, 4);
+  CHECK(r.wait_for(0, 4) == 4);
+  REQUIRE(r.dp.flow_count() == 4);
+  std::this_thread::sleep_for(250ms);
+  r.udpif->revalidate_now();
+  CHECK(r.udpif->stats().deleted_idle == 4);
+  CHECK(r.dp.flow_count() == 0);
+  CHECK(r.udpif->stats().ukeys == 0);
+}
+
+TEST_CASE("the flow limit: at the limit packets are forwarded but not installed") {
+  Rig r;
+  r.limit = 1000;  // the floor of the adaptive limit
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  r.udpif->start();
+  size_t got = 0;
+  for (unsigned first = 0; first < 1100; first += 100) {
+    r.inject(100, 100, first);  // 1100 distinct destinations in all
+    got += r.wait_for(0, 100);
+  }
+  CHECK(got == 1100);
+  CHECK(r.dp.flow_count() == 1000);
+  CHECK(r.udpif->stats().limit_hits == 100);
+}
