@@ -90,5 +90,6 @@ void add_config_commands(CommandTree::Impl& t);   // cli/commands_config.cpp
 void add_logging_commands(CommandTree::Impl& t);  // cli/commands_logging.cpp
 void add_ofproto_commands(CommandTree::Impl& t);  // cli/commands_ofproto.cpp
 void add_trace_commands(CommandTree::Impl& t);    // cli/commands_trace.cpp
+void add_udpif_commands(CommandTree::Impl& t);    // cli/commands_udpif.cpp
 
 }  // namespace keel::cli

@@ -122,6 +122,7 @@ void CommandTree::Impl::build() {
   add_datapath_commands(*this);
   add_ofproto_commands(*this);
   add_trace_commands(*this);
+  add_udpif_commands(*this);
   add_config_commands(*this);
   add_logging_commands(*this);
 

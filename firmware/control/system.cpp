@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "ofproto/slow_path.h"
+
 namespace keel::control {
 
 namespace {
@@ -98,7 +100,14 @@ Status System::start() {
   std::vector<hal::Backend*> bes;
   if (sim_) bes.push_back(sim_.get());
   if (dpdk_) bes.push_back(dpdk_.get());
-  if (Status st = dp_->start(bes); !st.ok()) return st;
+  // The slow path listens before the first packet arrives.
+  udpif_ = ofproto::make_udpif(*ofproto_);
+  udpif_->start();
+  if (Status st = dp_->start(bes); !st.ok()) {
+    udpif_->stop();
+    udpif_.reset();
+    return st;
+  }
   ofproto_->start();
   return {};
 }
@@ -106,10 +115,13 @@ Status System::start() {
 void System::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  if (udpif_) udpif_->stop();
   if (ofproto_) ofproto_->stop();
   if (dp_) {
     dp_->stop();
+    dp_->drop_pending_upcalls();  // records the handler had not answered
     dp_->stop_ports();
+    udpif_.reset();
     ofproto_.reset();
     dp_.reset();  // ports are destroyed before their backends
   }

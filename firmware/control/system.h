@@ -30,6 +30,7 @@
 #include "keel/hal/backend.h"
 #include "keel/hal/port_spec.h"
 #include "ofproto/ofproto.h"
+#include "ofproto/udpif.h"
 
 namespace keel::control {
 
@@ -76,6 +77,9 @@ class System {
   datapath::Datapath& datapath() { return *dp_; }
   // Bridges, OpenFlow ports and rules; built right after the datapath.
   ofproto::Ofproto& ofproto() { return *ofproto_; }
+  // The upcall handler and revalidator (running between start() and
+  // shutdown(); null before start()).
+  ofproto::Udpif* udpif() { return udpif_.get(); }
 
  private:
   explicit System(const boards::Board& b) : board_(b) {}
@@ -87,6 +91,7 @@ class System {
   std::unique_ptr<hal::Backend> dpdk_;
   std::unique_ptr<datapath::Datapath> dp_;
   std::unique_ptr<ofproto::Ofproto> ofproto_;  // refers to *dp_: destroyed first
+  std::unique_ptr<ofproto::Udpif> udpif_;      // refers to both: stopped first
   bool shut_down_ = false;
 };
 

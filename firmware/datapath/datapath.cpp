@@ -370,9 +370,13 @@ void Datapath::unlock_txq(uint16_t id, uint16_t q) {
 
 bool Datapath::wait_drained(uint64_t timeout_ms) {
   const uint64_t deadline = hal::now_ns() + timeout_ms * 1'000'000;
+  // Inputs not drained yet, or packets still with the slow path (their
+  // answers are executed by the PMDs and may send more).
   auto pending = [this] {
     for (hal::Port* p : ports())
       if (p->input_state() == hal::InputState::pending) return true;
+    for (auto& pmd : pmds_)
+      if (upcalls_enabled() && pmd->upcall_channel().in_flight() != 0) return true;
     return false;
   };
   while (pending()) {

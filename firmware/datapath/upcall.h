@@ -25,6 +25,7 @@
 // handing the handler role over is safe).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -74,9 +75,17 @@ class UpcallChannel {
     Upcall* u = nullptr;
     return free_.pop(u) ? u : nullptr;
   }
-  void submit(Upcall* u) noexcept { (void)queue_.push(u); }
+  void submit(Upcall* u) noexcept {
+    (void)queue_.push(u);
+    in_flight_.store(in_flight_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
   bool answered(Upcall*& u) noexcept { return done_.pop(u); }
-  void executed(Upcall* u) noexcept { (void)spent_.push(u); }
+  void executed(Upcall* u) noexcept {
+    (void)spent_.push(u);
+    in_flight_.store(in_flight_.load(std::memory_order_relaxed) - 1, std::memory_order_release);
+  }
+  // Packets handed up and not executed yet (written by the PMD only).
+  uint32_t in_flight() const noexcept { return in_flight_.load(std::memory_order_acquire); }
 
   // Handler side.
   bool next(Upcall*& u) noexcept { return queue_.pop(u); }
@@ -92,6 +101,7 @@ class UpcallChannel {
 
  private:
   std::unique_ptr<Upcall[]> records_;
+  std::atomic<uint32_t> in_flight_{0};
   MpmcRing<Upcall*> free_{kUpcallRecords}, queue_{kUpcallRecords}, done_{kUpcallRecords},
       spent_{kUpcallRecords};
 };

@@ -1,0 +1,116 @@
+// Slow-path commands: upcall-show (Open vSwitch's upcall/show, plus keel's
+// counters), revalidate, and the upcall tunables flow-limit, max-idle and
+// revalidator-interval (Open vSwitch's other_config names), which are
+// running-config.
+#include "cli/command_tree_impl.h"
+#include "cli/json.h"
+#include "ofproto/ofproto.h"
+#include "ofproto/udpif.h"
+
+namespace keel::cli {
+
+void add_udpif_commands(CommandTree::Impl& t) {
+  auto* show = t.app.add_subcommand("upcall-show", "upcall handler and revalidator: flows, limit, dump duration, counters");
+  t.add_format(show);
+  show->callback([&t] {
+    ofproto::Udpif* u = t.sys.udpif();
+    if (!u) {
+      t.status = error(Errc::unavailable, "the slow path is not running yet");
+      return;
+    }
+    const ofproto::UdpifStats s = u->stats();
+    const uint32_t configured = t.sys.ofproto().flow_limit();
+    if (t.format == "json") {
+      Json j;
+      j.begin_object()
+          .field("flows", static_cast<uint64_t>(s.flows))
+          .field("flow_limit", static_cast<uint64_t>(s.flow_limit))
+          .field("flow_limit_configured", static_cast<uint64_t>(configured))
+          .field("dump_duration_ms", s.last_dump_ms)
+          .field("dump_duration_avg_ms", s.avg_dump_ms)
+          .field("dump_duration_max_ms", s.max_dump_ms)
+          .field("rounds", s.rounds)
+          .field("ukeys", static_cast<uint64_t>(s.ukeys))
+          .field("upcalls", s.upcalls)
+          .field("installs", s.installs)
+          .field("install_failed", s.install_failed)
+          .field("flow_limit_hits", s.limit_hits)
+          .field("translate_errors", s.translate_errors)
+          .field("controller_upcalls", s.action_upcalls)
+          .field("reparses", s.reparses)
+          .field("revalidated", s.revalidated)
+          .field("modified", s.modified)
+          .field("deleted_idle", s.deleted_idle)
+          .field("deleted_changed", s.deleted_changed)
+          .field("deleted_over_limit", s.deleted_limit)
+          .end_object();
+      t.print(j.str() + "\n");
+      return;
+    }
+    std::string out = "keel@datapath:\n";
+    out += "  flows         : (current " + std::to_string(s.flows) + ") (limit " + std::to_string(s.flow_limit) +
+           ", configured " + std::to_string(configured) + ")\n";
+    out += "  dump duration : " + std::to_string(s.last_dump_ms) + "ms (avg " + std::to_string(s.avg_dump_ms) +
+           "ms, max " + std::to_string(s.max_dump_ms) + "ms, " + std::to_string(s.rounds) + " rounds)\n";
+    out += "  ufid enabled  : true\n";
+    out += "  upcalls       : " + std::to_string(s.upcalls) + " (installed " + std::to_string(s.installs) +
+           ", install failed " + std::to_string(s.install_failed) + ", at flow limit " +
+           std::to_string(s.limit_hits) + ", errors " + std::to_string(s.translate_errors) + ", controller " +
+           std::to_string(s.action_upcalls) + ")\n";
+    out += "  re-parses     : " + std::to_string(s.reparses) + "\n";
+    out += "  revalidator   : re-translated " + std::to_string(s.revalidated) + ", modified " +
+           std::to_string(s.modified) + ", deleted idle " + std::to_string(s.deleted_idle) + ", changed " +
+           std::to_string(s.deleted_changed) + ", over limit " + std::to_string(s.deleted_limit) + "\n";
+    out += "  ukeys         : " + std::to_string(s.ukeys) + "\n";
+    t.print(out);
+  });
+
+  auto* reval = t.app.add_subcommand("revalidate", "run a revalidation round now and wait for it");
+  reval->callback([&t] {
+    if (ofproto::Udpif* u = t.sys.udpif()) {
+      const uint64_t us = u->revalidate_now();
+      t.print("revalidation round: " + std::to_string(us) + " us\n");
+    } else {
+      t.status = error(Errc::unavailable, "the slow path is not running yet");
+    }
+  });
+
+  // Tunables, under the datapath's `set` (commands_datapath.cpp makes it).
+  CLI::App* set = t.app.get_subcommand("set");
+  auto knob = [&](const char* name, const char* help, const char* range, double lo, double hi,
+                  Status (ofproto::Ofproto::*setter)(uint32_t)) {
+    auto* c = set->add_subcommand(name, help);
+    c->add_option("N", t.arg1, range)->required()->check(CLI::Range(lo, hi));
+    c->callback([&t, setter] {
+      ofproto::Ofproto& of = t.sys.ofproto();
+      std::lock_guard lk(of.writer_mutex());
+      t.status = (of.*setter)(static_cast<uint32_t>(std::stoul(t.arg1)));
+      if (t.status.ok())
+        if (ofproto::Udpif* u = t.sys.udpif()) u->kick();
+    });
+  };
+  knob("flow-limit", "most datapath flows the upcall handler installs (default 200000)", "1..10000000", 1, 1e7,
+       &ofproto::Ofproto::set_flow_limit);
+  knob("max-idle", "ms after which an unused datapath flow is removed (default 10000)", "100..3600000", 100, 3.6e6,
+       &ofproto::Ofproto::set_max_idle_ms);
+  knob("revalidator-interval", "ms between revalidation rounds (default 500)", "10..60000", 10, 6e4,
+       &ofproto::Ofproto::set_revalidate_interval_ms);
+
+  t.add_config_section({"upcall tunables", 810,
+                        [&t](std::vector<std::string>& lines) {
+                          const ofproto::Ofproto& of = t.sys.ofproto();
+                          if (of.flow_limit() != 200000) lines.push_back("set flow-limit " + std::to_string(of.flow_limit()));
+                          if (of.max_idle_ms() != 10000) lines.push_back("set max-idle " + std::to_string(of.max_idle_ms()));
+                          if (of.revalidate_interval_ms() != 500)
+                            lines.push_back("set revalidator-interval " + std::to_string(of.revalidate_interval_ms()));
+                        },
+                        [&t] {
+                          ofproto::Ofproto& of = t.sys.ofproto();
+                          std::lock_guard lk(of.writer_mutex());
+                          (void)of.set_flow_limit(200000);
+                          (void)of.set_max_idle_ms(10000);
+                          (void)of.set_revalidate_interval_ms(500);
+                        }});
+}
+
+}  // namespace keel::cli

@@ -1,0 +1,56 @@
+// make_udpif: see slow_path.h.
+#include "ofproto/slow_path.h"
+
+#include "datapath/datapath.h"
+#include "keel/hal/cpu.h"
+#include "ofproto/xlate.h"
+
+namespace keel::ofproto {
+
+std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
+  Translator translate = [&ofp](const flow::FlowKey& flow, bool may_learn, Translation& out) -> Status {
+    const PortOwner owner = ofp.port_owner(static_cast<uint16_t>(flow.in_port));
+    if (!owner.bridge) return {};  // not in a bridge: drop, nothing installed (out.bridge stays null)
+    Bridge& br = *owner.bridge;
+    // Generations first: a change racing with this translation then makes
+    // the revalidator look again.
+    out.rules_gen = br.rules_generation();
+    XlateIn in{br};
+    in.flow = flow;
+    in.version = br.version();
+    in.now_ns = hal::now_ns();
+    in.may_learn = may_learn;
+    auto x = xlate(in);
+    if (!x) return std::move(x).take_status();
+    out.bridge = &br;
+    out.actions = std::move(x->actions);
+    out.wc = x->wc;
+    out.rules = std::move(x->rules);
+    out.uses_normal = x->uses_normal;
+    out.mac_gen = x->mac_generation;
+    out.cacheable = true;
+    return {};
+  };
+  ActionSink sink = [&ofp](const datapath::Upcall& u) {
+    auto cu = decode_controller_userdata(std::span<const uint8_t>(u.userdata, u.userdata_len));
+    if (!cu) return;  // not ours
+    const PortOwner owner = ofp.port_owner(static_cast<uint16_t>(u.key.get(KEEL_FLOW_WORD(in_port)) & 0xffffffffu));
+    PacketIn pi;
+    pi.bridge = owner.bridge ? owner.bridge->name() : std::string();
+    pi.in_port = cu->in_ofport;
+    pi.table_id = cu->table_id;
+    pi.cookie = cu->cookie;
+    pi.reason = cu->reason;
+    pi.controller_id = cu->controller_id;
+    pi.total_len = u.pkt->len();
+    const uint32_t n = std::min<uint32_t>(u.pkt->len(), cu->max_len);
+    pi.data.assign(u.pkt->data(), u.pkt->data() + n);
+    pi.time_ns = hal::now_ns();
+    (void)ofp.push_packet_in(std::move(pi));
+  };
+  UdpifKnobs knobs{[&ofp] { return ofp.flow_limit(); }, [&ofp] { return ofp.max_idle_ms(); },
+                   [&ofp] { return ofp.revalidate_interval_ms(); }};
+  return std::make_unique<Udpif>(ofp.datapath(), ofp.rcu(), std::move(translate), std::move(sink), std::move(knobs));
+}
+
+}  // namespace keel::ofproto
