@@ -35,6 +35,10 @@ std::variant<Args, int> parse_args(int argc, char** argv) {
   app.add_option("--console", a.console_device,
                  "run the console on this serial device (e.g. /dev/ttyS0), raw, at the board's console "
                  "baud rate, instead of stdin/stdout");
+  app.add_option("--exec", a.exec,
+                 "run one console command in the keel already running with this config directory "
+                 "(through DIR/keel.sock), print its output and exit with its status: 0, 1 if it failed, "
+                 "2 if no keel answered");
   app.add_flag("--version", version, "print the version and exit");
   try {
     app.parse(argc, argv);

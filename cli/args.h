@@ -15,6 +15,7 @@ struct Args {
   std::string config_dir;         // --config-dir DIR (empty: the board's config_dir)
   bool exit_when_drained = false; // --exit-when-drained
   std::string console_device;     // --console DEV: the console on a UART, not stdin/stdout
+  std::optional<std::string> exec; // --exec CMD: run CMD in the running keel, print, exit
 };
 
 // Parses argv. Returns the arguments to boot with, or an exit status when

@@ -20,7 +20,7 @@ namespace keel::cli {
 // one section (from its add_*_commands function, with t.add_config_section):
 //   name    what it is, for messages ("logging");
 //   order   sections print in ascending order, so a thing is created before
-//           what refers to it: 100 ports/xconnects, 200 bridges, 300 bonds and
+//           what refers to it: 50 users, 100 ports/xconnects, 200 bridges, 300 bonds and
 //           tunnels, 400 routes and neighbours, 500 rules, 800 datapath
 //           tunables, 900 logging (cli/commands_config.cpp has the core ones);
 //   emit    appends the console commands that rebuild the family's current
@@ -88,6 +88,7 @@ struct CommandTree::Impl {
 void add_datapath_commands(CommandTree::Impl& t);
 void add_config_commands(CommandTree::Impl& t);   // cli/commands_config.cpp
 void add_logging_commands(CommandTree::Impl& t);  // cli/commands_logging.cpp
+void add_users_commands(CommandTree::Impl& t);    // cli/commands_users.cpp
 void add_ofproto_commands(CommandTree::Impl& t);  // cli/commands_ofproto.cpp
 void add_trace_commands(CommandTree::Impl& t);    // cli/commands_trace.cpp
 void add_udpif_commands(CommandTree::Impl& t);    // cli/commands_udpif.cpp

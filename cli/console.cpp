@@ -16,13 +16,16 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <sstream>
 
 #include "boards/board.h"
+#include "cli/control_socket.h"
 #include "cli/json.h"
 #include "cli/table.h"
+#include "core/log.h"
 #include "core/shutdown.h"
 #include "core/version.h"
 #include "keel/hal/backend.h"
@@ -125,6 +128,7 @@ void CommandTree::Impl::build() {
   add_udpif_commands(*this);
   add_config_commands(*this);
   add_logging_commands(*this);
+  add_users_commands(*this);
 
   app.add_subcommand("exit", "leave the console (shuts keel down)")->callback(quit_cb);
   app.add_subcommand("quit", "same as exit")->callback(quit_cb);
@@ -557,6 +561,173 @@ std::string run_captured(CommandTree& tree, const std::string& line) {
   return out;
 }
 
+// Waits up to timeout_ms for input on in_fd and meanwhile runs a waiting
+// `keel --exec` request (with the session's terminal detached: `terminal ...`
+// over --exec changes nothing). 1: in_fd is readable (or hung up); 0: not
+// yet; -1: poll failed.
+int wait_input(int in_fd, CommandTree& tree, ControlSocket* exec, TerminalSettings* term, int timeout_ms) {
+  pollfd p[2] = {{in_fd, POLLIN, 0}, {exec ? exec->wake_fd() : -1, POLLIN, 0}};
+  int r = poll(p, 2, timeout_ms);
+  if (r < 0) return errno == EINTR ? 0 : -1;
+  if (exec && (p[1].revents & POLLIN)) {
+    tree.attach_terminal(nullptr);
+    exec->serve(tree);
+    tree.attach_terminal(term);
+  }
+  return (p[0].revents & (POLLIN | POLLHUP | POLLERR)) ? 1 : 0;
+}
+
+KEEL_LOG_MODULE(log_console, "console");
+
+// Line input for the login prompts: printable ASCII (at most kMaxLoginLine
+// bytes), Backspace, ^U, ^C (start over), ^D on an empty line (end the
+// session); escape sequences are swallowed. Echo is off for the password.
+// Bytes typed past the line stay queued for the line editor.
+class LoginInput {
+ public:
+  enum class Read { line, abandon, eof };
+  static constexpr size_t kMaxLoginLine = 256;
+
+  LoginInput(int in_fd, int out_fd, CommandTree& tree, ControlSocket* exec, TerminalSettings* term)
+      : in_fd_(in_fd), out_fd_(out_fd), tree_(tree), exec_(exec), term_(term) {}
+
+  void write(std::string_view s) { (void)write_all(out_fd_, s); }
+
+  Read read_line(bool echo, std::string& line) {
+    line.clear();
+    for (;;) {
+      while (pos_ < pending_.size()) {
+        const auto c = static_cast<unsigned char>(pending_[pos_++]);
+        if (esc_ == 1) {  // after ESC: CSI / SS3 introducer, or a lone ESC
+          esc_ = (c == '[' || c == 'O') ? 2 : 0;
+          continue;
+        }
+        if (esc_ == 2) {  // parameters until the final byte
+          if (c >= 0x40 && c <= 0x7e) esc_ = 0;
+          continue;
+        }
+        if (c == '\n' && last_cr_) {
+          last_cr_ = false;
+          continue;
+        }
+        last_cr_ = c == '\r';
+        if (c == '\r' || c == '\n') {
+          write("\r\n");
+          return Read::line;
+        }
+        if (c == 0x1b) {
+          esc_ = 1;
+        } else if (c == 0x03) {  // ^C
+          write("^C\r\n");
+          return Read::abandon;
+        } else if (c == 0x04) {  // ^D
+          if (line.empty()) {
+            write("\r\n");
+            return Read::eof;
+          }
+        } else if (c == 0x7f || c == 0x08) {
+          if (!line.empty()) {
+            line.pop_back();
+            if (echo) write("\b \b");
+          }
+        } else if (c == 0x15) {  // ^U
+          if (echo)
+            for (size_t i = 0; i < line.size(); ++i) write("\b \b");
+          line.clear();
+        } else if (c >= 0x20 && c < 0x7f && line.size() < kMaxLoginLine) {
+          line += static_cast<char>(c);
+          if (echo) write(std::string_view(&line.back(), 1));
+        }
+      }
+      if (!fill()) return Read::eof;
+    }
+  }
+
+  // Waits `ms`, dropping what is typed meanwhile. False: the session ended.
+  bool discard_for(int ms) {
+    pending_.clear();
+    pos_ = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    for (;;) {
+      if (shutdown_requested()) return false;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+      if (left <= 0) return true;
+      int r = wait_input(in_fd_, tree_, exec_, term_, static_cast<int>(std::min<long long>(left, 200)));
+      if (r < 0) return false;
+      if (r == 0) continue;
+      char chunk[256];
+      ssize_t n = ::read(in_fd_, chunk, sizeof chunk);
+      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return false;
+    }
+  }
+
+  // What was typed after the last line (for the line editor).
+  std::string take_pending() {
+    if (last_cr_ && pos_ < pending_.size() && pending_[pos_] == '\n') ++pos_;
+    std::string rest = pending_.substr(pos_);
+    pending_.clear();
+    pos_ = 0;
+    return rest;
+  }
+
+ private:
+  bool fill() {
+    pending_.erase(0, pos_);
+    pos_ = 0;
+    for (;;) {
+      if (shutdown_requested()) return false;
+      int r = wait_input(in_fd_, tree_, exec_, term_, 200);
+      if (r < 0) return false;
+      if (r == 0) continue;
+      char chunk[256];
+      ssize_t n = ::read(in_fd_, chunk, sizeof chunk);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) return false;  // hangup or end of input
+      pending_.append(chunk, static_cast<size_t>(n));
+      return true;
+    }
+  }
+
+  int in_fd_, out_fd_;
+  CommandTree& tree_;
+  ControlSocket* exec_;
+  TerminalSettings* term_;
+  std::string pending_;
+  size_t pos_ = 0;
+  int esc_ = 0;
+  bool last_cr_ = false;
+};
+
+// The login step: true once a user logged in, false when the session ended
+// first (^D, hangup, shutdown).
+bool login(LoginInput& in, const control::Users& users) {
+  int failures = 0;
+  for (;;) {
+    if (users.empty()) return true;  // the last user was removed (keel --exec) meanwhile
+    in.write("login: ");
+    std::string name, password;
+    LoginInput::Read r = in.read_line(true, name);
+    if (r == LoginInput::Read::eof) return false;
+    if (r == LoginInput::Read::abandon || name.empty()) continue;
+    in.write("Password: ");
+    r = in.read_line(false, password);
+    if (r == LoginInput::Read::eof) return false;
+    if (r == LoginInput::Read::abandon) continue;
+    const bool ok = users.verify(name, password);
+    password.assign(password.size(), '\0');
+    if (ok) {
+      KEEL_LOG(log_console, info, "console login: user %s", name.c_str());
+      return true;
+    }
+    KEEL_LOG(log_console, info, "console login failed (user '%s')", name.c_str());
+    in.write("Login incorrect\r\n");
+    if (++failures >= kLoginAttempts) {
+      failures = 0;
+      if (!in.discard_for(kLoginDelayMs)) return false;
+    }
+  }
+}
+
 std::optional<speed_t> baud_constant(uint32_t baud) {
   switch (baud) {
     case 9600: return B9600;
@@ -577,7 +748,7 @@ std::optional<speed_t> baud_constant(uint32_t baud) {
 
 }  // namespace
 
-int run_terminal(CommandTree& tree, int in_fd, int out_fd, std::string_view banner) {
+int run_terminal(CommandTree& tree, int in_fd, int out_fd, std::string_view banner, ControlSocket* exec) {
   TerminalSettings term;
   if (winsize ws{}; ioctl(out_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0) {
     term.length = ws.ws_row;
@@ -592,6 +763,15 @@ int run_terminal(CommandTree& tree, int in_fd, int out_fd, std::string_view bann
   RawMode raw(in_fd);
 
   if (!banner.empty()) ed.write(banner);
+  if (const control::Users& users = tree.impl().sys.users(); !users.empty()) {
+    (void)write_all(out_fd, ed.take_output());
+    LoginInput in(in_fd, out_fd, tree, exec, &term);
+    if (!login(in, users)) {
+      tree.attach_terminal(nullptr);
+      return 0;
+    }
+    ed.feed(in.take_pending());
+  }
   bool alive = true;
   while (alive && !tree.quit_requested() && !shutdown_requested()) {
     LineEditor::Event ev = ed.step();
@@ -608,10 +788,9 @@ int run_terminal(CommandTree& tree, int in_fd, int out_fd, std::string_view bann
     }
     // Wait for input; wake up now and then to see the shutdown flag (the
     // signal may have gone to another thread).
-    pollfd p{in_fd, POLLIN, 0};
-    int r = poll(&p, 1, 200);
-    if (r < 0 && errno != EINTR) break;
-    if (r <= 0) continue;
+    int r = wait_input(in_fd, tree, exec, &term, 200);
+    if (r < 0) break;
+    if (r == 0) continue;
     char chunk[256];
     ssize_t n = ::read(in_fd, chunk, sizeof chunk);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
@@ -652,10 +831,10 @@ Result<int> open_serial_console(const std::string& path, uint32_t baud) {
   return fd;
 }
 
-int run_console(CommandTree& tree, int in_fd, FILE* out, FILE* err, bool interactive) {
+int run_console(CommandTree& tree, int in_fd, FILE* out, FILE* err, bool interactive, ControlSocket* exec) {
   if (interactive) {
     fflush(out);
-    return run_terminal(tree, in_fd, fileno(out), {});
+    return run_terminal(tree, in_fd, fileno(out), {}, exec);
   }
   // A script: no prompt, no echo, one command per line.
   constexpr size_t kMaxLine = 4096;
@@ -681,7 +860,12 @@ int run_console(CommandTree& tree, int in_fd, FILE* out, FILE* err, bool interac
         buf.clear();
       }
       char chunk[1024];
-      ssize_t n = read(in_fd, chunk, sizeof chunk);
+      ssize_t n = 0;  // 0 (end of input) if shutting down while waiting
+      if (exec && wait_input(in_fd, tree, exec, nullptr, 200) == 0) {
+        if (!shutdown_requested()) continue;
+      } else {
+        n = read(in_fd, chunk, sizeof chunk);
+      }
       if (n < 0 && errno == EINTR && !shutdown_requested()) continue;
       if (n <= 0) {
         eof = true;

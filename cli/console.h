@@ -20,6 +20,8 @@
 
 namespace keel::cli {
 
+class ControlSocket;  // cli/control_socket.h
+
 // Splits a command line into words: blanks separate; '...' and "..." quote;
 // backslash escapes the next character outside single quotes. An unclosed
 // quote or a trailing backslash is an error.
@@ -88,12 +90,30 @@ Status apply_config(CommandTree& tree, std::string_view text, std::string_view o
 // and restored on return, and on fatal signals (SIGSEGV, SIGABRT, SIGBUS,
 // SIGFPE, SIGHUP) before they take their default action. SIGINT and SIGTERM
 // (keel's shutdown flag) end the session within 200 ms.
-int run_console(CommandTree& tree, int in_fd, FILE* out, FILE* err, bool interactive);
+//
+// `exec` (may be null): the control socket whose `keel --exec` requests the
+// loop runs between its own lines, so the tree only ever runs on this thread.
+//
+// Login: an interactive session asks `login:` and `Password:` (not echoed)
+// first when at least one user is configured (control/users.h). A script on
+// stdin is never asked: it is the local operator's own shell (whoever can
+// pipe into keel's stdin started keel), like a config file.
+int run_console(CommandTree& tree, int in_fd, FILE* out, FILE* err, bool interactive,
+                ControlSocket* exec = nullptr);
 
 // The interactive console on a byte stream: the editor reads in_fd and writes
-// out_fd (the same fd for a UART). `banner` is shown before the first prompt.
-// Returns 0 when the session ends (exit, ^D, hangup, shutdown).
-int run_terminal(CommandTree& tree, int in_fd, int out_fd, std::string_view banner);
+// out_fd (the same fd for a UART). `banner` is shown before the login (if
+// users are configured) and the first prompt. Returns 0 when the session ends
+// (exit, ^D -- at the prompt or at login:, hangup, shutdown).
+//
+// Login: "login: " (echoed) then "Password: " (not echoed); a wrong name and
+// a wrong password both answer "Login incorrect". After kLoginAttempts
+// failures the console waits kLoginDelayMs, dropping what is typed meanwhile,
+// then asks again. ^C starts the login over.
+int run_terminal(CommandTree& tree, int in_fd, int out_fd, std::string_view banner,
+                 ControlSocket* exec = nullptr);
+inline constexpr int kLoginAttempts = 3;
+inline constexpr int kLoginDelayMs = 3000;
 
 // Opens a UART for the console (--console /dev/ttyX): raw mode, 8N1, no flow
 // control, modem lines ignored, at `baud` (the board's console_baud). Returns

@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/config.h"
 #include "cli/console.h"
+#include "cli/control_socket.h"
 #include "control/config_store.h"
 #include "control/system.h"
 #include "core/log.h"
@@ -44,6 +45,18 @@ int main(int argc, char** argv) {
   auto parsed = keel::cli::parse_args(argc, argv);
   if (auto* code = std::get_if<int>(&parsed)) return *code;
   const keel::cli::Args& args = std::get<keel::cli::Args>(parsed);
+
+  // keel --exec CMD: a client of the keel already running with this config
+  // directory (cli/control_socket.h); nothing boots.
+  if (args.exec) {
+    std::string dir = args.config_dir;
+    if (dir.empty()) {
+      const keel::boards::Board* b = keel::boards::find(args.boot.board);
+      if (!b) return fail(keel::invalid("unknown board '" + args.boot.board + "' (see --list-boards)"));
+      dir = std::string(b->config_dir);
+    }
+    return keel::cli::exec_remote(keel::cli::control_socket_path(dir), *args.exec, stdout, stderr);
+  }
 
   // A closed console pipe must not kill the switch; writes just fail.
   signal(SIGPIPE, SIG_IGN);
@@ -118,14 +131,25 @@ int main(int argc, char** argv) {
   snprintf(banner, sizeof banner, "keel %s on %s: %zu ports, %zu PMD threads. Type 'help' for the commands.\n",
            keel::kVersion, std::string(system.board().name).c_str(), system.port_names().size(),
            system.datapath().pmds().size());
+  // The control socket for `keel --exec` (DIR/keel.sock); its requests run
+  // on this thread, between the console's lines. Without it keel still runs.
+  std::unique_ptr<keel::cli::ControlSocket> exec_socket;
+  if (auto sock = keel::cli::ControlSocket::listen(keel::cli::control_socket_path(store.dir()))) {
+    exec_socket = std::move(*sock);
+  } else if (sock.status().code() == keel::Errc::already_exists) {
+    KEEL_LOG(log_boot, info, "no --exec socket: %s", sock.status().message().c_str());
+  } else {
+    KEEL_LOG(log_boot, warn, "no --exec socket: %s", sock.status().message().c_str());
+  }
   int status = 0;
   if (console_fd >= 0) {
-    status = keel::cli::run_terminal(tree, console_fd, console_fd, banner);
+    status = keel::cli::run_terminal(tree, console_fd, console_fd, banner, exec_socket.get());
     close(console_fd);
   } else {
     if (interactive) fputs(banner, stdout);
-    status = keel::cli::run_console(tree, STDIN_FILENO, stdout, stderr, interactive);
+    status = keel::cli::run_console(tree, STDIN_FILENO, stdout, stderr, interactive, exec_socket.get());
   }
+  exec_socket.reset();
   system.shutdown();
   return status;
 }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "boards/board.h"
+#include "control/users.h"
 #include "core/status.h"
 #include "datapath/datapath.h"
 #include "keel/hal/backend.h"
@@ -80,6 +81,8 @@ class System {
   // The upcall handler and revalidator (running between start() and
   // shutdown(); null before start()).
   ofproto::Udpif* udpif() { return udpif_.get(); }
+  // Console (and SSH) login accounts; empty: no login (control/users.h).
+  Users& users() { return users_; }
 
  private:
   explicit System(const boards::Board& b) : board_(b) {}
@@ -92,6 +95,7 @@ class System {
   std::unique_ptr<datapath::Datapath> dp_;
   std::unique_ptr<ofproto::Ofproto> ofproto_;  // refers to *dp_: destroyed first
   std::unique_ptr<ofproto::Udpif> udpif_;      // refers to both: stopped first
+  Users users_;
   bool shut_down_ = false;
 };
 
