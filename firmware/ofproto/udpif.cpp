@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "flow/flow_text.h"
 #include "flow/miniflow.h"
 #include "keel/hal/cpu.h"
 #include "ofproto/bridge.h"
@@ -20,6 +21,14 @@ flow::Match megaflow_match(const flow::FlowKey& flow, const flow::FlowKey& wc) {
   m.mask = wc;
   m.mask.in_port = 0xffffffffu;
   m.mask.recirc_id = 0xffffffffu;
+  // The key holds the inner eth_type, the tags apart (Open vSwitch's
+  // datapath key has the outer one): whether a tag is there is always
+  // exact, or an untagged packet's megaflow would match tagged packets.
+  constexpr uint16_t cfi = flow::text::hton16(flow::text::kVlanCfi);
+  for (int i = 0; i < 2; ++i) {
+    m.mask.vlans[i].tci |= cfi;
+    if (!(flow.vlans[i].tci & cfi)) break;
+  }
   m.apply_mask();
   return m;
 }
@@ -145,12 +154,21 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u) {
   const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
   if (!t.cacheable || !t.bridge) {
     push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
-  } else if (dp_.flow_count() >= limit) {
+  } else if (std::max(dp_.flow_count(), ukeys_.size()) >= limit) {  // ukeys: answered, maybe not installed yet
     ++stats_.limit_hits;
     push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
   } else {
     const flow::Match m = megaflow_match(flow, t.wc);
     const datapath::Ufid ufid = datapath::Datapath::ufid_for(m);
+    if (ukeys_.count({u->pmd, ufid})) {
+      // An earlier miss of this megaflow was answered first (both missed
+      // before its install): the install would fail, and a second ukey
+      // would reset the first one's pushed counters. The packet's
+      // statistics go to the rules here, as nothing will count it.
+      push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
+      ch.answer(u);
+      return;
+    }
     auto f = dp_.build_megaflow(m, &t.actions, ufid);
     if (f) {
       u->install = f.value();
@@ -178,6 +196,12 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u) {
 
 void Udpif::revalidator_main() {
   hal::name_current_thread("revalidator");
+  // The revalidator is an Rcu reader from start to stop and quiesces only
+  // between rounds: its ukeys hold rule pointers across the sleep. A removed
+  // rule is freed two grace periods after its removal (Bridge::bury), so
+  // only after a whole round that started after the change has
+  // re-translated the ukeys that pointed to it.
+  rcu_.online(revalidator_slot_);
   while (!quit_.load(std::memory_order_relaxed)) {
     const uint32_t interval = knobs_.revalidate_interval_ms ? knobs_.revalidate_interval_ms() : 500;
     {
@@ -186,10 +210,10 @@ void Udpif::revalidator_main() {
       kicked_ = false;
     }
     if (quit_.load(std::memory_order_relaxed)) break;
-    rcu_.online(revalidator_slot_);
     (void)round(true, revalidator_slot_);
-    rcu_.offline(revalidator_slot_);
+    rcu_.quiesce(revalidator_slot_);
   }
+  rcu_.offline(revalidator_slot_);
 }
 
 uint64_t Udpif::revalidate_now(bool terse) {
