@@ -235,6 +235,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
             .field("upcalls", c.upcalls)
             .field("action_upcalls", c.action_upcalls)
             .field("upcall_installs", c.upcall_installs)
+            .field("upcall_followers", c.upcall_followers)
             .field("malformed", c.malformed)
             .field("recirc_too_deep", c.recirc_too_deep)
             .field("invalid_port", c.invalid_port)
@@ -256,7 +257,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
       out += "  megaflow hits: " + std::to_string(c.megaflow_hits) + "\n";
       out += "  avg. subtable lookups per megaflow hit: " +
              fmt2(c.megaflow_hits ? static_cast<double>(c.subtable_lookups) / static_cast<double>(c.megaflow_hits) : 0) + "\n";
-      out += "  miss with success upcall: " + std::to_string(c.upcalls) + "\n";
+      out += "  miss with success upcall: " + std::to_string(c.upcalls + c.upcall_followers) + "\n";
       out += "  miss with failed upcall: " + std::to_string(c.lost) + "\n";
       out += "  avg. packets per output batch: " +
              fmt2(c.tx_batches ? static_cast<double>(c.tx_batch_packets) / static_cast<double>(c.tx_batches) : 0) + "\n";

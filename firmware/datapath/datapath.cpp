@@ -89,6 +89,8 @@ void Datapath::drop_pending_upcalls() {
     Upcall* u;
     while (ch.next(u)) {
       hal::release(u->pkt);
+      for (unsigned i = 0; u->type == Upcall::Type::miss && i < u->n_followers; ++i) hal::release(u->followers[i]);
+      u->n_followers = 0;
       ch.recycle(u);
     }
     while (ch.next_spent(u)) {
@@ -379,19 +381,23 @@ bool Datapath::wait_drained(uint64_t timeout_ms) {
       if (upcalls_enabled() && pmd->upcall_channel().in_flight() != 0) return true;
     return false;
   };
-  while (pending()) {
-    if (hal::now_ns() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  // Every PMD must finish two more iterations: the first may have started
-  // before the last packet was read, the second then began after it.
-  std::vector<uint64_t> seen;
-  for (auto& pmd : pmds_) seen.push_back(pmd->iterations());
-  for (size_t i = 0; i < pmds_.size(); ++i) {
-    while (pmds_[i]->iterations() < seen[i] + 2) {
+  for (;;) {
+    while (pending()) {
       if (hal::now_ns() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    // Every PMD must finish two more iterations: the first may have started
+    // before the last packet was read, the second then began after it.
+    std::vector<uint64_t> seen;
+    for (auto& pmd : pmds_) seen.push_back(pmd->iterations());
+    for (size_t i = 0; i < pmds_.size(); ++i) {
+      while (pmds_[i]->iterations() < seen[i] + 2) {
+        if (hal::now_ns() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+    // Those iterations may have sent packets up: drained only if nothing is.
+    if (!pending()) break;
   }
   return true;
 }

@@ -143,7 +143,7 @@ PmdCounters Pmd::counters() const {
                 ld(c_.misses),        ld(c_.lost),             ld(c_.recirc_too_deep), ld(c_.malformed),
                 ld(c_.tx_batches),    ld(c_.tx_batch_packets), ld(c_.invalid_port),   ld(c_.exec_dropped),
                 ld(c_.busy_cycles),   ld(c_.idle_cycles),      ld(c_.upcalls),        ld(c_.action_upcalls),
-                ld(c_.upcall_installs)};
+                ld(c_.upcall_installs), ld(c_.upcall_followers)};
   const PmdCounters& b = baseline_;
   v.rx_packets -= b.rx_packets, v.recirculations -= b.recirculations, v.xconnect_hits -= b.xconnect_hits;
   v.simple_hits -= b.simple_hits;
@@ -153,6 +153,7 @@ PmdCounters Pmd::counters() const {
   v.tx_batch_packets -= b.tx_batch_packets, v.invalid_port -= b.invalid_port;
   v.exec_dropped -= b.exec_dropped, v.busy_cycles -= b.busy_cycles, v.idle_cycles -= b.idle_cycles;
   v.upcalls -= b.upcalls, v.action_upcalls -= b.action_upcalls, v.upcall_installs -= b.upcall_installs;
+  v.upcall_followers -= b.upcall_followers;
   return v;
 }
 
@@ -216,9 +217,12 @@ void Pmd::run() {
   Upcall* u;
   while (upcalls_->answered(u)) {
     hal::release(u->pkt);
+    for (unsigned i = 0; u->type == Upcall::Type::miss && i < u->n_followers; ++i) hal::release(u->followers[i]);
     u->pkt = nullptr;
+    u->n_followers = 0;
     upcalls_->executed(u);
   }
+  pending_.fill(nullptr);
   exec_->release_all();
   for (hal::Backend* b : backends_) b->thread_exit();
 }
@@ -391,6 +395,14 @@ void Pmd::classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* par
 }
 
 void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned depth) {
+  Upcall*& slot = pending_[pp.hash & (kPendingSlots - 1)];
+  if (slot && slot->hash == pp.hash && slot->depth == depth && slot->n_followers < kUpcallFollowers &&
+      slot->key == pp.key) {
+    slot->follower_ofs[slot->n_followers] = pp.ofs;
+    slot->followers[slot->n_followers++] = pkt;
+    bump(c_.upcall_followers, 1);
+    return;
+  }
   Upcall* u = upcalls_left_ && dp_.upcalls_enabled() ? upcalls_->take() : nullptr;
   if (!u) {
     hal::release(pkt);
@@ -405,6 +417,8 @@ void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned
   u->pkt = pkt;
   u->ofs = pp.ofs;
   u->key = pp.key;
+  u->n_followers = 0;
+  slot = u;
   upcalls_->submit(u);
   bump(c_.upcalls, 1);
 }
@@ -415,6 +429,8 @@ void Pmd::handle_answers() {
   const uint64_t now = hal::now_ns();
   while (done < kUpcallRecords && upcalls_->answered(u)) {
     ++done;
+    Upcall*& slot = pending_[u->hash & (kPendingSlots - 1)];
+    if (slot == u) slot = nullptr;
     Megaflow* installed = nullptr;
     if (u->install) {
       if (table_.install(u->install).ok()) {
@@ -424,16 +440,24 @@ void Pmd::handle_answers() {
         u->install_failed = true;  // e.g. another upcall of the same flow won: the handler frees it
       }
     }
+    const unsigned nf = u->type == Upcall::Type::miss ? u->n_followers : 0;
     if (u->actions) {
-      if (installed)
-        installed->account(1, u->pkt->len(), tcp_flags_of(u->key), now);
-      ExecPacket ep{u->pkt, &u->ofs, &u->key};
-      execute_actions(*exec_, std::span(&ep, 1), *u->actions);
+      std::array<ExecPacket, 1 + kUpcallFollowers> eps;
+      uint64_t bytes = u->pkt->len();
+      eps[0] = {u->pkt, &u->ofs, &u->key};
+      for (unsigned i = 0; i < nf; ++i) {
+        eps[1 + i] = {u->followers[i], &u->follower_ofs[i], &u->key};
+        bytes += u->followers[i]->len();
+      }
+      if (installed) installed->account(1 + nf, bytes, tcp_flags_of(u->key), now);
+      execute_actions(*exec_, std::span(eps.data(), 1 + nf), *u->actions);
       after_pass(u->depth);
     } else {
       hal::release(u->pkt);
+      for (unsigned i = 0; i < nf; ++i) hal::release(u->followers[i]);
     }
     u->pkt = nullptr;
+    u->n_followers = 0;
     upcalls_->executed(u);
   }
   if (done) flush_outputs();
@@ -496,6 +520,7 @@ void Pmd::after_pass(unsigned depth) {
         continue;
       }
       u->type = Upcall::Type::action;
+      u->n_followers = 0;
       u->pmd = static_cast<uint16_t>(index_);
       u->depth = static_cast<uint8_t>(depth);
       u->hash = 0;

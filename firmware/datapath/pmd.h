@@ -24,6 +24,7 @@
 // vSwitch's dynamic txqs); an unshared one takes none.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -69,6 +70,7 @@ struct PmdCounters {
   uint64_t upcalls = 0;          // misses handed to the slow path ("miss with success upcall")
   uint64_t action_upcalls = 0;   // userspace() packets handed to the slow path
   uint64_t upcall_installs = 0;  // megaflows the slow path installed in this PMD
+  uint64_t upcall_followers = 0; // misses that joined an identical miss already up
 };
 
 // A flow request from another thread (see FlowTable for the life cycle).
@@ -146,7 +148,8 @@ class Pmd {
     std::atomic<uint64_t> iterations{0}, rx_packets{0}, recirculations{0}, xconnect_hits{0}, simple_hits{0}, emc_hits{0},
         smc_hits{0}, megaflow_hits{0}, subtable_lookups{0}, misses{0}, lost{0}, recirc_too_deep{0},
         malformed{0}, tx_batches{0}, tx_batch_packets{0}, invalid_port{0}, exec_dropped{0},
-        busy_cycles{0}, idle_cycles{0}, upcalls{0}, action_upcalls{0}, upcall_installs{0};
+        busy_cycles{0}, idle_cycles{0}, upcalls{0}, action_upcalls{0}, upcall_installs{0},
+        upcall_followers{0};
   };
 
   void run();
@@ -193,6 +196,10 @@ class Pmd {
   std::unique_ptr<UpcallChannel> upcalls_ = std::make_unique<UpcallChannel>();
   uint32_t upcall_budget_ = 32;
   uint32_t upcalls_left_ = 0;  // in this burst
+  // Misses up in the slow path, by hash (direct-mapped): a later miss with
+  // the same key joins the record instead of taking another.
+  static constexpr unsigned kPendingSlots = 64;
+  std::array<Upcall*, kPendingSlots> pending_{};
   packet::ParserCounters parser_;
   std::unique_ptr<ExecContext> exec_;
   // Per recirculation depth: the parsed burst (keys must outlive execution).

@@ -9,7 +9,9 @@
 // fills it with the packet, the key and hash it already computed (the
 // handler never parses or hashes again) and the layer offsets, and pushes
 // it to `queue`. No record or no budget left in this burst: the packet is
-// dropped and counted as lost; the PMD never waits.
+// dropped and counted as lost; the PMD never waits. A miss whose key equals
+// that of a miss still up (same PMD) rides on that record as a follower
+// instead of taking another one.
 //
 // The handler translates, and answers on `done` with a megaflow to install
 // (built with Datapath::build_megaflow, or none) and the actions to execute
@@ -40,6 +42,7 @@ namespace keel::datapath {
 
 inline constexpr unsigned kUpcallRecords = 512;        // per PMD
 inline constexpr unsigned kUpcallUserdataMax = 64;     // bytes of userspace() userdata carried
+inline constexpr unsigned kUpcallFollowers = 31;       // packets with the same key riding on one miss
 
 struct Upcall {
   enum class Type : uint8_t { miss, action };
@@ -52,6 +55,11 @@ struct Upcall {
   hal::Packet* pkt = nullptr;  // owned by the record until the PMD executes it
   packet::LayerOffsets ofs;
   flow::Miniflow key;  // the parsed key (in_port, recirc_id and all)
+  // Type::miss: later packets with the very same key that missed while
+  // this one was up; executed with its answer (the handler never sees them).
+  uint8_t n_followers = 0;
+  hal::Packet* followers[kUpcallFollowers];
+  packet::LayerOffsets follower_ofs[kUpcallFollowers];
   // Type::action: userspace(pid, userdata)
   uint32_t pid = 0;
   uint8_t userdata_len = 0;
