@@ -45,9 +45,10 @@ def test_empty_pcap():
     forward(0)
 
 
-def test_no_xconnect_no_flow_is_lost():
-    """Without a cross-connect and without flows every packet misses and is
-    counted as lost (no slow path yet)."""
+def test_no_xconnect_no_flow_is_dropped():
+    """Without a cross-connect, a bridge or flows every packet misses, goes up
+    to the slow path, and is dropped there (its port belongs to no bridge):
+    nothing is installed and nothing forwarded."""
     d = tmpdir()
     inp, outp, cfg = (os.path.join(d, x) for x in ("in.pcap", "out.pcap", "cfg"))
     write_pcap(inp, varied_frames(10))
@@ -60,10 +61,12 @@ def test_no_xconnect_no_flow_is_lost():
     ports = ports_by_name(js[0])
     check(ports["p0"]["rx"]["packets"] == 10, "rx packets", p)
     pmd = js[1]["pmds"][0]
-    check(pmd["misses"] == 10 and pmd["lost"] == 10, "misses counted as lost", p)
+    check(pmd["misses"] == 10 and pmd["upcalls"] + pmd["upcall_followers"] == 10 and pmd["lost"] == 0,
+          "misses went to the slow path", p)
+    check(pmd["upcall_installs"] == 0, "nothing installed", p)
     check(read_pcap(outp) == [], "nothing written", p)
 
 
 if __name__ == "__main__":
     main([test_forward_1000_packets, test_forward_replayed_three_times, test_empty_pcap,
-          test_no_xconnect_no_flow_is_lost])
+          test_no_xconnect_no_flow_is_dropped])
