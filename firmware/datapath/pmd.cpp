@@ -449,7 +449,19 @@ void Pmd::handle_answers() {
         eps[1 + i] = {u->followers[i], &u->follower_ofs[i], &u->key};
         bytes += u->followers[i]->len();
       }
-      if (installed) installed->account(1 + nf, bytes, tcp_flags_of(u->key), now);
+      // The megaflow the packets count on: the one installed now, or the
+      // same megaflow installed by an earlier answer (found again by key).
+      Megaflow* target = installed;
+      if (!target && u->install_failed) target = table_.find(*u->install);
+      if (!target && u->account_existing) {
+        if (Dpcls* cls = table_.dpcls(u->pkt->in_port())) {
+          const flow::Miniflow* k = &u->key;
+          DpclsRule* rule = nullptr;
+          uint32_t probed = 0;
+          if (cls->lookup(std::span(&k, 1), &rule, &probed) & 1) target = static_cast<Megaflow*>(rule->flow);
+        }
+      }
+      if (target) target->account(1 + nf, bytes, tcp_flags_of(u->key), now);
       execute_actions(*exec_, std::span(eps.data(), 1 + nf), *u->actions);
       after_pass(u->depth);
     } else {

@@ -67,6 +67,9 @@ struct Upcall {
 
   // --- filled by the handler ---
   Megaflow* install = nullptr;                  // to install in the PMD's table, or null
+  // No install: the megaflow for this key was answered to an earlier miss;
+  // the PMD counts the packets on it (it finds it with its dpcls).
+  bool account_existing = false;
   const flow::DpActions* actions = nullptr;     // to run on the packet; null: drop it
   // --- filled by the PMD when it executed ---
   bool install_failed = false;  // the handler frees `install`
@@ -103,6 +106,7 @@ class UpcallChannel {
     u->install = nullptr;
     u->actions = nullptr;
     u->install_failed = false;
+    u->account_existing = false;
     u->pkt = nullptr;
     (void)free_.push(u);
   }

@@ -163,9 +163,10 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u) {
     if (ukeys_.count({u->pmd, ufid})) {
       // An earlier miss of this megaflow was answered first (both missed
       // before its install): the install would fail, and a second ukey
-      // would reset the first one's pushed counters. The packet's
-      // statistics go to the rules here, as nothing will count it.
-      push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
+      // would reset the first one's pushed counters. The PMD counts the
+      // packet (and those riding with it) on the installed megaflow, from
+      // where the revalidator pushes them to the rules.
+      u->account_existing = true;
       ch.answer(u);
       return;
     }
