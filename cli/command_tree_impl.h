@@ -92,5 +92,6 @@ void add_users_commands(CommandTree::Impl& t);    // cli/commands_users.cpp
 void add_ofproto_commands(CommandTree::Impl& t);  // cli/commands_ofproto.cpp
 void add_trace_commands(CommandTree::Impl& t);    // cli/commands_trace.cpp
 void add_udpif_commands(CommandTree::Impl& t);    // cli/commands_udpif.cpp
+void add_fdb_commands(CommandTree::Impl& t);      // cli/commands_fdb.cpp
 
 }  // namespace keel::cli

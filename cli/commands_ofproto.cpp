@@ -21,6 +21,7 @@
 #include "flow/of_match_syntax.h"
 #include "keel/hal/cpu.h"
 #include "ofproto/ofproto.h"
+#include "ofproto/udpif.h"
 
 namespace keel::cli {
 
@@ -261,12 +262,27 @@ void add_ofproto_commands(CommandTree::Impl& t) {
     c->preparse_callback([a](size_t) { a->reset(); });
     return c;
   };
-  auto run = [&t, &of](auto&& body) {
-    return [&t, &of, body] {
-      std::lock_guard lk(of.writer_mutex());
-      body();
-      of.reclaim();
-      (void)t;
+  // What translation depends on, cheaply: rule generations and port maps.
+  // A command that changes it wakes the revalidator, so forwarding follows
+  // at once rather than at the next interval.
+  auto xlate_inputs = [&of] {
+    uintptr_t sig = of.bridges().size();
+    for (Bridge* b : of.bridges())
+      sig = sig * 31 + b->rules_generation() + reinterpret_cast<uintptr_t>(b->ports().get());
+    return sig;
+  };
+  auto run = [&t, &of, xlate_inputs](auto&& body) {
+    return [&t, &of, xlate_inputs, body] {
+      bool changed;
+      {
+        std::lock_guard lk(of.writer_mutex());
+        const uintptr_t before = xlate_inputs();
+        body();
+        changed = xlate_inputs() != before;
+        of.reclaim();
+      }
+      if (changed)
+        if (ofproto::Udpif* u = t.sys.udpif()) u->kick();
     };
   };
   auto need_bridge = [&t, &of](const std::string& name) -> Bridge* {

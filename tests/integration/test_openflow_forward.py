@@ -359,6 +359,25 @@ def test_output_drop_and_table_miss():
     check_slow_path_clean(proc, up)
 
 
+def test_fdb_show_and_flush():
+    """fdb-show lists what NORMAL learned (port, VLAN, MAC, age), like
+    ovs-appctl fdb/show; fdb-flush forgets it."""
+    setup = "add-br br0\nadd-port br0 p0 --tag 10\nadd-port br0 p1\nadd-port br0 p2\nadd-flow br0 actions=NORMAL\n"
+    frames = [frame(i, src="02:00:00:00:10:%02x" % (i % 3), dst="ff:ff:ff:ff:ff:ff") for i in range(30)]
+    proc, _ = pcap_run(setup, {"p0": frames},
+                       script="fdb-show br0\nfdb-show br0 --format json\nfdb-flush br0\nfdb-show br0 --format json\n"
+                              "fdb-show nosuch\n")
+    check(proc.returncode == 1 and "no bridge 'nosuch'" in proc.stderr, "unknown bridge refused", proc)
+    text = proc.stdout.splitlines()
+    check(text[0] == " port  VLAN  MAC                Age", "header like fdb/show", proc)
+    rows = [l.split() for l in text[1:4]]
+    check(sorted(r[2] for r in rows) == ["02:00:00:00:10:0%d" % i for i in range(3)] and
+          all(r[0] == "1" and r[1] == "10" for r in rows), "three MACs on port 1, VLAN 10", proc)
+    js = [json.loads(l) for l in proc.stdout.splitlines() if l.startswith("{")]
+    check(len(js[0]["entries"]) == 3 and js[0]["aging_s"] == 300, "json: three entries, aging 300 s", proc)
+    check("table successfully flushed" in proc.stdout and js[1]["entries"] == [], "flushed", proc)
+
+
 def test_normal_flood_and_access_vlans():
     """NORMAL: p0 access VLAN 10, p1 trunk, p2 access VLAN 20. Untagged
     frames from p0 flood to p1 tagged 10 (not to p2); VLAN 10 frames from
@@ -461,7 +480,7 @@ def test_resubmit_and_goto_table():
     proc, out = pcap_run(setup, {"p0": frames}, script=STATS)
     check(proc.returncode == 0, "exit 0", proc)
     even = [(i, f) for i, f in enumerate(frames) if i % 2 == 0]
-    check(out["p1"] == [frame(i, dport=3000, sport=5000 + i) for i, _ in even],
+    check(same(out["p1"], [frame(i, dport=3000, sport=5000 + i) for i, _ in even]),
           "table 0 -> 1 -> 2: tp_dst rewritten, out p1", proc)
     # After the resubmit, output:3 sees the rewritten packet (OpenFlow: the
     # resubmitted table's actions change the packet for what follows).
@@ -481,10 +500,10 @@ def test_controller():
     frames = [frame(i, dport=2001 if i % 10 == 0 else 2000, sport=6000 + i) for i in range(100)]
     proc, out = pcap_run(setup, {"p0": frames}, script=STATS + "dump-controller br0 --format json\n")
     check(proc.returncode == 0, "exit 0", proc)
-    check(out["p1"] == [f for i, f in enumerate(frames) if i % 10], "the rest out of p1", proc)
+    check(same(out["p1"], [f for i, f in enumerate(frames) if i % 10]), "the rest out of p1", proc)
     ctl = [j for j in json_lines(proc.stdout) if "packet_ins" in j][0]
     got = [bytes.fromhex(p["data"]) for p in ctl["packet_ins"]]
-    check(got == [f for i, f in enumerate(frames) if i % 10 == 0], "10 packet-ins, the frames: %r" % ctl, proc)
+    check(same(got, [f for i, f in enumerate(frames) if i % 10 == 0]), "10 packet-ins, the frames: %r" % ctl, proc)
     check(all(p["in_port"] == 1 and p["reason"] == "action" for p in ctl["packet_ins"]), "in_port, reason", proc)
     rules, flows, up = stats_of(proc)
     check(n_packets(rules, "tp_dst=2001") == 10, "controller rule n_packets 10", proc)
@@ -600,6 +619,6 @@ def test_flow_limit():
 
 if __name__ == "__main__":
     main([test_scenarios_p2p_rule_sets, test_scenario_p2p_l3_prefix, test_scenario_dpcls_16masks,
-          test_prefix_8_megaflow, test_output_drop_and_table_miss, test_normal_flood_and_access_vlans,
+          test_prefix_8_megaflow, test_output_drop_and_table_miss, test_fdb_show_and_flush, test_normal_flood_and_access_vlans,
           test_normal_learning, test_vlan_and_l3_l4_rewrites, test_resubmit_and_goto_table, test_controller,
           test_mod_flows_revalidates_within_a_round, test_idle_expiry_and_rule_timeouts, test_flow_limit])
