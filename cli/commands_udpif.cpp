@@ -1,7 +1,8 @@
 // Slow-path commands: upcall-show (Open vSwitch's upcall/show, plus keel's
-// counters), revalidate, and the upcall tunables flow-limit, max-idle and
-// revalidator-interval (Open vSwitch's other_config names), which are
-// running-config.
+// counters), revalidate [--full], and the upcall tunables flow-limit,
+// max-idle and revalidator-interval (Open vSwitch's other_config names) and
+// megaflows-enable (Open vSwitch's upcall/disable-megaflows and
+// enable-megaflows), which are running-config.
 #include "cli/command_tree_impl.h"
 #include "cli/json.h"
 #include "ofproto/ofproto.h"
@@ -24,6 +25,7 @@ void add_udpif_commands(CommandTree::Impl& t) {
       Json j;
       j.begin_object()
           .field("flows", static_cast<uint64_t>(s.flows))
+          .field("megaflows_enabled", ofproto::Udpif::megaflows_enabled(t.sys.datapath()))
           .field("flow_limit", static_cast<uint64_t>(s.flow_limit))
           .field("flow_limit_configured", static_cast<uint64_t>(configured))
           .field("dump_duration_ms", s.last_dump_ms)
@@ -32,6 +34,7 @@ void add_udpif_commands(CommandTree::Impl& t) {
           .field("rounds", s.rounds)
           .field("ukeys", static_cast<uint64_t>(s.ukeys))
           .field("upcalls", s.upcalls)
+          .field("upcall_span_us", (s.last_upcall_ns - s.first_upcall_ns) / 1000)
           .field("installs", s.installs)
           .field("install_failed", s.install_failed)
           .field("flow_limit_hits", s.limit_hits)
@@ -53,6 +56,8 @@ void add_udpif_commands(CommandTree::Impl& t) {
     out += "  dump duration : " + std::to_string(s.last_dump_ms) + "ms (avg " + std::to_string(s.avg_dump_ms) +
            "ms, max " + std::to_string(s.max_dump_ms) + "ms, " + std::to_string(s.rounds) + " rounds)\n";
     out += "  ufid enabled  : true\n";
+    out += std::string("  megaflows     : ") +
+           (ofproto::Udpif::megaflows_enabled(t.sys.datapath()) ? "enabled" : "disabled (exact-match flows)") + "\n";
     out += "  upcalls       : " + std::to_string(s.upcalls) + " (installed " + std::to_string(s.installs) +
            ", install failed " + std::to_string(s.install_failed) + ", at flow limit " +
            std::to_string(s.limit_hits) + ", errors " + std::to_string(s.translate_errors) + ", controller " +
@@ -66,10 +71,12 @@ void add_udpif_commands(CommandTree::Impl& t) {
   });
 
   auto* reval = t.app.add_subcommand("revalidate", "run a revalidation round now and wait for it");
+  reval->add_flag("--full", t.flag_m, "dump flows with keys and actions (formatted) instead of the terse statistics dump");
   reval->callback([&t] {
     if (ofproto::Udpif* u = t.sys.udpif()) {
-      const uint64_t us = u->revalidate_now();
-      t.print("revalidation round: " + std::to_string(us) + " us\n");
+      const bool full = t.flag_m;
+      const uint64_t us = u->revalidate_now(!full);
+      t.print(std::string("revalidation round") + (full ? " (full dump)" : "") + ": " + std::to_string(us) + " us\n");
     } else {
       t.status = error(Errc::unavailable, "the slow path is not running yet");
     }
@@ -96,6 +103,11 @@ void add_udpif_commands(CommandTree::Impl& t) {
   knob("revalidator-interval", "ms between revalidation rounds (default 500)", "10..60000", 10, 6e4,
        &ofproto::Ofproto::set_revalidate_interval_ms);
 
+  auto* mf = set->add_subcommand("megaflows-enable",
+                                 "false: install exact-match flows (the whole key) instead of megaflows (default true)");
+  mf->add_option("BOOL", t.arg1, "true or false")->required()->check(CLI::IsMember({"true", "false"}));
+  mf->callback([&t] { ofproto::Udpif::set_megaflows_enabled(t.sys.datapath(), t.arg1 == "true"); });
+
   t.add_config_section({"upcall tunables", 810,
                         [&t](std::vector<std::string>& lines) {
                           const ofproto::Ofproto& of = t.sys.ofproto();
@@ -103,6 +115,8 @@ void add_udpif_commands(CommandTree::Impl& t) {
                           if (of.max_idle_ms() != 10000) lines.push_back("set max-idle " + std::to_string(of.max_idle_ms()));
                           if (of.revalidate_interval_ms() != 500)
                             lines.push_back("set revalidator-interval " + std::to_string(of.revalidate_interval_ms()));
+                          if (!ofproto::Udpif::megaflows_enabled(t.sys.datapath()))
+                            lines.push_back("set megaflows-enable false");
                         },
                         [&t] {
                           ofproto::Ofproto& of = t.sys.ofproto();
@@ -110,6 +124,7 @@ void add_udpif_commands(CommandTree::Impl& t) {
                           (void)of.set_flow_limit(200000);
                           (void)of.set_max_idle_ms(10000);
                           (void)of.set_revalidate_interval_ms(500);
+                          ofproto::Udpif::set_megaflows_enabled(t.sys.datapath(), true);
                         }});
 }
 

@@ -94,7 +94,7 @@ Status Bridge::add_port(const PortConfig& port) {
                              [](const PortConfig& p, uint32_t n) { return p.ofport < n; });
   next->ports.insert(at, std::move(pc));
   std::atomic_store(&ports_, std::shared_ptr<const PortMap>(std::move(next)));
-  rules_gen_.fetch_add(1, std::memory_order_release);  // translation may output to it now
+  port_changed();  // translation may output to it now
   return {};
 }
 
@@ -113,7 +113,7 @@ Status Bridge::set_port_vlan(std::string_view name, VlanMode mode, uint16_t tag,
     }
   std::atomic_store(&ports_, std::shared_ptr<const PortMap>(std::move(next)));
   mac_.flush();  // learned entries may sit in VLANs the port left
-  rules_gen_.fetch_add(1, std::memory_order_release);
+  port_changed();
   return {};
 }
 
@@ -126,7 +126,7 @@ Status Bridge::del_port(std::string_view name) {
   next->ports.erase(next->ports.begin() + (p - cur->ports.data()));
   std::atomic_store(&ports_, std::shared_ptr<const PortMap>(std::move(next)));
   mac_.flush_port(ofport);
-  rules_gen_.fetch_add(1, std::memory_order_release);
+  port_changed();
   return {};
 }
 
@@ -289,12 +289,36 @@ Status Bridge::apply(const FlowMod& fm, Txn& txn) {
   return {};
 }
 
+void Bridge::port_changed() {
+  std::lock_guard lock(changes_mu_);
+  changes_floor_ = rules_gen_.fetch_add(1, std::memory_order_release) + 1;
+  changes_.clear();
+}
+
+bool Bridge::changes_since(uint64_t since, std::vector<RuleChange>& out) const {
+  std::lock_guard lock(changes_mu_);
+  if (since < changes_floor_) return false;
+  out.clear();
+  for (auto it = changes_.rbegin(); it != changes_.rend() && it->gen > since; ++it) out.push_back(*it);
+  return true;
+}
+
 void Bridge::commit(Txn& txn) {
   if (txn.inserted.empty() && txn.removed.empty()) return;
   for (auto& t : tables_) t->publish(txn.v);  // keeps Classifier::version() in step (readers use ours)
   version_.store(txn.v, std::memory_order_release);
   // A rule both inserted and removed in this batch is in both lists: net 0.
   n_rules_ = n_rules_ + txn.inserted.size() - txn.removed.size();
+  {
+    std::lock_guard lock(changes_mu_);
+    const uint64_t gen = rules_gen_.load(std::memory_order_relaxed) + 1;
+    for (const auto* list : {&txn.inserted, &txn.removed})
+      for (const OfRule* r : *list) changes_.push_back({gen, r->table_id, r->match});
+    while (changes_.size() > kMaxLoggedChanges) {
+      changes_floor_ = std::max(changes_floor_, changes_.front().gen);
+      changes_.pop_front();
+    }
+  }
   rules_gen_.fetch_add(1, std::memory_order_release);
   bury(std::move(txn.removed));
 }

@@ -49,6 +49,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -127,6 +129,17 @@ class Bridge {
   const MacLearning& mac() const { return mac_; }
   // Bumped by every rule change (after publish): the revalidator compares.
   uint64_t rules_generation() const { return rules_gen_.load(std::memory_order_acquire); }
+  // The rules added or removed (a modify is both) since generation `since`,
+  // with their table: what lets the revalidator re-translate only flows
+  // whose result may have changed. False when the log no longer reaches
+  // back that far, or a port changed since: then everything may have.
+  struct RuleChange {
+    uint64_t gen;
+    uint8_t table;
+    flow::Match match;
+  };
+  bool changes_since(uint64_t since, std::vector<RuleChange>& out) const;
+  static constexpr size_t kMaxLoggedChanges = 4096;
 
   // --- writer (control thread) ---
   Status add_port(const PortConfig& port);  // ofport 0: the lowest free number
@@ -175,6 +188,11 @@ class Bridge {
   MacLearning mac_;
   std::atomic<Version> version_{kVersionMin};
   std::atomic<uint64_t> rules_gen_{0};
+  // Change log (writer appends, the revalidator reads; no PMD involved).
+  mutable std::mutex changes_mu_;
+  std::deque<RuleChange> changes_;
+  uint64_t changes_floor_ = 0;  // changes at or below this generation are not listed
+  void port_changed();          // bumps rules_gen_; the log can't describe it
   size_t n_rules_ = 0;                    // visible in version()
   std::shared_ptr<Graveyard> graveyard_;  // removed rules waiting for erase
 };

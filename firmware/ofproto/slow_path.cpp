@@ -27,6 +27,7 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
     out.wc = x->wc;
     out.rules = std::move(x->rules);
     out.uses_normal = x->uses_normal;
+    out.tables = x->tables;
     out.mac_gen = x->mac_generation;
     out.cacheable = true;
     return {};

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "flow/flow_text.h"
 #include "flow/miniflow.h"
@@ -33,6 +34,23 @@ flow::Match megaflow_match(const flow::FlowKey& flow, const flow::FlowKey& wc) {
   return m;
 }
 
+// Megaflows off: every word the packet's miniflow has is matched whole.
+void exact_words(const flow::Miniflow& key, flow::FlowKey& wc) {
+  uint64_t* w = wc.words();
+  key.map.for_each([&](unsigned i) { w[i] = ~uint64_t{0}; });
+}
+
+// The per-Datapath megaflows setting (see udpif.h) and the live Udpifs.
+struct MegaflowRegistry {
+  std::mutex mu;
+  std::unordered_map<const datapath::Datapath*, bool> enabled;  // absent: true
+  std::unordered_map<const datapath::Datapath*, std::vector<std::function<void(bool)>*>> live;
+};
+MegaflowRegistry& registry() {
+  static MegaflowRegistry r;
+  return r;
+}
+
 void push_stats(const std::vector<const OfRule*>& rules, uint64_t pkts, uint64_t bytes, uint64_t used) {
   if (!pkts) return;
   for (const OfRule* r : rules) const_cast<OfRule*>(r)->add_stats(pkts, bytes, used);
@@ -41,9 +59,49 @@ void push_stats(const std::vector<const OfRule*>& rules, uint64_t pkts, uint64_t
 }  // namespace
 
 Udpif::Udpif(datapath::Datapath& dp, datapath::Rcu& rcu, Translator translate, ActionSink sink, UdpifKnobs knobs)
-    : dp_(dp), rcu_(rcu), translate_(std::move(translate)), sink_(std::move(sink)), knobs_(std::move(knobs)) {}
+    : dp_(dp), rcu_(rcu), translate_(std::move(translate)), sink_(std::move(sink)), knobs_(std::move(knobs)) {
+  MegaflowRegistry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto it = r.enabled.find(&dp_);
+  megaflows_.store(it == r.enabled.end() || it->second);
+  on_megaflows_ = [this](bool on) {
+    if (megaflows_.exchange(on) != on) {
+      flush_.store(true);
+      kick();
+    }
+  };
+  r.live[&dp_].push_back(&on_megaflows_);
+  ukeys_.reserve(65536);
+}
 
-Udpif::~Udpif() { stop(); }
+Udpif::~Udpif() {
+  stop();
+  MegaflowRegistry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto& v = r.live[&dp_];
+  v.erase(std::remove(v.begin(), v.end(), &on_megaflows_), v.end());
+  if (v.empty()) {
+    // The Datapath goes with its System: a later one at this address starts
+    // with the default.
+    r.live.erase(&dp_);
+    r.enabled.erase(&dp_);
+  }
+}
+
+void Udpif::set_megaflows_enabled(const datapath::Datapath& dp, bool on) {
+  MegaflowRegistry& r = registry();
+  std::lock_guard lock(r.mu);
+  r.enabled[&dp] = on;
+  if (auto it = r.live.find(&dp); it != r.live.end())
+    for (auto* f : it->second) (*f)(on);
+}
+
+bool Udpif::megaflows_enabled(const datapath::Datapath& dp) {
+  MegaflowRegistry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto it = r.enabled.find(&dp);
+  return it == r.enabled.end() || it->second;
+}
 
 void Udpif::start() {
   if (running()) return;
@@ -145,6 +203,8 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u) {
   Status st = translate_(flow, /*may_learn=*/true, t);
   std::lock_guard lock(mu_);
   ++stats_.upcalls;
+  stats_.last_upcall_ns = hal::now_ns();
+  if (!stats_.first_upcall_ns) stats_.first_upcall_ns = stats_.last_upcall_ns;
   if (!st.ok()) {
     ++stats_.translate_errors;
     ch.answer(u);  // drop
@@ -158,6 +218,8 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u) {
     ++stats_.limit_hits;
     push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
   } else {
+    const bool exact = !megaflows_.load(std::memory_order_relaxed);
+    if (exact) exact_words(u->key, t.wc);
     const flow::Match m = megaflow_match(flow, t.wc);
     const datapath::Ufid ufid = datapath::Datapath::ufid_for(m);
     if (ukeys_.count({u->pmd, ufid})) {
@@ -174,17 +236,21 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u) {
     if (f) {
       u->install = f.value();
       Ukey& k = ukeys_[{u->pmd, ufid}];
+      k.cold = std::make_unique<UkeyCold>();
       k.pmd = u->pmd;
-      k.match = m;
-      k.actions = t.actions;
+      k.cold->match = m;
+      k.cold->actions = t.actions;
       k.bridge = t.bridge;
-      k.rules = std::move(t.rules);
+      k.cold->rules = std::move(t.rules);
+      k.rule1 = k.cold->rules.size() == 1 ? k.cold->rules[0] : nullptr;
       k.rules_gen = t.rules_gen;
       k.uses_normal = t.uses_normal;
       k.mac_gen = t.mac_gen;
+      k.cold->tables = t.tables;
       k.packets = k.bytes = 0;
       k.created_ns = hal::now_ns();
       k.seen_round = 0;
+      k.exact = exact;
       ++stats_.installs;
     } else {
       ++stats_.translate_errors;
@@ -194,6 +260,37 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u) {
 }
 
 // --- revalidator ---
+
+struct Udpif::ChangeCache {
+  struct Entry {
+    bool complete;
+    std::vector<Bridge::RuleChange> list;
+  };
+  std::map<std::pair<const Bridge*, uint64_t>, Entry> by_since;
+};
+
+bool Udpif::rules_may_matter(const Ukey& k, ChangeCache& cache) {
+  auto [it, fresh] = cache.by_since.try_emplace({k.bridge, k.rules_gen});
+  if (fresh) it->second.complete = k.bridge->changes_since(k.rules_gen, it->second.list);
+  if (!it->second.complete) return true;
+  for (const Bridge::RuleChange& c : it->second.list) {
+    if (!k.cold->tables.test(c.table)) continue;
+    if (c.table != 0) return true;  // later tables see a flow the actions may have changed
+    // Table 0 sees the packet's own fields: a rule matters if some packet of
+    // the megaflow could match it. in_port differs in kind (OpenFlow port
+    // in the rule, datapath port in the megaflow): treated as overlapping.
+    flow::FlowKey a = c.match.key, am = c.match.mask, b = k.cold->match.key, bm = k.cold->match.mask;
+    am.in_port = bm.in_port = 0;
+    const uint64_t* aw = a.words();
+    const uint64_t* amw = am.words();
+    const uint64_t* bw = b.words();
+    const uint64_t* bmw = bm.words();
+    bool overlap = true;
+    for (unsigned w = 0; w < flow::kFlowWords && overlap; ++w) overlap = ((aw[w] ^ bw[w]) & amw[w] & bmw[w]) == 0;
+    if (overlap) return true;
+  }
+  return false;
+}
 
 void Udpif::revalidator_main() {
   hal::name_current_thread("revalidator");
@@ -221,19 +318,26 @@ uint64_t Udpif::revalidate_now(bool terse) {
   // The caller's thread is not an Rcu reader; borrow the revalidator's slot
   // only when its thread isn't running.
   if (running()) {
-    // The revalidator thread runs it; wait for one whole round that
-    // started after this call.
-    uint64_t before;
+    // The revalidator thread runs it: the first round that starts after
+    // this call (full if asked); wait for that one.
+    uint64_t want;
     {
       std::lock_guard lock(mu_);
-      before = stats_.rounds;
+      want = started_seq_ + 1;
+      if (want_seq_ < want) {
+        want_seq_ = want;
+        want_full_ = !terse;
+      } else {
+        want_full_ |= !terse;  // another caller waits for the same round
+      }
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     for (;;) {
       kick();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
       std::lock_guard lock(mu_);
-      if (stats_.rounds >= before + 2 || std::chrono::steady_clock::now() > deadline) return stats_.last_round_us;
+      if (done_seq_ >= want) return done_seq_ == want ? want_us_ : stats_.last_round_us;
+      if (std::chrono::steady_clock::now() > deadline) return stats_.last_round_us;
     }
   }
   if (!slots_registered_) {
@@ -250,6 +354,13 @@ uint64_t Udpif::revalidate_now(bool terse) {
 uint64_t Udpif::round(bool terse, unsigned rcu_slot) {
   (void)rcu_slot;
   std::lock_guard round_lock(round_mu_);
+  uint64_t my_seq;
+  {
+    std::lock_guard lock(mu_);
+    my_seq = ++started_seq_;
+    if (my_seq == want_seq_ && want_full_) terse = false;
+  }
+  const bool flush = flush_.exchange(false);
   const uint64_t t0 = hal::now_ns();
   const uint64_t max_idle_ns = uint64_t{knobs_.max_idle_ms ? knobs_.max_idle_ms() : 10000} * 1'000'000;
 
@@ -273,40 +384,87 @@ uint64_t Udpif::round(bool terse, unsigned rcu_slot) {
   const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
   const uint64_t round_id = ++round_seq_;
   std::vector<std::pair<uint64_t, UkeyId>> by_age;  // for the flow limit
-  // The ukey table is locked per flow, and not while translating, so the
-  // handler keeps answering upcalls during a long round.
-  for (const datapath::FlowStats& s : dump) {
-    const UkeyId id{s.pmd, s.ufid};
+  ChangeCache changes;
+  const bool track_age = dump.size() > limit;         // only then can ours exceed it
+  // Statistics pushed to rules, summed while consecutive flows have the same
+  // single rule (the common case: one rule, many flows), so a rule's
+  // counters are written once per run instead of once per flow.
+  const OfRule* agg_rule = nullptr;
+  uint64_t agg_pkts = 0, agg_bytes = 0, agg_used = 0;
+  auto flush_agg = [&] {
+    if (agg_rule && agg_pkts) const_cast<OfRule*>(agg_rule)->add_stats(agg_pkts, agg_bytes, agg_used);
+    agg_rule = nullptr;
+    agg_pkts = agg_bytes = agg_used = 0;
+  };
+  auto push = [&](const Ukey& k, uint64_t pkts, uint64_t bytes, uint64_t used) {
+    if (!pkts) return;
+    if (k.rule1) {
+      if (k.rule1 != agg_rule) {
+        flush_agg();
+        agg_rule = k.rule1;
+      }
+      agg_pkts += pkts;
+      agg_bytes += bytes;
+      agg_used = std::max(agg_used, used);
+      return;
+    }
+    push_stats(k.cold->rules, pkts, bytes, used);
+  };
+  // Flows whose translation may have changed: translated after the pass,
+  // outside the lock, so the handler keeps answering upcalls meanwhile.
+  struct Recheck {
+    size_t i;  // in dump
     flow::FlowKey key;
-    {
-      std::lock_guard lock(mu_);
+  };
+  std::vector<Recheck> rechecks;
+  size_t seen = 0;  // ukeys found in the dump
+  // The ukey table is locked per chunk of flows (not per flow: the lock and
+  // unlock would cost more than the work; not for the whole pass: the
+  // handler would wait for it).
+  constexpr size_t kChunk = 256;
+  for (size_t base = 0; base < dump.size(); base += kChunk) {
+    std::lock_guard lock(mu_);
+    for (size_t i = base; i < std::min(dump.size(), base + kChunk); ++i) {
+      const datapath::FlowStats& s = dump[i];
+      const UkeyId id{s.pmd, s.ufid};
       auto it = ukeys_.find(id);
       if (it == ukeys_.end()) continue;  // not ours (dp-flow add): left alone
+      ++seen;
       Ukey& k = it->second;
       k.seen_round = round_id;
       const uint64_t used = s.used_ns ? s.used_ns : k.created_ns;
-      if (t0 > used && t0 - used > max_idle_ns) {
-        push_stats(k.rules, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes),
-                   s.used_ns);
-        to_delete.push_back({s.pmd, k.match});
+      if (flush || (t0 > used && t0 - used > max_idle_ns)) {  // megaflows switched, or idle
+        push(k, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
+        to_delete.push_back({s.pmd, k.cold->match});
         ukeys_.erase(it);
-        ++stats_.deleted_idle;
+        ++(flush ? stats_.deleted_changed : stats_.deleted_idle);
         continue;
       }
       // Re-translate only what may have changed.
-      bool recheck = k.bridge && k.bridge->rules_generation() != k.rules_gen;
+      bool recheck = false;
+      if (k.bridge && k.bridge->rules_generation() != k.rules_gen) {
+        const uint64_t gen = k.bridge->rules_generation();
+        recheck = rules_may_matter(k, changes);
+        if (!recheck) k.rules_gen = gen;  // nothing relevant: the translation stands
+      }
       recheck |= k.uses_normal && k.bridge && k.bridge->mac().generation() != k.mac_gen;
       if (!recheck) {
         if (s.packets > k.packets) {
-          push_stats(k.rules, s.packets - k.packets, s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
+          push(k, s.packets - k.packets, s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
           k.packets = s.packets;
           k.bytes = s.bytes;
         }
-        by_age.push_back({used, id});
+        if (track_age) by_age.push_back({used, id});
         continue;
       }
-      key = k.match.key;
+      rechecks.push_back({i, k.cold->match.key});
     }
+    flush_agg();
+  }
+  for (const Recheck& rc : rechecks) {
+    const datapath::FlowStats& s = dump[rc.i];
+    const UkeyId id{s.pmd, s.ufid};
+    const flow::FlowKey& key = rc.key;
     Translation t;
     Status st = translate_(key, /*may_learn=*/false, t);
     std::lock_guard lock(mu_);
@@ -314,29 +472,38 @@ uint64_t Udpif::round(bool terse, unsigned rcu_slot) {
     auto it = ukeys_.find(id);
     if (it == ukeys_.end()) continue;
     Ukey& k = it->second;
+    if (st.ok() && k.exact) {  // installed with megaflows off: the same whole-key mask
+      uint64_t* w = t.wc.words();
+      const uint64_t* m = k.cold->match.mask.words();
+      for (unsigned i = 0; i < flow::kFlowWords; ++i) w[i] |= m[i];
+    }
     const flow::Match m = st.ok() ? megaflow_match(key, t.wc) : flow::Match{};
     // The stats so far belong to the old translation's rules.
-    push_stats(k.rules, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes),
-               s.used_ns);
+    push(k, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
     k.packets = std::max(k.packets, s.packets);
     k.bytes = std::max(k.bytes, s.bytes);
-    if (!st.ok() || !t.cacheable || !t.bridge || !(m == k.match)) {
-      to_delete.push_back({s.pmd, k.match});
+    if (!st.ok() || !t.cacheable || !t.bridge || !(m == k.cold->match)) {
+      to_delete.push_back({s.pmd, k.cold->match});
       ukeys_.erase(it);
       ++stats_.deleted_changed;
+      flush_agg();
       continue;
     }
-    if (!(t.actions == k.actions)) {
-      to_modify.push_back({s.pmd, k.match, t.actions});
-      k.actions = t.actions;
+    if (!(t.actions == k.cold->actions)) {
+      to_modify.push_back({s.pmd, k.cold->match, t.actions});
+      k.cold->actions = t.actions;
       ++stats_.modified;
     }
-    k.rules = std::move(t.rules);
+    flush_agg();  // k's rules change now
+    k.cold->rules = std::move(t.rules);
+    k.rule1 = k.cold->rules.size() == 1 ? k.cold->rules[0] : nullptr;
     k.rules_gen = t.rules_gen;
     k.uses_normal = t.uses_normal;
     k.mac_gen = t.mac_gen;
-    by_age.push_back({s.used_ns ? s.used_ns : k.created_ns, id});
+    k.cold->tables = t.tables;
+    if (track_age) by_age.push_back({s.used_ns ? s.used_ns : k.created_ns, id});
   }
+  flush_agg();
   {
     std::lock_guard lock(mu_);
     // Over the limit (it shrank): the least recently used go.
@@ -345,14 +512,15 @@ uint64_t Udpif::round(bool terse, unsigned rcu_slot) {
       for (size_t i = 0; i < by_age.size() - limit; ++i) {
         auto it = ukeys_.find(by_age[i].second);
         if (it == ukeys_.end()) continue;
-        to_delete.push_back({it->second.pmd, it->second.match});
+        to_delete.push_back({it->second.pmd, it->second.cold->match});
         ukeys_.erase(it);
         ++stats_.deleted_limit;
       }
     }
     // Ukeys whose flow is gone (deleted by hand, install failed): forgotten
     // once they were in a dump before, or are old enough to have been.
-    for (auto it = ukeys_.begin(); it != ukeys_.end();) {
+    // Nothing to look for when every ukey was in this dump.
+    for (auto it = seen == ukeys_.size() ? ukeys_.end() : ukeys_.begin(); it != ukeys_.end();) {
       const Ukey& k = it->second;
       const bool gone = k.seen_round != round_id && k.created_ns < t0 &&
                         (k.seen_round != 0 || t0 - k.created_ns > 2'000'000'000ull);
@@ -379,6 +547,8 @@ uint64_t Udpif::round(bool terse, unsigned rcu_slot) {
   adapted_limit_.store(static_cast<uint32_t>(lim), std::memory_order_relaxed);
 
   std::lock_guard lock(mu_);
+  done_seq_ = my_seq;
+  if (my_seq == want_seq_) want_us_ = us;
   ++stats_.rounds;
   stats_.last_dump_ms = ms;
   stats_.last_round_us = us;

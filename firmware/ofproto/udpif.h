@@ -28,6 +28,14 @@
 //     (> 2 s: divided; > 1.3 s: 3/4; < 1 s with many flows: +1000).
 // Rule changes therefore reach forwarding within one round.
 //
+// Megaflows can be turned off (Open vSwitch's upcall/disable-megaflows, for
+// the flow-setup and revalidate-100k benchmarks): every installed flow then
+// matches the missed packet's whole key — every word its miniflow has, all
+// bits — plus whatever translation consulted. Switching flushes the flows
+// this Udpif installed at the next round. The setting belongs to the
+// Datapath (set_megaflows_enabled(dp, on)), because the console applies the
+// boot config before System::start() creates the Udpif.
+//
 // Thread-safety: start()/stop() and the setters are control-thread calls.
 // The two threads share the ukey table under a mutex that no PMD takes;
 // stats() and the dump functions read it from the control thread the same
@@ -35,9 +43,11 @@
 #pragma once
 
 #include <atomic>
+#include <bitset>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -65,6 +75,7 @@ struct Translation {
   uint64_t rules_gen = 0;                // bridge->rules_generation() it saw
   bool uses_normal = false;
   uint64_t mac_gen = 0;                  // bridge->mac().generation() it saw
+  std::bitset<256> tables;               // tables looked up (a change elsewhere can't matter)
   bool cacheable = true;                 // false: execute only, never install
 };
 
@@ -84,6 +95,9 @@ struct UdpifStats {
   uint64_t rounds = 0, revalidated = 0, modified = 0, deleted_idle = 0, deleted_changed = 0,
            deleted_limit = 0;
   uint64_t last_dump_ms = 0, avg_dump_ms = 0, max_dump_ms = 0, last_round_us = 0;
+  // hal::now_ns() of the first and the latest miss upcall answered (0: none):
+  // the handler's busy span, for upcalls per second over a burst of misses.
+  uint64_t first_upcall_ns = 0, last_upcall_ns = 0;
   uint32_t flow_limit = 0;  // the adapted limit
   size_t flows = 0, ukeys = 0;
 };
@@ -105,33 +119,54 @@ class Udpif {
   // Runs one revalidation round now on the caller's thread (tests, the
   // `revalidate` command); `terse` false reads full flow dumps instead
   // (the benchmark's comparison). Returns the round's duration in us.
+  // With the threads running, the revalidator thread runs the round (the
+  // first one that starts after this call, full if asked) and this waits.
   uint64_t revalidate_now(bool terse = true);
+  // Megaflows on (default) or off for the Udpif of `dp`, now and for one
+  // created later. Switching makes the next round delete the flows this
+  // Udpif installed (as Open vSwitch flushes on upcall/enable-megaflows).
+  static void set_megaflows_enabled(const datapath::Datapath& dp, bool on);
+  static bool megaflows_enabled(const datapath::Datapath& dp);
   // Wakes the revalidator for a round as soon as possible (after a rule change).
   void kick();
 
   UdpifStats stats() const;
 
  private:
-  struct Ukey {
-    unsigned pmd = 0;
+  // A ukey is split so that a terse round touches little memory: the hot
+  // part (what every round reads and writes, ~90 bytes) lives in the hash
+  // node, so 100k nodes are ~13 MB of mostly consecutive allocations; the
+  // cold part (key & mask, actions, rules: ~1.3 KB) only when a flow is
+  // re-translated, deleted, or has more than one rule.
+  struct UkeyCold {
     flow::Match match;  // key & mask as installed
     flow::DpActions actions;
-    Bridge* bridge = nullptr;
     std::vector<const OfRule*> rules;
-    uint64_t rules_gen = 0;
-    bool uses_normal = false;
-    uint64_t mac_gen = 0;
+    std::bitset<256> tables;  // looked up by the translation
+  };
+  struct Ukey {
     uint64_t packets = 0, bytes = 0;  // pushed to rules so far
     uint64_t created_ns = 0;
     uint64_t seen_round = 0;  // last round whose dump had the flow (0: none yet)
+    uint64_t rules_gen = 0;
+    uint64_t mac_gen = 0;
+    Bridge* bridge = nullptr;
+    const OfRule* rule1 = nullptr;  // the only rule, when cold->rules has exactly one
+    std::unique_ptr<UkeyCold> cold;
+    unsigned pmd = 0;
+    bool uses_normal = false;
+    bool exact = false;  // installed with megaflows off (mask: the whole key)
   };
   struct UkeyId {
     unsigned pmd;
     datapath::Ufid ufid;
     bool operator==(const UkeyId&) const = default;
   };
+  // Not noexcept on purpose: libstdc++ then caches each node's hash, so a
+  // lookup walking a bucket compares cached hashes instead of touching
+  // (cache-missing) the next nodes' keys.
   struct UkeyIdHash {
-    size_t operator()(const UkeyId& k) const noexcept { return k.ufid.hi ^ (k.ufid.lo * 31) ^ k.pmd; }
+    size_t operator()(const UkeyId& k) const { return k.ufid.hi ^ (k.ufid.lo * 31) ^ k.pmd; }
   };
 
   void handler_main();
@@ -139,6 +174,12 @@ class Udpif {
   void answer(datapath::UpcallChannel& ch, datapath::Upcall* u);
   void revalidator_main();
   uint64_t round(bool terse, unsigned rcu_slot);
+  // Whether rule changes since the ukey's translation may change it: a
+  // change in a table it looked up; in table 0 (which sees the packet as
+  // it came) only a rule that overlaps the megaflow. `cache` holds one
+  // change list per (bridge, generation) for the round.
+  struct ChangeCache;
+  bool rules_may_matter(const Ukey& k, ChangeCache& cache);
 
   datapath::Datapath& dp_;
   datapath::Rcu& rcu_;
@@ -160,6 +201,14 @@ class Udpif {
   std::atomic<uint32_t> adapted_limit_{0};
   std::mutex round_mu_;  // one round at a time
   uint64_t round_seq_ = 0;  // under round_mu_
+  // Megaflows setting (mirrors the per-Datapath one) and the flush it asks for.
+  std::atomic<bool> megaflows_{true};
+  std::atomic<bool> flush_{false};
+  std::function<void(bool)> on_megaflows_;  // registered per Datapath (udpif.cpp)
+  // revalidate_now() with the threads running (under mu_): the round with
+  // sequence number want_seq_ runs full if want_full_, and reports want_us_.
+  uint64_t started_seq_ = 0, want_seq_ = 0, done_seq_ = 0, want_us_ = 0;
+  bool want_full_ = false;
 };
 
 }  // namespace keel::ofproto

@@ -284,6 +284,7 @@ void Ctx::run() {
 }
 
 void Ctx::report_table(const OfRule* rule, uint8_t table_id) {
+  out_.tables.set(table_id);
   if (!trace_list_) return;
   char head[8];
   std::snprintf(head, sizeof head, "%2d. ", table_id);

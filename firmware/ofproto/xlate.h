@@ -43,6 +43,7 @@
 // pointers only until its next quiescent point. Never called on a PMD.
 #pragma once
 
+#include <bitset>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -99,6 +100,9 @@ struct XlateOut {
   bool mac_changed = false;    // NORMAL learned a new MAC or a move
   uint64_t mac_generation = 0; // MacLearning::generation() when NORMAL looked (0 if no NORMAL)
   uint32_t in_ofport = 0;      // the OpenFlow input port
+  // Every table looked up (hit or miss): a rule change elsewhere can't
+  // change this translation unless it changes one of these tables.
+  std::bitset<256> tables;
 };
 
 // Translates in.flow through in.bridge. Errors (Status): the datapath

@@ -58,6 +58,7 @@ struct Rig {
         [this](const flow::FlowKey& flow, bool, ofproto::Translation& t) {
           t.bridge = &bridge;
           t.rules_gen = bridge.rules_generation();
+          t.tables.set(0);  // it "looks up" table 0
           t.wc.in_port = 0xffffffffu;
           t.wc.dl_type = 0xffff;
           if (match_dst) t.wc.nw_dst = 0xffffffffu;
@@ -162,7 +163,14 @@ TEST_CASE("a rule change re-translates: new actions modify the flow in place, a 
   r.udpif->revalidate_now();
   CHECK(r.udpif->stats().revalidated == 0);
 
-  // A rule change: every flow of the bridge is checked, actions fixed in place.
+  // A rule change that no packet of these megaflows could match (ARP, and
+  // a table they never looked up): nothing is re-translated.
+  r.add_rule("priority=2,arp,actions=drop");
+  r.add_rule("table=3,priority=2,ip,actions=drop");
+  r.udpif->revalidate_now();
+  CHECK(r.udpif->stats().revalidated == 0);
+
+  // A rule change that overlaps: every flow of the bridge is checked, actions fixed in place.
   r.add_rule("priority=2,ip,actions=drop");
   r.udpif->revalidate_now();
   ofproto::UdpifStats s = r.udpif->stats();
