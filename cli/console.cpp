@@ -29,6 +29,7 @@
 #include "core/shutdown.h"
 #include "core/version.h"
 #include "keel/hal/backend.h"
+#include "ofproto/ofproto.h"
 
 namespace keel::cli {
 
@@ -354,10 +355,11 @@ std::vector<std::string> member_values(const CLI::Option* o) {
   return v;
 }
 
-// Which known names a positional takes: a port when its name is PORT, IN or
-// OUT or its help has the word "port". (Bridges and bonds: the same rule with
-// their words, when they exist.)
-enum class NameKind { none, port };
+// Which known names a positional takes: a bridge when its name is BR or its
+// help has the word "bridge"; a port when its name is PORT, IN or OUT or its
+// help has the word "port". (Bonds: the same rule with their word, when they
+// exist.)
+enum class NameKind { none, port, bridge };
 
 bool has_word(std::string_view text, std::string_view word) {
   auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
@@ -372,6 +374,7 @@ bool has_word(std::string_view text, std::string_view word) {
 
 NameKind name_kind(const CLI::Option* o) {
   std::string name = o->get_name(true);
+  if (name == "BR" || has_word(o->get_description(), "bridge")) return NameKind::bridge;
   if (name == "PORT" || name == "IN" || name == "OUT" || has_word(o->get_description(), "port")) return NameKind::port;
   return NameKind::none;
 }
@@ -444,6 +447,11 @@ std::vector<Completion> CommandTree::completions(const std::vector<std::string>&
   if (current && !starts_with(partial, "-")) {
     if (name_kind(current) == NameKind::port)
       for (const std::string& p : impl_->sys.port_names()) add(p, "port");
+    if (name_kind(current) == NameKind::bridge) {
+      ofproto::Ofproto& of = impl_->sys.ofproto();
+      std::lock_guard lk(of.writer_mutex());
+      for (const ofproto::Bridge* b : of.bridges()) add(b->name(), "bridge");
+    }
     for (std::string& v : member_values(current)) add(std::move(v), current->get_description());
     add(current->get_name(true), current->get_description(), false);
   }

@@ -88,6 +88,21 @@ TEST_CASE("options, their values, and known names (ports)") {
   CHECK(has(flags, "--terse"));
 }
 
+TEST_CASE("bridge names complete where a command takes a bridge, port names where it takes a port") {
+  Fixture f;
+  REQUIRE(f.tree->execute("add-br br-int", stdout).ok());
+  REQUIRE(f.tree->execute("add-br br-ex", stdout).ok());
+  auto br = words_of(f.tree->completions("dump-flows br-"));
+  CHECK(has(br, "br-int"));
+  CHECK(has(br, "br-ex"));
+  CHECK(f.type("add-flow br-i\t") == "add-flow br-int ");
+  auto ports = words_of(f.tree->completions("add-port br-int "));
+  CHECK_FALSE(has(ports, "br-ex"));  // the first word is done: now a PORT
+  auto names = f.sys->port_names();
+  REQUIRE(!names.empty());
+  CHECK(has(ports, names.front()));
+}
+
 TEST_CASE("placeholders and <cr> for '?'; nothing after an unknown command") {
   Fixture f;
   auto xc = words_of(f.tree->completions("xconnect "), false);
