@@ -73,7 +73,22 @@ DEFAULT_MAX_RECORDS = 0
 OTHER_CONFIG_TO_KEEL = {
     "emc-insert-inv-prob": lambda v: "set emc-insert-inv-prob %d" % int(v),
     "smc-enable": lambda v: "set smc-enable %s" % ("true" if v.lower() == "true" else "false"),
+    "flow-limit": lambda v: "set flow-limit %d" % int(v),
+    "max-idle": lambda v: "set max-idle %d" % int(v),
 }
+
+
+def appctl_to_keel(cmd):
+    """An ovs-appctl command of setup.appctl / VARIANT_x_APPCTL -> keel console
+    command, or None if keel has none."""
+    t = cmd.split()
+    if t == ["upcall/disable-megaflows"]:
+        return "set megaflows-enable false"
+    if t == ["upcall/enable-megaflows"]:
+        return "set megaflows-enable true"
+    if len(t) == 2 and t[0] == "upcall/set-flow-limit":
+        return "set flow-limit %d" % int(t[1])
+    return None
 
 
 def log(msg):
@@ -215,6 +230,204 @@ def check_disjoint(rules):
                 continue
             raise ValueError("rules overlap, megaflows would need OVS's priorities: %r / %r"
                              % (a.text, b.text))
+
+
+# ---------------------------------------------------------------------------
+# OpenFlow mode: the scenario's topology and rules, unchanged
+# ---------------------------------------------------------------------------
+def split_top(text, sep=","):
+    """Splits on `sep` outside parentheses."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == sep and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur)
+    return [x.strip() for x in out if x.strip()]
+
+
+def read_topology(d, conf):
+    """topology.vsctl (+ scenario.conf's rx port) -> ([bridge], {bridge: [(port, ofport)]},
+    [what keel cannot build]). One ovs-vsctl invocation per line, commands split on ' -- '."""
+    bridges, ports, unsupported = [], {}, []
+
+    def bridge(name):
+        if name not in ports:
+            ports[name] = []
+            bridges.append(name)
+        return ports[name]
+
+    path = os.path.join(d, "topology.vsctl")
+    for line in open(path) if os.path.exists(path) else []:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = [shlex.split(x) for x in line.split(" -- ")]
+        requested = {}
+        for p in parts:
+            if len(p) >= 3 and p[0] == "set" and p[1] == "Interface":
+                for w in p[3:]:
+                    if w.startswith("ofport_request="):
+                        requested[p[2]] = int(w.split("=", 1)[1])
+                    elif w.startswith("type=") and w not in ("type=dpdk",):
+                        unsupported.append("interface %s %s (keel has no %s ports yet)"
+                                           % (p[2], w, w.split("=", 1)[1]))
+        for p in parts:
+            if not p:
+                continue
+            if p[0] == "add-br":
+                bridge(p[1])
+            elif p[0] == "add-port":
+                bridge(p[1]).append((p[2], requested.get(p[2])))
+            elif p[0] == "add-bond":
+                unsupported.append("bond %s (keel has no bonds yet)" % p[2])
+    if conf.get("RX_BRIDGE") and conf.get("RX_IFACE"):
+        bridge(conf["RX_BRIDGE"]).insert(0, (conf["RX_IFACE"], int(conf.get("RX_OFPORT", "0")) or None))
+    return bridges, ports, unsupported
+
+
+def flows_files(d, conf, bridges, variant_flows):
+    """[(path, bridge)]: the variant's flows file into FLOWS_BRIDGE, flows.BR.txt into BR."""
+    out = [(os.path.join(d, variant_flows), conf.get("FLOWS_BRIDGE", bridges[0]))]
+    for f in sorted(os.listdir(d)):
+        m = re.fullmatch(r"flows\.(.+)\.txt", f)
+        if m and m.group(1) in bridges:
+            out.append((os.path.join(d, f), m.group(1)))
+    return out
+
+
+def openflow_config(d, conf, variant_flows, keel_ports):
+    """keel console lines: add-br/add-port for the topology's bridges and the
+    ports keel has (the harness's DPDK vdevs), then add-flows of the
+    scenario's flows files, unchanged. Returns (lines, skip reason)."""
+    bridges, ports, unsupported = read_topology(d, conf)
+    if unsupported:
+        return [], "; ".join(unsupported)
+    lines = []
+    for br in bridges:
+        lines.append("add-br %s" % br)
+        for name, ofport in ports[br]:
+            if name not in keel_ports:
+                return [], "port %s of %s has no keel counterpart in this harness" % (name, br)
+            lines.append("add-port %s %s%s" % (br, name, " --ofport %d" % ofport if ofport else ""))
+    for path, br in flows_files(d, conf, bridges, variant_flows):
+        lines.append("add-flows %s %s" % (br, path))
+    return lines, ""
+
+
+def full_mask(m):
+    m = m.lower()
+    return (re.fullmatch(r"0x0*f+", m) is not None or m in ("255.255.255.255", "ff:ff:ff:ff:ff:ff")
+            or re.fullmatch(r"(ffff:){7}ffff", m) is not None)
+
+
+def zero_mask(m):
+    m = m.lower()
+    return re.fullmatch(r"(0x)?0+", m) is not None or m in ("0.0.0.0", "00:00:00:00:00:00", "::")
+
+
+def masked(v, m):
+    """value & mask for dotted IPv4 and integer values (Open vSwitch prints
+    the packet's bits under a partial mask, keel the masked key)."""
+    try:
+        if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", v) and re.fullmatch(r"\d+\.\d+\.\d+\.\d+", m):
+            return ".".join(str(int(a) & int(b)) for a, b in zip(v.split("."), m.split(".")))
+        if re.fullmatch(r"(0x)?[0-9a-fA-F]+", v) and m.startswith("0x"):
+            return hex(int(v, 0) & int(m, 16))
+    except ValueError:
+        pass
+    return v
+
+
+def norm_dp_flow(text, rx_dp_port=None):
+    """A datapath flow in Open vSwitch's dpctl/dump-flows format (with or
+    without -m) or keel's flow-dump -> a frozenset of (field, value, mask),
+    wildcarded fields left out, all-ones masks dropped, `in_port` and the
+    output port names reduced to their role (there is one rx and one tx port
+    in these scenarios, with different numbers in keel and OVS)."""
+    text = text.strip()
+    m = re.match(r"ufid:\S+,?\s*", text)
+    if m:
+        text = text[m.end():]
+    match, _, actions = text.partition("actions:")
+    items = set()
+    todo = split_top(match)
+    while todo:
+        it = todo.pop(0)
+        mm = re.fullmatch(r"([\w-]+)\((.*)\)", it)
+        if not mm:
+            continue  # packets:, bytes:, used:, flags:, dp:...
+        name, inner = mm.group(1), mm.group(2)
+        if name == "encap":  # keel prints the untagged case as vlan(cfi=0),encap(...)
+            todo = split_top(inner) + todo
+            continue
+        if not inner.strip() or name == "packet_type":
+            # eth(): nothing matched; packet_type(ns=0,id=0): keel's datapath
+            # only has Ethernet packets, Open vSwitch prints it always
+            continue
+        if name == "vlan" and inner.replace(" ", "") in ("cfi=0", "vid=0/0,pcp=0/0,cfi=0"):
+            # "no 802.1Q tag": Open vSwitch's exact eth_type says the same
+            # (a tagged frame's outer eth_type is 0x8100)
+            continue
+        if name == "in_port":
+            items.add(("in_port", "rx", ""))
+            continue
+        if "=" not in inner and "," not in inner:  # recirc_id(0), eth_type(0x0800), skb_mark(0/0)
+            v, _, msk = inner.partition("/")
+            if msk and zero_mask(msk):
+                continue
+            if msk and full_mask(msk):
+                msk = ""
+            items.add((name, v, msk))
+            continue
+        for kv in split_top(inner):
+            k, _, v = kv.partition("=")
+            v, _, msk = v.partition("/")
+            if msk and zero_mask(msk):
+                continue
+            if msk and full_mask(msk):
+                msk = ""
+            if msk:
+                v = masked(v, msk)
+            items.add(("%s.%s" % (name, k), v, msk))
+    acts = []
+    for a in split_top(actions.split(" ")[0] if actions.strip() else ""):
+        a = a[len("output:"):] if a.startswith("output:") else a
+        acts.append("port" if re.fullmatch(r"[\w-]+", a) and a != "drop" else a)
+    acts = ",".join(acts) or "drop"
+    return frozenset(items), acts
+
+
+def parse_ovs_dump(path):
+    flows = []
+    for line in open(path):
+        line = line.strip()
+        if line and "actions:" in line:
+            flows.append(norm_dp_flow(line))
+    return flows
+
+
+def fmt_norm(flow):
+    items, acts = flow
+    return ",".join("%s=%s%s" % (k, v, "/" + m if m else "") for k, v, m in sorted(items)) + " -> " + acts
+
+
+def compare_flows(keel_flows, ref_flows):
+    """'' if the two lists hold the same normalized flows (as sets), else a description."""
+    a, b = set(keel_flows), set(ref_flows)
+    if a == b:
+        return ""
+    only_k = sorted(fmt_norm(f) for f in a - b)[:3]
+    only_r = sorted(fmt_norm(f) for f in b - a)[:3]
+    return "keel %d flows vs %d: only keel: %s; only reference: %s" % (
+        len(a), len(b), " | ".join(only_k) or "-", " | ".join(only_r) or "-")
 
 
 # ---------------------------------------------------------------------------
@@ -377,7 +590,8 @@ def probe_commands(keel_bin, cmds):
     return ok
 
 
-def run_keel(opt, workdir, tag, pcap, config_text, rx_name, tx_name):
+def run_keel(opt, workdir, tag, p):
+    pcap, config_text, rx_name, tx_name = p["pcap"], p["config"], p["rx"], p["tx"]
     cfg = os.path.join(workdir, tag + ".conf")
     with open(cfg, "w") as f:
         f.write(config_text)
@@ -402,7 +616,8 @@ def run_keel(opt, workdir, tag, pcap, config_text, rx_name, tx_name):
         t_d = time.monotonic()
         stats = k.json("pmd-stats-show --format json", timeout=30)
         dpcls = k.json("dpcls-show --format json", timeout=30)
-        dump = k.json("flow-dump --format json --terse", timeout=30)
+        dump = k.json("flow-dump --format json%s" % ("" if opt.openflow else " --terse"), timeout=60)
+        upc = k.json("upcall-show --format json", timeout=30) if opt.openflow else {}
         rc = k.exit()
     except BaseException:
         k.kill()
@@ -442,6 +657,13 @@ def run_keel(opt, workdir, tag, pcap, config_text, rx_name, tx_name):
         "load_end": open("/proc/loadavg").read().split()[0],
         "port_ids": "%s=%d,%s=%d" % (rx_name, ids[rx_name], tx_name, ids[tx_name]),
     })
+    if opt.openflow:
+        # The slow path's work since boot (warm-up included) and what it installed.
+        res.update({"upcalls_total": upc.get("upcalls", 0), "installs_total": upc.get("installs", 0),
+                    "install_failed_total": upc.get("install_failed", 0),
+                    "translate_errors": upc.get("translate_errors", 0), "reparses": upc.get("reparses", 0)})
+        p.setdefault("keel_dumps", []).append(
+            ["%s actions:%s" % (f["match"], f["actions"]) for f in dump["flows"]])
     # Sanity: what went in must come out, every packet must hit a flow.
     problems = []
     if rc != 0:
@@ -454,6 +676,15 @@ def run_keel(opt, workdir, tag, pcap, config_text, rx_name, tx_name):
         problems.append("tx %.3f Mpps vs rx %.3f Mpps" % (res["mpps"], res["rx_mpps"]))
     if res["mpps"] <= 0:
         problems.append("nothing forwarded")
+    if opt.openflow:
+        if upc.get("reparses", 0):
+            problems.append("upcalls re-parsed %d packets" % upc["reparses"])
+        if p.get("expected") is not None:
+            keel_norm = [norm_dp_flow(f) for f in p["keel_dumps"][-1]]
+            diff = compare_flows(keel_norm, p["expected"])
+            res["flows_vs_derived"] = "same" if not diff else "DIFFERENT"
+            if diff:
+                problems.append("megaflows differ from the hand-derived ones: " + diff)
     res["problems"] = "; ".join(problems)
     return res
 
@@ -492,16 +723,32 @@ def run_io_ceiling(opt, binary, pcap):
 OVS_VSWITCHD = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
 
 
-def run_ovs(opt, scenario, variant, round_no):
+def run_ovs(opt, scenario, variant, round_no, seconds=None, fields=("mpps", "cycles_per_pkt")):
+    """One ovs_baseline.sh run of one variant -> its key=value fields (those
+    named in `fields`; all with fields=None) and, if it saved one,
+    "dump": the lines of its dpctl/dump-flows (the work dir is kept with
+    KEEP=1 just long enough to read it)."""
     env = dict(os.environ, RUNS="1", RUN_ID=str(round_no), VARIANTS=variant,
-               WARMUP=str(int(opt.warmup)), IO_CEILING="0")
+               WARMUP=str(int(opt.warmup)), IO_CEILING="0", KEEP="1")
     script = os.path.join(opt.shared, "bench", "ovs_baseline.sh")
-    p = subprocess.run([script, scenario, str(int(opt.seconds))], capture_output=True, text=True,
-                       env=env, timeout=opt.seconds + opt.warmup + 600)
+    secs = str(int(opt.seconds if seconds is None else seconds))
+    p = subprocess.run([script, scenario, secs], capture_output=True, text=True,
+                       env=env, timeout=float(secs) + opt.warmup + 900)
+    m = re.search(r"work dir (\S+/ovsbench-[A-Za-z0-9]+)", p.stderr)
+    work = m.group(1) if m else None
+    dump = []
+    if work and os.path.isdir(os.path.join(work, "log")):
+        for f in sorted(os.listdir(os.path.join(work, "log"))):
+            if f.startswith("dump-flows-"):
+                dump = [l.strip() for l in open(os.path.join(work, "log", f)) if "actions:" in l]
     for line in p.stdout.splitlines():
         if line.startswith("scenario="):
             kv = dict(t.split("=", 1) for t in line.split() if "=" in t)
-            return {k: kv[k] for k in ("mpps", "cycles_per_pkt") if k in kv}
+            out = {k: kv[k] for k in (fields or kv) if k in kv}
+            out["dump"] = dump
+            if work and work.startswith(tempfile.gettempdir()):
+                shutil.rmtree(work, ignore_errors=True)
+            return out
     log("ovs_baseline.sh %s (%s) failed rc=%d: %s" % (scenario, variant, p.returncode,
                                                        p.stderr.strip()[-400:]))
     return None
@@ -568,8 +815,9 @@ def main():
     ap.add_argument("--runs", type=int, default=3, help="rounds (3); each is a fresh keel boot per row")
     ap.add_argument("--seconds", type=float, default=10, help="measurement window (10 s)")
     ap.add_argument("--warmup", type=float, default=5, help="warm-up before the window (5 s)")
-    ap.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS),
-                    help="comma list (%s)" % ",".join(DEFAULT_SCENARIOS))
+    ap.add_argument("--scenarios", default="",
+                    help="comma list (OpenFlow mode: every scenario of shared/bench/scenarios, those "
+                    "keel can't build yet skipped with the reason; --dp-flows: %s)" % ",".join(DEFAULT_SCENARIOS))
     ap.add_argument("--variants", default="", help="comma list: only these variants (all)")
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(REPO), "shared"),
                     help="the shared/ directory (../shared from the repo root)")
@@ -592,15 +840,31 @@ def main():
     ap.add_argument("--markdown", default="", help="write the table (markdown) to this file")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (configs, keel stderr)")
     ap.add_argument("--show-flows", action="store_true", help="print the keel configs and exit")
+    ap.add_argument("--dp-flows", dest="openflow", action="store_false",
+                    help="the previous mode: install hand-derived datapath flows (dp-flow add) "
+                    "instead of the scenario's topology and OpenFlow rules")
+    ap.add_argument("--openflow", dest="openflow", action="store_true", default=True,
+                    help="(default) the scenario's topology.vsctl (add-br/add-port) and flows*.txt "
+                    "unchanged (add-flows): traffic goes through upcalls, xlate and megaflows")
+    ap.add_argument("--flowsetup-seconds", type=float, default=60,
+                    help="flow-setup: longest sampling window (60 s, as run_all.sh gives OVS)")
+    ap.add_argument("--flowsetup-replay", action="store_true",
+                    help="flow-setup: also a keel-only run with the pcap replayed (infinite_rx=1), "
+                    "the handler's sustained rate until every 5-tuple has its flow")
+    ap.add_argument("--reval-samples", type=int, default=5,
+                    help="revalidate-100k: terse and full rounds timed per run (5)")
     ap.add_argument("--from-results", default="", metavar="FILE",
                     help="run nothing: print the table of the run lines in FILE (see --results)")
     opt = ap.parse_args()
+    opt.keel_src = opt.keel
 
     opt.shared = os.path.abspath(opt.shared)
     scen_dir = os.path.join(opt.shared, "bench", "scenarios")
     if not os.path.isdir(scen_dir):
         sys.exit("no %s (use --shared)" % scen_dir)
     os.makedirs(opt.cache, exist_ok=True)
+    if not opt.scenarios:
+        opt.scenarios = ",".join(sorted(os.listdir(scen_dir)) if opt.openflow else DEFAULT_SCENARIOS)
     only_variants = set(v for v in opt.variants.split(",") if v)
 
     # --- plan: (scenario, variant, pcap args, config text or skip reason) ---
@@ -608,12 +872,9 @@ def main():
     for name in [s for s in opt.scenarios.split(",") if s]:
         d = os.path.join(scen_dir, name)
         conf = read_conf(os.path.join(d, "scenario.conf"))
-        if conf.get("MEASURE", "throughput") != "throughput":
-            sys.exit("%s: MEASURE=%s is not a throughput scenario" % (name, conf.get("MEASURE")))
-        rx, tx = conf["RX_IFACE"], conf["TX_IFACES"].split()
-        if len(tx) != 1:
-            sys.exit("%s: one TX iface expected" % name)
-        tx = tx[0]
+        measure_kind = conf.get("MEASURE", "throughput")
+        rx, txs = conf["RX_IFACE"], conf["TX_IFACES"].split()
+        tx = txs[0]
         ofports = topology_ofports(os.path.join(d, "topology.vsctl"), rx, conf["RX_OFPORT"])
         keel_ids = {rx: 1, tx: 2}  # --port order: p0 (rx) is port 1, p1 (tx) port 2
         of_to_keel = {of: keel_ids[n] for of, n in ofports.items() if n in keel_ids}
@@ -624,30 +885,63 @@ def main():
             traffic = shlex.split(conf.get("VARIANT_%s_TRAFFIC" % vk, conf["TRAFFIC"]))
             proto = traffic[traffic.index("--proto") + 1] if "--proto" in traffic else "udp"
             flows_file = conf.get("VARIANT_%s_FLOWS" % vk, "flows.txt")
-            rules = read_rules(os.path.join(d, flows_file))
-            check_disjoint(rules)
-            dpflows = [f for f in (megaflow(r, of_to_keel, proto) for r in rules) if f]
             cmds, skip = [], ""
+            if len(txs) != 1:
+                skip = "%d tx ports (%s): the harness has one tx vdev" % (len(txs), " ".join(txs))
+            # The hand-derived megaflows: what --dp-flows installs, and the
+            # reference the OpenFlow run's flow dump is checked against.
+            dpflows, derive_err = None, ""
+            try:
+                rules = read_rules(os.path.join(d, flows_file))
+                check_disjoint(rules)
+                dpflows = [f for f in (megaflow(r, of_to_keel, proto) for r in rules) if f]
+            except (ValueError, KeyError) as e:
+                derive_err = "%s: %s" % (type(e).__name__, e)
             for tok in shlex.split(conf.get("VARIANT_%s_VSCTL" % vk, "")):
                 m = re.fullmatch(r"other_config:([\w-]+)=(\S+)", tok)
                 if not m:
                     if tok in ("set", "Open_vSwitch", "."):
                         continue
-                    skip = "ovs-vsctl setting %r has no keel equivalent" % tok
+                    skip = skip or "ovs-vsctl setting %r has no keel equivalent" % tok
                 elif m.group(1) in OTHER_CONFIG_TO_KEEL:
                     cmds.append(OTHER_CONFIG_TO_KEEL[m.group(1)](m.group(2)))
                 else:
-                    skip = "other_config:%s has no keel command" % m.group(1)
-            if conf.get("VARIANT_%s_APPCTL" % vk):
-                skip = "ovs-appctl settings have no keel equivalent"
-            capped, note = cap_traffic(traffic, opt.max_records)
-            text = ("# %s / %s: generated by tests/bench/run_scenarios.py from %s\n"
-                    % (name, v, os.path.join(d, flows_file)))
+                    skip = skip or "other_config:%s has no keel command" % m.group(1)
+            appctl = [l.strip() for l in open(os.path.join(d, "setup.appctl"))] \
+                if os.path.exists(os.path.join(d, "setup.appctl")) else []
+            appctl += [c.strip() for c in conf.get("VARIANT_%s_APPCTL" % vk, "").split(";")]
+            for a in [a for a in appctl if a and not a.startswith("#")]:
+                k = appctl_to_keel(a)
+                if k is None:
+                    skip = skip or "ovs-appctl %r has no keel equivalent" % a
+                else:
+                    cmds.append(k)
+            text = ("# %s / %s: generated by tests/bench/run_scenarios.py (%s) from %s\n"
+                    % (name, v, "OpenFlow rules" if opt.openflow else "datapath flows",
+                       os.path.join(d, flows_file)))
             text += "".join(c + "\n" for c in cmds)
-            text += "".join("dp-flow add %s\n" % f for f in dpflows)
+            if opt.openflow:
+                of_lines, of_skip = openflow_config(d, conf, flows_file, {rx, tx})
+                skip = of_skip or skip  # "no bonds/tunnels yet" says more than "2 tx ports"
+                text += "".join(l + "\n" for l in of_lines)
+            elif measure_kind != "throughput":
+                skip = skip or "MEASURE=%s needs upcalls: only with --openflow" % measure_kind
+            elif dpflows is None:
+                skip = skip or "no hand-derived datapath flows: %s" % derive_err
+            else:
+                text += "".join("dp-flow add %s\n" % f for f in dpflows)
+            if measure_kind == "throughput":
+                capped, note = cap_traffic(traffic, opt.max_records)
+            else:
+                capped, note = traffic, ""
             plan.append({"scenario": name, "variant": v, "traffic": traffic, "capped": capped,
                          "cap_note": note, "config": text, "cmds": cmds, "skip": skip,
-                         "rx": rx, "tx": tx, "flows_file": flows_file})
+                         "rx": rx, "tx": tx, "flows_file": flows_file, "measure": measure_kind,
+                         "infinite_rx": conf.get("INFINITE_RX", "1") == "1",
+                         "target_flows": int(conf.get("TARGET_FLOWS", "0") or 0),
+                         "expected": [norm_dp_flow(f) for f in dpflows]
+                         if dpflows is not None and measure_kind == "throughput" else None,
+                         "expected_text": dpflows or [], "derive_err": derive_err})
 
     if opt.show_flows:
         for p in plan:
@@ -656,12 +950,18 @@ def main():
                                       "\n# " + p["cap_note"] if p["cap_note"] else ""))
             print("# traffic: " + " ".join(p["capped"]))
             print(p["config"])
+            if opt.openflow and p["measure"] == "throughput":
+                if p["expected_text"]:
+                    print("# megaflows expected (hand-derived, what Open vSwitch installs):")
+                    print("".join("#   %s\n" % f for f in p["expected_text"]))
+                elif p["measure"] == "throughput":
+                    print("# no hand-derived megaflows: %s\n" % p["derive_err"])
         return 0
 
     if opt.from_results:
         for p in plan:
             p["records"] = 0
-        return report(opt, plan)
+        return dispatch(opt, plan)
     if os.geteuid() != 0:
         sys.exit("run as root (DPDK EAL)")
     if not os.access(opt.keel, os.X_OK):
@@ -690,7 +990,23 @@ def main():
         if p["cap_note"]:
             log("%s/%s: %s" % (p["scenario"], p["variant"], p["cap_note"]))
 
-    return report(opt, plan)
+    return dispatch(opt, plan)
+
+
+def dispatch(opt, plan):
+    """Throughput rows (rounds outermost, one table), then the slow-path
+    scenarios (flow-setup, revalidate-100k: their own tables)."""
+    rc = 0
+    tp = [p for p in plan if p["measure"] == "throughput"]
+    slow = [p for p in plan if p["measure"] != "throughput"]
+    for p in plan:
+        if p["skip"] and p["measure"] == "throughput":
+            print("SKIPPED %s/%s: %s" % (p["scenario"], p["variant"], p["skip"]))
+    if tp:
+        rc |= report(opt, tp)
+    if slow:
+        rc |= report_slow(opt, slow)
+    return rc
 
 
 def report(opt, plan):
@@ -776,7 +1092,7 @@ def measure(opt, plan):
                 key = (p["scenario"], p["variant"])
                 tag = "%s-%s-%d" % (p["scenario"], p["variant"], rnd)
                 try:
-                    r = run_keel(opt, workdir, tag, p["pcap"], p["config"], p["rx"], p["tx"])
+                    r = run_keel(opt, workdir, tag, p)
                 except KeelError as e:
                     errf = os.path.join(workdir, tag + ".stderr")
                     err = open(errf).read().strip()[-600:] if os.path.exists(errf) else ""
@@ -795,6 +1111,14 @@ def measure(opt, plan):
                     if o:
                         r["ovs_mpps"] = float(o["mpps"])
                         r["ovs_cycles_per_pkt"] = float(o.get("cycles_per_pkt", "nan"))
+                        if opt.openflow and o.get("dump") and p.get("keel_dumps"):
+                            # Open vSwitch's own dpctl/dump-flows of this round.
+                            diff = compare_flows([norm_dp_flow(f) for f in p["keel_dumps"][-1]],
+                                                 [norm_dp_flow(f) for f in o["dump"]])
+                            r["flows_vs_ovs"] = "same" if not diff else "DIFFERENT"
+                            if diff:
+                                r["problems"] = "; ".join(x for x in (r["problems"],
+                                    "megaflows differ from Open vSwitch's dump: " + diff) if x)
                 r["records"] = p["records"]
                 runs.setdefault(key, []).append(r)
                 line = "scenario=%s variant=%s run=%d " % (p["scenario"], p["variant"], rnd)
@@ -826,6 +1150,325 @@ def measure(opt, plan):
                    else "unpinned", opt.io_core),
     }
     return runs, failures, meta
+
+
+# ---------------------------------------------------------------------------
+# slow-path scenarios: flow-setup and revalidate-100k
+# ---------------------------------------------------------------------------
+def thread_cpu_s(pid, comm):
+    """CPU seconds (user + system) of the threads of `pid` named `comm`."""
+    tot = 0
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            try:
+                if open("/proc/%d/task/%s/comm" % (pid, tid)).read().strip() != comm:
+                    continue
+                f = open("/proc/%d/task/%s/stat" % (pid, tid)).read().rsplit(")", 1)[1].split()
+                tot += int(f[11]) + int(f[12])
+            except OSError:
+                pass
+    except OSError:
+        return None
+    return tot / os.sysconf("SC_CLK_TCK")
+
+
+def boot_slow(opt, workdir, tag, p, infinite):
+    cfg = os.path.join(workdir, tag + ".conf")
+    with open(cfg, "w") as f:
+        f.write(p["config"])
+    argv = ["taskset", "-c", str(opt.pmd_core)] if opt.pmd_core >= 0 else []
+    argv += [opt.keel, "--config", cfg,
+             "--port", "%s=dpdk:net_pcap0,rx_pcap=%s%s" % (p["rx"], p["pcap"], ",infinite_rx=1" if infinite else ""),
+             "--port", "%s=dpdk:net_null1,no-rx=1" % p["tx"]]
+    return Keel(argv, os.path.join(workdir, tag + ".stderr"))
+
+
+def pmd_totals(k):
+    pmds = k.json("pmd-stats-show --format json", timeout=30)["pmds"]
+    return {key: sum(x[key] for x in pmds) for key in pmds[0] if isinstance(pmds[0][key], int)}
+
+
+def run_flowsetup(opt, workdir, tag, p, infinite):
+    """Boots keel with the one-pass (or, infinite, replayed) pcap and samples
+    upcall-show / pmd-stats-show every 50 ms until the upcall counter stopped
+    growing for 2 s (one pass: the pcap ran out; replay: every 5-tuple has its
+    flow or the limit stops installs) or --flowsetup-seconds passed."""
+    res = {"load_start": open("/proc/loadavg").read().split()[0], "mode": "replay" if infinite else "once"}
+    k = boot_slow(opt, workdir, tag, p, infinite)
+    samples = []
+    try:
+        k.json("show ports --format json", timeout=180)
+        t_end = time.monotonic() + opt.flowsetup_seconds
+        cpu0 = thread_cpu_s(k.p.pid, "handler")
+        last_growth = time.monotonic()
+        prev = None
+        while time.monotonic() < t_end:
+            u = k.json("upcall-show --format json", timeout=30)
+            t = time.monotonic()
+            samples.append((t, u["upcalls"], u["installs"], u["flows"]))
+            if prev is None or u["upcalls"] > prev:
+                last_growth = t
+            prev = u["upcalls"]
+            if u["upcalls"] and t - last_growth > 2:
+                break
+            time.sleep(0.05)
+        cpu1 = thread_cpu_s(k.p.pid, "handler")
+        u = k.json("upcall-show --format json", timeout=30)
+        tot = pmd_totals(k)
+        ports = k.json("show ports --format json", timeout=30)
+        rc = k.exit()
+    except BaseException:
+        k.kill()
+        raise
+    finally:
+        shutil.rmtree("/var/run/dpdk/keel-host-sim-%d" % k.p.pid, ignore_errors=True)
+    span = u.get("upcall_span_us", 0) / 1e6
+    grow = [s for i, s in enumerate(samples) if i and s[1] > samples[i - 1][1]]
+    first = samples[samples.index(grow[0]) - 1] if grow else None
+    last = grow[-1] if grow else None
+    # best 0.5 s window of the samples
+    peak = 0.0
+    for i, a in enumerate(samples):
+        for b in samples[i + 1:]:
+            if b[0] - a[0] >= 0.5:
+                peak = max(peak, (b[2] - a[2]) / (b[0] - a[0]))
+                break
+    rx = port_by_name(ports, p["rx"])["rx"]["packets"]
+    res.update({
+        "upcalls": u["upcalls"], "installs": u["installs"], "install_failed": u["install_failed"],
+        "limit_hits": u["flow_limit_hits"], "flows_end": u["flows"], "flow_limit": u["flow_limit"],
+        "dp_flows_max": max([s[3] for s in samples] + [u["flows"]]),
+        "upcall_span_s": span,
+        "upcalls_per_s": u["upcalls"] / span if span else 0.0,
+        "installs_per_s": u["installs"] / span if span else 0.0,
+        "sampled_installs_per_s": ((last[2] - first[2]) / (last[0] - first[0])) if first and last[0] > first[0] else 0.0,
+        "peak_installs_per_s": peak,
+        "handler_cpu_s": (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else -1,
+        "rx_packets": rx, "misses": tot["misses"], "lost": tot["lost"],
+        "reparses": u["reparses"], "translate_errors": u["translate_errors"], "keel_rc": rc,
+        "load_end": open("/proc/loadavg").read().split()[0],
+    })
+    res["handler_us_per_upcall"] = (res["handler_cpu_s"] * 1e6 / u["upcalls"]) if u["upcalls"] and res["handler_cpu_s"] >= 0 else -1
+    res["wall_us_per_upcall"] = span * 1e6 / u["upcalls"] if u["upcalls"] else -1
+    problems = []
+    if rc != 0:
+        problems.append("keel exit status %d" % rc)
+    if u["reparses"]:
+        problems.append("%d re-parses" % u["reparses"])
+    if not u["installs"]:
+        problems.append("no flow installed")
+    res["problems"] = "; ".join(problems)
+    return res
+
+
+def run_revalidate(opt, workdir, tag, p):
+    """100k exact-match flows kept alive by the replayed pcap; then
+    --reval-samples `revalidate` (terse) and `revalidate --full` rounds,
+    alternating; then one OpenFlow flow-mod and the round after it (every
+    flow re-translated)."""
+    res = {"load_start": open("/proc/loadavg").read().split()[0]}
+    k = boot_slow(opt, workdir, tag, p, True)
+    target = p["target_flows"] or 100000
+    rx = lambda text: int(re.search(r": (\d+) us", text).group(1))
+    try:
+        k.json("show ports --format json", timeout=180)
+        t0 = last_growth = time.monotonic()
+        prev = -1
+        while True:
+            u = k.json("upcall-show --format json", timeout=30)
+            now = time.monotonic()
+            if u["flows"] > prev:
+                prev, last_growth = u["flows"], now
+            # Target reached, or the datapath holds no more (a PMD's flow
+            # table is full: 65536 per PMD in the keel binary).
+            if u["flows"] >= target or now - last_growth > 3 or now - t0 > 300:
+                break
+            time.sleep(0.2)
+        res["fill_s"] = time.monotonic() - t0
+        time.sleep(opt.warmup)
+        terse, full = [], []
+        for i in range(opt.reval_samples):
+            for kind in (("full", "terse") if i % 2 else ("terse", "full")):
+                k.send("revalidate%s" % (" --full" if kind == "full" else ""))
+                k.send("upcall-show --format json")  # a JSON line marks the end of the answer
+                text = ""
+                while True:
+                    line = k.lines.get(timeout=120)
+                    if line is None:
+                        raise KeelError("keel exited during revalidate")
+                    if line.startswith("{"):
+                        u = json.loads(line)
+                        break
+                    text += line
+                (full if kind == "full" else terse).append(rx(text) / 1000.0)
+        flows_before = u["flows"]
+        k.send("add-flow %s priority=1,in_port=65000,actions=drop" % "br0")
+        k.send("revalidate")
+        k.send("upcall-show --format json")
+        text = ""
+        while True:
+            line = k.lines.get(timeout=120)
+            if line is None:
+                raise KeelError("keel exited during revalidate")
+            if line.startswith("{"):
+                u2 = json.loads(line)
+                break
+            text += line
+        flowmod_ms = rx(text) / 1000.0
+        time.sleep(3)
+        u3 = k.json("upcall-show --format json", timeout=30)
+        tot = pmd_totals(k)
+        rc = k.exit()
+    except BaseException:
+        k.kill()
+        raise
+    finally:
+        shutil.rmtree("/var/run/dpdk/keel-host-sim-%d" % k.p.pid, ignore_errors=True)
+    ratios = [f / t for t, f in zip(terse, full) if t > 0]
+    res.update({
+        "dp_flows": flows_before,
+        "terse_ms_median": statistics.median(terse), "terse_ms_min": min(terse), "terse_ms_max": max(terse),
+        "full_ms_median": statistics.median(full), "full_ms_min": min(full), "full_ms_max": max(full),
+        "full_over_terse": statistics.median(ratios) if ratios else 0.0,
+        "terse_samples": ",".join("%.1f" % x for x in terse), "full_samples": ",".join("%.1f" % x for x in full),
+        "flowmod_ms": flowmod_ms, "revalidated": u2["revalidated"], "dp_flows_after_flowmod": u2["flows"],
+        "dp_flows_3s_later": u3["flows"], "lost": tot["lost"], "keel_rc": rc,
+        "load_end": open("/proc/loadavg").read().split()[0],
+    })
+    problems = []
+    if rc != 0:
+        problems.append("keel exit status %d" % rc)
+    if flows_before < target:
+        problems.append("only %d flows (target %d)" % (flows_before, target))
+    res["problems"] = "; ".join(problems)
+    return res
+
+
+def fmtv(v):
+    return "%.3f" % v if isinstance(v, float) else (str(v).replace(" ", "_") if v not in ("", None) else "-")
+
+
+def report_slow(opt, plan):
+    """flow-setup and revalidate-100k: keel runs (and with --ovs, ovs_baseline.sh
+    right after, same round), rounds outermost; then their tables."""
+    runs = {}
+    failures = []
+    if not opt.from_results:
+        ovs_ok = opt.ovs and os.access(OVS_VSWITCHD, os.X_OK)
+        workdir = tempfile.mkdtemp(prefix="keel-slow-")
+        # A private copy, as for the throughput rows.
+        opt.keel = os.path.join(workdir, "keel")
+        shutil.copy2(opt.keel_src, opt.keel)
+        results_f = open(opt.results, "a") if opt.results else None
+        try:
+            for rnd in range(1, opt.runs + 1):
+                for p in plan:
+                    if p["skip"]:
+                        continue
+                    modes = [None]
+                    if p["measure"] == "flowsetup":
+                        modes = ["once"] + (["replay"] if opt.flowsetup_replay else [])
+                    for mode in modes:
+                        variant = p["variant"] + ("" if mode in (None, "once") else "+" + mode)
+                        tag = "%s-%s-%d" % (p["scenario"], variant, rnd)
+                        try:
+                            if p["measure"] == "flowsetup":
+                                r = run_flowsetup(opt, workdir, tag, p, mode == "replay")
+                            else:
+                                r = run_revalidate(opt, workdir, tag, p)
+                        except (KeelError, queue.Empty) as e:
+                            errf = os.path.join(workdir, tag + ".stderr")
+                            err = open(errf).read().strip()[-600:] if os.path.exists(errf) else ""
+                            failures.append("%s/%s run %d: %s %s" % (p["scenario"], variant, rnd, e, err))
+                            log(failures[-1])
+                            continue
+                        if ovs_ok and mode in (None, "once"):
+                            secs = opt.flowsetup_seconds if p["measure"] == "flowsetup" else opt.reval_samples
+                            o = run_ovs(opt, p["scenario"], p["variant"], rnd, seconds=secs, fields=None)
+                            for kk, vv in (o or {}).items():
+                                if kk != "dump":
+                                    r["ovs_" + kk] = vv
+                        line = "scenario=%s variant=%s run=%d " % (p["scenario"], variant, rnd)
+                        line += " ".join("%s=%s" % (kk, fmtv(vv)) for kk, vv in r.items())
+                        print(line, flush=True)
+                        if results_f:
+                            results_f.write(line + "\n")
+                            results_f.flush()
+                        runs.setdefault((p["scenario"], variant), []).append(r)
+                        if r["problems"]:
+                            failures.append("%s/%s run %d: %s" % (p["scenario"], variant, rnd, r["problems"]))
+        finally:
+            if results_f:
+                results_f.close()
+            if not opt.keep and not failures:
+                shutil.rmtree(workdir, ignore_errors=True)
+            else:
+                log("work dir kept: " + workdir)
+    else:
+        for line in open(opt.from_results):
+            if not line.startswith("scenario="):
+                continue
+            kv = dict(t.split("=", 1) for t in line.split() if "=" in t)
+            if kv["scenario"] not in {p["scenario"] for p in plan}:
+                continue
+            r = {}
+            for kk, vv in kv.items():
+                try:
+                    r[kk] = float(vv)
+                except ValueError:
+                    r[kk] = vv
+            runs.setdefault((kv["scenario"], kv["variant"]), []).append(r)
+    for p in plan:
+        if p["skip"]:
+            print("SKIPPED %s/%s: %s" % (p["scenario"], p["variant"], p["skip"]))
+
+    def mr(rs, key, nd=0, scale=1.0):
+        vals = []
+        for r in rs:
+            try:
+                v = float(r.get(key))
+            except (TypeError, ValueError):
+                continue
+            if v >= 0:
+                vals.append(v * scale)
+        return med_range(vals, nd)
+
+    fs = [(k, rs) for k, rs in runs.items() if k[0] == "flow-setup"]
+    if fs:
+        print()
+        print("| variant | keel new flows/s (handler busy span) | keel upcalls/s | keel flows/s, sampled 50 ms | "
+              "keel flows installed | keel lost (PMD, no upcall record) | keel handler CPU us/upcall | "
+              "OVS upcalls/s (ovs_baseline.sh) | OVS us/upcall | OVS flows installed (ok) | keel/OVS flows/s |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for (sc, v), rs in sorted(fs):
+            ratio = [float(r["installs_per_s"]) / float(r["ovs_upcalls_per_s"]) for r in rs
+                     if r.get("ovs_upcalls_per_s") not in (None, "", "NA") and float(r["ovs_upcalls_per_s"]) > 0]
+            print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                v, mr(rs, "installs_per_s"), mr(rs, "upcalls_per_s"), mr(rs, "sampled_installs_per_s"),
+                mr(rs, "installs"), mr(rs, "lost"), mr(rs, "handler_us_per_upcall", 2),
+                mr(rs, "ovs_upcalls_per_s"), mr(rs, "ovs_us_per_upcall", 1), mr(rs, "ovs_upcalls_ok"),
+                med_range(ratio, 1) if ratio else "NA"))
+    rv = [(k, rs) for k, rs in runs.items() if k[0] == "revalidate-100k"]
+    if rv:
+        print()
+        print("| variant | dp flows | keel terse round ms | keel full round ms | full/terse (paired) | "
+              "keel round after a flow-mod ms (re-translated) | OVS dump duration ms (steady) | "
+              "OVS after flow-mod ms | OVS / keel terse |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for (sc, v), rs in sorted(rv):
+            ratio = [float(r["ovs_dump_ms_median"]) / float(r["terse_ms_median"]) for r in rs
+                     if r.get("ovs_dump_ms_median") not in (None, "", "NA") and float(r["terse_ms_median"]) > 0]
+            print("| %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s |" % (
+                v, mr(rs, "dp_flows"), mr(rs, "terse_ms_median", 1), mr(rs, "full_ms_median", 1),
+                mr(rs, "full_over_terse", 1), mr(rs, "flowmod_ms", 1), mr(rs, "revalidated"),
+                mr(rs, "ovs_dump_ms_median"), mr(rs, "ovs_flowmod_dump_ms"),
+                med_range(ratio, 1) if ratio else "NA"))
+    loads = [float(r[k]) for rs in runs.values() for r in rs for k in ("load_start", "load_end") if k in r]
+    if loads:
+        print("\n1-min load average during the slow-path runs: %.1f-%.1f" % (min(loads), max(loads)))
+    for f in failures:
+        print("PROBLEM: " + f)
+    return 1 if failures else 0
 
 
 def make_table(opt, plan, runs, meta):

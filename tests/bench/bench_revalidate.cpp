@@ -1,0 +1,190 @@
+// bench_revalidate — one revalidation round over N installed datapath flows
+// (default 100k, Open vSwitch's revalidate-100k scenario), terse vs full.
+//
+// A Datapath with one unpinned PMD whose flow table holds 256k flows (the
+// keel binary's PMDs hold 65536, see RESULTS.md), sim ring ports, and a
+// Udpif with megaflows off and a stand-in translator (as
+// tests/unit/udpif_test.cpp: in_port -> output:2, one rule) install one
+// exact-match flow per UDP 5-tuple through real upcalls. Then, per round
+// pair: one packet per flow (so every round has statistics to push to the
+// rule, as when traffic keeps the flows alive), a terse round
+// (Udpif::revalidate_now(true): flow ids and counters only), another packet
+// per flow, a full round (revalidate_now(false): the flow dump with keys,
+// masks and actions formatted). Prints every round and the medians, then
+// one round right after a rule change (every flow re-translated; the
+// stand-in translator is cheaper than xlate).
+//
+//   bench_revalidate [FLOWS] [ROUND_PAIRS]      (100000, 7)
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "datapath/datapath.h"
+#include "flow/dp_actions.h"
+#include "flow/of_match_syntax.h"
+#include "hal/sim/ring_port.h"
+#include "keel/hal/backend.h"
+#include "ofproto/bridge.h"
+#include "ofproto/udpif.h"
+
+using namespace keel;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Ethernet/IPv4/UDP, 60 bytes; flow i: dst 10.x.y.z from i, sport from i.
+void fill(hal::Packet* p, uint32_t i) {
+  uint8_t f[60] = {2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00, 0x45, 0, 0, 46, 0, 0, 0, 0, 64, 17, 0, 0,
+                   10, 0, 0, 1, 10, static_cast<uint8_t>(i >> 16), static_cast<uint8_t>(i >> 8),
+                   static_cast<uint8_t>(i), static_cast<uint8_t>(0x04 + (i >> 24)), static_cast<uint8_t>(i & 7),
+                   0x0f, 0xa0, 0, 26, 0, 0};
+  std::memcpy(p->data(), f, sizeof f);
+  (void)p->set_len(sizeof f);
+}
+
+bool check(bool ok, const char* what) {
+  if (!ok) fprintf(stderr, "bench_revalidate: %s\n", what);
+  return ok;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const uint32_t n_flows = argc > 1 ? static_cast<uint32_t>(std::strtoul(argv[1], nullptr, 10)) : 100000;
+  const int pairs = argc > 2 ? std::atoi(argv[2]) : 7;
+
+  auto be = hal::make_sim_backend({.buffers = 8192});
+  if (!check(be.ok(), "sim backend")) return 1;
+  std::unique_ptr<hal::Backend> backend = std::move(be.value());
+  datapath::DatapathConfig cfg;
+  cfg.pmd_cores = {-1};
+  cfg.pmd.flow_capacity = 1u << 18;
+  datapath::Datapath dp(cfg);
+  datapath::Rcu rcu;
+  ofproto::Bridge bridge{"br0", &rcu};
+  auto open = [&](const char* name) -> hal::sim::RingPort* {
+    auto spec = hal::parse_port_spec(name, "ring:size=4096");
+    auto port = backend->open_port(*spec, 1, 1);
+    auto* raw = dynamic_cast<hal::sim::RingPort*>(port->get());
+    (void)dp.add_port(std::move(port.value()));
+    return raw;
+  };
+  hal::sim::RingPort* in = open("p0");
+  hal::sim::RingPort* out = open("p1");
+  auto add_rule = [&](const char* text) {
+    auto f = flow::parse_of_flow(text);
+    ofproto::FlowMod fm;
+    fm.flow = *f;
+    (void)bridge.flow_mod(fm);
+  };
+  add_rule("priority=1,in_port=1,actions=output:2");
+  const ofproto::OfRule* rule = bridge.dump(nullptr).front();
+
+  ofproto::Udpif::set_megaflows_enabled(dp, false);
+  ofproto::Udpif udpif(
+      dp, rcu,
+      [&](const flow::FlowKey&, bool, ofproto::Translation& t) {
+        t.bridge = &bridge;
+        t.rules_gen = bridge.rules_generation();
+        t.wc.in_port = 0xffffffffu;
+        t.wc.dl_type = 0xffff;
+        flow::DpActionsBuilder b;
+        b.output(2);
+        t.actions = b.finish().value();
+        t.rules = {rule};
+        return Status{};
+      },
+      nullptr,
+      ofproto::UdpifKnobs{[] { return uint32_t{1000000}; }, [] { return uint32_t{3600000}; },
+                          [] { return uint32_t{60000}; }});  // rounds only when asked
+  if (!check(dp.start({backend.get()}).ok(), "datapath start")) return 1;
+  udpif.start();
+
+  auto drain = [&] {
+    hal::Packet* got[32];
+    size_t m, total = 0;
+    while ((m = out->collect(got)) > 0) {
+      for (size_t k = 0; k < m; ++k) hal::release(got[k]);
+      total += m;
+    }
+    return total;
+  };
+  // Sends flows [first, first + n) once, `window` packets in flight at most.
+  auto send = [&](uint32_t first, uint32_t n, uint32_t window) {
+    hal::Packet* pkts[32];
+    size_t sent = 0, back = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (sent < n) {
+      back += drain();
+      if (sent - back >= window) {
+        if (std::chrono::steady_clock::now() > deadline) back = sent;  // lost ones: move on
+        std::this_thread::yield();
+        continue;
+      }
+      unsigned k = backend->alloc_burst(std::span(pkts, std::min<size_t>(32, n - sent)));
+      if (!k) {
+        std::this_thread::yield();
+        continue;
+      }
+      for (unsigned j = 0; j < k; ++j) fill(pkts[j], first + static_cast<uint32_t>(sent) + j);
+      sent += in->inject(std::span(pkts, k));
+    }
+    for (int i = 0; i < 200 && back < sent; ++i) {
+      std::this_thread::sleep_for(1ms);
+      back += drain();
+    }
+  };
+
+  // 1. Install: every flow through an upcall (a few passes for the misses
+  // the PMD dropped while its upcall records were all in flight).
+  const auto t_fill = std::chrono::steady_clock::now();
+  for (int pass = 0; pass < 20 && dp.flow_count() < n_flows; ++pass) send(0, n_flows, 256);
+  const double fill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_fill).count();
+  const ofproto::UdpifStats s0 = udpif.stats();
+  printf("flows installed: %zu of %u in %.1f s (%lu upcalls, %.0f installs/s)\n", dp.flow_count(), n_flows, fill_s,
+         static_cast<unsigned long>(s0.upcalls), s0.installs / fill_s);
+  if (!check(dp.flow_count() >= n_flows, "not every flow installed")) return 1;
+
+  // 2. Round pairs: traffic on every flow, terse round; traffic, full round.
+  std::vector<double> terse, full, ratio;
+  for (int r = 0; r < pairs; ++r) {
+    send(0, n_flows, 1024);
+    const double t = udpif.revalidate_now(true) / 1000.0;
+    send(0, n_flows, 1024);
+    const double f = udpif.revalidate_now(false) / 1000.0;
+    terse.push_back(t);
+    full.push_back(f);
+    ratio.push_back(f / t);
+    printf("pair %d: terse %.1f ms, full %.1f ms (%.1fx); flows %zu\n", r + 1, t, f, f / t, dp.flow_count());
+  }
+  // 3. A rule change: the next round re-translates every flow.
+  add_rule("priority=1,in_port=65000,actions=drop");
+  send(0, n_flows, 1024);
+  const double changed = udpif.revalidate_now(true) / 1000.0;
+  const ofproto::UdpifStats s1 = udpif.stats();
+  printf("after a rule change: %.1f ms (%lu re-translated; flows %zu)\n", changed,
+         static_cast<unsigned long>(s1.revalidated), dp.flow_count());
+  printf("bench_revalidate flows=%zu terse_ms_median=%.1f terse_ms_min=%.1f terse_ms_max=%.1f full_ms_median=%.1f "
+         "full_ms_min=%.1f full_ms_max=%.1f full_over_terse_median=%.2f changed_round_ms=%.1f rule_packets=%lu\n",
+         dp.flow_count(), median(terse), *std::min_element(terse.begin(), terse.end()),
+         *std::max_element(terse.begin(), terse.end()), median(full), *std::min_element(full.begin(), full.end()),
+         *std::max_element(full.begin(), full.end()), median(ratio), changed,
+         static_cast<unsigned long>(rule->packets.load()));
+
+  udpif.stop();
+  dp.stop();
+  dp.drop_pending_upcalls();
+  dp.flow_flush();
+  drain();
+  return 0;
+}
