@@ -1,5 +1,16 @@
 #!/usr/bin/env python3
-"""run_scenarios.py -- keel's fast path on the OVS-DPDK baseline scenarios.
+"""run_scenarios.py -- keel on the OVS-DPDK baseline scenarios.
+
+Default (--openflow): every scenario of shared/bench/scenarios from its own
+files -- topology.vsctl as add-br/add-port (ports bound to the harness's
+DPDK vdevs), flows*.txt loaded unchanged with add-flows, the variant's
+other_config / ovs-appctl settings as keel commands -- so every megaflow
+comes from an upcall and xlate; scenarios needing bonds or tunnels are
+skipped with the reason. Throughput scenarios are checked as below plus:
+megaflows equal to the hand-derived ones and (--ovs) to Open vSwitch's
+dpctl/dump-flows of the same round. flow-setup and revalidate-100k
+(MEASURE=flowsetup / revalidate) get their own runs and tables
+(report_slow). --dp-flows: the previous mode, described next.
 
 For each scenario of shared/bench/scenarios/ that this script knows how to
 translate (p2p-1flow, p2p-10kflows, dpcls-16masks) and each of its variants:
@@ -850,7 +861,8 @@ def main():
                     help="flow-setup: longest sampling window (60 s, as run_all.sh gives OVS)")
     ap.add_argument("--flowsetup-replay", action="store_true",
                     help="flow-setup: also a keel-only run with the pcap replayed (infinite_rx=1), "
-                    "the handler's sustained rate until every 5-tuple has its flow")
+                    "the handler's sustained rate until every 5-tuple has its flow (needs a DPDK pool "
+                    "of one mbuf per record: 1M records = 2.2 GB, more than keel's EAL memory today)")
     ap.add_argument("--reval-samples", type=int, default=5,
                     help="revalidate-100k: terse and full rounds timed per run (5)")
     ap.add_argument("--from-results", default="", metavar="FILE",
