@@ -86,7 +86,9 @@ struct FlowRequest {
 };
 
 struct PmdConfig {
-  uint32_t flow_capacity = 65536;
+  // Megaflows per PMD: above the slow path's default flow limit (200000);
+  // the SMC caches only the first 65535 slots (16-bit index).
+  uint32_t flow_capacity = 262144;
   uint32_t upcall_budget = 32;  // misses per burst handed to the slow path; the rest are lost
   uint32_t emc_insert_inv_prob = 100;
   bool smc_enable = false;
