@@ -11,8 +11,7 @@ import re
 from harness import check, json_lines, main, run_keel, tmpdir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCENARIOS = os.environ.get("KEEL_SCENARIOS",
-                           os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "bench", "scenarios")))
+SCENARIOS = os.environ.get("KEEL_SCENARIOS", os.path.join(HERE, "data", "scenarios"))
 
 
 def conf(path):
@@ -123,13 +122,34 @@ def make_test(name):
 def scenario_names():
     if not os.path.isdir(SCENARIOS):
         return []
-    return sorted(n for n in os.listdir(SCENARIOS)
-                  if any(re.match(r"flows.*\.txt$", f) for f in os.listdir(os.path.join(SCENARIOS, n))))
+    return sorted(n for n in os.listdir(SCENARIOS) if os.path.isdir(os.path.join(SCENARIOS, n))
+                  and any(re.match(r"flows.*\.txt$", f) for f in os.listdir(os.path.join(SCENARIOS, n))))
 
 
 def test_scenarios_found():
-    check(len(scenario_names()) >= 1, "scenarios under %s" % SCENARIOS)
+    check(len(scenario_names()) >= 7, "the seven scenarios under %s" % SCENARIOS)
+
+
+# The benchmark scenarios live in ../shared/bench/scenarios beside the repo;
+# tests/integration/data/scenarios holds copies of their rule and topology
+# files so the tests run from any clone. Where the originals are present,
+# the copies must not have drifted.
+SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "bench", "scenarios"))
+
+
+def test_copies_match_shared_bench():
+    if not os.path.isdir(SHARED):
+        print("(../shared/bench/scenarios not beside this clone: nothing to compare)")
+        return
+    for name in sorted(os.listdir(SHARED)):
+        for f in sorted(os.listdir(os.path.join(SHARED, name))):
+            if not (re.match(r"flows.*\.txt$", f) or f in ("topology.vsctl", "scenario.conf")):
+                continue
+            copy = os.path.join(HERE, "data", "scenarios", name, f)
+            check(os.path.exists(copy), "%s/%s is copied into tests/integration/data/scenarios" % (name, f))
+            with open(os.path.join(SHARED, name, f), "rb") as a, open(copy, "rb") as b:
+                check(a.read() == b.read(), "%s/%s: the copy equals ../shared's" % (name, f))
 
 
 if __name__ == "__main__":
-    main([test_scenarios_found] + [make_test(n) for n in scenario_names()])
+    main([test_scenarios_found, test_copies_match_shared_bench] + [make_test(n) for n in scenario_names()])

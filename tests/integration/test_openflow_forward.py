@@ -25,8 +25,7 @@ import time
 from harness import Failure, check, json_lines, keel_cmd, main, read_pcap, run_keel, tmpdir, write_pcap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCENARIOS = os.environ.get("KEEL_SCENARIOS",
-                           os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "bench", "scenarios")))
+SCENARIOS = os.environ.get("KEEL_SCENARIOS", os.path.join(HERE, "data", "scenarios"))
 
 MAC_A = "02:00:00:00:00:01"
 MAC_B = "02:00:00:00:00:02"
@@ -245,8 +244,7 @@ def test_scenarios_p2p_rule_sets():
     frames = [frame(i, sport=1024 + i, size=(60, 64, 128, 512, 1514)[i % 5]) for i in range(300)]
     for name in ("p2p-1flow", "p2p-10kflows", "flow-setup", "revalidate-100k"):
         path = scenario_flows(name)
-        if not os.path.exists(path):
-            continue
+        check(os.path.exists(path), path)
         proc, out = pcap_run(BR3 + "add-flows br0 %s\n" % path, {"p0": frames}, script=STATS)
         check(proc.returncode == 0, name + ": exit 0", proc)
         check(same(out["p1"], frames), name + ": every frame out of p1, byte for byte", proc)
@@ -265,8 +263,7 @@ def test_scenario_p2p_l3_prefix():
     """p2p-10kflows/flows-l3.txt: ip,in_port=1,nw_dst=10.1.0.0/16 -> 2; other
     destinations miss the table and are dropped. Megaflow: the /16 only."""
     path = scenario_flows("p2p-10kflows", "flows-l3.txt")
-    if not os.path.exists(path):
-        return
+    check(os.path.exists(path), path)
     frames = [frame(i, dip="10.1.%d.%d" % (i // 7, i % 250) if i % 3 else "10.2.0.%d" % (i % 250), sport=1024 + i)
               for i in range(300)]
     hits = [f for i, f in enumerate(frames) if i % 3]
@@ -295,8 +292,7 @@ def test_scenario_dpcls_16masks():
     hits only rule g): 20 packets per rule, 16 megaflows whose nw_dst mask is
     the rule's prefix, tp_dst exact only for the rules that match it."""
     path = scenario_flows("dpcls-16masks")
-    if not os.path.exists(path):
-        return
+    check(os.path.exists(path), path)
     frames = []
     for k in range(320):
         g, j = k % 16, k // 16
