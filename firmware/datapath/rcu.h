@@ -31,6 +31,19 @@ class Rcu {
   static constexpr unsigned kMaxSlots = 64;
   static constexpr uint64_t kOffline = UINT64_MAX;
 
+  Rcu() = default;
+  Rcu(const Rcu&) = delete;
+  Rcu& operator=(const Rcu&) = delete;
+  // No reader can be inside once the Rcu goes (their threads are joined):
+  // what still waits is freed now (callbacks may retire more).
+  ~Rcu() {
+    while (!pending_.empty()) {
+      std::vector<Pending> now;
+      now.swap(pending_);
+      for (auto& p : now) p.free_fn();
+    }
+  }
+
   // Control thread, before the slot's thread starts.
   unsigned register_slot() {
     unsigned s = n_slots_.load(std::memory_order_relaxed);

@@ -22,14 +22,24 @@ namespace {
 
 const flow::EthAddr kMacA{{2, 0, 0, 0, 0, 1}}, kMacB{{2, 0, 0, 0, 0, 2}};
 
+// Megaflows of these tests own their actions (the flow table's
+// free_megaflow() is not used here).
+struct FreeMegaflow {
+  void operator()(Megaflow* f) const {
+    delete f->actions.load();
+    delete f;
+  }
+};
+using MegaflowPtr = std::unique_ptr<Megaflow, FreeMegaflow>;
+
 // A megaflow from datapath flow text (as dp-flow add builds it).
-std::unique_ptr<Megaflow> megaflow(const std::string& text) {
+MegaflowPtr megaflow(const std::string& text) {
   auto dp = flow::parse_dp_flow(text);
   REQUIRE_MESSAGE(dp.ok(), dp.status().message());
   flow::Match m = dp->match;
   m.mask.recirc_id = 0xffffffffu;
   m.apply_mask();
-  auto f = std::make_unique<Megaflow>();
+  MegaflowPtr f(new Megaflow);
   REQUIRE(flow::compress(m.mask, f->mask));
   REQUIRE(flow::compress(m.key, f->mask.map, f->key));
   f->in_port = m.key.in_port;
@@ -38,11 +48,6 @@ std::unique_ptr<Megaflow> megaflow(const std::string& text) {
   f->actions.store(new flow::DpActions(acts.value()));
   return f;
 }
-
-struct FreeActions {
-  Megaflow* f;
-  ~FreeActions() { delete f->actions.load(); }
-};
 
 // What the full parser keys for the fields quick_key() reads.
 struct Full {
@@ -159,7 +164,6 @@ TEST_CASE("a port is on the simple path while all its flows are simple; lookup b
   auto arp = megaflow("recirc_id(0),in_port(1),eth_type(0x0806) actions:3");
   auto l3 = megaflow("recirc_id(0),in_port(1),eth_type(0x0800),ipv4(dst=10.0.0.1,frag=no) actions:2");
   auto rewrite = megaflow("recirc_id(0),in_port(2),eth_type(0x0800),ipv4(frag=no) actions:set(ipv4(ttl=9)),1");
-  FreeActions a1{ip.get()}, a2{arp.get()}, a3{l3.get()}, a4{rewrite.get()};
   CHECK_FALSE(sm->enabled(1));
   sm->flow_added(ip.get());
   sm->flow_added(arp.get());
@@ -202,7 +206,7 @@ TEST_CASE("a port is on the simple path while all its flows are simple; lookup b
 
 TEST_CASE("more simple flows than a port's slots: off the simple path until they fit") {
   auto sm = std::make_unique<SimpleMatch>();
-  std::vector<std::unique_ptr<Megaflow>> flows;
+  std::vector<MegaflowPtr> flows;
   for (unsigned vid = 1; vid <= SimpleMatch::kMaxPerPort + 1; ++vid) {
     flows.push_back(megaflow("recirc_id(0),in_port(1),eth_type(0x8100),vlan(vid=" + std::to_string(vid) +
                              "),encap(eth_type(0x0800)) actions:2"));
@@ -211,5 +215,4 @@ TEST_CASE("more simple flows than a port's slots: off the simple path until they
   CHECK_FALSE(sm->enabled(1));
   sm->flow_removed(flows.back().get());  // the one that did not fit
   CHECK(sm->enabled(1));
-  for (auto& f : flows) delete f->actions.load();
 }
