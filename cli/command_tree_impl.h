@@ -94,4 +94,12 @@ void add_trace_commands(CommandTree::Impl& t);    // cli/commands_trace.cpp
 void add_udpif_commands(CommandTree::Impl& t);    // cli/commands_udpif.cpp
 void add_fdb_commands(CommandTree::Impl& t);      // cli/commands_fdb.cpp
 
+// The words of a trailing positional joined by single blanks (a flow or a
+// match given as several arguments is one string to its parser).
+inline std::string join_words(const std::vector<std::string>& w) {
+  std::string s;
+  for (const std::string& x : w) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
 }  // namespace keel::cli

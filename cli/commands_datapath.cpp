@@ -18,12 +18,6 @@ namespace keel::cli {
 
 namespace {
 
-std::string join(const std::vector<std::string>& w) {
-  std::string s;
-  for (const std::string& x : w) s += (s.empty() ? "" : " ") + x;
-  return s;
-}
-
 // Open vSwitch's packet_format_tcp_flags().
 std::string tcp_flags_text(uint16_t f) {
   std::string s;
@@ -98,7 +92,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
   add->callback([&t] {
     flow::DpFlow f;
     flow::DpActions a;
-    t.status = parse_flow_with_actions(join(t.words), f, a, true);
+    t.status = parse_flow_with_actions(join_words(t.words), f, a, true);
     if (!t.status.ok()) return;
     std::optional<datapath::Ufid> ufid;
     if (!f.ufid.empty()) ufid = datapath::parse_ufid(f.ufid);
@@ -109,13 +103,13 @@ void add_datapath_commands(CommandTree::Impl& t) {
   mod->callback([&t] {
     flow::DpFlow f;
     flow::DpActions a;
-    t.status = parse_flow_with_actions(join(t.words), f, a, true);
+    t.status = parse_flow_with_actions(join_words(t.words), f, a, true);
     if (t.status.ok()) t.status = t.sys.datapath().flow_put(f.match, a, std::nullopt, true);
   });
   auto* del = dpf->add_subcommand("del", "remove a datapath flow (by key/mask or ufid:UUID)");
   del->add_option("FLOW", t.words, "flow key/mask, or ufid:UUID")->required();
   del->callback([&t] {
-    std::string text = join(t.words);
+    std::string text = join_words(t.words);
     if (text.rfind("ufid:", 0) == 0 && text.find('(') == std::string::npos) {
       auto u = datapath::parse_ufid(text);
       t.status = u ? t.sys.datapath().flow_del(*u) : invalid("bad ufid '" + text + "'");
@@ -129,7 +123,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
   auto* get = dpf->add_subcommand("get", "show one datapath flow (by key/mask or ufid:UUID)");
   get->add_option("FLOW", t.words, "flow key/mask, or ufid:UUID")->required();
   get->callback([&t] {
-    std::string text = join(t.words);
+    std::string text = join_words(t.words);
     std::optional<datapath::Ufid> ufid;
     flow::DpFlow f;
     if (text.rfind("ufid:", 0) == 0 && text.find('(') == std::string::npos) {
@@ -161,7 +155,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
   dump->callback([&t] {
     std::optional<flow::Match> filter;
     if (!t.words.empty()) {
-      std::string text = join(t.words);
+      std::string text = join_words(t.words);
       if (text.rfind("filter=", 0) == 0) text.erase(0, 7);
       auto m = flow::parse_of_match(text);
       if (!m) {

@@ -43,12 +43,6 @@ struct OfArgs {
   void reset() { *this = OfArgs{}; }
 };
 
-std::string join(const std::vector<std::string>& w) {
-  std::string s;
-  for (const std::string& x : w) s += (s.empty() ? "" : " ") + x;
-  return s;
-}
-
 const char* vlan_mode_name(VlanMode m) {
   switch (m) {
     case VlanMode::access: return "access";
@@ -372,7 +366,7 @@ void add_ofproto_commands(CommandTree::Impl& t) {
   addflow->callback(run([&t, a, need_bridge] {
     Bridge* b = need_bridge(a->bridge);
     if (!b) return;
-    auto fm = make_flow_mod(*b, join(a->words), FlowMod::Command::add);
+    auto fm = make_flow_mod(*b, join_words(a->words), FlowMod::Command::add);
     if (!fm) {
       t.status = std::move(fm).take_status();
       return;
@@ -421,7 +415,7 @@ void add_ofproto_commands(CommandTree::Impl& t) {
   modflows->callback(run([&t, a, need_bridge] {
     Bridge* b = need_bridge(a->bridge);
     if (!b) return;
-    auto fm = make_flow_mod(*b, join(a->words), a->strict ? FlowMod::Command::modify_strict : FlowMod::Command::modify);
+    auto fm = make_flow_mod(*b, join_words(a->words), a->strict ? FlowMod::Command::modify_strict : FlowMod::Command::modify);
     if (!fm) {
       t.status = std::move(fm).take_status();
       return;
@@ -437,7 +431,7 @@ void add_ofproto_commands(CommandTree::Impl& t) {
   delflows->callback(run([&t, a, need_bridge] {
     Bridge* b = need_bridge(a->bridge);
     if (!b) return;
-    auto fm = make_flow_mod(*b, join(a->words), a->strict ? FlowMod::Command::del_strict : FlowMod::Command::del);
+    auto fm = make_flow_mod(*b, join_words(a->words), a->strict ? FlowMod::Command::del_strict : FlowMod::Command::del);
     if (!fm) {
       t.status = std::move(fm).take_status();
       return;
@@ -454,7 +448,7 @@ void add_ofproto_commands(CommandTree::Impl& t) {
   dumpflows->callback(run([&t, a, need_bridge] {
     Bridge* b = need_bridge(a->bridge);
     if (!b) return;
-    auto fm = make_flow_mod(*b, join(a->words), FlowMod::Command::del);
+    auto fm = make_flow_mod(*b, join_words(a->words), FlowMod::Command::del);
     if (!fm) {
       t.status = std::move(fm).take_status();
       return;

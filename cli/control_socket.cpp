@@ -41,7 +41,7 @@ std::string dir_of(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-bool printable(std::string_view line) {
+bool printable_line(std::string_view line) {
   for (char c : line)
     if (!(c == '\t' || (c >= 0x20 && c < 0x7f))) return false;
   return true;
@@ -199,7 +199,7 @@ void ControlSocket::handle(int fd) {
   }
   if (reject.empty() && buf.size() > kMaxExecLine)
     reject = "error: line longer than " + std::to_string(kMaxExecLine) + " bytes ignored\n";
-  if (reject.empty() && !printable(buf)) reject = "error: the line has control or non-ASCII bytes\n";
+  if (reject.empty() && !printable_line(buf)) reject = "error: the line has control or non-ASCII bytes\n";
 
   // 2. The control thread runs it.
   int status = 1;

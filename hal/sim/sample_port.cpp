@@ -2,13 +2,14 @@
 // (sample_traffic.h), for demos (`keel` with no --port) and benchmarks.
 //
 // rx copies the next frames of the 64-frame table into pool buffers (a
-// 64-byte memcpy per packet). With pps > 0 it is paced: the packets due are
-// elapsed_ns * pps / 1e9 since open, minus those already given, read with
-// one clock read per burst (vDSO, no syscall). After a stall the port gives
-// at most one burst of catch-up, so a PMD that was descheduled does not get
-// a flood; the average rate stays at or below pps. pps = 0 fills every burst.
-// An empty pool shortens the burst; the frames are generated later, none is
-// lost or counted as dropped. tx behaves like the null port.
+// 64-byte memcpy per packet). With pps > 0 it is paced like a NIC receiving
+// pps packets per second (rx_pacer.h, one clock read per burst: vDSO, no
+// syscall): a PMD that was descheduled finds up to RxPacer::kRxRing packets
+// waiting and takes them in bursts, so the port delivers pps on average
+// however the PMD is scheduled; what arrives while that ring is full is
+// counted as rx_dropped. pps = 0 fills every burst. An empty pool shortens
+// the burst; the frames stay due (in the ring), none is lost to it. tx
+// behaves like the null port.
 //
 // Thread-safety: the cursor and pacing state belong to the thread polling rx
 // queue 0; tx is stateless.
@@ -16,6 +17,7 @@
 #include <cstring>
 
 #include "keel/hal/cpu.h"
+#include "rx_pacer.h"
 #include "sample_traffic.h"
 #include "sim_ports.h"
 
@@ -26,7 +28,7 @@ namespace {
 class SamplePort final : public Port {
  public:
   SamplePort(const PortSpec& spec, std::shared_ptr<Pool> pool)
-      : Port(spec.name, "sample"), pool_(std::move(pool)), pps_(spec.pps), start_ns_(now_ns()) {
+      : Port(spec.name, "sample"), pool_(std::move(pool)), pps_(spec.pps), pacer_(spec.pps, now_ns()) {
     set_queues(1, 1);
   }
 
@@ -34,15 +36,13 @@ class SamplePort final : public Port {
   std::string describe() const override { return "sample pps=" + std::to_string(pps_); }
 
  protected:
-  uint16_t rx_burst(uint16_t, std::span<Packet*> out) noexcept override {
+  uint16_t rx_burst(uint16_t q, std::span<Packet*> out) noexcept override {
     size_t want = out.size();
     if (pps_ != 0) {
-      const uint64_t elapsed = now_ns() - start_ns_;
-      // 128-bit: elapsed (ns) * pps overflows 64 bits after minutes at Mpps.
-      const auto due = static_cast<uint64_t>((unsigned __int128)elapsed * pps_ / 1'000'000'000u);
-      if (due <= emitted_) return 0;
-      if (due - emitted_ > want) emitted_ = due - want;  // at most one burst of catch-up
-      want = std::min<uint64_t>(want, due - emitted_);
+      const uint64_t dropped_before = pacer_.dropped();
+      want = pacer_.ready(now_ns(), want);
+      if (pacer_.dropped() != dropped_before) count_rx_dropped(q, pacer_.dropped() - dropped_before);
+      if (want == 0) return 0;
     }
     const std::span<const SampleFrame, kSampleFrames> frames = sample_traffic();
     unsigned n = pool_->alloc_burst(out.first(want));
@@ -51,7 +51,7 @@ class SamplePort final : public Port {
       out[i]->set_len(kSampleFrameLen);
       next_ = (next_ + 1) % kSampleFrames;
     }
-    emitted_ += n;
+    pacer_.took(n);
     return static_cast<uint16_t>(n);
   }
 
@@ -63,8 +63,7 @@ class SamplePort final : public Port {
  private:
   std::shared_ptr<Pool> pool_;
   const uint64_t pps_;
-  const uint64_t start_ns_;
-  uint64_t emitted_ = 0;  // packets given (after catch-up trimming)
+  RxPacer pacer_;
   unsigned next_ = 0;     // next frame of the table
 };
 

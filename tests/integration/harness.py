@@ -10,10 +10,17 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 KEEL = os.environ.get("KEEL", "")
 EMULATOR = shlex.split(os.environ.get("KEEL_EMULATOR", ""))
 HAVE_DPDK = os.environ.get("KEEL_HAVE_DPDK", "").upper() in ("ON", "1", "TRUE", "YES")
+
+# How long to wait for something that must happen (keel to answer, a packet
+# to arrive, a flow to expire) before calling it a hang. Only a broken keel
+# reaches it: a loaded machine or an emulator just makes the wait longer.
+# Never an assertion about speed (performance lives in tests/bench).
+PATIENCE = 120
 
 
 def keel_cmd(*args):
@@ -22,10 +29,18 @@ def keel_cmd(*args):
     return EMULATOR + [KEEL] + list(args)
 
 
-def run_keel(*args, stdin="", timeout=120):
+def run_keel(*args, stdin="", timeout=PATIENCE):
     """Runs keel with `stdin` as its (non-terminal) input; returns CompletedProcess."""
     return subprocess.run(keel_cmd(*args), input=stdin, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def wait_for(pred, what, timeout=PATIENCE):
+    """Polls pred() until it is true; fails naming `what` after `timeout` s."""
+    deadline = time.time() + timeout
+    while not pred():
+        check(time.time() < deadline, "timed out after %d s waiting for %s" % (timeout, what))
+        time.sleep(0.05)
 
 
 def tmpdir():

@@ -2,7 +2,7 @@
 errors: one clear line and a non-zero exit, never a crash or a hang."""
 import os
 
-from harness import check, json_lines, main, run_keel, tmpdir, write_pcap
+from harness import PATIENCE, check, json_lines, main, run_keel, tmpdir, write_pcap
 
 
 def test_default_boot_console():
@@ -37,7 +37,7 @@ def test_xconnect_errors():
 
 
 def boot_error(args, needle, stdin=""):
-    p = run_keel(*args, stdin=stdin, timeout=60)
+    p = run_keel(*args, stdin=stdin, timeout=PATIENCE)
     check(p.returncode != 0, "non-zero exit for %s" % (args,), p)
     lines = [l for l in p.stderr.splitlines() if l.strip()]
     check(len(lines) >= 1 and lines[-1].startswith("keel: error:"), "one error line", p)

@@ -7,7 +7,7 @@ import difflib
 import os
 import re
 
-from harness import check, main, run_keel, tmpdir
+from harness import PATIENCE, check, main, run_keel, tmpdir
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 UPDATE = os.environ.get("KEEL_UPDATE_GOLDEN", "") not in ("", "0")
@@ -35,7 +35,7 @@ def mask(text, d):
 
 def golden(name, commands):
     d = tmpdir()
-    p = run_keel(*PORTS, "--config-dir", d, stdin="".join(c + "\n" for c in commands), timeout=60)
+    p = run_keel(*PORTS, "--config-dir", d, stdin="".join(c + "\n" for c in commands), timeout=PATIENCE)
     got = "exit %d\n--- stdout ---\n%s--- stderr ---\n%s" % (p.returncode, mask(p.stdout, d), mask(p.stderr, d))
     path = os.path.join(GOLDEN, name + ".txt")
     if UPDATE:

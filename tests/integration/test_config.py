@@ -4,7 +4,7 @@ startup config that fails part-way boots the last good one; configure replace
 is all or nothing."""
 import os
 
-from harness import check, json_lines, main, run_keel, tmpdir
+from harness import PATIENCE, check, json_lines, main, run_keel, tmpdir
 
 PORTS = ["--port", "p0=null", "--port", "p1=null"]
 # The save steps of firmware/control/config_store.h, in order.
@@ -17,7 +17,7 @@ def keel(cfg_dir, stdin, env=None, extra=()):
         old = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
     try:
-        return run_keel(*PORTS, "--config-dir", cfg_dir, *extra, stdin=stdin, timeout=60)
+        return run_keel(*PORTS, "--config-dir", cfg_dir, *extra, stdin=stdin, timeout=PATIENCE)
     finally:
         if env:
             for k, v in old.items():

@@ -11,7 +11,7 @@ import tempfile
 import termios
 import time
 
-from harness import Failure, check, keel_cmd, main
+from harness import PATIENCE, Failure, check, keel_cmd, main
 
 UP = b"\x1b[A"
 
@@ -43,7 +43,7 @@ class Console:
         self.buf += data
         return bool(data)
 
-    def expect(self, needle, timeout=30):
+    def expect(self, needle, timeout=PATIENCE):
         """Waits for `needle` after the last match; returns the text up to it."""
         if isinstance(needle, str):
             needle = needle.encode()
@@ -62,7 +62,7 @@ class Console:
             data = data.encode()
         os.write(self.master, data)
 
-    def wait(self, timeout=60):
+    def wait(self, timeout=PATIENCE):
         try:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -186,10 +186,10 @@ def test_sigterm_restores_terminal():
 
 def test_console_device_errors():
     p = subprocess.run(keel_cmd("--console", "/nonexistent/ttyX"), stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=PATIENCE)
     check(p.returncode == 1 and "console '/nonexistent/ttyX'" in p.stderr, "missing device named", p)
     p = subprocess.run(keel_cmd("--console", "/dev/null"), stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=PATIENCE)
     check(p.returncode == 1 and "not a terminal" in p.stderr, "not a terminal", p)
 
 

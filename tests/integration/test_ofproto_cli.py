@@ -6,7 +6,7 @@ running-config round trip of bridges, ports and rules."""
 import os
 import re
 
-from harness import check, json_lines, main, run_keel, tmpdir
+from harness import PATIENCE, check, json_lines, main, run_keel, tmpdir
 
 PORTS = ["--port", "p0=null", "--port", "p1=null", "--port", "p2=null"]
 
@@ -15,7 +15,7 @@ def keel(script, extra=()):
     d = tmpdir()
     empty = os.path.join(d, "empty.cfg")
     open(empty, "w").close()
-    return run_keel(*PORTS, "--config", empty, *extra, stdin=script, timeout=60)
+    return run_keel(*PORTS, "--config", empty, *extra, stdin=script, timeout=PATIENCE)
 
 
 def strip(text):
@@ -161,21 +161,21 @@ def test_running_config_round_trip():
               "output:p2,controller:64\n"
               "add-flow br0 priority=1,actions=NORMAL\n"
               "add-flow br1 in_port=LOCAL,actions=drop\n")
-    p = run_keel(*PORTS, "--config-dir", cfg, stdin=script + "show running-config\nwrite memory\n", timeout=60)
+    p = run_keel(*PORTS, "--config-dir", cfg, stdin=script + "show running-config\nwrite memory\n", timeout=PATIENCE)
     check(p.returncode == 0, "build + save", p)
     first = p.stdout[p.stdout.index("! keel "):p.stdout.index("saved the running")]
     for line in ("add-br br0", "add-port br0 p1 --ofport 7 --tag 10",
                  "add-port br0 p2 --ofport 2 --tag 2 --trunks 3,4 --vlan-mode native-tagged", "add-br br1"):
         check(line + "\n" in first, "running-config has %r" % line, p)
     check(first.index("add-port br0 p0") < first.index("add-flow"), "bridges before rules", p)
-    p = run_keel(*PORTS, "--config-dir", cfg, stdin="show running-config\n", timeout=60)
+    p = run_keel(*PORTS, "--config-dir", cfg, stdin="show running-config\n", timeout=PATIENCE)
     again = p.stdout[p.stdout.index("! keel "):]
     check(again == first, "identical after reboot:\n%s\nvs\n%s" % (first, again), p)
     # configure replace with an empty file resets bridges and rules.
     empty = os.path.join(d, "e.cfg")
     open(empty, "w").close()
     p = run_keel(*PORTS, "--config-dir", cfg, stdin="configure replace %s\nshow\nshow running-config\n" % empty,
-                 timeout=60)
+                 timeout=PATIENCE)
     check(p.returncode == 0 and "Bridge" not in p.stdout and "add-br" not in p.stdout, "reset", p)
 
 

@@ -8,7 +8,7 @@ plain ports (what is tested here is the rule syntax)."""
 import os
 import re
 
-from harness import check, json_lines, main, run_keel, tmpdir
+from harness import PATIENCE, check, json_lines, main, run_keel, tmpdir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCENARIOS = os.environ.get("KEEL_SCENARIOS", os.path.join(HERE, "data", "scenarios"))
@@ -102,7 +102,7 @@ def load_scenario(name):
     for path, br in files:
         script = "\n".join(setup + ["add-flows %s %s" % (br, path), "dump-flows %s" % br,
                                     "dump-flows %s --format json" % br]) + "\n"
-        p = run_keel(*port_args, stdin=script, timeout=60)
+        p = run_keel(*port_args, stdin=script, timeout=PATIENCE)
         check(p.returncode == 0, "%s: %s loads" % (name, os.path.basename(path)), p)
         want = len(rules_in(path))
         text_rules = [l for l in p.stdout.splitlines() if l.startswith(" cookie=")]

@@ -22,7 +22,7 @@ import struct
 import subprocess
 import time
 
-from harness import Failure, check, json_lines, keel_cmd, main, read_pcap, run_keel, tmpdir, write_pcap
+from harness import PATIENCE, Failure, check, json_lines, keel_cmd, main, read_pcap, run_keel, tmpdir, wait_for, write_pcap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCENARIOS = os.environ.get("KEEL_SCENARIOS", os.path.join(HERE, "data", "scenarios"))
@@ -154,7 +154,7 @@ def pcap_run(setup, inputs, outs=("p1", "p2"), script="", extra_ports=()):
     cfg = os.path.join(d, "keel.conf")
     with open(cfg, "w") as f:
         f.write(setup)
-    proc = run_keel("--config", cfg, *ports, "--exit-when-drained", stdin=script, timeout=120)
+    proc = run_keel("--config", cfg, *ports, "--exit-when-drained", stdin=script, timeout=PATIENCE)
     got = {p: (read_pcap(path) if os.path.exists(path) else []) for p, path in files.items()}
     return proc, got
 
@@ -227,7 +227,7 @@ class Keel:
 
     def close(self):
         self.p.stdin.close()
-        rc = self.p.wait(timeout=60)
+        rc = self.p.wait(timeout=PATIENCE)
         return rc, self.stderr()
 
 
@@ -405,13 +405,12 @@ def test_normal_learning():
               "--port", "p2=pcap:out=" + o2],
              "add-br br0\nadd-port br0 p0\nadd-port br0 p2\nadd-flow br0 actions=NORMAL\n")
     try:
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            if k.json("dump-flows br0")["flows"][0]["n_packets"] >= 20:
-                break
-            k.cmd("revalidate")
+        def learned():
+            k.cmd("revalidate")  # pushes the megaflows' stats to the rule
+            return k.json("dump-flows br0")["flows"][0]["n_packets"] >= 20
+        wait_for(learned, "MAC_B's 20 frames through NORMAL")
         k.cmd("add-port br0 p1")
-        time.sleep(0.5)
+        wait_for(lambda: tx_packets(k, "p0") > 10, "MAC_A's frames out of p0")
         k.cmd("revalidate")
         flows = k.json("flow-dump")["flows"]
         up = k.json("upcall-show")
@@ -481,7 +480,7 @@ def test_resubmit_and_goto_table():
     # After the resubmit, output:3 sees the rewritten packet (OpenFlow: the
     # resubmitted table's actions change the packet for what follows).
     want2 = [frame(i, dport=3000, sport=5000 + i) if i % 2 == 0 else f for i, f in enumerate(frames)]
-    check(out["p2"] == want2, "output:3 after the resubmit: every packet, as modified", proc)
+    check(same(out["p2"], want2), "output:3 after the resubmit: every packet, as modified", proc)
     rules, flows, up = stats_of(proc)
     by = {(r["table"], r["match"]): r["n_packets"] for r in rules}
     check(by.get((0, "in_port=1")) == 100, "table 0: 100: %r" % by, proc)
@@ -516,20 +515,13 @@ def tx_packets(k, port):
     raise Failure("no port " + port)
 
 
-def wait_for(pred, what, timeout=10):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.05)
-    check(False, "timed out waiting for " + what)
-
-
 def test_mod_flows_revalidates_within_a_round():
     d = tmpdir()
     o1, o2 = os.path.join(d, "o1.pcap"), os.path.join(d, "o2.pcap")
+    # The longest interval: a round within the test is one that the rule
+    # change itself woke.
     k = Keel(["--port", "p0=sample:pps=1000", "--port", "p1=pcap:out=" + o1, "--port", "p2=pcap:out=" + o2],
-             BR3 + "set revalidator-interval 200\nadd-flow br0 priority=10,udp,actions=output:2\n")
+             BR3 + "set revalidator-interval 60000\nadd-flow br0 priority=10,udp,actions=output:2\n")
     try:
         wait_for(lambda: tx_packets(k, "p1") >= 50, "packets out of p1")
         k.cmd("revalidate")
@@ -539,10 +531,10 @@ def test_mod_flows_revalidates_within_a_round():
         n2 = tx_packets(k, "p2")
         check(n2 == 0, "nothing on p2 yet")
         k.cmd("mod-flows br0 udp,actions=output:3")
-        t0 = time.time()
-        # Within one round (200 ms) plus slack, the megaflow changed in place.
-        wait_for(lambda: all(f["actions"] == "3" for f in k.json("flow-dump")["flows"]), "megaflow actions 3", 3)
-        took = time.time() - t0
+        # The change wakes the revalidator: the megaflow changes in place
+        # without waiting for the 60 s interval.
+        wait_for(lambda: all(f["actions"] == "3" for f in k.json("flow-dump")["flows"]), "megaflow actions 3")
+        woken = k.json("upcall-show")
         p1_then = tx_packets(k, "p1")
         wait_for(lambda: tx_packets(k, "p2") >= 50, "packets out of p2")
         time.sleep(0.2)
@@ -553,7 +545,8 @@ def test_mod_flows_revalidates_within_a_round():
         check(after["upcalls"] == before["upcalls"], "no new upcalls: %d -> %d" % (before["upcalls"], after["upcalls"]))
         check(after["modified"] >= before["modified"] + 1, "modified in place")
         check(after["reparses"] == 0, "re-parses 0")
-        check(took < 1.5, "changed within a round (%.2fs)" % took)
+        check(before["rounds"] < woken["rounds"] <= before["rounds"] + 2,
+              "changed by the round(s) the change woke: rounds %d -> %d" % (before["rounds"], woken["rounds"]))
     finally:
         rc, err = k.close()
     check(rc == 0, "exit 0: " + err)
@@ -578,19 +571,23 @@ def test_idle_expiry_and_rule_timeouts():
         k.cmd("revalidate")
         got = k.json("dump-flows br0")["flows"][0]["n_packets"]
         check(got == 50, "stats pushed before expiry: %d; %r" % (got, k.json("upcall-show")))
-        wait_for(lambda: k.json("flow-dump")["flows"] == [], "megaflows expire after max-idle", 5)
+        wait_for(lambda: k.json("flow-dump")["flows"] == [], "megaflows expire after max-idle")
         up = k.json("upcall-show")
         check(up["deleted_idle"] >= 1, "deleted idle counted: %r" % up)
         check(up["flows"] == 0 and up["ukeys"] == 0, "no flows, no ukeys: %r" % up)
         check(k.json("dump-flows br0")["flows"][0]["n_packets"] == 50, "rule keeps its stats")
-        # Rule timeouts.
+        # Rule timeouts, one at a time (which expires first would depend on
+        # the scheduler; bridge_test checks the arithmetic on given times).
+        def matches():
+            return sorted(r["match"] for r in k.json("dump-flows br0")["flows"])
         k.cmd("add-flow br0 priority=20,tcp,idle_timeout=1,actions=drop")
-        k.cmd("add-flow br0 priority=21,tcp,tp_dst=80,hard_timeout=2,actions=drop")
-        check(len(k.json("dump-flows br0")["flows"]) == 3, "three rules")
-        wait_for(lambda: len(k.json("dump-flows br0")["flows"]) == 2, "idle_timeout=1 expires", 6)
-        check(not any("tp_dst=80" not in r["match"] and r["match"].startswith("tcp")
-                      for r in k.json("dump-flows br0")["flows"]), "the idle rule went first")
-        wait_for(lambda: len(k.json("dump-flows br0")["flows"]) == 1, "hard_timeout=2 expires", 6)
+        check(len(matches()) == 2, "two rules: %r" % matches())
+        wait_for(lambda: len(matches()) == 1, "idle_timeout=1 expires")
+        check(matches() == ["udp"], "the udp rule stays: %r" % matches())
+        k.cmd("add-flow br0 priority=21,tcp,tp_dst=80,hard_timeout=1,actions=drop")
+        check(len(matches()) == 2, "two rules again: %r" % matches())
+        wait_for(lambda: len(matches()) == 1, "hard_timeout=1 expires")
+        check(matches() == ["udp"], "the udp rule stays: %r" % matches())
     finally:
         rc, err = k.close()
     check(rc == 0, "exit 0: " + err)

@@ -9,6 +9,7 @@
 
 #include "cli/console.h"
 #include "control/system.h"
+#include "eventually.h"
 
 using namespace keel;
 
@@ -44,12 +45,11 @@ TEST_CASE("host-sim boots with its default config and forwards the sample") {
 
   // The sample replays at 1000 packets/s: wait for a few to cross.
   uint64_t tx = 0;
-  for (int i = 0; i < 400 && tx < 5; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(keel::test::eventually([&] {
     for (const auto& p : s.ports())
       if (p.name == "p1") tx = p.counters.tx_packets;
-  }
-  CHECK(tx >= 5);
+    return tx >= 5;
+  }));
   std::string table = run(tree, "show ports");
   CHECK(table.find("p0") != std::string::npos);
   CHECK(table.find("Rx-pkts") != std::string::npos);

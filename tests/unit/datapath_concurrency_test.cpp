@@ -14,6 +14,7 @@
 #include "flow/dp_flow_syntax.h"
 #include "hal/sim/ring_port.h"
 #include "keel/hal/backend.h"
+#include "eventually.h"
 
 using namespace keel;
 
@@ -97,9 +98,11 @@ TEST_CASE("flow changes while a PMD forwards") {
   }
   stop = true;
   traffic.join();
-  // Let the PMD finish what is in the rx ring, with no flows: misses.
-  REQUIRE(dp.wait_drained(1000));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Let the PMD finish what is in the rx ring, with no flows: misses. Once
+  // the ring is empty, wait_drained() waits until the PMD has handled what it
+  // read last.
+  REQUIRE(keel::test::eventually([&] { return in->rx_pending() == 0; }));
+  REQUIRE(dp.wait_drained(keel::test::kPatienceMs));
   dp.stop();
   hal::Packet* got[32];
   size_t m;

@@ -14,6 +14,7 @@
 #include "flow/dp_actions.h"
 #include "flow/of_match_syntax.h"
 #include "hal/sim/ring_port.h"
+#include "eventually.h"
 #include "keel/hal/backend.h"
 #include "ofproto/bridge.h"
 #include "ofproto/udpif.h"
@@ -122,10 +123,7 @@ struct Rig {
   }
   size_t wait_for(unsigned port, size_t want) {
     size_t got = 0;
-    for (int i = 0; i < 3000 && got < want; ++i) {
-      std::this_thread::sleep_for(1ms);
-      got += collect(port);
-    }
+    keel::test::eventually([&] { return (got += collect(port)) >= want; });
     return got;
   }
 };

@@ -16,9 +16,11 @@
 #include "flow/flow_hash.h"
 #include "hal/sim/ring_port.h"
 #include "keel/hal/backend.h"
+#include "eventually.h"
 
 using namespace keel;
 using namespace std::chrono_literals;
+using keel::test::eventually;
 
 namespace {
 
@@ -144,16 +146,10 @@ TEST_CASE("a miss goes up with its key and hash, comes back installed and execut
   Handler h(r.dp);
   r.inject(4);  // four destinations: four megaflows
   size_t got = 0;
-  for (int i = 0; i < 2000 && got < 4; ++i) {
-    std::this_thread::sleep_for(1ms);
-    got += r.collect();
-  }
+  CHECK(eventually([&] { return (got += r.collect()) >= 4; }));
   CHECK(got == 4);
   r.inject(400, 4);
-  for (int i = 0; i < 2000 && got < 404; ++i) {
-    std::this_thread::sleep_for(1ms);
-    got += r.collect();
-  }
+  CHECK(eventually([&] { return (got += r.collect()) >= 404; }));
   CHECK(got == 404);
   h.finish();
   r.dp.set_upcalls_enabled(false);
@@ -179,17 +175,15 @@ TEST_CASE("misses with the same key while one is up ride on its record, and are 
   REQUIRE(r.dp.start({r.backend.get()}).ok());
   // No handler yet: 40 packets with one key wait in two records.
   for (int i = 0; i < 40; ++i) r.inject(1, 0);
-  CHECK_FALSE(r.dp.wait_drained(500));  // they are up with the slow path
+  REQUIRE(eventually([&] { return r.dp.pmds()[0]->counters().misses >= 40; }));
+  CHECK_FALSE(r.dp.wait_drained(100));  // they are up with the slow path
   datapath::PmdCounters c = r.dp.pmds()[0]->counters();
   CHECK(c.upcalls == 2);  // 1 + 31 followers, then a second record
   CHECK(c.upcall_followers == 38);
   CHECK(c.lost == 0);
   Handler h(r.dp);
   size_t got = 0;
-  for (int i = 0; i < 2000 && got < 40; ++i) {
-    std::this_thread::sleep_for(1ms);
-    got += r.collect();
-  }
+  CHECK(eventually([&] { return (got += r.collect()) >= 40; }));
   CHECK(got == 40);
   h.finish();
   r.dp.set_upcalls_enabled(false);
@@ -202,8 +196,8 @@ TEST_CASE("nobody listening: misses are lost and counted, never queued") {
   Rig r;
   REQUIRE(r.dp.start({r.backend.get()}).ok());
   r.inject(100);
-  REQUIRE(r.dp.wait_drained(2000));
-  std::this_thread::sleep_for(20ms);
+  REQUIRE(eventually([&] { return r.in->rx_pending() == 0; }));
+  REQUIRE(r.dp.wait_drained(keel::test::kPatienceMs));
   r.dp.stop();
   const datapath::PmdCounters c = r.dp.pmds()[0]->counters();
   CHECK(c.misses == 100);
@@ -221,8 +215,7 @@ TEST_CASE("a handler that never answers: records run out, the rest is lost, the 
   for (unsigned sent = 0; sent < n; sent += 100) {
     r.inject(100, sent);
     // wait_drained() can't help: the records stay up. Wait for the misses.
-    for (int i = 0; i < 2000 && r.dp.pmds()[0]->counters().misses < sent + 100; ++i)
-      std::this_thread::sleep_for(1ms);
+    CHECK(eventually([&] { return r.dp.pmds()[0]->counters().misses >= sent + 100; }));
   }
   const datapath::PmdCounters c = r.dp.pmds()[0]->counters();
   CHECK(c.upcalls == datapath::kUpcallRecords);
