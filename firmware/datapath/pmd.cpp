@@ -223,6 +223,7 @@ void Pmd::run() {
     upcalls_->executed(u);
   }
   pending_.fill(nullptr);
+  misses_up_ = 0;
   exec_->release_all();
   for (hal::Backend* b : backends_) b->thread_exit();
 }
@@ -254,7 +255,8 @@ void Pmd::receive(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts) {
   }
   (void)q;
   upcalls_left_ = upcall_budget_;
-  if (table_.simple().enabled(in.id())) {
+  // While misses are up, the full path: it knows the keys (see pending_).
+  if (misses_up_ == 0 && table_.simple().enabled(in.id())) {
     process_simple(in.id(), pkts);
   } else {
     process(pkts, 0);
@@ -315,12 +317,19 @@ void Pmd::classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* par
   // 1. EMC, then SMC (verified against the flow's mask and key). Each stage
   // prefetches what the next one touches for the whole burst first, so the
   // cache misses of 32 packets overlap.
+  // 0. Packets whose key has a miss up go the miss path behind it, whatever
+  // the caches say (see pending_).
+  uint32_t behind = 0;
+  if (misses_up_)
+    for (unsigned i = 0; i < n; ++i)
+      if (pending_for(parsed[i], depth)) behind |= 1u << i;
   if (emc_on)
     for (unsigned i = 0; i < n; ++i) emc_->prefetch(parsed[i].hash);
   std::array<uint8_t, hal::kMaxBurst> emc_miss;
   unsigned n_emc_miss = 0;
   for (unsigned i = 0; i < n; ++i) {
     const packet::ParsedPacket& pp = parsed[i];
+    if ((behind >> i) & 1) continue;
     if (Megaflow* f = emc_on ? emc_->lookup(pp.key, pp.hash) : nullptr) {
       flows[i] = f;
       ++emc_hits;
@@ -394,12 +403,29 @@ void Pmd::classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* par
   bump(c_.misses, misses);
 }
 
+Upcall* Pmd::pending_for(const packet::ParsedPacket& pp, unsigned depth) const noexcept {
+  for (Upcall* u = pending_[pp.hash & (kPendingSlots - 1)]; u; u = u->pending_next)
+    if (u->hash == pp.hash && u->depth == depth && u->key == pp.key) return u;
+  return nullptr;
+}
+
+void Pmd::pending_remove(Upcall* u) noexcept {
+  for (Upcall** p = &pending_[u->hash & (kPendingSlots - 1)]; *p; p = &(*p)->pending_next) {
+    if (*p == u) {
+      *p = u->pending_next;
+      u->pending_next = nullptr;
+      --misses_up_;
+      return;
+    }
+  }
+  // Not listed: it went up before this thread last (re)started.
+}
+
 void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned depth) {
-  Upcall*& slot = pending_[pp.hash & (kPendingSlots - 1)];
-  if (slot && slot->hash == pp.hash && slot->depth == depth && slot->n_followers < kUpcallFollowers &&
-      slot->key == pp.key) {
-    slot->follower_ofs[slot->n_followers] = pp.ofs;
-    slot->followers[slot->n_followers++] = pkt;
+  Upcall* up = misses_up_ ? pending_for(pp, depth) : nullptr;
+  if (up && up->n_followers < kUpcallFollowers) {
+    up->follower_ofs[up->n_followers] = pp.ofs;
+    up->followers[up->n_followers++] = pkt;
     bump(c_.upcall_followers, 1);
     return;
   }
@@ -418,7 +444,10 @@ void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned
   u->ofs = pp.ofs;
   u->key = pp.key;
   u->n_followers = 0;
-  slot = u;
+  Upcall*& head = pending_[pp.hash & (kPendingSlots - 1)];
+  u->pending_next = head;  // newest first: a full record's successor is found first
+  head = u;
+  ++misses_up_;
   upcalls_->submit(u);
   bump(c_.upcalls, 1);
 }
@@ -429,8 +458,7 @@ void Pmd::handle_answers() {
   const uint64_t now = hal::now_ns();
   while (done < kUpcallRecords && upcalls_->answered(u)) {
     ++done;
-    Upcall*& slot = pending_[u->hash & (kPendingSlots - 1)];
-    if (slot == u) slot = nullptr;
+    if (u->type == Upcall::Type::miss) pending_remove(u);
     Megaflow* installed = nullptr;
     if (u->install) {
       if (table_.install(u->install).ok()) {

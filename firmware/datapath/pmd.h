@@ -198,10 +198,23 @@ class Pmd {
   std::unique_ptr<UpcallChannel> upcalls_ = std::make_unique<UpcallChannel>();
   uint32_t upcall_budget_ = 32;
   uint32_t upcalls_left_ = 0;  // in this burst
-  // Misses up in the slow path, by hash (direct-mapped): a later miss with
-  // the same key joins the record instead of taking another.
-  static constexpr unsigned kPendingSlots = 64;
+  // Miss records up in the slow path, by hash: each slot a list, newest
+  // first (Upcall::pending_next); more slots than records, so lists stay
+  // short. A later miss with the same key joins the newest record of its key
+  // instead of taking another. And while a key has a record up, its packets
+  // take the miss path even when a cache would hit: a megaflow that another
+  // key's answer installed must not send them ahead of their key's packets
+  // still waiting in that record (they join it, or follow it up; answers
+  // come back in the order the records went up). So per key, packets leave
+  // in the order they came. Costs one branch per burst while nothing is up.
+  static constexpr unsigned kPendingSlots = 1024;
+  static_assert(kPendingSlots >= kUpcallRecords && (kPendingSlots & (kPendingSlots - 1)) == 0,
+                "a power of two, at least one slot per record");
   std::array<Upcall*, kPendingSlots> pending_{};
+  unsigned misses_up_ = 0;  // records in pending_
+  // The newest miss record up with pp's key at this depth, or null.
+  Upcall* pending_for(const packet::ParsedPacket& pp, unsigned depth) const noexcept;
+  void pending_remove(Upcall* u) noexcept;
   packet::ParserCounters parser_;
   std::unique_ptr<ExecContext> exec_;
   // Per recirculation depth: the parsed burst (keys must outlive execution).

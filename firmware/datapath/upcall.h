@@ -60,6 +60,9 @@ struct Upcall {
   uint8_t n_followers = 0;
   hal::Packet* followers[kUpcallFollowers];
   packet::LayerOffsets follower_ofs[kUpcallFollowers];
+  // Type::miss, PMD-private: the next older miss record up in the same slot
+  // of the PMD's pending table (Pmd::pending_); the handler never touches it.
+  Upcall* pending_next = nullptr;
   // Type::action: userspace(pid, userdata)
   uint32_t pid = 0;
   uint8_t userdata_len = 0;

@@ -192,6 +192,80 @@ TEST_CASE("misses with the same key while one is up ride on its record, and are 
   r.dp.flow_flush();
 }
 
+TEST_CASE("per key, packets leave in order when another key's answer installs a megaflow that covers them") {
+  Rig r;
+  r.dp.set_upcalls_enabled(true);
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  datapath::Datapath& dp = r.dp;
+  datapath::UpcallChannel& ch = dp.pmds()[0]->upcall_channel();
+  // Packets of keys A (i = 0) and B (i = 1), told apart by a marker in the
+  // payload (not part of the key).
+  auto send = [&](unsigned i, uint8_t marker) {
+    hal::Packet* p = nullptr;
+    REQUIRE(r.backend->alloc_burst(std::span(&p, 1)) == 1);
+    fill(p, i);
+    p->data()[60] = marker;
+    REQUIRE(r.in->inject(std::span(&p, 1)) == 1);
+  };
+  auto classified = [&] {
+    const datapath::PmdCounters c = dp.pmds()[0]->counters();
+    return c.emc_hits + c.smc_hits + c.megaflow_hits + c.simple_hits + c.misses;
+  };
+  // The answer: one wide megaflow (in_port and eth_type only) -> output:2.
+  auto answer = [&](datapath::Upcall* u) {
+    flow::Match m;
+    flow::expand(u->key, m.key);
+    m.mask.in_port = m.mask.recirc_id = 0xffffffffu;
+    m.mask.dl_type = 0xffff;
+    m.apply_mask();
+    auto acts = flow::parse_dp_actions("2");
+    auto f = dp.build_megaflow(m, &acts.value(), {u->hash, 1});
+    REQUIRE(f.ok());
+    u->install = f.value();
+    u->actions = new flow::DpActions(acts.value());
+    ch.answer(u);
+  };
+  send(0, 'a');
+  send(1, 'b');
+  datapath::Upcall* up[2] = {};
+  unsigned n_up = 0;
+  REQUIRE(eventually([&] { return (n_up += ch.next(up[n_up]) ? 1 : 0) == 2; }));
+  datapath::Upcall* ua = up[0]->pkt->data()[60] == 'a' ? up[0] : up[1];
+  datapath::Upcall* ub = ua == up[0] ? up[1] : up[0];
+  // A's answer installs the megaflow that B's packets match too; B's first
+  // packet is still up when B's second arrives.
+  answer(ua);
+  REQUIRE(eventually([&] { return dp.pmds()[0]->counters().upcall_installs == 1; }));
+  send(1, 'c');
+  REQUIRE(eventually([&] { return classified() == 3; }));
+  answer(ub);
+  std::vector<uint8_t> order;
+  REQUIRE(eventually([&] {
+    hal::Packet* got[32];
+    for (size_t m; (m = r.out->collect(got)) > 0;)
+      for (size_t k = 0; k < m; ++k) {
+        order.push_back(got[k]->data()[60]);
+        hal::release(got[k]);
+      }
+    return order.size() == 3;
+  }));
+  CHECK(order == std::vector<uint8_t>{'a', 'b', 'c'});  // B's second after B's first
+  const datapath::PmdCounters c = dp.pmds()[0]->counters();
+  CHECK(c.upcalls == 2);
+  CHECK(c.upcall_followers == 1);  // B's second rode on B's record
+  CHECK(c.lost == 0);
+  dp.set_upcalls_enabled(false);
+  dp.stop();
+  datapath::Upcall* u;
+  while (ch.next_spent(u)) {
+    if (u->install_failed) datapath::free_megaflow(u->install);
+    delete u->actions;
+    ch.recycle(u);
+  }
+  dp.drop_pending_upcalls();
+  dp.flow_flush();
+}
+
 TEST_CASE("nobody listening: misses are lost and counted, never queued") {
   Rig r;
   REQUIRE(r.dp.start({r.backend.get()}).ok());
