@@ -145,6 +145,17 @@ def test_script_not_asked_and_round_trip():
         c.close()
 
 
+def read_to_eof(s):
+    """Everything a socket receives until the other end closes it."""
+    s.settimeout(PATIENCE)
+    got = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            return got
+        got += b
+
+
 def exec_keel(d, line):
     return subprocess.run(keel_cmd("--config-dir", d, "--exec", line), capture_output=True, text=True,
                           timeout=PATIENCE)
@@ -180,14 +191,7 @@ def test_exec_against_running_keel():
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.connect(sock_path)
             s.sendall(data)
-            got = b""
-            if read:
-                s.settimeout(PATIENCE)
-                while True:
-                    b = s.recv(65536)
-                    if not b:
-                        break
-                    got += b
+            got = read_to_eof(s) if read else b""
             s.close()
             return got
         check(b"longer than 4096" in raw(b"x" * 10000), "an over-long line is refused")
@@ -200,13 +204,7 @@ def test_exec_against_running_keel():
         check(p.returncode == 0, "a command after the garbage (and behind a silent client) runs", p)
         # The silent client was answered with the timeout error, not before
         # its 5 s (a lower bound: load can only make it later).
-        silent.settimeout(120)
-        answer = b""
-        while True:
-            b = silent.recv(65536)
-            if not b:
-                break
-            answer += b
+        answer = read_to_eof(silent)
         silent.close()
         check(b"no complete command line within 5 s" in answer, "the silent client is cut off: %r" % answer)
         check(time.time() - t0 >= 4.5, "not before its 5 s")

@@ -78,6 +78,23 @@ struct Rig {
   }
 };
 
+// Answers a miss with a megaflow matching in_port and dl_type (and nw_dst
+// when `per_dst`) exactly -> output:2, installed and executed.
+void answer_output2(datapath::Datapath& dp, datapath::UpcallChannel& ch, datapath::Upcall* u, bool per_dst) {
+  flow::Match m;
+  flow::expand(u->key, m.key);
+  m.mask.in_port = m.mask.recirc_id = 0xffffffffu;
+  m.mask.dl_type = 0xffff;
+  if (per_dst) m.mask.nw_dst = 0xffffffffu;
+  m.apply_mask();
+  auto acts = flow::parse_dp_actions("2");
+  auto f = dp.build_megaflow(m, &acts.value(), {u->hash, 1});
+  REQUIRE(f.ok());
+  u->install = f.value();
+  u->actions = new flow::DpActions(acts.value());
+  ch.answer(u);
+}
+
 // A handler that answers every miss with "in_port + dl_type + nw_dst exact ->
 // output:2", checking that the key and hash it got are the parser's.
 struct Handler {
@@ -118,18 +135,7 @@ struct Handler {
           idle = false;
           ++misses;
           if (flow::miniflow_hash(u->key) != u->hash) ++bad_hash;
-          flow::Match m;
-          flow::expand(u->key, m.key);
-          m.mask.in_port = m.mask.recirc_id = 0xffffffffu;
-          m.mask.dl_type = 0xffff;
-          m.mask.nw_dst = 0xffffffffu;
-          m.apply_mask();
-          auto acts = flow::parse_dp_actions("2");
-          auto f = dp.build_megaflow(m, &acts.value(), {u->hash, 1});
-          REQUIRE(f.ok());
-          u->install = f.value();
-          u->actions = new flow::DpActions(acts.value());
-          ch.answer(u);
+          answer_output2(dp, ch, u, true);
         }
       }
       if (idle) std::this_thread::sleep_for(50us);
@@ -212,19 +218,7 @@ TEST_CASE("per key, packets leave in order when another key's answer installs a 
     return c.emc_hits + c.smc_hits + c.megaflow_hits + c.simple_hits + c.misses;
   };
   // The answer: one wide megaflow (in_port and eth_type only) -> output:2.
-  auto answer = [&](datapath::Upcall* u) {
-    flow::Match m;
-    flow::expand(u->key, m.key);
-    m.mask.in_port = m.mask.recirc_id = 0xffffffffu;
-    m.mask.dl_type = 0xffff;
-    m.apply_mask();
-    auto acts = flow::parse_dp_actions("2");
-    auto f = dp.build_megaflow(m, &acts.value(), {u->hash, 1});
-    REQUIRE(f.ok());
-    u->install = f.value();
-    u->actions = new flow::DpActions(acts.value());
-    ch.answer(u);
-  };
+  auto answer = [&](datapath::Upcall* u) { answer_output2(dp, ch, u, false); };
   send(0, 'a');
   send(1, 'b');
   datapath::Upcall* up[2] = {};
