@@ -534,6 +534,8 @@ def test_mod_flows_revalidates_within_a_round():
         # The change wakes the revalidator: the megaflow changes in place
         # without waiting for the 60 s interval.
         wait_for(lambda: all(f["actions"] == "3" for f in k.json("flow-dump")["flows"]), "megaflow actions 3")
+        # (the round counts itself when it ends, after it changed the flow)
+        wait_for(lambda: k.json("upcall-show")["rounds"] > before["rounds"], "the woken round to end")
         woken = k.json("upcall-show")
         p1_then = tx_packets(k, "p1")
         wait_for(lambda: tx_packets(k, "p2") >= 50, "packets out of p2")
