@@ -29,7 +29,6 @@
 #include "core/shutdown.h"
 #include "core/version.h"
 #include "keel/hal/backend.h"
-#include "ofproto/ofproto.h"
 
 namespace keel::cli {
 
@@ -447,11 +446,8 @@ std::vector<Completion> CommandTree::completions(const std::vector<std::string>&
   if (current && !starts_with(partial, "-")) {
     if (name_kind(current) == NameKind::port)
       for (const std::string& p : impl_->sys.port_names()) add(p, "port");
-    if (name_kind(current) == NameKind::bridge) {
-      ofproto::Ofproto& of = impl_->sys.ofproto();
-      std::lock_guard lk(of.writer_mutex());
-      for (const ofproto::Bridge* b : of.bridges()) add(b->name(), "bridge");
-    }
+    if (name_kind(current) == NameKind::bridge)
+      for (const std::string& b : impl_->sys.bridge_names()) add(b, "bridge");
     for (std::string& v : member_values(current)) add(std::move(v), current->get_description());
     add(current->get_name(true), current->get_description(), false);
   }

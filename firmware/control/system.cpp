@@ -147,6 +147,13 @@ std::vector<std::string> System::port_names() const {
   return v;
 }
 
+std::vector<std::string> System::bridge_names() const {
+  std::lock_guard lk(ofproto_->writer_mutex());
+  std::vector<std::string> v;
+  for (const ofproto::Bridge* b : ofproto_->bridges()) v.push_back(b->name());
+  return v;
+}
+
 Result<uint16_t> System::port_id(const std::string& name) const {
   if (hal::Port* p = dp_->find_port(name)) return p->id();
   std::string known;

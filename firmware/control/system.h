@@ -67,6 +67,7 @@ class System {
 
   std::vector<PortView> ports() const;
   std::vector<std::string> port_names() const;
+  std::vector<std::string> bridge_names() const;  // sorted (for completion and messages)
 
   Status xconnect(const std::string& in, const std::string& out);
   Status no_xconnect(const std::string& in);
