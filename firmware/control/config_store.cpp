@@ -6,8 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "core/log.h"
 
@@ -19,13 +19,6 @@ KEEL_LOG_MODULE(log_config, "config");
 
 std::string sys_error(const std::string& what, int err) { return what + ": " + strerror(err); }
 
-// KEEL_TEST_CRASH_AT=<step>: die right after `step`, as a power cut would
-// (no destructors, no flush). Only the kill-during-save test sets it.
-void crash_point(const char* step) {
-  const char* at = getenv("KEEL_TEST_CRASH_AT");
-  if (at && strcmp(at, step) == 0) _exit(77);
-}
-
 Status write_all(int fd, std::string_view text, const std::string& path) {
   while (!text.empty()) {
     ssize_t n = write(fd, text.data(), text.size());
@@ -36,21 +29,17 @@ Status write_all(int fd, std::string_view text, const std::string& path) {
   return {};
 }
 
-// Creates `path` (truncating), writes `text`, fsyncs, closes.
-Status write_synced(const std::string& path, std::string_view text, const char* written_step,
-                    const char* synced_step) {
+// Creates `path` (truncating), writes `text`, fsyncs, closes; `written`
+// (if given) runs between the write and the fsync.
+Status write_synced(const std::string& path, std::string_view text, const std::function<void()>& written = {}) {
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return error(Errc::io_error, sys_error("create '" + path + "'", errno));
   Status st = write_all(fd, text, path);
-  if (st.ok() && written_step) crash_point(written_step);
+  if (st.ok() && written) written();
   if (st.ok() && fsync(fd) != 0) st = error(Errc::io_error, sys_error("fsync '" + path + "'", errno));
   if (close(fd) != 0 && st.ok()) st = error(Errc::io_error, sys_error("close '" + path + "'", errno));
-  if (!st.ok()) {
-    unlink(path.c_str());
-    return st;
-  }
-  if (synced_step) crash_point(synced_step);
-  return {};
+  if (!st.ok()) unlink(path.c_str());
+  return st;
 }
 
 Status fsync_dir(const std::string& dir) {
@@ -114,7 +103,7 @@ Result<std::optional<std::string>> ConfigStore::read(const std::string& path) {
 
 Status write_file_atomic(const std::string& path, std::string_view text) {
   const std::string tmp = path + ".tmp";
-  if (Status st = write_synced(tmp, text, nullptr, nullptr); !st.ok()) return st;
+  if (Status st = write_synced(tmp, text); !st.ok()) return st;
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     unlink(tmp.c_str());
@@ -131,7 +120,8 @@ Status ConfigStore::save_startup(std::string_view text) const {
   const std::string bak_tmp = bak + ".tmp";
 
   // 1. the new file, complete and durable, beside the old one.
-  if (Status st = write_synced(tmp, text, "tmp-written", "tmp-synced"); !st.ok()) return st;
+  if (Status st = write_synced(tmp, text, [this] { step_done("tmp-written"); }); !st.ok()) return st;
+  step_done("tmp-synced");
 
   // 2. the old file becomes the backup: a second name for its inode, then a
   //    rename over the previous backup (so .bak too is always complete).
@@ -145,19 +135,19 @@ Status ConfigStore::save_startup(std::string_view text) const {
         unlink(tmp.c_str());
         return old ? error(Errc::io_error, "'" + cur + "' vanished during the save") : old.status();
       }
-      if (Status st = write_synced(bak_tmp, **old, nullptr, nullptr); !st.ok()) {
+      if (Status st = write_synced(bak_tmp, **old); !st.ok()) {
         unlink(tmp.c_str());
         return st;
       }
     }
-    crash_point("bak-linked");
+    step_done("bak-linked");
     if (rename(bak_tmp.c_str(), bak.c_str()) != 0) {
       int err = errno;
       unlink(tmp.c_str());
       unlink(bak_tmp.c_str());
       return error(Errc::io_error, sys_error("rename '" + bak_tmp + "' to '" + bak + "'", err));
     }
-    crash_point("bak-renamed");
+    step_done("bak-renamed");
   }
 
   // 3. the switch: one rename.
@@ -166,11 +156,11 @@ Status ConfigStore::save_startup(std::string_view text) const {
     unlink(tmp.c_str());
     return error(Errc::io_error, sys_error("rename '" + tmp + "' to '" + cur + "'", err));
   }
-  crash_point("renamed");
+  step_done("renamed");
 
   // 4. make the renames durable.
   if (Status st = fsync_dir(dir_); !st.ok()) return st;
-  crash_point("dir-synced");
+  step_done("dir-synced");
   KEEL_LOG(log_config, info, "saved the startup config to %s (%zu bytes)", cur.c_str(), text.size());
   return {};
 }

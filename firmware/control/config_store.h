@@ -20,13 +20,16 @@
 // by the next save. Where hard links are unsupported (vfat), step 2 copies
 // the old file to .bak.tmp and fsyncs it instead.
 //
-// For the kill-during-save test, the environment variable
-// KEEL_TEST_CRASH_AT=<step> makes the process _exit(77) right after that step:
-// tmp-written, tmp-synced, bak-linked, bak-renamed, renamed, dir-synced.
+// The steps have names, in order: tmp-written, tmp-synced, bak-linked,
+// bak-renamed, renamed, dir-synced. A step hook (set_step_hook; nothing sets
+// one in the firmware) is called after each: the kill-during-save test
+// (tests/unit/config_store_test.cpp) ends a forked process there, as a
+// power cut would, and boots what it left.
 //
 // Thread-safety: control thread only.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,7 +40,12 @@ namespace keel::control {
 
 class ConfigStore {
  public:
+  using StepHook = std::function<void(std::string_view step)>;
+
   explicit ConfigStore(std::string dir) : dir_(std::move(dir)) {}
+
+  // Called after each step of save_startup (see above); for tests.
+  void set_step_hook(StepHook hook) { step_hook_ = std::move(hook); }
 
   const std::string& dir() const { return dir_; }
   std::string startup_path() const { return dir_ + "/startup-config"; }
@@ -58,7 +66,12 @@ class ConfigStore {
   static Result<std::optional<std::string>> read(const std::string& path);
 
  private:
+  void step_done(std::string_view step) const {
+    if (step_hook_) step_hook_(step);
+  }
+
   std::string dir_;
+  StepHook step_hook_;
 };
 
 // Writes `text` to `path` atomically: PATH.tmp, fsync, rename, fsync the

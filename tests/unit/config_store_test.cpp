@@ -1,0 +1,135 @@
+// write memory survives being killed at every step of the save: a forked
+// keel (System + command tree + ConfigStore, in-process) runs `write memory`
+// and dies right after one step through the store's step hook, with _exit
+// (no destructors, no flush: as a power cut would leave the process's side);
+// then the parent checks that startup-config is the complete old or the
+// complete new file, that the backup is the complete old one, and boots what
+// is there exactly as keel does (apply_boot_config).
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "cli/config.h"
+#include "cli/console.h"
+#include "control/config_store.h"
+#include "control/system.h"
+#include "sim_test_util.h"
+
+using namespace keel;
+
+namespace {
+
+// The save steps of control/config_store.h, in order.
+const char* const kSteps[] = {"tmp-written", "tmp-synced", "bak-linked", "bak-renamed", "renamed", "dir-synced"};
+constexpr int kSwitched = 4;  // from "renamed" on, the new file is in place
+constexpr int kKilled = 77;
+
+std::optional<std::string> slurp(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return std::nullopt;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void spit(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string run(cli::CommandTree& tree, const std::string& line, Status* st) {
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* out = open_memstream(&buf, &len);
+  *st = tree.execute(line, out);
+  fclose(out);
+  std::string text(buf, len);
+  free(buf);
+  return text;
+}
+
+// A keel on two null ports with DIR as its config directory: boots it as
+// keel does, runs the commands, returns `show running-config` after them
+// (empty with *ok false if anything failed). `die_at`: the store's hook
+// _exits with kKilled right after that step.
+std::string run_keel(const std::string& dir, const std::string& commands, bool* ok, const char* die_at = nullptr) {
+  *ok = false;
+  auto sys = control::System::boot({.board = "host-sim", .ports = {"p0=null", "p1=null"}});
+  if (!sys.ok()) return {};
+  control::ConfigStore store(dir);
+  if (die_at)
+    store.set_step_hook([die_at](std::string_view step) {
+      if (step == die_at) _exit(kKilled);
+    });
+  cli::CommandTree tree(**sys);
+  cli::set_config_store(tree, &store);
+  FILE* devnull = fopen("/dev/null", "w");
+  auto booted = cli::apply_boot_config(tree, std::nullopt, "", devnull, devnull);
+  fclose(devnull);
+  if (!booted.ok()) return {};
+  Status st;
+  std::istringstream lines(commands);
+  for (std::string line; std::getline(lines, line);) {
+    run(tree, line, &st);
+    if (!st.ok()) return {};
+  }
+  std::string shown = run(tree, "show running-config", &st);
+  *ok = st.ok();
+  return shown;
+}
+
+}  // namespace
+
+TEST_CASE("write memory killed after each step: startup-config is the complete old or new file, and boots") {
+  for (bool first_save : {false, true}) {
+    for (int i = 0; i < 6; ++i) {
+      const char* step = kSteps[i];
+      CAPTURE(first_save);
+      CAPTURE(step);
+      test::TempDir d;
+      const std::string startup = d.file("startup-config");
+      bool ok = false;
+      std::optional<std::string> old;
+      if (!first_save) {
+        run_keel(d.path(), "set emc-insert-inv-prob 5\nwrite memory", &ok);
+        REQUIRE(ok);
+        old = slurp(startup);
+        REQUIRE(old);
+      }
+      // The child: the running config it is about to save, in new.txt (from
+      // a boot that saves nothing), then `write memory` of that same state,
+      // dying after `step`.
+      const pid_t pid = fork();
+      REQUIRE(pid >= 0);
+      if (pid == 0) {
+        bool child_ok = false;
+        const std::string cfg = run_keel(d.path(), "set smc-enable true", &child_ok);
+        if (!child_ok) _exit(3);
+        spit(d.file("new.txt"), cfg);
+        run_keel(d.path(), "set smc-enable true\nwrite memory", &child_ok, step);
+        _exit(child_ok ? 0 : 4);
+      }
+      int status = 0;
+      REQUIRE(waitpid(pid, &status, 0) == pid);
+      REQUIRE(WIFEXITED(status));
+      const bool no_backup_step = first_save && std::string_view(step).starts_with("bak-");
+      // No old file: the backup steps don't happen and the save runs to the end.
+      CHECK(WEXITSTATUS(status) == (no_backup_step ? 0 : kKilled));
+      const std::optional<std::string> now_text = slurp(startup);
+      const std::optional<std::string> new_text = slurp(d.file("new.txt"));
+      REQUIRE(new_text);
+      if (no_backup_step || i >= kSwitched) CHECK(now_text == new_text);
+      else CHECK(now_text == old);
+      if (old && slurp(startup + ".bak")) CHECK(slurp(startup + ".bak") == old);  // the complete old file
+      // The next boot works and runs exactly that file (or the board's
+      // default when there is none).
+      const std::string after = run_keel(d.path(), "", &ok);
+      REQUIRE(ok);
+      if (now_text) CHECK(after == *now_text);
+      else CHECK(after.find("xconnect p0 p1") != std::string::npos);
+    }
+  }
+}
