@@ -314,15 +314,16 @@ void Pmd::classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* par
   const bool smc_on = smc_enable_.load(std::memory_order_relaxed);
   uint64_t emc_hits = 0, smc_hits = 0, mf_hits = 0, misses = 0;
 
-  // 1. EMC, then SMC (verified against the flow's mask and key). Each stage
-  // prefetches what the next one touches for the whole burst first, so the
-  // cache misses of 32 packets overlap.
   // 0. Packets whose key has a miss up go the miss path behind it, whatever
   // the caches say (see pending_).
   uint32_t behind = 0;
   if (misses_up_)
     for (unsigned i = 0; i < n; ++i)
       if (pending_for(parsed[i], depth)) behind |= 1u << i;
+
+  // 1. EMC, then SMC (verified against the flow's mask and key). Each stage
+  // prefetches what the next one touches for the whole burst first, so the
+  // cache misses of 32 packets overlap.
   if (emc_on)
     for (unsigned i = 0; i < n; ++i) emc_->prefetch(parsed[i].hash);
   std::array<uint8_t, hal::kMaxBurst> emc_miss;
