@@ -148,7 +148,12 @@ class Ovs:
         proto = ["-O", case.of_version] if case.of_version else []
         self.ofctl(*proto, "del-flows", "br0")
         if case.flows:
-            p = self.ofctl(*proto, "add-flows", "br0", "-", input="\n".join(case.flows) + "\n", check=False)
+            flows = "\n".join(case.flows) + "\n"
+            p = self.ofctl(*proto, "add-flows", "br0", "-", input=flows, check=False)
+            if p.returncode and not proto and "usable flow formats (OXM)" in p.stderr:
+                # Fields only OXM can carry (OpenFlow 1.2+): as an operator would, say -O.
+                case.of_version = "OpenFlow13"
+                p = self.ofctl("-O", case.of_version, "add-flows", "br0", "-", input=flows, check=False)
             if p.returncode:
                 return (p.stderr or p.stdout).strip()
         # MTU changes reach the dummy netdevs through the main loop: wait.
