@@ -226,6 +226,8 @@ def match_for(r, f, exact=0.7):
             parts.append("icmp_type=%d" % f["nd_type"])
             if r.random() < 0.6:
                 pick("nd_target", f["nd_target"], r.choice(IP6))
+            if r.random() < 0.3:
+                pick("nd_sll" if f["nd_type"] == 135 else "nd_tll", f["dl_src"], rmac(r))
         if kind == "arp":
             if r.random() < 0.5:
                 pick("arp_op", f["arp_op"], 3)
@@ -303,6 +305,10 @@ def rewrite_actions(r, f):
             "push_vlan:0x8100", "push_vlan:0x88a8", "set_field:%d->vlan_vid" % (0x1000 | r.choice([5, 300])),
             "set_field:%d->vlan_pcp" % r.choice([2, 6]), "load:0x%x->NXM_OF_VLAN_TCI[]" % r.choice([0, 0x1064, 0x3005]),
             "set_field:0x%x->vlan_tci" % r.choice([0x1001, 0]), "pop_vlan"]
+    if f.get("vlan") is None and r.random() < 0.8:
+        # OpenFlow 1.2's set_field of vlan_vid / vlan_pcp needs a tag (a
+        # prerequisite ovs-ofctl checks): mostly leave them to tagged frames.
+        vlan = [a for a in vlan if not a.startswith("set_field") or "vlan_tci" in a]
     for _ in range(r.randint(1, 3)):
         acts.append(r.choice(opts + vlan))
     return acts
@@ -318,9 +324,25 @@ def gen_rewrite(r, name):
         in_port = 1
         acts = rewrite_actions(r, f)
         m = match_for(r, f, exact=1.0)
+        if vlan is not None and any(a.startswith("set_field") and "->vlan_" in a for a in acts):
+            m.append("vlan_tci=0x1000/0x1000")
         c.flows.append(",".join(["priority=%d" % r.randint(1, 1000), "in_port=1"] + m +
                                 ["actions=" + ",".join(acts + ["output:%d" % r.randint(2, NPORTS)])]))
         c.packets.append((in_port, fr))
+    if r.random() < 0.3:
+        # Rewrites of a malformed frame: truncated inside L3/L4, or a bad
+        # IHL / total length; a catch-all rule rewrites whatever it keys to.
+        fr, f = frame(r, kind=r.choice(["tcp", "udp", "icmp", "arp", "tcp6", "udp6"]), payload=0)
+        b = bytearray(fr)
+        how = r.choice(["cut", "cut", "ihl", "totlen"]) if f["kind"] in ("tcp", "udp", "icmp") else "cut"
+        if how == "cut":
+            b = b[:r.randrange(15, len(b))]
+        elif how == "ihl":
+            b[14] = r.choice([0x44, 0x4f, 0x46])
+        else:
+            b[16:18] = r.choice([8, 30, 1000]).to_bytes(2, "big")
+        c.flows.append("priority=0,in_port=1," + SHORTHAND[f["kind"]] + ",actions=" + ",".join(rewrite_actions(r, f) + ["output:%d" % r.randint(2, NPORTS)]))
+        c.packets.append((1, bytes(b)))
     c.packets += c.packets[:1]
     return c
 
@@ -338,7 +360,7 @@ def corrupt_l4_csum(r, fr, f, vlan):
 def gen_pipeline(r, name):
     c = Case(name, "pipeline")
     frames = [frame(r, kind=r.choice(["tcp", "udp", "icmp", "arp", "udp6"])) for _ in range(r.randint(2, 4))]
-    style = r.choice(["resubmit", "goto", "regs", "of13", "loop", "of13"])
+    style = r.choice(["resubmit", "goto", "regs", "of13", "loop", "of13", "fanout"])
     out = lambda: "output:%d" % r.randint(2, NPORTS)  # noqa: E731
     f0 = frames[0][1]
     m0 = ",".join(match_for(r, f0, exact=1.0))
@@ -377,6 +399,14 @@ def gen_pipeline(r, name):
                     "table=1,priority=1,actions=write_metadata:0x1/0x1,goto_table:2",
                     "table=2,priority=5,metadata=0x1/0x1,actions=write_actions(%s)" % out(),
                     "table=2,priority=1,actions=%s" % r.choice(["clear_actions", "apply_actions(%s)" % out()])]
+    elif style == "fanout":
+        # Open vSwitch's limit of 4096 resubmits a packet: each table
+        # resubmits twice to the next, 2 + 4 + ... + 2^n in all; over the
+        # limit the whole translation is dropped.
+        n = r.choice([10, 11, 12, 13])
+        c.flows.append("table=0,priority=1,actions=resubmit(,1),%s" % out())
+        for t in range(1, n + 1):
+            c.flows.append("table=%d,priority=1,actions=resubmit(,%d),resubmit(,%d)" % (t, t + 1, t + 1))
     else:  # loop: resubmit loops and their limits
         c.flows += ["table=0,priority=1,actions=resubmit(,1)",
                     "table=1,priority=1,actions=%sresubmit(,%d)" % ("%s," % out() if r.random() < 0.3 else "", r.choice([0, 1, 2])),

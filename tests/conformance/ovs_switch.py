@@ -143,21 +143,27 @@ class Ovs:
             mtu = case.mtu.get(i, 1500)
             args += ["--", "set", "interface", "p%d" % i, "mtu_request=%d" % mtu]
         args += ["--", "set", "Open_vSwitch", ".", "other_config:vlan-limit=%d" % case.vlan_limit]
-        self.vsctl(*args)
+        self.vsctl(*args)  # without --no-wait: returns once ovs-vswitchd has applied it
         self.appctl("fdb/flush", "br0")
         proto = ["-O", case.of_version] if case.of_version else []
         self.ofctl(*proto, "del-flows", "br0")
         if case.flows:
             flows = "\n".join(case.flows) + "\n"
             p = self.ofctl(*proto, "add-flows", "br0", "-", input=flows, check=False)
-            if p.returncode and not proto and "usable flow formats (OXM)" in p.stderr:
-                # Fields only OXM can carry (OpenFlow 1.2+): as an operator would, say -O.
-                case.of_version = "OpenFlow13"
-                p = self.ofctl("-O", case.of_version, "add-flows", "br0", "-", input=flows, check=False)
+            if p.returncode and "usable flow formats (" in p.stderr:
+                # No one protocol carries every flow: add them one by one, each
+                # in OpenFlow 1.3 if OpenFlow 1.0 + NXM can't carry it, as an
+                # operator would (ovs-ofctl -O).
+                self.ofctl(*proto, "del-flows", "br0")
+                for fl in case.flows:
+                    p = self.ofctl(*proto, "add-flow", "br0", fl, check=False)
+                    if p.returncode and "usable flow formats (" in p.stderr:
+                        case.of_version = "OpenFlow13"
+                        p = self.ofctl("-O", "OpenFlow13", "add-flow", "br0", fl, check=False)
+                    if p.returncode:
+                        break
             if p.returncode:
                 return (p.stderr or p.stdout).strip()
-        # MTU changes reach the dummy netdevs through the main loop: wait.
-        self.vsctl("--timeout=30", "wait-until", "Open_vSwitch", ".", "cur_cfg>=0")
         self.appctl("revalidator/purge")
         return None
 
