@@ -14,6 +14,7 @@ python3-openvswitch client), not one process per packet.
 """
 import glob
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -62,6 +63,7 @@ class Ovs:
         self.db = "unix:" + os.path.join(self.dir, "db.sock")
         self.client = None
         self.pcap_seen = {}
+        self.received = 0  # frames injected so far
 
     # --- life cycle ---
     def start(self):
@@ -175,7 +177,26 @@ class Ovs:
             if len(frame) < 14:
                 continue
             self.appctl("netdev-dummy/receive", "p%d" % port, frame.hex())
+            self.received += 1
+            self.wait_processed()
             self.appctl("revalidator/purge")
+
+    def wait_processed(self):
+        """Waits until the main thread has processed every frame received.
+        netdev-dummy/receive only queues a frame; the main thread (which polls
+        dummy ports, upcalls inline and sends) takes it in a later loop
+        iteration. It answers unixctl between iterations, so once its
+        "packets received" counts a frame, that frame's outputs are written."""
+        deadline = time.monotonic() + 60
+        while True:
+            text = self.appctl("dpif-netdev/pmd-stats-show")
+            main = text.split("main thread:", 1)[-1]
+            m = re.search(r"packets received: (\d+)", main)
+            if m and int(m.group(1)) >= self.received:
+                return
+            if time.monotonic() > deadline:
+                raise OvsError("ovs-vswitchd did not process frame %d:\n%s" % (self.received, text))
+            time.sleep(0.001)
 
     def outputs(self):
         """Frames each port sent since the last call: {port: [bytes]}."""
