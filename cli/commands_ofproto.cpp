@@ -67,7 +67,8 @@ Result<std::optional<uint32_t>> parse_mtu_request(std::string_view v, bool allow
   if (allow_empty && v == "[]") return std::optional<uint32_t>{};
   uint64_t n = 0;
   if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string_view::npos)
-    return invalid("mtu_request: '" + std::string(v) + "' is not a number" + (allow_empty ? " (or [] for none)" : ""));
+    return invalid("mtu_request: '" + std::string(v) + "' is not a number" +
+                   (allow_empty ? " (or [] for none)" : ""));
   for (char c : v) n = n * 10 + static_cast<uint64_t>(c - '0');
   return std::optional<uint32_t>{static_cast<uint32_t>(n)};
 }
@@ -347,10 +348,14 @@ void add_ofproto_commands(CommandTree::Impl& t) {
   // `set interface PORT mtu_request=N|[]` (ovs-vsctl's form; the only
   // column it sets). `set` itself is the datapath tunables' command.
   if (CLI::App* set = t.app.get_subcommand("set")) {
-    auto* setif = set->add_subcommand("interface", "set an interface column: set interface PORT mtu_request=N|[]");
+    auto* setif =
+        set->add_subcommand("interface", "set an interface column: set interface PORT mtu_request=N|[]");
     setif->preparse_callback([a](size_t) { a->reset(); });
     setif->add_option("PORT", a->port, "port name")->required();
-    setif->add_option("COLUMN", a->columns, "mtu_request=N (68..9216), or mtu_request=[] to drop the request (the MTU stays until del-port)")
+    setif
+        ->add_option(
+            "COLUMN", a->columns,
+            "mtu_request=N (68..9216), or mtu_request=[] to drop the request (the MTU stays until del-port)")
         ->required()
         ->expected(1);
     setif->callback(run([&t, &of, a] {

@@ -238,14 +238,14 @@ void CommandTree::Impl::cmd_show_ports() {
     print(j.str() + "\n");
     return;
   }
-  Table t({"Port", "Id", "Kind", "Role", "Link", "MTU", "Rx-pkts", "Rx-bytes", "Rx-drop", "Tx-pkts", "Tx-bytes",
-           "Tx-drop", "Xconnect"});
+  Table t({"Port", "Id", "Kind", "Role", "Link", "MTU", "Rx-pkts", "Rx-bytes", "Rx-drop", "Tx-pkts",
+           "Tx-bytes", "Tx-drop", "Xconnect"});
   for (const control::PortView& p : ports) {
     const auto& c = p.counters;
     t.add({p.name, std::to_string(p.id), p.kind, p.role, link_text(p.link), std::to_string(p.mtu),
-           std::to_string(c.rx_packets),
-           std::to_string(c.rx_bytes), std::to_string(c.rx_dropped), std::to_string(c.tx_packets),
-           std::to_string(c.tx_bytes), std::to_string(c.tx_dropped), p.xconnect.value_or("-")});
+           std::to_string(c.rx_packets), std::to_string(c.rx_bytes), std::to_string(c.rx_dropped),
+           std::to_string(c.tx_packets), std::to_string(c.tx_bytes), std::to_string(c.tx_dropped),
+           p.xconnect.value_or("-")});
   }
   print(t.str());
 }

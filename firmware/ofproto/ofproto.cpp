@@ -185,8 +185,8 @@ Status Ofproto::add_port(std::string_view bridge, std::string_view port, const P
   if (mode == VlanMode::access && !opts.tag) return invalid("--vlan-mode access needs --tag");
   if (opts.mtu_request && (*opts.mtu_request < hal::kMinMtu || *opts.mtu_request > hal::kMaxMtu))
     return invalid("port " + std::string(port) + ": mtu_request " + std::to_string(*opts.mtu_request) +
-                   " out of range (" +
-                   std::to_string(hal::kMinMtu) + ".." + std::to_string(hal::kMaxMtu) + ")");
+                   " out of range (" + std::to_string(hal::kMinMtu) + ".." + std::to_string(hal::kMaxMtu) +
+                   ")");
 
   PortConfig pc;
   pc.name = std::string(port);

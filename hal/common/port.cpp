@@ -39,7 +39,8 @@ Status Port::set_mtu(uint32_t mtu) {
     return invalid("port " + name() + ": mtu_request " + std::to_string(mtu) + " out of range (" +
                    std::to_string(kMinMtu) + ".." + std::to_string(kMaxMtu) + ")");
   if (mtu == this->mtu()) return {};
-  if (Status st = apply_mtu(mtu); !st.ok()) return st.prefix("port " + name() + ": mtu_request " + std::to_string(mtu));
+  if (Status st = apply_mtu(mtu); !st.ok())
+    return st.prefix("port " + name() + ": mtu_request " + std::to_string(mtu));
   mtu_.store(mtu, std::memory_order_relaxed);
   store_frame_limit(frame_limit_for(mtu));
   return {};
@@ -57,7 +58,8 @@ uint16_t Port::tx_over_mtu(uint16_t q, std::span<Packet* const> pkts) noexcept {
       Packet* p = pkts[at];
       const uint32_t len = p->len();
       uint32_t max = lim.untagged;
-      if (len > max && len >= kEthHeaderLen && p->data()[12] == 0x81 && p->data()[13] == 0x00) max = lim.tagged;
+      if (len > max && len >= kEthHeaderLen && p->data()[12] == 0x81 && p->data()[13] == 0x00)
+        max = lim.tagged;
       if (len > max) {
         release(p);
         ++over;

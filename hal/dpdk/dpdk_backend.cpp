@@ -18,8 +18,9 @@
 // cache, RTE_MBUF_DEFAULT_BUF_SIZE buffers (128 headroom + 2048 data) and a
 // hal::Packet in every mbuf's private area, constructed once when the pool is
 // made; and the jumbo pool, kJumboMbufs mbufs of 128 headroom +
-// kJumboBufferSize data, made the same way (dpdk_backend.h says why). Threads that use it should call thread_init() (rte_thread_register):
-// an unregistered thread has no lcore id, so no mempool cache, and every get
+// kJumboBufferSize data, made the same way (dpdk_backend.h says why).
+// Threads that use them should call thread_init() (rte_thread_register): an
+// unregistered thread has no lcore id, so no mempool cache, and every get
 // and put goes to the shared ring — correct but slower.
 #include "dpdk/dpdk_backend.h"
 
@@ -257,10 +258,10 @@ Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string
     rte_mempool_free(pool);
     (void)rte_eal_cleanup();
     g_eal_state = EalState::cleaned_up;
-    return Status(Errc::resource_exhausted, "DPDK jumbo mbuf pool of " + std::to_string(kJumboMbufs) +
-                                                " mbufs (about " + std::to_string(kJumboMbufs * 9600ull >> 20) +
-                                                " MB) could not be created: " + rte_strerror(err) +
-                                                " (EAL memory -m too small?)");
+    return Status(Errc::resource_exhausted,
+                  "DPDK jumbo mbuf pool of " + std::to_string(kJumboMbufs) + " mbufs (about " +
+                      std::to_string(kJumboMbufs * 9600ull >> 20) +
+                      " MB) could not be created: " + rte_strerror(err) + " (EAL memory -m too small?)");
   }
   unsigned misaligned = 0;
   rte_mempool_obj_iter(pool, construct_descriptor, &misaligned);

@@ -42,7 +42,8 @@ Result<std::shared_ptr<Pool>> Pool::create(unsigned buffers, unsigned jumbo) {
   auto* mem = static_cast<uint8_t*>(::operator new[](bytes, kAlign, std::nothrow));
   if (!mem) {
     return error(Errc::resource_exhausted, "sim pool: cannot allocate " + std::to_string(buffers) + " + " +
-                                               std::to_string(jumbo) + " jumbo buffers (" + std::to_string(bytes >> 20) + " MiB)");
+                                               std::to_string(jumbo) + " jumbo buffers (" +
+                                               std::to_string(bytes >> 20) + " MiB)");
   }
   std::memset(mem, 0, bytes);
   // The free-list ring allocates too; setup-time code, so a failure there is

@@ -102,8 +102,10 @@ class Pool {
 
   // Returns a packet of this pool to its class's free list.
   void free(Packet* p) noexcept {
-    if (reinterpret_cast<const uint8_t*>(p) >= jumbo_mem_) (void)jumbo_free_.push(p);
-    else (void)free_.push(p);
+    if (reinterpret_cast<const uint8_t*>(p) >= jumbo_mem_)
+      (void)jumbo_free_.push(p);
+    else
+      (void)free_.push(p);
   }
 
   unsigned buffers() const { return buffers_; }

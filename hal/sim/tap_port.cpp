@@ -61,7 +61,9 @@ class TapPort final : public Port {
  protected:
   Status apply_mtu(uint32_t mtu) override {
     int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (sock < 0) return error(Errc::unavailable, "tap '" + ifname_ + "': socket for interface ioctls: " + errno_text(errno));
+    if (sock < 0)
+      return error(Errc::unavailable,
+                   "tap '" + ifname_ + "': socket for interface ioctls: " + errno_text(errno));
     ifreq ifr;
     std::memset(&ifr, 0, sizeof ifr);
     std::memcpy(ifr.ifr_name, ifname_.data(), ifname_.size());
@@ -69,7 +71,9 @@ class TapPort final : public Port {
     const int rc = ::ioctl(sock, SIOCSIFMTU, &ifr);
     const int e = errno;
     ::close(sock);
-    if (rc < 0) return error(Errc::unavailable, "tap '" + ifname_ + "': setting the MTU (SIOCSIFMTU): " + errno_text(e));
+    if (rc < 0)
+      return error(Errc::unavailable,
+                   "tap '" + ifname_ + "': setting the MTU (SIOCSIFMTU): " + errno_text(e));
     return {};
   }
 

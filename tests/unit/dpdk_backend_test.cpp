@@ -292,7 +292,9 @@ TEST_CASE("dpdk: the datapath's edits reach the wire (push_front, set_len)") {
   }
 }
 
-TEST_CASE("dpdk: a jumbo frame chained over mbufs arrives whole; one over the jumbo buffer is dropped and counted") {
+TEST_CASE(
+    "dpdk: a jumbo frame chained over mbufs arrives whole; one over the jumbo buffer is dropped and "
+    "counted") {
   // net_pcap chains a 9000-byte frame over 2 KB mbufs; the first segment has
   // no room to take it whole, so rx copies it into one jumbo-pool mbuf
   // (hal/dpdk/dpdk_port.cpp). A frame longer than a jumbo mbuf holds is

@@ -109,9 +109,9 @@ TEST_CASE("port MTU: tx drops and counts frames over MTU + 14 (+ 4 for 802.1Q), 
 
   // At 1500: 1514 passes, 1515 does not; an 802.1Q frame may be 1518; an
   // 802.1ad (0x88a8) outer tag earns nothing, as in netdev-dummy.
-  std::vector<Packet*> burst = {frame(*b, 60),           frame(*b, 1514),          frame(*b, 1515),
-                                frame(*b, 1518, 0x8100), frame(*b, 1519, 0x8100),  frame(*b, 1515, 0x88a8),
-                                frame(*b, 9000),         frame(*b, 64)};
+  std::vector<Packet*> burst = {
+      frame(*b, 60),           frame(*b, 1514),         frame(*b, 1515), frame(*b, 1518, 0x8100),
+      frame(*b, 1519, 0x8100), frame(*b, 1515, 0x88a8), frame(*b, 9000), frame(*b, 64)};
   CHECK(port->tx(0, burst) == 4);
   CHECK(collect_lens(ring) == std::vector<uint32_t>{60, 1514, 1518, 64});
   auto c = port->counters();

@@ -282,7 +282,8 @@ TEST_CASE("tap port (skipped without /dev/net/tun or CAP_NET_ADMIN)") {
   close(sock);
 }
 
-TEST_CASE("tap port MTU: sets the kernel MTU, carries 9000-byte frames both ways (skipped without CAP_NET_ADMIN)") {
+TEST_CASE(
+    "tap port MTU: sets the kernel MTU, carries 9000-byte frames both ways (skipped without CAP_NET_ADMIN)") {
   auto b = sim_backend(64);
   const std::string ifname = "keelm" + std::to_string(getpid() % 1000000);
   auto r = try_open(*b, "t0", "tap:" + ifname);

@@ -47,7 +47,7 @@ class Backend {
 };
 
 struct SimOptions {
-  unsigned buffers = 8192;       // standard (2 KB) packet buffers in the sim pool
+  unsigned buffers = 8192;        // standard (2 KB) packet buffers in the sim pool
   unsigned jumbo_buffers = 1024;  // jumbo (9 KB) buffers, for frames over 2 KB (see sim/pool.h)
 };
 Result<std::unique_ptr<Backend>> make_sim_backend(const SimOptions& opts);
