@@ -2,6 +2,8 @@
 // and delete, cookies, out_port, every-table), bundles (all or nothing),
 // version visibility for readers, timeouts, ports; Ofproto's port index,
 // controller queue and mtu_request; the dump-flows text.
+#include "ofproto/bridge.h"
+
 #include <doctest/doctest.h>
 
 #include "datapath/datapath.h"
@@ -11,7 +13,6 @@
 #include "keel/hal/backend.h"
 #include "keel/hal/cpu.h"
 #include "keel/hal/port_spec.h"
-#include "ofproto/bridge.h"
 #include "ofproto/ofproto.h"
 
 using namespace keel;
@@ -351,7 +352,8 @@ TEST_CASE("Ofproto: controller queue is bounded and counts drops; bridges; knobs
   CHECK(of.port_owner(1).bridge == nullptr);
 }
 
-TEST_CASE("Ofproto: mtu_request goes with the port, is undone when the bridge refuses it, reset by del-port") {
+TEST_CASE(
+    "Ofproto: mtu_request goes with the port, is undone when the bridge refuses it, reset by del-port") {
   auto be = hal::make_sim_backend({.buffers = 64, .jumbo_buffers = 0});
   REQUIRE(be.ok());
   datapath::Datapath dp(datapath::DatapathConfig{});
