@@ -36,7 +36,7 @@ using ofproto::VlanMode;
 // its commands (CLI11 leaves a variable alone when its option is absent).
 struct OfArgs {
   std::string bridge, port, file, vlan_mode, trunks;
-  std::vector<std::string> words;
+  std::vector<std::string> words, columns;
   uint32_t ofport = 0;
   uint16_t tag = 0;
   bool strict = false, bundle = false, peek = false;
@@ -59,6 +59,18 @@ std::optional<VlanMode> parse_vlan_mode(std::string_view s) {
   if (s == "native-tagged") return VlanMode::native_tagged;
   if (s == "native-untagged") return VlanMode::native_untagged;
   return std::nullopt;
+}
+
+// The value of an Interface mtu_request column (ovs-vsctl: a number, or []
+// for none). The range is checked by ofproto.
+Result<std::optional<uint32_t>> parse_mtu_request(std::string_view v, bool allow_empty) {
+  if (allow_empty && v == "[]") return std::optional<uint32_t>{};
+  uint64_t n = 0;
+  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string_view::npos)
+    return invalid("mtu_request: '" + std::string(v) + "' is not a number" +
+                   (allow_empty ? " (or [] for none)" : ""));
+  for (char c : v) n = n * 10 + static_cast<uint64_t>(c - '0');
+  return std::optional<uint32_t>{static_cast<uint32_t>(n)};
 }
 
 Result<std::vector<uint16_t>> parse_trunks(std::string_view s) {
@@ -304,8 +316,21 @@ void add_ofproto_commands(CommandTree::Impl& t) {
   auto* o_trunks = addport->add_option("--trunks", a->trunks, "VLANs a trunk carries, e.g. 1,2,3 (default: all)");
   auto* o_mode = addport->add_option("--vlan-mode", a->vlan_mode, "VLAN mode")
                      ->check(CLI::IsMember({"access", "trunk", "native-tagged", "native-untagged"}));
+  addport->add_option("COLUMN", a->columns, "Interface column: mtu_request=N (68..9216, default 1500)");
   addport->callback(run([&t, &of, a, o_ofport, o_tag, o_trunks, o_mode] {
     ofproto::PortOptions po;
+    for (const std::string& c : a->columns) {
+      if (c.rfind("mtu_request=", 0) != 0) {
+        t.status = invalid("add-port: unknown column '" + c + "' (expected mtu_request=N)");
+        return;
+      }
+      auto m = parse_mtu_request(std::string_view(c).substr(12), false);
+      if (!m) {
+        t.status = std::move(m).take_status();
+        return;
+      }
+      po.mtu_request = *m.value();
+    }
     if (o_ofport->count()) po.ofport = a->ofport;
     if (o_tag->count()) po.tag = a->tag;
     if (o_trunks->count()) {
@@ -319,6 +344,34 @@ void add_ofproto_commands(CommandTree::Impl& t) {
     if (o_mode->count()) po.vlan_mode = parse_vlan_mode(a->vlan_mode);
     t.status = of.add_port(a->bridge, a->port, po);
   }));
+
+  // `set interface PORT mtu_request=N|[]` (ovs-vsctl's form; the only
+  // column it sets). `set` itself is the datapath tunables' command.
+  if (CLI::App* set = t.app.get_subcommand("set")) {
+    auto* setif =
+        set->add_subcommand("interface", "set an interface column: set interface PORT mtu_request=N|[]");
+    setif->preparse_callback([a](size_t) { a->reset(); });
+    setif->add_option("PORT", a->port, "port name")->required();
+    setif
+        ->add_option(
+            "COLUMN", a->columns,
+            "mtu_request=N (68..9216), or mtu_request=[] to drop the request (the MTU stays until del-port)")
+        ->required()
+        ->expected(1);
+    setif->callback(run([&t, &of, a] {
+      const std::string& c = a->columns.at(0);
+      if (c.rfind("mtu_request=", 0) != 0) {
+        t.status = invalid("set interface: unknown column '" + c + "' (expected mtu_request=N)");
+        return;
+      }
+      auto m = parse_mtu_request(std::string_view(c).substr(12), true);
+      if (!m) {
+        t.status = std::move(m).take_status();
+        return;
+      }
+      t.status = of.set_mtu_request(a->port, m.value());
+    }));
+  }
 
   auto* delport = cmd("del-port", "remove a port from its bridge: del-port [BR] PORT");
   delport->add_option("ARGS", a->words, "[bridge] port")->required()->expected(1, 2);
@@ -562,6 +615,7 @@ void add_ofproto_commands(CommandTree::Impl& t) {
                               if (p.vlan_mode == VlanMode::access || p.tag) l += " --tag " + std::to_string(p.tag);
                               if (!p.trunks.empty()) l += " --trunks " + trunks_text(p.trunks, ",");
                               if (p.vlan_mode != def) l += std::string(" --vlan-mode ") + vlan_mode_name(p.vlan_mode);
+                              if (p.mtu_request) l += " mtu_request=" + std::to_string(*p.mtu_request);
                               lines.push_back(l);
                             }
                           }

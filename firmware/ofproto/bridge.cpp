@@ -117,6 +117,18 @@ Status Bridge::set_port_vlan(std::string_view name, VlanMode mode, uint16_t tag,
   return {};
 }
 
+Status Bridge::set_port_mtu_request(std::string_view name, std::optional<uint32_t> mtu) {
+  auto cur = ports();
+  if (!cur->by_name(name))
+    return error(Errc::not_found, "bridge " + name_ + " has no port " + std::string(name));
+  auto next = std::make_shared<PortMap>(*cur);
+  for (PortConfig& p : next->ports)
+    if (p.name == name) p.mtu_request = mtu;
+  // Translation does not read it: no port_changed().
+  std::atomic_store(&ports_, std::shared_ptr<const PortMap>(std::move(next)));
+  return {};
+}
+
 Status Bridge::del_port(std::string_view name) {
   auto cur = ports();
   const PortConfig* p = cur->by_name(name);

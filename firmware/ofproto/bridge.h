@@ -85,6 +85,9 @@ struct PortConfig {
   VlanMode vlan_mode = VlanMode::trunk;
   uint16_t tag = 0;              // access / native VLAN
   std::vector<uint16_t> trunks;  // empty: every VLAN
+  // The Interface's mtu_request (absent: the default 1500). Recorded here
+  // for the running config; the datapath port carries the MTU itself.
+  std::optional<uint32_t> mtu_request;
 };
 
 // An immutable snapshot of a bridge's ports.
@@ -144,6 +147,8 @@ class Bridge {
   // --- writer (control thread) ---
   Status add_port(const PortConfig& port);  // ofport 0: the lowest free number
   Status set_port_vlan(std::string_view name, VlanMode mode, uint16_t tag, std::vector<uint16_t> trunks);
+  // Records a port's mtu_request (Ofproto::set_mtu_request applies it to the datapath port).
+  Status set_port_mtu_request(std::string_view name, std::optional<uint32_t> mtu);
   Status del_port(std::string_view name);  // its rules stay (as in OVS); its MACs are forgotten
 
   // One flow-mod, applied as its own version. Errors leave the tables unchanged.

@@ -147,6 +147,7 @@ Status Ofproto::del_bridge(std::string_view name) {
   auto it = std::find_if(owned_.begin(), owned_.end(), [&](const auto& b) { return b->name() == name; });
   if (it == owned_.end()) return error(Errc::not_found, "no bridge " + std::string(name));
   Bridge* b = it->get();
+  for (const PortConfig& pc : b->ports()->ports) reset_mtu(pc);
   dying_.push_back(std::move(*it));
   owned_.erase(it);
   publish_bridges();
@@ -182,6 +183,10 @@ Status Ofproto::add_port(std::string_view bridge, std::string_view port, const P
   if (mode == VlanMode::access && !opts.trunks.empty())
     return invalid("--trunks does not go with --vlan-mode access");
   if (mode == VlanMode::access && !opts.tag) return invalid("--vlan-mode access needs --tag");
+  if (opts.mtu_request && (*opts.mtu_request < hal::kMinMtu || *opts.mtu_request > hal::kMaxMtu))
+    return invalid("port " + std::string(port) + ": mtu_request " + std::to_string(*opts.mtu_request) +
+                   " out of range (" + std::to_string(hal::kMinMtu) + ".." + std::to_string(hal::kMaxMtu) +
+                   ")");
 
   PortConfig pc;
   pc.name = std::string(port);
@@ -192,9 +197,33 @@ Status Ofproto::add_port(std::string_view bridge, std::string_view port, const P
   pc.trunks = opts.trunks;
   std::sort(pc.trunks.begin(), pc.trunks.end());
   pc.trunks.erase(std::unique(pc.trunks.begin(), pc.trunks.end()), pc.trunks.end());
-  if (Status st = b->add_port(pc); !st.ok()) return st;
+  pc.mtu_request = opts.mtu_request;
+  // The MTU first (the device may refuse it), undone if the bridge refuses the port.
+  const uint32_t old_mtu = p->mtu();
+  if (opts.mtu_request)
+    if (Status st = dp_.set_port_mtu(p->id(), *opts.mtu_request); !st.ok()) return st;
+  if (Status st = b->add_port(pc); !st.ok()) {
+    (void)dp_.set_port_mtu(p->id(), old_mtu);  // back to a value it had: cannot fail
+    return st;
+  }
   publish_index();
   return {};
+}
+
+Status Ofproto::set_mtu_request(std::string_view port, std::optional<uint32_t> mtu) {
+  hal::Port* p = dp_.find_port(port);
+  const PortOwner o = p ? port_owner(p->id()) : PortOwner{};
+  if (!o.bridge) return error(Errc::not_found, "no interface " + std::string(port) + " in any bridge");
+  // No request: the MTU stays what it is (ovs-vswitchd 3.1 leaves a dummy
+  // port at 9000 after `set interface p mtu_request=[]`).
+  if (mtu)
+    if (Status st = dp_.set_port_mtu(p->id(), *mtu); !st.ok()) return st;
+  return o.bridge->set_port_mtu_request(port, mtu);  // the port is there: cannot fail
+}
+
+// The MTU a port gets back when it leaves its bridge (del-port, del-br).
+void Ofproto::reset_mtu(const PortConfig& pc) {
+  (void)dp_.set_port_mtu(pc.dp_port, hal::kDefaultMtu);  // the default: cannot fail
 }
 
 Status Ofproto::del_port(std::string_view bridge, std::string_view port) {
@@ -207,7 +236,10 @@ Status Ofproto::del_port(std::string_view bridge, std::string_view port) {
       if (c->ports()->by_name(port)) b = c;
     if (!b) return error(Errc::not_found, "no bridge has port " + std::string(port));
   }
+  const PortConfig* pc = b->ports()->by_name(port);
+  const PortConfig gone = pc ? *pc : PortConfig{};
   if (Status st = b->del_port(port); !st.ok()) return st;
+  reset_mtu(gone);
   publish_index();
   return {};
 }

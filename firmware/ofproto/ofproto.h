@@ -54,12 +54,13 @@ struct PortOwner {
 };
 
 // add_port's options (ovs-vsctl add-port ... ofport_request, tag, trunks,
-// vlan_mode).
+// vlan_mode, mtu_request).
 struct PortOptions {
   std::optional<uint32_t> ofport;        // absent: the lowest free number
   std::optional<VlanMode> vlan_mode;     // absent: access if tag is set, else trunk
   std::optional<uint16_t> tag;           // 0..4095
   std::vector<uint16_t> trunks;          // empty: every VLAN
+  std::optional<uint32_t> mtu_request;   // hal::kMinMtu..kMaxMtu (68..9216); absent: 1500
 };
 
 // One packet sent to the controller.
@@ -117,8 +118,16 @@ class Ofproto {
   // Maps datapath port `port` to an OpenFlow port of `bridge`. A datapath
   // port belongs to at most one bridge.
   Status add_port(std::string_view bridge, std::string_view port, const PortOptions& opts = {});
-  // bridge empty: whichever bridge has it.
+  // bridge empty: whichever bridge has it. The datapath port's MTU goes
+  // back to 1500 (as a re-created Open vSwitch netdev starts at its default).
   Status del_port(std::string_view bridge, std::string_view port);
+  // `set interface PORT mtu_request=N|[]`. Absent ([]): only the request
+  // goes, the port keeps its MTU until it leaves the bridge (what
+  // ovs-vswitchd 3.1 does; the running config then no longer names an MTU,
+  // so a reboot brings 1500). The port must be in a bridge, as an OVS
+  // Interface row is. Out of range or refused by the device: an error and
+  // no change.
+  Status set_mtu_request(std::string_view port, std::optional<uint32_t> mtu);
   // --- ports (readers, lock-free) ---
   PortOwner port_owner(uint16_t dp_port) const noexcept;
 
@@ -149,6 +158,8 @@ class Ofproto {
   datapath::Datapath& datapath() { return dp_; }
 
  private:
+  void reset_mtu(const PortConfig& pc);  // a port leaving its bridge gets 1500 back
+
   // dp port id -> owner; immutable once published.
   struct PortIndex {
     std::vector<PortOwner> by_dp_port;
