@@ -85,6 +85,7 @@ struct PortConfig {
   VlanMode vlan_mode = VlanMode::trunk;
   uint16_t tag = 0;              // access / native VLAN
   std::vector<uint16_t> trunks;  // empty: every VLAN
+  std::optional<uint32_t> mtu_request;  // ovs-vsctl's Interface mtu_request (68..9216); absent: default
 };
 
 // An immutable snapshot of a bridge's ports.

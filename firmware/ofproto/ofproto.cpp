@@ -9,10 +9,14 @@
 #include "datapath/datapath.h"
 #include "keel/hal/cpu.h"
 #include "keel/hal/port.h"
+#include "core/log.h"
+#include "ofproto/port_columns.h"
 
 namespace keel::ofproto {
 
 namespace {
+
+KEEL_LOG_MODULE(log_bridge, "bridge");
 
 Status check_bridge_name(std::string_view name) {
   if (name.empty() || name.size() > 31) return invalid("bridge name '" + std::string(name) + "': 1 to 31 characters");
@@ -173,15 +177,24 @@ Status Ofproto::add_port(std::string_view bridge, std::string_view port, const P
   if (PortOwner o = port_owner(p->id()); o.bridge)
     return error(Errc::already_exists, "port " + std::string(port) + " is already in bridge " + o.bridge->name());
   if (opts.ofport && (*opts.ofport == 0 || *opts.ofport >= flow::kOfppMax))
-    return invalid("--ofport " + std::to_string(*opts.ofport) + " out of range (1.." +
+    return invalid("ofport_request " + std::to_string(*opts.ofport) + " out of range (1.." +
                    std::to_string(flow::kOfppMax - 1) + ")");
-  if (opts.tag && *opts.tag > 4095) return invalid("--tag " + std::to_string(*opts.tag) + " out of range (0..4095)");
+  if (opts.tag && *opts.tag > 4095) return invalid("tag " + std::to_string(*opts.tag) + " out of range (0..4095)");
   for (uint16_t v : opts.trunks)
-    if (v > 4095) return invalid("--trunks: VLAN " + std::to_string(v) + " out of range (0..4095)");
+    if (v > 4095) return invalid("trunks: VLAN " + std::to_string(v) + " out of range (0..4095)");
+  if (opts.mtu_request && (*opts.mtu_request < PortOptions::kMinMtuRequest || *opts.mtu_request > PortOptions::kMaxMtuRequest))
+    return invalid("mtu_request " + std::to_string(*opts.mtu_request) + " is not in keel's range " +
+                   std::to_string(PortOptions::kMinMtuRequest) + " to " + std::to_string(PortOptions::kMaxMtuRequest) +
+                   " (inclusive)");
+  if (opts.type)
+    if (Status st = check_interface_type(*opts.type, port, p->kind()); !st.ok()) return st;
   const VlanMode mode = opts.vlan_mode.value_or(opts.tag ? VlanMode::access : VlanMode::trunk);
-  if (mode == VlanMode::access && !opts.trunks.empty())
-    return invalid("--trunks does not go with --vlan-mode access");
-  if (mode == VlanMode::access && !opts.tag) return invalid("--vlan-mode access needs --tag");
+  if (mode == VlanMode::access && !opts.tag) return invalid("vlan_mode access needs a tag (tag=N or --tag N)");
+  // An access port ignores its trunks (xlate never reads them); Open
+  // vSwitch keeps them in the database and warns when the access mode is
+  // implicit (bridge.c port_configure()), and so does keel.
+  if (mode == VlanMode::access && !opts.trunks.empty() && !opts.vlan_mode)
+    KEEL_LOG(log_bridge, warn, "port %s: ignoring trunks in favor of implicit vlan", std::string(port).c_str());
 
   PortConfig pc;
   pc.name = std::string(port);
@@ -192,6 +205,7 @@ Status Ofproto::add_port(std::string_view bridge, std::string_view port, const P
   pc.trunks = opts.trunks;
   std::sort(pc.trunks.begin(), pc.trunks.end());
   pc.trunks.erase(std::unique(pc.trunks.begin(), pc.trunks.end()), pc.trunks.end());
+  pc.mtu_request = opts.mtu_request;
   if (Status st = b->add_port(pc); !st.ok()) return st;
   publish_index();
   return {};
