@@ -3,7 +3,8 @@
 // `add-flows`, `mod-flows`, `del-flows`, `dump-flows` like `ovs-ofctl`),
 // and the controller queue (`dump-controller`). Every command validates
 // first and then applies whole or not at all. Running-config: section
-// "bridges" (order 200: add-br, add-port with its VLAN options) and section
+// "bridges" (order 200: add-br, add-port with its columns in ovs-vsctl's
+// syntax, ofproto/port_columns.h) and section
 // "rules" (order 500: add-flow lines).
 //
 // Threads: the callbacks run on the control thread and hold the Ofproto
@@ -21,6 +22,7 @@
 #include "flow/of_match_syntax.h"
 #include "keel/hal/cpu.h"
 #include "ofproto/ofproto.h"
+#include "ofproto/port_columns.h"
 #include "ofproto/udpif.h"
 
 namespace keel::cli {
@@ -196,7 +198,7 @@ std::string quote(const std::string& s) {
 }
 
 // The add-flow text that recreates `r` (numbers for ports: stable across a
-// replay because add-port lines carry --ofport).
+// replay because add-port lines carry ofport_request).
 std::string rule_text(const OfRule& r) {
   flow::OfFlow f;
   f.match = r.match;
@@ -294,9 +296,16 @@ void add_ofproto_commands(CommandTree::Impl& t) {
   delbr->add_option("BR", a->bridge, "bridge name")->required();
   delbr->callback(run([&t, &of, a] { t.status = of.del_bridge(a->bridge); }));
 
-  auto* addport = cmd("add-port", "add a datapath port to a bridge");
+  // add-port takes ovs-vsctl's column words (ofproto/port_columns.h) or
+  // keel's older --ofport/--tag/--trunks/--vlan-mode options (configs saved
+  // before the column words print those), not both at once.
+  auto* addport = cmd("add-port", "add a datapath port to a bridge: add-port BR PORT [COLUMN=VALUE...] "
+                                  "[-- set Interface PORT COLUMN=VALUE...]");
+  t.vsctl_commands.push_back("add-port");
   addport->add_option("BR", a->bridge, "bridge name")->required();
   addport->add_option("PORT", a->port, "port name")->required();
+  addport->add_option("COLUMNS", a->words,
+                      "ovs-vsctl column words: tag=N trunks=N,N vlan_mode=M ofport_request=N mtu_request=N type=T");
   auto* o_ofport = addport->add_option("--ofport", a->ofport, "OpenFlow port number (default: lowest free)")
                        ->check(CLI::Range(1, 0xfeff));
   auto* o_tag = addport->add_option("--tag", a->tag, "VLAN of an access port, native VLAN of a trunk")
@@ -306,6 +315,11 @@ void add_ofproto_commands(CommandTree::Impl& t) {
                      ->check(CLI::IsMember({"access", "trunk", "native-tagged", "native-untagged"}));
   addport->callback(run([&t, &of, a, o_ofport, o_tag, o_trunks, o_mode] {
     ofproto::PortOptions po;
+    const bool dashed = o_ofport->count() || o_tag->count() || o_trunks->count() || o_mode->count();
+    if (dashed && !a->words.empty()) {
+      t.status = invalid("add-port: give either ovs-vsctl column words (tag=10) or --tag-style options, not both");
+      return;
+    }
     if (o_ofport->count()) po.ofport = a->ofport;
     if (o_tag->count()) po.tag = a->tag;
     if (o_trunks->count()) {
@@ -317,6 +331,12 @@ void add_ofproto_commands(CommandTree::Impl& t) {
       po.trunks = std::move(tr.value());
     }
     if (o_mode->count()) po.vlan_mode = parse_vlan_mode(a->vlan_mode);
+    for (std::string& w : a->words)
+      if (w == CommandTree::Impl::kVsctlSeparator) w = "--";
+    if (Status st = ofproto::parse_port_columns(a->words, a->port, po); !st.ok()) {
+      t.status = std::move(st);
+      return;
+    }
     t.status = of.add_port(a->bridge, a->port, po);
   }));
 
@@ -557,12 +577,9 @@ void add_ofproto_commands(CommandTree::Impl& t) {
                           for (Bridge* b : of.bridges()) {
                             lines.push_back("add-br " + b->name());
                             for (const auto& p : b->ports()->ports) {
-                              std::string l = "add-port " + b->name() + " " + p.name + " --ofport " + std::to_string(p.ofport);
-                              const VlanMode def = p.vlan_mode == VlanMode::access || p.tag ? VlanMode::access : VlanMode::trunk;
-                              if (p.vlan_mode == VlanMode::access || p.tag) l += " --tag " + std::to_string(p.tag);
-                              if (!p.trunks.empty()) l += " --trunks " + trunks_text(p.trunks, ",");
-                              if (p.vlan_mode != def) l += std::string(" --vlan-mode ") + vlan_mode_name(p.vlan_mode);
-                              lines.push_back(l);
+                              // ovs-vsctl's own syntax (pastes into ovs-vsctl too).
+                              lines.push_back("add-port " + b->name() + " " + p.name + " " +
+                                              ofproto::format_port_columns(p));
                             }
                           }
                         },
