@@ -45,16 +45,6 @@ struct OfArgs {
   void reset() { *this = OfArgs{}; }
 };
 
-const char* vlan_mode_name(VlanMode m) {
-  switch (m) {
-    case VlanMode::access: return "access";
-    case VlanMode::trunk: return "trunk";
-    case VlanMode::native_tagged: return "native-tagged";
-    case VlanMode::native_untagged: return "native-untagged";
-  }
-  return "trunk";
-}
-
 std::optional<VlanMode> parse_vlan_mode(std::string_view s) {
   if (s == "access") return VlanMode::access;
   if (s == "trunk") return VlanMode::trunk;
@@ -340,6 +330,40 @@ void add_ofproto_commands(CommandTree::Impl& t) {
     t.status = of.add_port(a->bridge, a->port, po);
   }));
 
+  // `set port PORT COLUMN=VALUE...`: ovs-vsctl's `set Port PORT ...` for
+  // the VLAN columns of a port already on a bridge; the columns not named
+  // keep their values (the port's current options, read back through the
+  // running-config words, are the starting point).
+  CLI::App* setport = t.app.get_subcommand("set")->add_subcommand(
+      "port", "ovs-vsctl set Port: set port PORT tag=N trunks=N,N vlan_mode=M (the others unchanged)");
+  setport->ignore_case();
+  setport->preparse_callback([a](size_t) { a->reset(); });
+  setport->add_option("PORT", a->port, "a port on a bridge")->required();
+  setport->add_option("COLUMNS", a->words, "COLUMN=VALUE words of the Port table: tag, trunks, vlan_mode")->required();
+  setport->callback(run([&t, &of, a] {
+    const ofproto::PortConfig* cur = nullptr;
+    for (Bridge* b : of.bridges())
+      if (const auto* p = b->ports()->by_name(a->port)) cur = p;
+    if (!cur) {
+      t.status = error(Errc::not_found, "no row \"" + a->port + "\" in table Port");
+      return;
+    }
+    ofproto::PortOptions po;
+    std::vector<std::string> now;
+    std::istringstream in(ofproto::format_port_columns(*cur));
+    for (std::string w; in >> w;) now.push_back(w);
+    if (Status st = ofproto::parse_port_columns(now, a->port, po); !st.ok()) {
+      t.status = std::move(st);  // cannot happen: the words are format_port_columns'
+      return;
+    }
+    for (const std::string& w : a->words)
+      if (Status st = ofproto::apply_port_column(w, ofproto::PortTable::port, po); !st.ok()) {
+        t.status = std::move(st);
+        return;
+      }
+    t.status = of.set_port_vlan(a->port, po);
+  }));
+
   auto* delport = cmd("del-port", "remove a port from its bridge: del-port [BR] PORT");
   delport->add_option("ARGS", a->words, "[bridge] port")->required()->expected(1, 2);
   delport->callback(run([&t, &of, a] {
@@ -366,10 +390,10 @@ void add_ofproto_commands(CommandTree::Impl& t) {
       for (const auto& [name, p] : ports) {
         s += "        Port " + name + "\n";
         if (p) {
-          if (p->vlan_mode == VlanMode::access || p->tag) s += "            tag: " + std::to_string(p->tag) + "\n";
+          // What ovs-vsctl show prints of a Port: tag and trunks when set
+          // (never vlan_mode: see `show running-config` for it).
+          if (ofproto::port_has_tag(*p)) s += "            tag: " + std::to_string(p->tag) + "\n";
           if (!p->trunks.empty()) s += "            trunks: [" + trunks_text(p->trunks, ", ") + "]\n";
-          if (p->vlan_mode != VlanMode::trunk && !(p->vlan_mode == VlanMode::access))
-            s += std::string("            vlan_mode: ") + vlan_mode_name(p->vlan_mode) + "\n";
         }
         s += "            Interface " + name + "\n";
         if (!p) s += "                type: internal\n";

@@ -26,6 +26,25 @@ Status check_bridge_name(std::string_view name) {
   return {};
 }
 
+// The VLAN mode `opts` give `port`, as Open vSwitch's port_configure()
+// decides it: vlan_mode, else access with a tag, trunk without. (An access
+// port without a tag is on VLAN 0, as in OVS's bundle_set().)
+Result<VlanMode> vlan_mode_of(std::string_view port, const PortOptions& opts) {
+  const VlanMode mode = opts.vlan_mode.value_or(opts.tag ? VlanMode::access : VlanMode::trunk);
+  // An access port ignores its trunks (xlate never reads them); Open
+  // vSwitch keeps them in the database and warns when the access mode is
+  // implicit, and so does keel.
+  if (mode == VlanMode::access && !opts.trunks.empty() && !opts.vlan_mode)
+    KEEL_LOG(log_bridge, warn, "port %s: ignoring trunks in favor of implicit vlan", std::string(port).c_str());
+  return mode;
+}
+
+std::vector<uint16_t> sorted_trunks(std::vector<uint16_t> t) {
+  std::sort(t.begin(), t.end());
+  t.erase(std::unique(t.begin(), t.end()), t.end());
+  return t;
+}
+
 }  // namespace
 
 std::string format_flow_stats(const OfRule& r, uint64_t now_ns) {
@@ -188,27 +207,41 @@ Status Ofproto::add_port(std::string_view bridge, std::string_view port, const P
                    " (inclusive)");
   if (opts.type)
     if (Status st = check_interface_type(*opts.type, port, p->kind()); !st.ok()) return st;
-  const VlanMode mode = opts.vlan_mode.value_or(opts.tag ? VlanMode::access : VlanMode::trunk);
-  if (mode == VlanMode::access && !opts.tag) return invalid("vlan_mode access needs a tag (tag=N or --tag N)");
-  // An access port ignores its trunks (xlate never reads them); Open
-  // vSwitch keeps them in the database and warns when the access mode is
-  // implicit (bridge.c port_configure()), and so does keel.
-  if (mode == VlanMode::access && !opts.trunks.empty() && !opts.vlan_mode)
-    KEEL_LOG(log_bridge, warn, "port %s: ignoring trunks in favor of implicit vlan", std::string(port).c_str());
+  auto mode = vlan_mode_of(port, opts);
+  if (!mode) return std::move(mode).take_status();
 
   PortConfig pc;
   pc.name = std::string(port);
   pc.ofport = opts.ofport.value_or(0);
   pc.dp_port = p->id();
-  pc.vlan_mode = mode;
+  pc.vlan_mode = *mode;
+  pc.vlan_mode_set = opts.vlan_mode.has_value();
+  pc.tag_set = opts.tag.has_value();
   pc.tag = opts.tag.value_or(0);
-  pc.trunks = opts.trunks;
-  std::sort(pc.trunks.begin(), pc.trunks.end());
-  pc.trunks.erase(std::unique(pc.trunks.begin(), pc.trunks.end()), pc.trunks.end());
+  pc.trunks = sorted_trunks(opts.trunks);
   pc.mtu_request = opts.mtu_request;
   if (Status st = b->add_port(pc); !st.ok()) return st;
   publish_index();
   return {};
+}
+
+Status Ofproto::set_port_vlan(std::string_view port, const PortOptions& opts) {
+  Bridge* b = nullptr;
+  for (Bridge* c : bridges())
+    if (c->ports()->by_name(port)) b = c;
+  if (!b) return error(Errc::not_found, "no bridge has port " + std::string(port));
+  if (opts.tag && *opts.tag > 4095) return invalid("tag " + std::to_string(*opts.tag) + " out of range (0..4095)");
+  for (uint16_t v : opts.trunks)
+    if (v > 4095) return invalid("trunks: VLAN " + std::to_string(v) + " out of range (0..4095)");
+  auto mode = vlan_mode_of(port, opts);
+  if (!mode) return std::move(mode).take_status();
+  PortConfig vlan;
+  vlan.vlan_mode = *mode;
+  vlan.vlan_mode_set = opts.vlan_mode.has_value();
+  vlan.tag = opts.tag.value_or(0);
+  vlan.tag_set = opts.tag.has_value();
+  vlan.trunks = sorted_trunks(opts.trunks);
+  return b->set_port_vlan(port, vlan);
 }
 
 Status Ofproto::del_port(std::string_view bridge, std::string_view port) {

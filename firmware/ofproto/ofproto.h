@@ -128,6 +128,10 @@ class Ofproto {
   // Maps datapath port `port` to an OpenFlow port of `bridge`. A datapath
   // port belongs to at most one bridge.
   Status add_port(std::string_view bridge, std::string_view port, const PortOptions& opts = {});
+  // Replaces the VLAN settings (tag, trunks, vlan_mode) of `port`, on
+  // whichever bridge has it, checked as add_port checks them; opts' other
+  // fields are not read.
+  Status set_port_vlan(std::string_view port, const PortOptions& opts);
   // bridge empty: whichever bridge has it.
   Status del_port(std::string_view bridge, std::string_view port);
   // --- ports (readers, lock-free) ---

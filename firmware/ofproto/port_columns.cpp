@@ -526,17 +526,21 @@ Status parse_port_columns(std::span<const std::string> words, std::string_view p
   return {};
 }
 
+bool port_has_tag(const PortConfig& p) {
+  return p.tag_set || p.tag != 0 || (p.vlan_mode == VlanMode::access && !p.vlan_mode_set);
+}
+
 std::string format_port_columns(const PortConfig& p) {
   std::string s;
   auto add = [&s](const std::string& w) { s += (s.empty() ? "" : " ") + w; };
-  const bool has_tag = p.vlan_mode == VlanMode::access || p.tag != 0;
+  const bool has_tag = port_has_tag(p);
   if (has_tag) add("tag=" + std::to_string(p.tag));
   if (!p.trunks.empty()) {
     std::string t;
     for (uint16_t v : p.trunks) t += (t.empty() ? "" : ",") + std::to_string(v);
     add("trunks=" + t);
   }
-  if (p.vlan_mode != (has_tag ? VlanMode::access : VlanMode::trunk))
+  if (p.vlan_mode_set || p.vlan_mode != (has_tag ? VlanMode::access : VlanMode::trunk))
     add(std::string("vlan_mode=") + vlan_mode_text(p.vlan_mode));
   add("-- set Interface " + p.name + " ofport_request=" + std::to_string(p.ofport));
   if (p.mtu_request) add("mtu_request=" + std::to_string(*p.mtu_request));

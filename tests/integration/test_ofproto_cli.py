@@ -48,7 +48,6 @@ def test_show_like_ovs_vsctl():
             "        Port p2\n"
             "            tag: 5\n"
             "            trunks: [10, 20]\n"
-            "            vlan_mode: native-untagged\n"
             "            Interface p2\n"
             "    Bridge br1\n"
             "        Port br1\n"

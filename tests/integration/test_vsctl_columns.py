@@ -5,8 +5,14 @@ mtu_request=9000 type=dummy`) configure the port as Open vSwitch 3.1 does
 (`show` prints what `ovs-vsctl show` printed for the same commands); a bad
 word is refused with ovs-vsctl's error text and the port is not added;
 the running config prints the column form and boots back to the same
-config; a startup config in the old --tag form still boots."""
+config; a startup config in the old --tag form still boots; `set port`
+changes the VLAN columns of a port in place. Where Open vSwitch is
+installed, the same lines run against a private ovsdb-server too: keel's
+errors are ovs-vsctl's, and keel's running-config lines pasted into
+ovs-vsctl give the columns the original lines gave."""
 import os
+import shutil
+import subprocess
 
 from harness import PATIENCE, check, main, run_keel, tmpdir
 
@@ -53,7 +59,6 @@ def test_forms_configure_like_ovs():
             "        Port p1\n"
             "            tag: 5\n"
             "            trunks: [5, 6, 7]\n"
-            "            vlan_mode: native-untagged\n"
             "            Interface p1\n"
             "        Port p2\n"
             "            trunks: [30, 40]\n"
@@ -98,7 +103,6 @@ def test_bad_words_add_nothing():
         ("other_config:priority-tags=true", 'other_config:priority-tags: keel knows no Port other_config key'),
         ("external_ids:iface-id=vm1", "external_ids:iface-id: keel does not keep external_ids"),
         ("qos=[]", "Port column qos is not implemented by keel"),
-        ("vlan_mode=access", "vlan_mode access needs a tag"),
         ("--tag 3 trunks=1", "add-port: give either ovs-vsctl column words (tag=10) or --tag-style options, not both"),
         # Good words before a bad one: nothing applied, no port.
         ("tag=10 trunks=1,2 -- set Interface p1 ofport_request=3 mtu_request=1500 -- set Port p1 tag=abc",
@@ -158,6 +162,112 @@ def test_old_form_config_still_boots():
     check(p.returncode == 0 and running_config(p.stdout) == rc, "the new form boots to the same config", p)
 
 
+def test_set_port():
+    p = keel("add-br br0\nadd-port br0 p0 tag=10\nadd-port br0 p1 trunks=1,2\n"
+             "set port p0 trunks=5,6 vlan_mode=native-tagged\n"
+             "set Port p1 tag=3 trunks=[]\n"
+             "show running-config\n")
+    check(p.returncode == 0, "set port", p)
+    rc = running_config(p.stdout)
+    for line in ("add-port br0 p0 tag=10 trunks=5,6 vlan_mode=native-tagged -- set Interface p0 ofport_request=1",
+                 "add-port br0 p1 tag=3 -- set Interface p1 ofport_request=2"):
+        check(line + "\n" in rc, "running-config has %r" % line, p)
+    for words, err in [("p9 tag=1", 'no row "p9" in table Port'),
+                       ("p0 ofport_request=3", 'Port does not contain a column whose name matches "ofport_request"'),
+                       ("p0 tag=1 trunks=x", '"x" is not a valid integer or range'),
+                       ("p0 vlan_mode=dot1q-tunnel", "vlan_mode dot1q-tunnel is not implemented by keel")]:
+        p = keel("add-br br0\nadd-port br0 p0 tag=10\nset port %s\nshow running-config\n" % words)
+        check("error: " + err in p.stderr, "set port %s: %r" % (words, err), p)
+        check("add-port br0 p0 tag=10 -- set Interface p0 ofport_request=1\n" in p.stdout, "p0 unchanged", p)
+
+
+class Ovsdb:
+    """A private ovsdb-server with Open vSwitch's schema; ovs-vsctl --no-wait
+    against it (no ovs-vswitchd needed to check column parsing)."""
+
+    def __init__(self):
+        self.dir = tmpdir()
+        db = os.path.join(self.dir, "conf.db")
+        self.sock = os.path.join(self.dir, "db.sock")
+        self.pidfile = os.path.join(self.dir, "ovsdb.pid")
+        env = dict(os.environ, OVS_RUNDIR=self.dir, OVS_DBDIR=self.dir, OVS_LOGDIR=self.dir)
+        self.env = env
+        subprocess.run(["ovsdb-tool", "create", db, SCHEMA], check=True, env=env)
+        subprocess.run(["ovsdb-server", db, "--remote=punix:" + self.sock, "--pidfile=" + self.pidfile, "--detach",
+                        "--log-file=" + os.path.join(self.dir, "ovsdb.log")], check=True, env=env, timeout=PATIENCE,
+                       capture_output=True)
+
+    def vsctl(self, *words):
+        return subprocess.run(["ovs-vsctl", "--db=unix:" + self.sock, "--no-wait", "--timeout=%d" % PATIENCE] +
+                              list(words), capture_output=True, text=True, env=self.env, timeout=PATIENCE)
+
+    def columns(self, port):
+        a = self.vsctl("get", "Port", port, "tag", "trunks", "vlan_mode").stdout.split("\n")[:3]
+        b = self.vsctl("get", "Interface", port, "mtu_request").stdout.strip()
+        return a + [b]
+
+    def stop(self):
+        with open(self.pidfile) as f:
+            os.kill(int(f.read().strip()), 15)
+
+
+SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
+
+
+def test_against_open_vswitch():
+    if not all(shutil.which(t) for t in ("ovs-vsctl", "ovsdb-server", "ovsdb-tool")) or not os.path.exists(SCHEMA):
+        print("SKIP test_against_open_vswitch: Open vSwitch is not installed")
+        return
+    good = ["tag=10", "tag=10 trunks=10,20", "trunks=[10,20]", "trunks=10-12,20", "vlan_mode=native-untagged tag=5",
+            "vlan_mode=access", "tag=0", "vlan_mode=trunk tag=3", "vlan_mode=trunk", "tag=5 vlan_mode=access",
+            "vlan_mode=access tag=0", "Ta=4 vlan-mode=native-tagged", "tag=[]",
+            "-- set Interface {P} mtu_request=9000", "tag=3 -- set Port {P} trunks=7 -- set Interface {P} mtu_request=1500"]
+    bad = ["foo=1", "t=10", "tag=abc", "tag=5000", "tag", "tag=", "tag:1=2", "tag=[10,11]", "=3", "trunks=20,10,10",
+           "trunks={10}", "trunks=10-5", "trunks=[10", "trunks=10]", "trunks=10-5000", "vlan_mode=bogus",
+           "-- set Interface {P} ofport_request=0", "-- set i {P} ofport_request=3", "-- set Port {P} ofport_request=3",
+           "-- set nosuch {P} tag=1", "-- set Interface {P} type=[]", "-- set Interface {P} mtu_request=0",
+           "-- set Interface {P} options:a"]
+    ovs = Ovsdb()
+    try:
+        check(ovs.vsctl("add-br", "brk").returncode == 0 and ovs.vsctl("add-br", "brj").returncode == 0, "OVS bridges")
+        for words in bad:
+            name = "q%d" % bad.index(words)
+            w = words.replace("{P}", name).split()
+            o = ovs.vsctl("add-port", "brk", name, *w)
+            check(o.returncode != 0 and o.stderr.startswith("ovs-vsctl: "), "OVS refuses %s" % words, o)
+            want = o.stderr[len("ovs-vsctl: "):].strip()
+            if want.startswith("Port does not contain") and not words.startswith("--"):
+                want = want.replace("Port does not contain", "neither Port nor Interface contains")
+            p = keel("add-br br0\nadd-port br0 p1 %s\n" % words.replace("{P}", "p1"))
+            check(p.stderr.startswith("error: " + want), "%s: OVS says %r; keel:" % (words, want), p)
+        # Four keel ports at a time: originals on OVS bridge brk, keel's
+        # running-config lines (pasted into ovs-vsctl) on brj.
+        for start in range(0, len(good), 4):
+            batch = good[start:start + 4]
+            script = "add-br br0\n"
+            for i, words in enumerate(batch):
+                name = "p%d" % i
+                oname = "o%d" % (start + i)
+                o = ovs.vsctl("add-port", "brk", oname, *words.replace("{P}", oname).split())
+                check(o.returncode == 0, "OVS takes %s" % words, o)
+                script += "add-port br0 %s %s\n" % (name, words.replace("{P}", name))
+            p = keel(script + "show running-config\n")
+            check(p.returncode == 0, "keel takes %s" % batch, p)
+            for line in running_config(p.stdout).splitlines():
+                if not line.startswith("add-port br0 "):
+                    continue
+                w = line.split()[2:]
+                i = int(w[0][1:])
+                oname, jname = "o%d" % (start + i), "j%d" % (start + i)
+                w = [jname if x == w[0] else x for x in w]
+                o = ovs.vsctl("add-port", "brj", *w)
+                check(o.returncode == 0, "ovs-vsctl takes keel's %r" % line, o)
+                check(ovs.columns(jname) == ovs.columns(oname), "%r: %s (from keel) vs %s (from %r)" %
+                      (line, ovs.columns(jname), ovs.columns(oname), batch[i]))
+    finally:
+        ovs.stop()
+
+
 if __name__ == "__main__":
     main([test_forms_configure_like_ovs, test_bad_words_add_nothing, test_running_config_round_trip,
-          test_old_form_config_still_boots])
+          test_old_form_config_still_boots, test_set_port, test_against_open_vswitch])

@@ -255,9 +255,20 @@ TEST_CASE("port columns: the running-config words parse back to the same port") 
   p.vlan_mode = VlanMode::trunk;
   p.tag = 9;  // a trunk with a tag: vlan_mode must be spelled out
   CHECK(round_trip(p) == "tag=9 trunks=1 vlan_mode=trunk -- set Interface p1 ofport_request=7");
+  // What was given is printed (ovs-vsctl's columns), not only what differs.
+  p.trunks.clear();
+  p.tag = 0;
+  p.vlan_mode_set = true;
+  CHECK(round_trip(p) == "vlan_mode=trunk -- set Interface p1 ofport_request=7");
+  p.vlan_mode = VlanMode::access;
+  CHECK(round_trip(p) == "vlan_mode=access -- set Interface p1 ofport_request=7");
+  p.tag_set = true;
+  CHECK(round_trip(p) == "tag=0 vlan_mode=access -- set Interface p1 ofport_request=7");
+  p.vlan_mode_set = false;
+  CHECK(round_trip(p) == "tag=0 -- set Interface p1 ofport_request=7");
 }
 
-TEST_CASE("Ofproto::add_port: checks type= and mtu_request, and adds nothing on an error") {
+TEST_CASE("Ofproto::add_port: checks type= and mtu_request, and adds nothing on an error; set_port_vlan") {
   auto be = hal::make_sim_backend({.buffers = 256});
   REQUIRE(be.ok());
   datapath::Datapath dp(datapath::DatapathConfig{});
@@ -296,10 +307,19 @@ TEST_CASE("Ofproto::add_port: checks type= and mtu_request, and adds nothing on 
   CHECK(format_port_columns(pc) ==
         "tag=10 trunks=10,20 -- set Interface p0 ofport_request=4 mtu_request=1500");
 
-  po = parse_ok(split("vlan_mode=access"), "p1");
-  st = of.add_port("br0", "p1", po);
-  REQUIRE_FALSE(st.ok());
-  CHECK(std::string(st.message()).find("vlan_mode access needs a tag") != std::string::npos);
-  CHECK(b->ports()->ports.size() == 1);
-  CHECK(of.port_owner(dp.find_port("p1")->id()).bridge == nullptr);
+  // An access port without a tag is on VLAN 0, as in OVS; the running
+  // config prints what was given.
+  REQUIRE(of.add_port("br0", "p1", parse_ok(split("vlan_mode=access"), "p1")).ok());
+  const PortConfig* p1 = b->ports()->by_name("p1");
+  REQUIRE(p1);
+  CHECK(p1->vlan_mode == VlanMode::access);
+  CHECK(p1->tag == 0);
+  CHECK(format_port_columns(*p1) == "vlan_mode=access -- set Interface p1 ofport_request=1");
+
+  // set_port_vlan: the VLAN columns of a port on some bridge.
+  po = parse_ok(split("trunks=5,6 vlan_mode=native-tagged tag=5"));
+  REQUIRE(of.set_port_vlan("p1", po).ok());
+  p1 = b->ports()->by_name("p1");
+  CHECK(format_port_columns(*p1) == "tag=5 trunks=5,6 vlan_mode=native-tagged -- set Interface p1 ofport_request=1");
+  CHECK_FALSE(of.set_port_vlan("nope", po).ok());
 }
