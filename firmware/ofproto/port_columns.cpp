@@ -289,8 +289,9 @@ Result<std::vector<std::pair<Atom, Atom>>> datum_from_string(std::string_view s,
     if (is_map) {
       p = skip_spaces(p);
       if (p.empty() || p.front() != '=')
+        // At the end, OVS's "%c" prints a NUL and its message stops there.
         return invalid(std::string(start) + ": syntax error at \"" +
-                       (p.empty() ? std::string() : std::string(1, p.front())) + "\" expecting \"=\"");
+                       (p.empty() ? std::string() : std::string(1, p.front()) + "\" expecting \"=\""));
       p = skip_spaces(p.substr(1));
       auto vtok = token_parse(p);
       if (!vtok) return std::move(vtok).take_status();

@@ -60,11 +60,13 @@ Status parse_port_columns(std::span<const std::string> words, std::string_view p
 // The words after `add-port BR NAME` that recreate `p`, in ovs-vsctl's
 // syntax: Port columns, then `-- set Interface NAME ofport_request=N ...`
 // (ofport_request always: rules refer to port numbers). Parsing them with
-// parse_port_columns() gives back p's options. A tag is printed when it
-// was given, is not 0, or makes the port an access port; vlan_mode when it
-// was given or differs from what the tag implies.
-bool port_has_tag(const PortConfig& p);
+// parse_port_columns() gives back p's options. vlan_mode is printed when
+// it was given or differs from what the tag implies.
 std::string format_port_columns(const PortConfig& p);
+
+// Whether p's tag column is set (what `show` and the running config print):
+// it was given, is not 0, or is what makes the port an access port.
+bool port_has_tag(const PortConfig& p);
 
 // The Interface types keel knows (ovs-vsctl's type= column) and whether a
 // datapath port of hal kind `kind` ("pcap", "ring", "tap", "dpdk", "null",
