@@ -286,6 +286,9 @@ Status CommandTree::execute(std::string_view line, FILE* out) {
   Impl& im = *impl_;
   im.reset();
   im.out = out;
+  if (std::find(im.vsctl_commands.begin(), im.vsctl_commands.end(), cmd) != im.vsctl_commands.end())
+    for (std::string& w : *words)
+      if (w == "--") w = Impl::kVsctlSeparator;
   std::vector<std::string> args(words->rbegin(), words->rend());  // CLI11 wants them reversed
   try {
     im.app.parse(args);

@@ -53,14 +53,24 @@ struct PortOwner {
   uint32_t ofport = 0;
 };
 
-// add_port's options (ovs-vsctl add-port ... ofport_request, tag, trunks,
-// vlan_mode, mtu_request).
+// add_port's options: ovs-vsctl's Port columns tag, trunks, vlan_mode and
+// Interface columns ofport_request, mtu_request, type
+// (ofproto/port_columns.h parses them from ovs-vsctl's words).
 struct PortOptions {
-  std::optional<uint32_t> ofport;        // absent: the lowest free number
+  static constexpr uint32_t kMinMtuRequest = 68, kMaxMtuRequest = 9216;
+  std::optional<uint32_t> ofport;        // ofport_request; absent: the lowest free number
   std::optional<VlanMode> vlan_mode;     // absent: access if tag is set, else trunk
   std::optional<uint16_t> tag;           // 0..4095
-  std::vector<uint16_t> trunks;          // empty: every VLAN
-  std::optional<uint32_t> mtu_request;   // hal::kMinMtu..kMaxMtu (68..9216); absent: 1500
+  std::vector<uint16_t> trunks;          // empty: every VLAN (ignored by an access port, as in OVS)
+  // Interface mtu_request, 68..9216 (the parser checks the range); absent:
+  // the port's default MTU. Stored in PortConfig and printed back by the
+  // running config; what it does to the port is the MTU code's business.
+  std::optional<uint32_t> mtu_request;
+  // Interface type as ovs-vsctl spells it ("", "system", "internal",
+  // "dummy", "tap", "dpdk"); absent: any. Not stored: keel's port types are
+  // its --port specs, so add_port only checks the port is of this type
+  // (check_interface_type in ofproto/port_columns.h).
+  std::optional<std::string> type;
 };
 
 // One packet sent to the controller.
@@ -118,6 +128,10 @@ class Ofproto {
   // Maps datapath port `port` to an OpenFlow port of `bridge`. A datapath
   // port belongs to at most one bridge.
   Status add_port(std::string_view bridge, std::string_view port, const PortOptions& opts = {});
+  // Replaces the VLAN settings (tag, trunks, vlan_mode) of `port`, on
+  // whichever bridge has it, checked as add_port checks them; opts' other
+  // fields are not read.
+  Status set_port_vlan(std::string_view port, const PortOptions& opts);
   // bridge empty: whichever bridge has it. The datapath port's MTU goes
   // back to 1500 (as a re-created Open vSwitch netdev starts at its default).
   Status del_port(std::string_view bridge, std::string_view port);

@@ -30,7 +30,7 @@ def port_words(case, p):
     """The add-port options of port p: ovs-vsctl's column forms."""
     w = []
     for k, v in sorted(case.port_config.get(p, {}).items()):
-        w += ["--" + k.replace("_", "-"), v]
+        w.append("%s=%s" % (k, v))
     if p in case.mtu and case.mtu[p] != 1500:
         w.append("mtu_request=%d" % case.mtu[p])
     return w
@@ -39,7 +39,7 @@ def port_words(case, p):
 def config(case, flows_file, nports):
     lines = ["add-br br0"]
     for p in range(1, nports + 1):
-        lines.append(" ".join(["add-port", "br0", "p%d" % p, "--ofport", str(p)] + port_words(case, p)))
+        lines.append(" ".join(["add-port", "br0", "p%d" % p, "ofport_request=%d" % p] + port_words(case, p)))
     if case.vlan_limit != 1:
         lines.append("set vlan-limit %d" % case.vlan_limit)
     if case.flows:

@@ -169,12 +169,12 @@ def test_bad_mtu_request_is_a_clear_error_and_changes_nothing():
              "set interface p2 mtu_request=x\n"
              "set interface p0 mtu_request=9000\n"
              "show running-config\nshow ports --format json\n")
-    for msg in ("port p1: mtu_request 67 out of range (68..9216)",
-                "port p1: mtu_request 9217 out of range (68..9216)",
-                "mtu_request: 'abc' is not a number",
-                "mtu_request: '' is not a number",
-                "add-port: unknown column 'colour=blue' (expected mtu_request=N)",
-                "port p2: mtu_request 65536 out of range (68..9216)",
+    for msg in ("mtu_request 67 is not in keel's range 68 to 9216 (inclusive)",
+                "mtu_request 9217 is not in keel's range 68 to 9216 (inclusive)",
+                '"abc" is not a valid integer or range',
+                'mtu_request=: argument does not end in "=" followed by a value.',
+                'neither Port nor Interface contains a column whose name matches "colour"',
+                "mtu_request 65536 is not in keel's range 68 to 9216 (inclusive)",
                 "mtu_request: 'x' is not a number (or [] for none)",
                 "no interface p0 in any bridge"):
         check(msg in p.stdout + p.stderr, "error %r" % msg, p)
@@ -184,7 +184,7 @@ def test_bad_mtu_request_is_a_clear_error_and_changes_nothing():
 
 def test_running_config_round_trip_and_set_interface():
     d = tmpdir()
-    script = ("add-br br0\nadd-port br0 p0 --tag 10 mtu_request=9216\nadd-port br0 p1\nadd-port br0 p2\n"
+    script = ("add-br br0\nadd-port br0 p0 tag=10 mtu_request=9216\nadd-port br0 p1\nadd-port br0 p2\n"
               "set interface p1 mtu_request=2000\n"
               "set interface p2 mtu_request=9000\nset interface p2 mtu_request=[]\n"
               "show ports --format json\nshow running-config\n")
@@ -192,9 +192,9 @@ def test_running_config_round_trip_and_set_interface():
     check(p.returncode == 0, "keel ran", p)
     check(mtus(p) == {"p0": 9216, "p1": 2000, "p2": 9000}, "MTUs: %s (mtu_request=[] keeps 9000, as OVS)" % mtus(p), p)
     lines = [l for l in p.stdout.splitlines() if l.startswith("add-port")]
-    check(lines == ["add-port br0 p0 --ofport 1 --tag 10 mtu_request=9216",
-                    "add-port br0 p1 --ofport 2 mtu_request=2000",
-                    "add-port br0 p2 --ofport 3"], "running-config: %s" % lines, p)
+    check(lines == ["add-port br0 p0 tag=10 -- set Interface p0 ofport_request=1 mtu_request=9216",
+                    "add-port br0 p1 -- set Interface p1 ofport_request=2 mtu_request=2000",
+                    "add-port br0 p2 -- set Interface p2 ofport_request=3"], "running-config: %s" % lines, p)
     # Boot from it: the same running config, the requested MTUs.
     cfg = os.path.join(d, "saved.cfg")
     with open(cfg, "w") as f:

@@ -381,7 +381,7 @@ TEST_CASE(
   o.ofport.reset();
   o.mtu_request = 9217;
   Status st = of.add_port("br0", "p1", o);
-  CHECK(st.message() == "port p1: mtu_request 9217 out of range (68..9216)");
+  CHECK(st.message() == "mtu_request 9217 is not in keel's range 68 to 9216 (inclusive)");
   CHECK(b->ports()->by_name("p1") == nullptr);
   CHECK(dp.find_port("p1")->mtu() == 1500);
 
