@@ -231,6 +231,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
             .field("upcall_installs", c.upcall_installs)
             .field("upcall_followers", c.upcall_followers)
             .field("malformed", c.malformed)
+            .field("runts", c.runts)
             .field("recirc_too_deep", c.recirc_too_deep)
             .field("invalid_port", c.invalid_port)
             .field("exec_dropped", c.exec_dropped)
@@ -264,6 +265,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
                std::to_string(c.busy_cycles) + "/" + std::to_string(c.rx_packets) + ")\n";
       }
       out += "  malformed packets: " + std::to_string(c.malformed) + "\n";
+      out += "  of which runts dropped (< 14 bytes): " + std::to_string(c.runts) + "\n";
     }
     if (t.format == "json") {
       j.end_array().end_object();
@@ -322,6 +324,10 @@ void add_datapath_commands(CommandTree::Impl& t) {
   smc->callback([&t] {
     for (const auto& pmd : t.sys.datapath().pmds()) pmd->set_smc_enable(t.arg1 == "true");
   });
+  auto* vlan_limit = set->add_subcommand(
+      "vlan-limit", "VLAN tags the parser keys: 1 (default, as Open vSwitch), 2, or 0 for no limit (2)");
+  vlan_limit->add_option("N", t.arg1, "0, 1 or 2")->required()->check(CLI::IsMember({"0", "1", "2"}));
+  vlan_limit->callback([&t] { t.sys.datapath().set_vlan_limit(static_cast<unsigned>(std::stoul(t.arg1))); });
 
   // --- dpcls-show ---
   auto* dpcls = t.app.add_subcommand("dpcls-show", "megaflow classifier subtables per PMD and input port");

@@ -15,7 +15,9 @@
 // that no PMD ever takes. The other methods except the "PMD side" ones are
 // for the control thread only. The cross-connect table is written by the control thread and
 // read by the PMDs: one atomic port number per entry, release store /
-// relaxed load (the port object it names is immutable while PMDs run).
+// relaxed load (the port object it names is immutable while PMDs run). The
+// VLAN limit is one atomic the control thread stores and each PMD loads
+// (relaxed) once per burst; a burst is parsed under one limit.
 #pragma once
 
 #include <array>
@@ -135,6 +137,16 @@ class Datapath {
   // will answer (the handler stopped): call after the handler has stopped.
   void drop_pending_upcalls();
 
+  // How many VLAN tags the PMDs' parser keys (Open vSwitch's vlan-limit:
+  // 0 = no limit, i.e. the key's two; default 1; see packet/parser.h). Set
+  // by the control thread, read by each PMD once per burst (relaxed). A
+  // change needs no flush: every megaflow matches exactly which tags its
+  // packet had up to the first absent one (ofproto/udpif.cpp), so a flow
+  // set up under one limit never matches a key parsed under another
+  // differently.
+  void set_vlan_limit(unsigned n) { vlan_limit_.store(n, std::memory_order_relaxed); }
+  unsigned vlan_limit() const { return vlan_limit_.load(std::memory_order_relaxed); }
+
   // --- PMD side ---
   uint16_t xconnect_fast(uint16_t in) const { return xconnect_[in].load(std::memory_order_relaxed); }
   hal::Port* port_fast(uint16_t id) const { return ports_[id].get(); }
@@ -153,6 +165,7 @@ class Datapath {
 
   DatapathConfig cfg_;
   std::atomic<bool> upcalls_enabled_{false};
+  std::atomic<unsigned> vlan_limit_{packet::kDefaultVlanLimit};
   mutable std::mutex flow_mu_;  // control thread vs revalidator; never a PMD
   std::array<std::unique_ptr<hal::Port>, kMaxPorts> ports_{};
   uint16_t n_ports_ = 0;
