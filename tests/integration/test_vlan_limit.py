@@ -12,6 +12,8 @@ forwarded, QinQ keyed unlike OVS).
 * runts (0-13 bytes) are dropped and counted (malformed, runts) on the
   OpenFlow path and through a cross-connect; 14-59-byte frames are keyed and
   forwarded unpadded (as OVS);
+* trace --packet parses under the limit, cut-short tags included, and prints
+  Open vSwitch's Flow (vlan_tci1 / dl_vlan1) and Megaflow lines;
 * the running config carries `set vlan-limit` when it is not the default;
   bad values are refused."""
 import os
@@ -220,6 +222,41 @@ def test_runts_dropped_and_counted():
     check(c["runts"] == len(RUNTS) and c["malformed"] == len(RUNTS), "cross-connect: runts counted: %r" % c, proc)
 
 
+# ofproto/trace of these packets by Open vSwitch 3.1 (catch-all rule
+# actions=output:4): the Flow and Megaflow lines, per vlan-limit.
+OVS_TRACE = {
+    1: {"cut_tag": ("in_port=1,vlan_tci=0x0000,dl_src=02:00:00:00:00:01,dl_dst=ff:ff:ff:ff:ff:ff,dl_type=0x8100",
+                    "recirc_id=0,eth,in_port=1,dl_type=0x8100"),
+        "double": ("in_port=1,dl_vlan=10,dl_vlan_pcp=0,vlan_tci1=0x0000,dl_src=02:00:00:00:00:01,"
+                   "dl_dst=ff:ff:ff:ff:ff:ff,dl_type=0x8100", "recirc_id=0,eth,in_port=1,dl_type=0x8100"),
+        "cut_inner": ("in_port=1,dl_vlan=10,dl_vlan_pcp=0,vlan_tci1=0x0000,dl_src=02:00:00:00:00:01,"
+                      "dl_dst=ff:ff:ff:ff:ff:ff,dl_type=0x8100", "recirc_id=0,eth,in_port=1,dl_type=0x8100")},
+    2: {"cut_tag": ("in_port=1,vlan_tci=0x0000,dl_src=02:00:00:00:00:01,dl_dst=ff:ff:ff:ff:ff:ff,dl_type=0x8100",
+                    "recirc_id=0,eth,in_port=1,dl_type=0x8100"),
+        "double": ("udp,in_port=1,dl_vlan=10,dl_vlan_pcp=0,dl_vlan1=20,dl_vlan_pcp1=0,dl_src=02:00:00:00:00:01,"
+                   "dl_dst=ff:ff:ff:ff:ff:ff,nw_src=192.168.0.1,nw_dst=192.168.0.2,nw_tos=0,nw_ecn=0,nw_ttl=64,"
+                   "nw_frag=no,tp_src=53,tp_dst=53", "recirc_id=0,eth,ip,in_port=1,nw_frag=no"),
+        "cut_inner": ("in_port=1,dl_vlan=10,dl_vlan_pcp=0,vlan_tci1=0x0000,dl_src=02:00:00:00:00:01,"
+                      "dl_dst=ff:ff:ff:ff:ff:ff,dl_type=0x8100", "recirc_id=0,eth,in_port=1,dl_type=0x8100")},
+}
+
+
+def test_trace_per_vlan_limit():
+    """trace --packet parses under the datapath's vlan-limit; a frame with a
+    tag cut short is traced by its partial key (as the datapath forwards it
+    and as ofproto/trace does), not refused."""
+    for limit, want in OVS_TRACE.items():
+        script = "".join("trace br0 in_port=1 --packet %s\n" % frames_by_kind(0)[k].hex() for k in want)
+        proc, _ = run(BRIDGE + "add-flow br0 priority=10,actions=output:4\nset vlan-limit %d\n" % limit, [],
+                      script)
+        check(proc.returncode == 0, "vlan-limit %d: trace exit 0" % limit, proc)
+        flows = [l[len("Flow: "):] for l in proc.stdout.splitlines() if l.startswith("Flow: ")]
+        megaflows = [l[len("Megaflow: "):] for l in proc.stdout.splitlines() if l.startswith("Megaflow: ")]
+        check(flows == [f for f, _ in want.values()], "vlan-limit %d: Flow lines as OVS's" % limit, proc)
+        check(megaflows == [m for _, m in want.values()], "vlan-limit %d: Megaflow lines as OVS's" % limit, proc)
+        check(proc.stdout.count("Datapath actions: 4") == len(want), "vlan-limit %d: output 4" % limit, proc)
+
+
 def test_config_and_errors():
     proc, _ = run("set vlan-limit 2\n", [], "show running-config\nset vlan-limit 1\nshow running-config\n",
                   ports=("p0", "p1"))
@@ -235,4 +272,4 @@ def test_config_and_errors():
 
 if __name__ == "__main__":
     main([test_vlan_limit_forwarding_and_megaflows, test_inner_tag_rules_per_vlan_limit, test_one_pcap_every_kind,
-          test_runts_dropped_and_counted, test_config_and_errors])
+          test_runts_dropped_and_counted, test_trace_per_vlan_limit, test_config_and_errors])
