@@ -145,9 +145,15 @@ void add_datapath_commands(CommandTree::Impl& t) {
       f.match.mask.recirc_id = 0xffffffffu;
       f.match.apply_mask();
     }
+    // As written, or as Open vSwitch's text means it (flow-dump's line of an
+    // upcall's megaflow: see Datapath::mask_vlans).
+    flow::Match ovs = f.match;
+    datapath::Datapath::mask_vlans(ovs);
+    ovs.apply_mask();
     std::string out;
     for (const datapath::FlowView& v : t.sys.datapath().flow_dump())
-      if (ufid ? v.ufid == *ufid : v.match == f.match) print_flow(out, t.sys.datapath(), v, true, false);
+      if (ufid ? v.ufid == *ufid : v.match == f.match || v.match == ovs)
+        print_flow(out, t.sys.datapath(), v, true, false);
     if (out.empty()) t.status = error(Errc::not_found, "no such flow");
     t.print(out);
   });

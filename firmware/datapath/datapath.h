@@ -131,6 +131,25 @@ class Datapath {
   // name a port; recirc_id is made exact. Allocates; free with free_megaflow().
   Result<Megaflow*> build_megaflow(const flow::Match& match, const flow::DpActions* actions,
                                    const Ufid& ufid) const;
+  // VLAN tags in a datapath flow, as Open vSwitch's userspace datapath has
+  // them (the upcall handler's megaflows; flow_del() and dp-flow get fall
+  // back to it, so that flow-dump's text of such a flow finds it; dp-flow
+  // add takes its match as written):
+  //  * a netlink flow key cannot wildcard whether there is a tag, so an
+  //    outer TCI nothing matched is exact in VID and CFI
+  //    (dpif_netdev_flow_put(): "vlan(vid=10)" in every tagged megaflow);
+  //  * each tag's TPID is the EtherType of its level, always exact. keel's
+  //    key holds the innermost EtherType in dl_type and the tags apart, so
+  //    the TPID of every tag up to and including the first absent one is
+  //    exact (0 for the absent one): whether each tag is there is matched,
+  //    and a flow set up under one vlan-limit never matches a key parsed
+  //    under another;
+  //  * Open vSwitch's text for a tag cut short,
+  //    "eth_type(0x8100),vlan(vid=0,cfi=0),encap()" (or, inner,
+  //    "eth_type(0x8100),encap()"), is keel's key of such a frame: dl_type
+  //    the TPID, no tag.
+  // Idempotent; the key may hold bits outside the mask (a packet's key).
+  static void mask_vlans(flow::Match& m);
   // The flow id dp-flow add gives a match without an explicit ufid.
   static Ufid ufid_for(const flow::Match& match);
   // Releases the packets of records queued for the slow path that nobody

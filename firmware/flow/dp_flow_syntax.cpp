@@ -490,9 +490,19 @@ class DpParser {
       if (a.name.text == "eth_type") eth_type = &a;
       if (a.name.text == "encap") encap = &a;
     }
-    if (vlan && level >= kMaxVlans)
-      return error_at("too many VLAN headers at", vlan->name, "keel matches on two");
-    if (encap && !vlan) return error_at("attribute", encap->name, "encap() needs vlan() at the same level");
+    // Open vSwitch leaves vlan() out of a level whose TCI is wildcarded:
+    // "eth_type(0x8100),encap(...)" is a tag too.
+    bool tag_level = vlan != nullptr;
+    if (encap && !vlan && eth_type) {
+      uint64_t v, mk;
+      if (parse_masked_number(eth_type->body, 0xffff, "eth_type", v, mk) && mk == 0xffff &&
+          (v == kEthTypeVlan || v == kEthTypeQinQ))
+        tag_level = true;
+    }
+    if (tag_level && level >= kMaxVlans)
+      return error_at("too many VLAN headers at", vlan ? vlan->name : encap->name, "keel matches on two");
+    if (encap && !tag_level)
+      return error_at("attribute", encap->name, "encap() needs vlan() or a VLAN eth_type at the same level");
 
     std::vector<const Attr*> l3l4;
     for (const Attr& a : attrs) {
@@ -505,7 +515,7 @@ class DpParser {
         // below
       } else if (one_of(n,
                         {"ipv4", "ipv6", "arp", "tcp", "udp", "sctp", "tcp_flags", "icmp", "icmpv6", "nd"})) {
-        if (vlan) return error_at("attribute", a.name, "must be inside encap() after vlan()");
+        if (tag_level) return error_at("attribute", a.name, "must be inside encap() after vlan()");
         if (Status st = parse_l3l4(a); !st) return st;
         l3l4.push_back(&a);
       } else if (one_of(n, {"ct_tuple4", "ct_tuple6", "mpls", "nsh", "nd_ext"})) {
@@ -515,7 +525,7 @@ class DpParser {
       }
     }
 
-    if (vlan) {
+    if (tag_level) {
       VlanHdr& kv = m_.key.vlans[level];
       VlanHdr& mv = m_.mask.vlans[level];
       if (eth_type) {
@@ -526,7 +536,9 @@ class DpParser {
         kv.tpid = hton16(static_cast<uint16_t>(v & mk));
         mv.tpid = hton16(static_cast<uint16_t>(mk));
       }
-      if (Status st = parse_vlan(*vlan, kv, mv); !st) return st;
+      if (vlan) {
+        if (Status st = parse_vlan(*vlan, kv, mv); !st) return st;
+      }
       if (encap) {
         std::vector<Attr> inner;
         DpFlow unused;

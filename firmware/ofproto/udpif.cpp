@@ -22,23 +22,7 @@ flow::Match megaflow_match(const flow::FlowKey& flow, const flow::FlowKey& wc) {
   m.mask = wc;
   m.mask.in_port = 0xffffffffu;
   m.mask.recirc_id = 0xffffffffu;
-  // VLAN tags, as Open vSwitch's userspace datapath masks them:
-  //  * a netlink flow key cannot wildcard whether there is a tag, so
-  //    dpif-netdev makes an outer TCI nobody looked at exact in VID and CFI
-  //    (dpif_netdev_flow_put(): "vlan(vid=10)" for any tagged packet);
-  //  * each tag's TPID is the EtherType of its level, always exact.
-  // keel's key holds the innermost EtherType in dl_type and the tags apart,
-  // so the TPID of every tag up to and including the first absent one is
-  // exact (0 for the absent one): whether each tag is there is matched, an
-  // untagged packet's megaflow never matches a tagged one, and a flow set up
-  // under one vlan-limit never matches a key parsed under another.
-  constexpr uint16_t cfi = flow::text::hton16(flow::text::kVlanCfi);
-  if (!m.mask.vlans[0].tci)
-    m.mask.vlans[0].tci = flow::text::hton16(flow::text::kVlanVidMask | flow::text::kVlanCfi);
-  for (int i = 0; i < 2; ++i) {
-    m.mask.vlans[i].tpid = 0xffff;
-    if (!(flow.vlans[i].tci & cfi)) break;
-  }
+  datapath::Datapath::mask_vlans(m);  // as every datapath flow (see there)
   m.apply_mask();
   return m;
 }

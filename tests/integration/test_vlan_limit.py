@@ -6,7 +6,8 @@ forwarded, QinQ keyed unlike OVS).
   and cut-short frames through OpenFlow rules on dl_vlan/dl_type, and
   through pop_vlan + resubmit to a rule on the inner tag, leave by the port
   Open vSwitch sends them to under each limit, byte for byte; flow-dump
-  prints the megaflows as `ovs-appctl dpctl/dump-flows` does (the expected
+  prints the megaflows as `ovs-appctl dpctl/dump-flows` does, and that text
+  finds the flow again (dp-flow get / del) (the expected
   strings below were printed by ovs-vswitchd 3.1 with netdev-dummy ports
   fed these frames with netdev-dummy/receive);
 * runts (0-13 bytes) are dropped and counted (malformed, runts) on the
@@ -167,6 +168,20 @@ def test_vlan_limit_forwarding_and_megaflows():
                   "%s: megaflow as Open vSwitch's %r" % (what, megaflow), proc)
 
 
+def test_flow_dump_text_finds_the_flow():
+    """Open vSwitch's text of each megaflow (as flow-dump prints it) finds
+    that flow: dp-flow get shows it, dp-flow del removes it."""
+    for limit in (1, 2):
+        for kind, frame in frames_by_kind().items():
+            text = OVS_RULES[limit][kind][1].replace("packet_type(ns=0,id=0),", "")
+            what = "vlan-limit %d, %s" % (limit, kind)
+            proc, _ = run(RULES + "set vlan-limit %d\n" % limit, [frame],
+                          "dp-flow get %s\ndp-flow del %s\nflow-dump --format json\n" % (text, text))
+            check(proc.returncode == 0, what + ": get and del by the text succeed", proc)
+            check(proc.stdout.count("ufid:") == 1, what + ": dp-flow get shows the flow", proc)
+            check(flow_matches(proc) == [], what + ": deleted", proc)
+
+
 def test_inner_tag_rules_per_vlan_limit():
     """pop_vlan + resubmit to a rule on dl_vlan=20: under limit 1 the inner
     tag is not parsed (the popped flow has no tag: the table-1 default),
@@ -271,5 +286,5 @@ def test_config_and_errors():
 
 
 if __name__ == "__main__":
-    main([test_vlan_limit_forwarding_and_megaflows, test_inner_tag_rules_per_vlan_limit, test_one_pcap_every_kind,
+    main([test_vlan_limit_forwarding_and_megaflows, test_flow_dump_text_finds_the_flow, test_inner_tag_rules_per_vlan_limit, test_one_pcap_every_kind,
           test_runts_dropped_and_counted, test_trace_per_vlan_limit, test_config_and_errors])

@@ -330,7 +330,7 @@ TEST_CASE("dp: errors name the token and its column") {
   CHECK(parse_err("eth_type(0x0800),vlan(vid=1)") ==
         "bad VLAN eth_type '0x0800' at column 10: before vlan() it must be 0x8100 or 0x88a8");
   CHECK(parse_err("encap(eth_type(0x0800))") ==
-        "attribute 'encap' at column 1: encap() needs vlan() at the same level");
+        "attribute 'encap' at column 1: encap() needs vlan() or a VLAN eth_type at the same level");
   CHECK(parse_err("vlan(),encap(vlan(),encap(vlan(),encap()))") ==
         "too many VLAN headers at 'vlan' at column 27: keel matches on two");
   CHECK(parse_err("vlan(vid=4096)") == "out-of-range value '4096' at column 10: vid must be 0..4095");
@@ -529,6 +529,17 @@ TEST_CASE("dp: Open vSwitch's datapath view of VLAN stacks (flow-dump), per vlan
   const Match cut_inner = megaflow_of({{0x8100, 0x100a}}, 0x8100);
   CHECK(ovs(cut_inner, 2) == "recirc_id(0),in_port(1),eth(),eth_type(0x8100),vlan(vid=10),encap(eth_type(0x8100),encap())");
   CHECK(ovs(cut_inner, 1) == "recirc_id(0),in_port(1),eth(),eth_type(0x8100),vlan(vid=10),encap(eth_type(0x8100))");
+  // Open vSwitch's inner level without vlan() reads back as a tag whose TCI
+  // is wildcarded.
+  auto inner = parse_dp_match("in_port(1),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100),encap(eth_type(0x0800)))");
+  REQUIRE(inner.ok());
+  CHECK(inner->key.vlans[1].tpid == hton16(0x8100));
+  CHECK(inner->mask.vlans[1].tpid == 0xffff);
+  CHECK(inner->mask.vlans[1].tci == 0);
+  CHECK(inner->key.dl_type == hton16(0x0800));
+  CHECK(ovs(*inner, 2) == "in_port(1),eth(),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100),encap(eth_type(0x0800)))");
+  CHECK_FALSE(parse_dp_match("eth_type(0x8100),encap(eth_type(0x8100),encap(eth_type(0x8100),encap()))").ok());
+  CHECK_FALSE(parse_dp_match("eth_type(0x8100),encap(eth_type(0x0800)),ipv4()").ok());
   // keel's own text (the default) still shows the levels its mask has: the
   // tags' presence, which Open vSwitch's view leaves implied.
   CHECK(format_dp_match(untagged) == "recirc_id(0),in_port(1),eth(),eth_type(0x0000),vlan(vid=0,cfi=0),"
