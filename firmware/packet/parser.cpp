@@ -9,6 +9,9 @@
 //     straight-line loads and pushes (IPv4/UDP: words 50, 59, 60, 64, 69,
 //     74). parse_fast() picks the shape from the EtherType(s); anything it
 //     does not cover returns false before writing anything that counts.
+//     Every vlan-limit keys at least one tag and a fast shape's inner
+//     EtherType is IP, so the fast paths do not depend on the limit; only
+//     the generic path takes it (a second TPID is never a fast shape).
 //   * extract() (the generic path): every header the parser knows, any
 //     metadata, every malformed case; out of line (parse_generic) in the
 //     burst loop so that the loop stays small. parse_frame() is the generic
