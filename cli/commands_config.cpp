@@ -92,6 +92,8 @@ void add_core_sections(CommandTree::Impl& t) {
                             lines.push_back("set emc-insert-inv-prob " + std::to_string(pmds[0]->emc_insert_inv_prob()));
                           if (pmds[0]->smc_enabled() != def.smc_enable)
                             lines.push_back(std::string("set smc-enable ") + (pmds[0]->smc_enabled() ? "true" : "false"));
+                          if (t.sys.datapath().vlan_limit() != packet::kDefaultVlanLimit)
+                            lines.push_back("set vlan-limit " + std::to_string(t.sys.datapath().vlan_limit()));
                         },
                         [&t] {
                           const datapath::PmdConfig def;
@@ -99,6 +101,7 @@ void add_core_sections(CommandTree::Impl& t) {
                             pmd->set_emc_insert_inv_prob(def.emc_insert_inv_prob);
                             pmd->set_smc_enable(def.smc_enable);
                           }
+                          t.sys.datapath().set_vlan_limit(packet::kDefaultVlanLimit);
                         }});
 }
 

@@ -62,13 +62,19 @@ Status parse_flow_with_actions(const std::string& text, flow::DpFlow& flow, flow
   return {};
 }
 
-void print_flow(std::string& out, const datapath::FlowView& v, bool verbose, bool terse) {
+// A datapath flow's match as Open vSwitch prints it under the datapath's
+// vlan-limit (see DpFormatOptions::ovs_vlan_limit).
+std::string flow_match_text(const datapath::Datapath& dp, const flow::Match& m, bool verbose) {
+  flow::DpFormatOptions fo;
+  fo.verbose = verbose;
+  fo.ovs_vlan_limit = packet::vlan_tags(dp.vlan_limit());
+  return flow::format_dp_match(m, fo);
+}
+
+void print_flow(std::string& out, const datapath::Datapath& dp, const datapath::FlowView& v, bool verbose,
+                bool terse) {
   if (verbose || terse) out += datapath::format_ufid(v.ufid) + ", ";
-  if (!terse) {
-    flow::DpFormatOptions fo;
-    fo.verbose = verbose;
-    out += flow::format_dp_match(v.match, fo) + ", ";
-  }
+  if (!terse) out += flow_match_text(dp, v.match, verbose) + ", ";
   out += "packets:" + std::to_string(v.packets) + ", bytes:" + std::to_string(v.bytes) +
          ", used:" + used_text(v.used_ns);
   if (v.tcp_flags) out += ", flags:" + tcp_flags_text(v.tcp_flags);
@@ -139,9 +145,15 @@ void add_datapath_commands(CommandTree::Impl& t) {
       f.match.mask.recirc_id = 0xffffffffu;
       f.match.apply_mask();
     }
+    // As written, or as Open vSwitch's text means it (flow-dump's line of an
+    // upcall's megaflow: see Datapath::mask_vlans).
+    flow::Match ovs = f.match;
+    datapath::Datapath::mask_vlans(ovs);
+    ovs.apply_mask();
     std::string out;
     for (const datapath::FlowView& v : t.sys.datapath().flow_dump())
-      if (ufid ? v.ufid == *ufid : v.match == f.match) print_flow(out, v, true, false);
+      if (ufid ? v.ufid == *ufid : v.match == f.match || v.match == ovs)
+        print_flow(out, t.sys.datapath(), v, true, false);
     if (out.empty()) t.status = error(Errc::not_found, "no such flow");
     t.print(out);
   });
@@ -180,7 +192,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
       for (const auto& v : flows) {
         if (!keep(v)) continue;
         j.begin_object().field("ufid", datapath::format_ufid(v.ufid).substr(5)).field("pmd", v.pmd);
-        if (!t.flag_terse) j.field("match", flow::format_dp_match(v.match)).field("actions", v.actions);
+        if (!t.flag_terse) j.field("match", flow_match_text(t.sys.datapath(), v.match, false)).field("actions", v.actions);
         j.field("packets", v.packets).field("bytes", v.bytes);
         j.field("used_ms", v.used_ns ? (hal::now_ns() - v.used_ns) / 1'000'000 : uint64_t{0})
             .field("tcp_flags", tcp_flags_text(v.tcp_flags));
@@ -195,7 +207,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
     }
     std::string out;
     for (const auto& v : flows)
-      if (keep(v)) print_flow(out, v, t.flag_m, t.flag_terse);
+      if (keep(v)) print_flow(out, t.sys.datapath(), v, t.flag_m, t.flag_terse);
     t.print(out);
   });
 
@@ -231,6 +243,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
             .field("upcall_installs", c.upcall_installs)
             .field("upcall_followers", c.upcall_followers)
             .field("malformed", c.malformed)
+            .field("runts", c.runts)
             .field("recirc_too_deep", c.recirc_too_deep)
             .field("invalid_port", c.invalid_port)
             .field("exec_dropped", c.exec_dropped)
@@ -264,6 +277,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
                std::to_string(c.busy_cycles) + "/" + std::to_string(c.rx_packets) + ")\n";
       }
       out += "  malformed packets: " + std::to_string(c.malformed) + "\n";
+      out += "  of which runts dropped (< 14 bytes): " + std::to_string(c.runts) + "\n";
     }
     if (t.format == "json") {
       j.end_array().end_object();
@@ -322,6 +336,10 @@ void add_datapath_commands(CommandTree::Impl& t) {
   smc->callback([&t] {
     for (const auto& pmd : t.sys.datapath().pmds()) pmd->set_smc_enable(t.arg1 == "true");
   });
+  auto* vlan_limit = set->add_subcommand(
+      "vlan-limit", "VLAN tags the parser keys: 1 (default, as Open vSwitch), 2, or 0 for no limit (2)");
+  vlan_limit->add_option("N", t.arg1, "0, 1 or 2")->required()->check(CLI::IsMember({"0", "1", "2"}));
+  vlan_limit->callback([&t] { t.sys.datapath().set_vlan_limit(static_cast<unsigned>(std::stoul(t.arg1))); });
 
   // --- dpcls-show ---
   auto* dpcls = t.app.add_subcommand("dpcls-show", "megaflow classifier subtables per PMD and input port");

@@ -56,7 +56,9 @@ Result<std::vector<uint8_t>> parse_hex(std::string_view s) {
 }
 
 // The flow to trace, in_port as an OpenFlow port number.
-Result<flow::FlowKey> trace_flow(const ofproto::Bridge& br, const std::string& text, const std::string& packet) {
+// A --packet is parsed under the datapath's VLAN limit, as the PMDs parse it.
+Result<flow::FlowKey> trace_flow(const ofproto::Bridge& br, const std::string& text, const std::string& packet,
+                                 unsigned vlan_limit) {
   auto ports = br.ports();
   flow::OfParseOptions po;
   po.port_number = [&ports](std::string_view name) -> std::optional<uint32_t> {
@@ -77,8 +79,9 @@ Result<flow::FlowKey> trace_flow(const ofproto::Bridge& br, const std::string& t
     md.in_port = k.in_port;
     flow::Miniflow mf;
     packet::LayerOffsets ofs;
-    if (!packet::parse_frame(bytes->data(), static_cast<uint32_t>(bytes->size()), md, mf, ofs))
-      return invalid("--packet: malformed frame");
+    // A malformed frame (a tag or header cut short) is traced by its partial
+    // key, as the datapath classifies it and as Open vSwitch's ofproto/trace.
+    (void)packet::parse_frame(bytes->data(), static_cast<uint32_t>(bytes->size()), md, mf, ofs, vlan_limit);
     flow::expand(mf, k);
     k.in_port = md.in_port;
   } else if (k.vlans[0].tci && !k.vlans[0].tpid) {
@@ -107,7 +110,7 @@ void add_trace_commands(CommandTree::Impl& t) {
     }
     std::string text;
     for (const std::string& w : a->words) text += (text.empty() ? "" : ",") + w;
-    auto k = trace_flow(*br, text, a->packet);
+    auto k = trace_flow(*br, text, a->packet, t.sys.datapath().vlan_limit());
     if (!k.ok()) {
       t.status = std::move(k).take_status();
       return;

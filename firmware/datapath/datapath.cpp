@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/hash.h"
+#include "flow/flow_text.h"
 #include "keel/hal/cpu.h"
 
 namespace keel::datapath {
@@ -107,6 +108,37 @@ void Datapath::drop_pending_upcalls() {
   }
 }
 
+void Datapath::mask_vlans(flow::Match& m) {
+  using flow::text::hton16;
+  constexpr uint16_t cfi = hton16(flow::text::kVlanCfi);
+  auto is_tpid = [](uint16_t t) {
+    return t == hton16(flow::text::kEthTypeVlan) || t == hton16(flow::text::kEthTypeQinQ);
+  };
+  auto tag = [&](int i) {  // a tag at level i
+    return (m.key.vlans[i].tci & m.mask.vlans[i].tci & cfi) != 0 ||
+           (m.key.vlans[i].tpid & m.mask.vlans[i].tpid) != 0;
+  };
+  // The cut-short tag of Open vSwitch's text: a TPID, no CFI, nothing
+  // inside (a megaflow's tag always has an exact EtherType inside it).
+  for (int i = 0; i < 2; ++i) {
+    flow::VlanHdr& k = m.key.vlans[i];
+    const flow::VlanHdr& mk = m.mask.vlans[i];
+    if (is_tpid(k.tpid & mk.tpid) && !(k.tci & cfi) && m.mask.dl_type == 0 && (i == 1 || !tag(1))) {
+      m.key.dl_type = k.tpid;
+      m.mask.dl_type = 0xffff;
+      k = {};
+      break;
+    }
+    if (!tag(i)) break;
+  }
+  if (!m.mask.vlans[0].tci) m.mask.vlans[0].tci = hton16(flow::text::kVlanVidMask | flow::text::kVlanCfi);
+  for (int i = 0; i < 2; ++i) {
+    const bool present = (m.key.vlans[i].tci & cfi) != 0 || (m.key.vlans[i].tpid & m.mask.vlans[i].tpid) != 0;
+    m.mask.vlans[i].tpid = 0xffff;
+    if (!present) break;
+  }
+}
+
 Result<Megaflow*> Datapath::build_megaflow(const flow::Match& match, const flow::DpActions* actions,
                                            const Ufid& ufid) const {
   if (match.mask.in_port != 0xffffffffu) return invalid("in_port must be matched exactly");
@@ -199,7 +231,13 @@ Status Datapath::flow_put(const flow::Match& match, const flow::DpActions& actio
 
 Status Datapath::flow_del(const flow::Match& match) {
   std::lock_guard lock(flow_mu_);
-  return flow_del_locked(match);
+  Status st = flow_del_locked(match);
+  if (st.code() != Errc::not_found) return st;
+  // Not as written: maybe as Open vSwitch's text means it (flow-dump's line
+  // of a megaflow the upcall handler installed, see mask_vlans()).
+  flow::Match m = match;
+  mask_vlans(m);
+  return m == match ? st : flow_del_locked(m);
 }
 
 Status Datapath::flow_del_locked(const flow::Match& match) {

@@ -15,7 +15,9 @@
 // that no PMD ever takes. The other methods except the "PMD side" ones are
 // for the control thread only. The cross-connect table is written by the control thread and
 // read by the PMDs: one atomic port number per entry, release store /
-// relaxed load (the port object it names is immutable while PMDs run).
+// relaxed load (the port object it names is immutable while PMDs run). The
+// VLAN limit is one atomic the control thread stores and each PMD loads
+// (relaxed) once per burst; a burst is parsed under one limit.
 #pragma once
 
 #include <array>
@@ -133,11 +135,40 @@ class Datapath {
   // name a port; recirc_id is made exact. Allocates; free with free_megaflow().
   Result<Megaflow*> build_megaflow(const flow::Match& match, const flow::DpActions* actions,
                                    const Ufid& ufid) const;
+  // VLAN tags in a datapath flow, as Open vSwitch's userspace datapath has
+  // them (the upcall handler's megaflows; flow_del() and dp-flow get fall
+  // back to it, so that flow-dump's text of such a flow finds it; dp-flow
+  // add takes its match as written):
+  //  * a netlink flow key cannot wildcard whether there is a tag, so an
+  //    outer TCI nothing matched is exact in VID and CFI
+  //    (dpif_netdev_flow_put(): "vlan(vid=10)" in every tagged megaflow);
+  //  * each tag's TPID is the EtherType of its level, always exact. keel's
+  //    key holds the innermost EtherType in dl_type and the tags apart, so
+  //    the TPID of every tag up to and including the first absent one is
+  //    exact (0 for the absent one): whether each tag is there is matched,
+  //    and a flow set up under one vlan-limit never matches a key parsed
+  //    under another;
+  //  * Open vSwitch's text for a tag cut short,
+  //    "eth_type(0x8100),vlan(vid=0,cfi=0),encap()" (or, inner,
+  //    "eth_type(0x8100),encap()"), is keel's key of such a frame: dl_type
+  //    the TPID, no tag.
+  // Idempotent; the key may hold bits outside the mask (a packet's key).
+  static void mask_vlans(flow::Match& m);
   // The flow id dp-flow add gives a match without an explicit ufid.
   static Ufid ufid_for(const flow::Match& match);
   // Releases the packets of records queued for the slow path that nobody
   // will answer (the handler stopped): call after the handler has stopped.
   void drop_pending_upcalls();
+
+  // How many VLAN tags the PMDs' parser keys (Open vSwitch's vlan-limit:
+  // 0 = no limit, i.e. the key's two; default 1; see packet/parser.h). Set
+  // by the control thread, read by each PMD once per burst (relaxed). A
+  // change needs no flush: every megaflow matches exactly which tags its
+  // packet had up to the first absent one (ofproto/udpif.cpp), so a flow
+  // set up under one limit never matches a key parsed under another
+  // differently.
+  void set_vlan_limit(unsigned n) { vlan_limit_.store(n, std::memory_order_relaxed); }
+  unsigned vlan_limit() const { return vlan_limit_.load(std::memory_order_relaxed); }
 
   // --- PMD side ---
   uint16_t xconnect_fast(uint16_t in) const { return xconnect_[in].load(std::memory_order_relaxed); }
@@ -157,6 +188,7 @@ class Datapath {
 
   DatapathConfig cfg_;
   std::atomic<bool> upcalls_enabled_{false};
+  std::atomic<unsigned> vlan_limit_{packet::kDefaultVlanLimit};
   mutable std::mutex flow_mu_;  // control thread vs revalidator; never a PMD
   std::array<std::unique_ptr<hal::Port>, kMaxPorts> ports_{};
   uint16_t n_ports_ = 0;

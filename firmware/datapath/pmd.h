@@ -1,7 +1,8 @@
 // Pmd — one poll-mode thread: polls its rx queues in bursts of up to 32 and
 // runs each burst to completion:
 //
-//   rx -> [xconnect? -> tx]                      port cross-connect (no lookup)
+//   rx -> runts (< 14 bytes) dropped and counted, as Open vSwitch's datapath
+//      -> [xconnect? -> tx]                      port cross-connect (no lookup)
 //      -> parse (key + hash) -> EMC -> SMC -> dpcls -> execute actions -> tx
 //                                                  miss -> counted as lost
 //                                                  (the slow path arrives with
@@ -21,7 +22,9 @@
 // which the PMD sets with a release store after filling `result`). Before
 // start() and after stop(), the control thread may call apply() directly.
 // A tx queue shared with another PMD is taken with its spinlock (as Open
-// vSwitch's dynamic txqs); an unshared one takes none.
+// vSwitch's dynamic txqs); an unshared one takes none. The datapath's VLAN
+// limit is read with one relaxed atomic load per burst. Runts are dropped
+// with a length check per packet and counted once per burst, no lock.
 #pragma once
 
 #include <array>
@@ -61,7 +64,8 @@ struct PmdCounters {
   uint64_t misses = 0;            // no megaflow
   uint64_t lost = 0;              // misses that could not go to the slow path
   uint64_t recirc_too_deep = 0;   // dropped: recirculated more than kMaxRecircDepth times
-  uint64_t malformed = 0;         // parsed with a partial key
+  uint64_t malformed = 0;         // parsed with a partial key, or a runt (dropped, below)
+  uint64_t runts = 0;             // of which runts: frames < 14 bytes, dropped unparsed (as OVS)
   uint64_t tx_batches = 0, tx_batch_packets = 0;  // output batches sent
   uint64_t invalid_port = 0;      // output to a port that doesn't exist
   uint64_t exec_dropped = 0;      // by the executor (drop action, queue overflow, no headroom ...)
@@ -149,7 +153,7 @@ class Pmd {
   struct AtomicCounters {
     std::atomic<uint64_t> iterations{0}, rx_packets{0}, recirculations{0}, xconnect_hits{0}, simple_hits{0}, emc_hits{0},
         smc_hits{0}, megaflow_hits{0}, subtable_lookups{0}, misses{0}, lost{0}, recirc_too_deep{0},
-        malformed{0}, tx_batches{0}, tx_batch_packets{0}, invalid_port{0}, exec_dropped{0},
+        malformed{0}, runts{0}, tx_batches{0}, tx_batch_packets{0}, invalid_port{0}, exec_dropped{0},
         busy_cycles{0}, idle_cycles{0}, upcalls{0}, action_upcalls{0}, upcall_installs{0},
         upcall_followers{0};
   };
@@ -159,6 +163,10 @@ class Pmd {
   void drain_requests();
   void housekeeping();
   void receive(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts);
+  // Drops and counts the frames shorter than an Ethernet header (no NIC
+  // delivers them; tnl_pop could make one); returns the packets left,
+  // compacted in order.
+  unsigned drop_runts(std::span<hal::Packet*> pkts) noexcept;
   void process(std::span<hal::Packet* const> pkts, unsigned depth);
   // First pass of a burst from a port on the simple-match path; what it
   // can't decide is classified the full way.

@@ -101,6 +101,11 @@ bool simple_flow(const Megaflow& f, SimpleKey* value, SimpleKey* mask) {
   allowed.in_port = allowed.recirc_id = 0xffffffffu;
   allowed.dl_type = 0xffff;
   allowed.vlans[0] = {0xffff, 0xffff};
+  // The second tag only as "absent" (megaflows match each tag's presence up
+  // to the first absent one): every packet quick_key() answers for has at
+  // most one tag, so vlans[1] is empty in its key under any vlan-limit.
+  if ((k.vlans[1].tpid & m.vlans[1].tpid) == 0 && (k.vlans[1].tci & m.vlans[1].tci) == 0)
+    allowed.vlans[1] = {0xffff, 0xffff};
   allowed.nw_frag = 0xff;
   const auto* mb = reinterpret_cast<const unsigned char*>(&m);
   const auto* ab = reinterpret_cast<const unsigned char*>(&allowed);

@@ -6,7 +6,7 @@
 //
 // A megaflow is *simple* when its mask touches nothing but in_port and
 // recirc_id (both exact, recirc_id 0), dl_type, vlans[0] (TPID and TCI, any
-// bits) and nw_frag, and its actions are outputs (or drop): the executor
+// bits), vlans[1] only as "no second tag", and nw_frag, and its actions are outputs (or drop): the executor
 // then needs no layer offsets. A port is on the simple path while every
 // megaflow of the port in this PMD's table is simple and there are at most
 // kMaxPerPort of them (a linear check of a few 64-bit words).

@@ -490,9 +490,19 @@ class DpParser {
       if (a.name.text == "eth_type") eth_type = &a;
       if (a.name.text == "encap") encap = &a;
     }
-    if (vlan && level >= kMaxVlans)
-      return error_at("too many VLAN headers at", vlan->name, "keel matches on two");
-    if (encap && !vlan) return error_at("attribute", encap->name, "encap() needs vlan() at the same level");
+    // Open vSwitch leaves vlan() out of a level whose TCI is wildcarded:
+    // "eth_type(0x8100),encap(...)" is a tag too.
+    bool tag_level = vlan != nullptr;
+    if (encap && !vlan && eth_type) {
+      uint64_t v, mk;
+      if (parse_masked_number(eth_type->body, 0xffff, "eth_type", v, mk) && mk == 0xffff &&
+          (v == kEthTypeVlan || v == kEthTypeQinQ))
+        tag_level = true;
+    }
+    if (tag_level && level >= kMaxVlans)
+      return error_at("too many VLAN headers at", vlan ? vlan->name : encap->name, "keel matches on two");
+    if (encap && !tag_level)
+      return error_at("attribute", encap->name, "encap() needs vlan() or a VLAN eth_type at the same level");
 
     std::vector<const Attr*> l3l4;
     for (const Attr& a : attrs) {
@@ -505,7 +515,7 @@ class DpParser {
         // below
       } else if (one_of(n,
                         {"ipv4", "ipv6", "arp", "tcp", "udp", "sctp", "tcp_flags", "icmp", "icmpv6", "nd"})) {
-        if (vlan) return error_at("attribute", a.name, "must be inside encap() after vlan()");
+        if (tag_level) return error_at("attribute", a.name, "must be inside encap() after vlan()");
         if (Status st = parse_l3l4(a); !st) return st;
         l3l4.push_back(&a);
       } else if (one_of(n, {"ct_tuple4", "ct_tuple6", "mpls", "nsh", "nd_ext"})) {
@@ -515,7 +525,7 @@ class DpParser {
       }
     }
 
-    if (vlan) {
+    if (tag_level) {
       VlanHdr& kv = m_.key.vlans[level];
       VlanHdr& mv = m_.mask.vlans[level];
       if (eth_type) {
@@ -526,7 +536,9 @@ class DpParser {
         kv.tpid = hton16(static_cast<uint16_t>(v & mk));
         mv.tpid = hton16(static_cast<uint16_t>(mk));
       }
-      if (Status st = parse_vlan(*vlan, kv, mv); !st) return st;
+      if (vlan) {
+        if (Status st = parse_vlan(*vlan, kv, mv); !st) return st;
+      }
       if (encap) {
         std::vector<Attr> inner;
         DpFlow unused;
@@ -717,8 +729,12 @@ class DpPrinter {
     put_u32("dp_hash", m_.key.dp_hash, m_.mask.dp_hash);
     put_in_port();
     put_table_attr("eth", table(kEthFields), true);  // always: keel's packets are Ethernet
-    unsigned levels = vlan_level_present(m_, 1) ? 2 : vlan_level_present(m_, 0) ? 1 : 0;
-    put_level(0, levels);
+    if (o_.ovs_vlan_limit) {
+      put_level_ovs(0);
+    } else {
+      unsigned levels = vlan_level_present(m_, 1) ? 2 : vlan_level_present(m_, 0) ? 1 : 0;
+      put_level(0, levels);
+    }
     return std::move(out_);
   }
 
@@ -828,6 +844,42 @@ class DpPrinter {
       attr("encap", inner);
       return;
     }
+    put_l3();
+  }
+
+  // Open vSwitch's datapath view (odp_flow_key_from_flow() under its
+  // vlan-limit): a level per tag the packet had (a TPID or CFI in the key), its
+  // TPID as an exact eth_type and vlan() only when some TCI bit is matched;
+  // an untagged packet has no vlan() at all (the megaflow's "no tag" mask is
+  // implied, as in a netlink key); a tag cut short within the limit (the
+  // EtherType a TPID, no tag keyed) is eth_type(TPID),vlan(...),encap().
+  void put_level_ovs(unsigned level) {
+    if (level < kMaxVlans) {
+      const VlanHdr& k = m_.key.vlans[level];
+      const VlanHdr& mk = m_.mask.vlans[level];
+      // A megaflow's key is masked: its TPID (exact for every tag, see
+      // ofproto/udpif.cpp) says a tag is there when no TCI bit is matched.
+      const bool tag = k.tpid != 0 || (k.tci & hton16(kVlanCfi)) != 0;
+      const bool cut_short = !tag && level < o_.ovs_vlan_limit && eth_type_is_vlan(m_.key.dl_type);
+      if (tag || cut_short) {
+        put_eth_type(tag ? k.tpid : m_.key.dl_type, 0xffff);
+        if (mk.tci || o_.verbose) put_vlan(k, mk);
+        std::string outer = std::move(out_);
+        out_.clear();
+        if (tag) put_level_ovs(level + 1);
+        std::string inner = std::move(out_);
+        out_ = std::move(outer);
+        attr("encap", inner);
+        return;
+      }
+    }
+    put_l3();
+  }
+
+  static bool eth_type_is_vlan(be16 t) { return t == hton16(kEthTypeVlan) || t == hton16(kEthTypeQinQ); }
+
+  // The innermost EtherType and what follows it.
+  void put_l3() {
     put_eth_type(m_.key.dl_type, m_.mask.dl_type);
     if (dl_is(m_, kEthTypeIp))
       put_table_attr("ipv4", table(kIpv4Fields), false);

@@ -77,6 +77,12 @@ struct DpFormatOptions {
   bool verbose = false;  // like `dpctl/dump-flows -m`: wildcarded fields as value/0
   // Names an exactly matched in_port; nullopt (or no callback) prints the number.
   std::function<std::optional<std::string>(uint32_t)> port_name;
+  // 0: keel's own VLAN levels, from the mask (what parse_dp_flow() reads
+  // back exactly). 1 or 2: a megaflow as Open vSwitch's dpctl/dump-flows
+  // shows it under that vlan-limit — levels from the tags in the key, an
+  // untagged packet without vlan(), a tag cut short as
+  // eth_type(0x8100),vlan(...),encap() (flow-dump).
+  unsigned ovs_vlan_limit = 0;
 };
 
 // A datapath flow as written on one line: key/mask, then maybe actions.

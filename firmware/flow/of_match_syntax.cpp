@@ -843,18 +843,24 @@ class OfPrinter {
     }
     put_dec(out_, port);
   }
+  // match_format(): the outer tag as dl_vlan / dl_vlan_pcp / vlan_tci, the
+  // inner one (only a packet's flow has it: trace's Flow line under any
+  // vlan-limit) with the suffix 1, up to the first level with no TCI mask.
   void put_vlan() {
-    uint16_t tci = ntoh16(m_.key.vlans[0].tci), mask = ntoh16(m_.mask.vlans[0].tci);
-    if (!mask) return;
-    uint16_t vid_mask = mask & kVlanVidMask, pcp_mask = mask & kVlanPcpMask;
-    if ((mask & kVlanCfi) && (tci & kVlanCfi) && (!vid_mask || vid_mask == kVlanVidMask) &&
-        (!pcp_mask || pcp_mask == kVlanPcpMask) && (vid_mask || pcp_mask)) {
-      if (vid_mask) field("dl_vlan"), put_dec(out_, tci & kVlanVidMask);
-      if (pcp_mask) field("dl_vlan_pcp"), put_dec(out_, tci >> 13);
-    } else {
-      field("vlan_tci");
-      put_hex(out_, tci, 4);
-      if (mask != 0xffff) out_ += '/', put_hex(out_, mask, 4);
+    for (unsigned i = 0; i < 2; ++i) {
+      uint16_t tci = ntoh16(m_.key.vlans[i].tci), mask = ntoh16(m_.mask.vlans[i].tci);
+      if (!mask) return;
+      const char* sfx = i ? "1" : "";
+      uint16_t vid_mask = mask & kVlanVidMask, pcp_mask = mask & kVlanPcpMask;
+      if ((mask & kVlanCfi) && (tci & kVlanCfi) && (!vid_mask || vid_mask == kVlanVidMask) &&
+          (!pcp_mask || pcp_mask == kVlanPcpMask) && (vid_mask || pcp_mask)) {
+        if (vid_mask) field(std::string("dl_vlan") + sfx), put_dec(out_, tci & kVlanVidMask);
+        if (pcp_mask) field(std::string("dl_vlan_pcp") + sfx), put_dec(out_, tci >> 13);
+      } else {
+        field(std::string("vlan_tci") + sfx);
+        put_hex(out_, tci, 4);
+        if (mask != 0xffff) out_ += '/', put_hex(out_, mask, 4);
+      }
     }
   }
   void put_frag() {

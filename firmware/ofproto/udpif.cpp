@@ -22,14 +22,7 @@ flow::Match megaflow_match(const flow::FlowKey& flow, const flow::FlowKey& wc) {
   m.mask = wc;
   m.mask.in_port = 0xffffffffu;
   m.mask.recirc_id = 0xffffffffu;
-  // The key holds the inner eth_type, the tags apart (Open vSwitch's
-  // datapath key has the outer one): whether a tag is there is always
-  // exact, or an untagged packet's megaflow would match tagged packets.
-  constexpr uint16_t cfi = flow::text::hton16(flow::text::kVlanCfi);
-  for (int i = 0; i < 2; ++i) {
-    m.mask.vlans[i].tci |= cfi;
-    if (!(flow.vlans[i].tci & cfi)) break;
-  }
+  datapath::Datapath::mask_vlans(m);  // as every datapath flow (see there)
   m.apply_mask();
   return m;
 }

@@ -880,6 +880,7 @@ std::string format_flow(const FlowKey& f) {
   set_ones(k.dl_dst);
   set_ones(k.dl_type);
   k.vlans[0].tci = 0xffff;
+  if (tag_present(f.vlans[0])) k.vlans[1].tci = 0xffff;  // flow_format(): "vlan_tci1=0x0000" when untagged inside
   if (is_ip_any(f)) {
     if (is_ipv4(f)) {
       set_ones(k.nw_src);

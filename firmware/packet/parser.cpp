@@ -9,6 +9,9 @@
 //     straight-line loads and pushes (IPv4/UDP: words 50, 59, 60, 64, 69,
 //     74). parse_fast() picks the shape from the EtherType(s); anything it
 //     does not cover returns false before writing anything that counts.
+//     Every vlan-limit keys at least one tag and a fast shape's inner
+//     EtherType is IP, so the fast paths do not depend on the limit; only
+//     the generic path takes it (a second TPID is never a fast shape).
 //   * extract() (the generic path): every header the parser knows, any
 //     metadata, every malformed case; out of line (parse_generic) in the
 //     burst loop so that the loop stays small. parse_frame() is the generic
@@ -401,9 +404,12 @@ template <typename Builder>
 }
 
 // The frame (L2 and up) after the metadata words.
+// `max_vlans` (1 or kMaxVlanTags, see vlan_tags()) is how many tags are
+// keyed; the TPID after them is dl_type, as OVS's parse_vlan() under its
+// vlan-limit.
 template <typename Builder>
 [[gnu::always_inline]] inline bool extract_frame(const uint8_t* frame, uint32_t len, Builder& b,
-                                                 LayerOffsets& ofs) {
+                                                 LayerOffsets& ofs, unsigned max_vlans) {
   ofs = LayerOffsets{};
   if (len < sizeof(EthHeader)) [[unlikely]]
     return false;  // a runt: metadata only
@@ -424,8 +430,8 @@ template <typename Builder>
       vlans |= uint64_t{load<uint32_t>(frame + off) | kTagCfi} << (32 * n);
       off += sizeof(VlanTag);
       type = load<be16>(frame + off);
-    } while (++n < kMaxVlanTags && is_vlan_tpid(type));
-    // A third tag is not keyed: its TPID becomes dl_type (as OVS with its default limit of 2).
+    } while (++n < max_vlans && is_vlan_tpid(type));
+    // A tag beyond the limit is not keyed: its TPID becomes dl_type (as OVS).
   }
   off += sizeof(be16);
   if (ntoh16(type) < kEthTypeMin) [[unlikely]]
@@ -497,7 +503,7 @@ class KeyBuilder {
 // The generic path: metadata words, then the frame.
 template <typename Builder>
 [[gnu::always_inline]] inline bool extract(const uint8_t* frame, uint32_t len, const MetaWords& md,
-                                           Builder& b, LayerOffsets& ofs) {
+                                           Builder& b, LayerOffsets& ofs, unsigned max_vlans) {
   if (md.tunnel) [[unlikely]] {
     const uint64_t* w = md.tunnel->words();
     for (unsigned i = 0; i < TunnelMetadata::kWords; ++i) b.push(i, w[i]);
@@ -507,7 +513,7 @@ template <typename Builder>
   if (md.dp_hash) [[unlikely]]
     b.push(kWordDpHash, md.dp_hash);
   b.push(kWordInPort, md.in_port | (uint64_t{md.recirc_id} << KEEL_FIELD_SHIFT(recirc_id)));
-  return extract_frame(frame, std::min(len, kMaxParsedLen), b, ofs);
+  return extract_frame(frame, std::min(len, kMaxParsedLen), b, ofs, max_vlans);
 }
 
 // Whether the NIC's RSS hash can serve as the EMC/SMC hash (see parser.h).
@@ -521,16 +527,16 @@ template <typename Builder>
 // so the burst loop never has to build MetaWords in memory for the call.
 template <typename MetaSrc>
 [[gnu::noinline, gnu::flatten]] bool parse_generic(const hal::Packet& p, const MetaSrc& src,
-                                                   ParsedPacket& out) {
+                                                   ParsedPacket& out, unsigned max_vlans) {
   const MetaWords md = meta_words(src);
   if (rss_usable(p, md)) {
     KeyBuilder<false> b(out.key);
-    out.malformed = !extract(p.data(), p.len(), md, b, out.ofs);
+    out.malformed = !extract(p.data(), p.len(), md, b, out.ofs, max_vlans);
     out.hash = p.rss_hash();
     return false;
   }
   KeyBuilder<true> b(out.key);
-  out.malformed = !extract(p.data(), p.len(), md, b, out.ofs);
+  out.malformed = !extract(p.data(), p.len(), md, b, out.ofs, max_vlans);
   out.hash = b.hash();
   return true;
 }
@@ -657,7 +663,8 @@ template <bool kSwHash>
 // One packet, fast path first; true when hashed in software. `src` is
 // where the metadata comes from: the packet (rx path) or a PacketMetadata.
 template <typename MetaSrc>
-[[gnu::always_inline]] inline bool parse_one(const hal::Packet& p, const MetaSrc& src, ParsedPacket& out) {
+[[gnu::always_inline]] inline bool parse_one(const hal::Packet& p, const MetaSrc& src, ParsedPacket& out,
+                                             unsigned max_vlans) {
   const MetaWords md = meta_words(src);
   if (rss_usable(p, md)) {
     if (parse_fast<false>(p, md, out)) [[likely]]
@@ -666,21 +673,21 @@ template <typename MetaSrc>
     if (parse_fast<true>(p, md, out)) [[likely]]
       return true;
   }
-  return parse_generic(p, src, out);
+  return parse_generic(p, src, out, max_vlans);
 }
 
 // The burst loop; meta_of(i, p) gives packet i's metadata source.
 template <typename MetaOf>
 [[gnu::always_inline]] inline unsigned parse_burst_impl(std::span<hal::Packet* const> pkts,
                                                         std::span<ParsedPacket> out, ParserCounters& counters,
-                                                        MetaOf meta_of) {
+                                                        unsigned max_vlans, MetaOf meta_of) {
   assert(pkts.size() <= hal::kMaxBurst && out.size() >= pkts.size());
   const size_t n = pkts.size();
   unsigned bad = 0, sw = 0;
   for (size_t i = 0; i < n; ++i) {
     if (i + 2 < n) __builtin_prefetch(pkts[i + 2]->data());
     const hal::Packet& p = *pkts[i];
-    sw += parse_one(p, meta_of(i, p), out[i]);
+    sw += parse_one(p, meta_of(i, p), out[i], max_vlans);
     bad += out[i].malformed;
   }
   counters.add(n, bad, sw);
@@ -690,31 +697,33 @@ template <typename MetaOf>
 }  // namespace
 
 [[gnu::flatten]] bool parse_frame(const uint8_t* frame, uint32_t len, const PacketMetadata& md,
-                                  flow::Miniflow& key, LayerOffsets& ofs) noexcept {
+                                  flow::Miniflow& key, LayerOffsets& ofs, unsigned vlan_limit) noexcept {
   KeyBuilder<false> b(key);
-  return extract(frame, len, meta_words(md), b, ofs);
+  return extract(frame, len, meta_words(md), b, ofs, vlan_tags(vlan_limit));
 }
 
-[[gnu::flatten]] bool parse(const hal::Packet& p, const PacketMetadata& md, ParsedPacket& out) noexcept {
-  parse_one(p, md, out);
+[[gnu::flatten]] bool parse(const hal::Packet& p, const PacketMetadata& md, ParsedPacket& out,
+                            unsigned vlan_limit) noexcept {
+  parse_one(p, md, out, vlan_tags(vlan_limit));
   return !out.malformed;
 }
 
-[[gnu::flatten]] bool parse(const hal::Packet& p, ParsedPacket& out) noexcept {
-  parse_one(p, p, out);
+[[gnu::flatten]] bool parse(const hal::Packet& p, ParsedPacket& out, unsigned vlan_limit) noexcept {
+  parse_one(p, p, out, vlan_tags(vlan_limit));
   return !out.malformed;
 }
 
 [[gnu::flatten]] unsigned parse_burst(std::span<hal::Packet* const> pkts, std::span<ParsedPacket> out,
-                                      ParserCounters& counters) noexcept {
-  return parse_burst_impl(pkts, out, counters,
+                                      ParserCounters& counters, unsigned vlan_limit) noexcept {
+  return parse_burst_impl(pkts, out, counters, vlan_tags(vlan_limit),
                           [](size_t, const hal::Packet& p) -> const hal::Packet& { return p; });
 }
 
 [[gnu::flatten]] unsigned parse_burst(std::span<hal::Packet* const> pkts, std::span<const PacketMetadata> md,
-                                      std::span<ParsedPacket> out, ParserCounters& counters) noexcept {
+                                      std::span<ParsedPacket> out, ParserCounters& counters,
+                                      unsigned vlan_limit) noexcept {
   assert(md.size() >= pkts.size());
-  return parse_burst_impl(pkts, out, counters,
+  return parse_burst_impl(pkts, out, counters, vlan_tags(vlan_limit),
                           [md](size_t i, const hal::Packet&) -> const PacketMetadata& { return md[i]; });
 }
 

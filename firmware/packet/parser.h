@@ -10,7 +10,7 @@
 //   48, 49 skb_priority/pkt_mark, dp_hash      only when non-zero
 //   50     in_port, recirc_id        always
 //   59-60  dl_dst, dl_src, dl_type   any frame of at least 14 bytes
-//   61     vlans[0..1]               1-2 tags (0x8100 / 0x88a8), CFI set = present
+//   61     vlans[0..1]               up to the VLAN limit of tags (0x8100 / 0x88a8), CFI set = present
 //   64     nw_src, nw_dst            IPv4; ARP spa/tpa
 //   65-68  ipv6_src, ipv6_dst        IPv6
 //   69     label, frag, tos, ttl, proto   IPv4/IPv6; ARP: opcode in nw_proto
@@ -18,6 +18,16 @@
 //   72     arp_sha / nd_sll, tcp_flags   ARP, TCP, NS/NA (tcp_flags = ND option type, as OVS)
 //   73     arp_tha / nd_tll          ARP, NS/NA
 //   74     tp_src, tp_dst            TCP, UDP, SCTP ports; ICMP/ICMPv6 type, code
+//
+// VLAN stacks follow Open vSwitch's parse_vlan() under its `vlan-limit`
+// (other_config; `set vlan-limit` here): only 0x8100 and 0x88a8 are TPIDs;
+// at most `vlan_limit` tags are keyed (default 1, as OVS; 0 = no limit,
+// i.e. the two the key holds; above 2 = 2), and the EtherType after them —
+// possibly the TPID of a tag not parsed — is dl_type. So with the default a
+// QinQ or double-0x8100 frame keys its outer tag and dl_type = the inner
+// TPID, and nothing above L2 is parsed. A tag cut short (fewer than 4 bytes
+// of it plus 2 of EtherType left) is not keyed: dl_type stays its TPID and
+// the frame is malformed.
 //
 // Bad input. The parser never reads past `len`. A frame it cannot parse
 // completely is *malformed*: the key holds what was parsed before the fault
@@ -27,7 +37,9 @@
 // and parse_burst() counts it. Malformed is not "drop": like OVS, the
 // datapath classifies the packet by the partial key. Unknown EtherTypes and
 // IP protocols are not malformed — there is simply nothing more to parse.
-// Malformed cases: frame < 14 bytes; a VLAN tag without its next EtherType;
+// Malformed cases: frame < 14 bytes (a runt: metadata-only key; the PMD
+// drops runts before parsing, as OVS's datapath, see datapath/pmd.h); a
+// VLAN tag without its next EtherType;
 // ARP shorter than 28 bytes; IPv4 shorter than 20, IHL < 5, IHL past the
 // frame, total length past the frame or < IHL; IPv6 shorter than 40, payload
 // length past the frame, an extension header running off the end; TCP < 20
@@ -64,6 +76,7 @@
 
 #include "flow/miniflow.h"
 #include "keel/hal/packet.h"
+#include "packet/headers.h"
 #include "packet/packet_metadata.h"
 
 namespace keel::packet {
@@ -121,6 +134,15 @@ struct alignas(64) ParserCounters {
   }
 };
 
+// The VLAN limit Open vSwitch's vlan-limit defaults to (LEGACY_MAX_VLAN_HEADERS).
+inline constexpr unsigned kDefaultVlanLimit = 1;
+
+// How many tags a limit keys: 0 (no limit) and anything above the key's
+// kMaxVlanTags mean kMaxVlanTags, as OVS's flow_limit_vlans().
+constexpr unsigned vlan_tags(unsigned vlan_limit) {
+  return vlan_limit == 0 || vlan_limit > kMaxVlanTags ? kMaxVlanTags : vlan_limit;
+}
+
 // Frames longer than this are parsed over their first kMaxParsedLen bytes
 // (headers are always there), so every offset fits a uint16_t.
 inline constexpr uint32_t kMaxParsedLen = 0xfff0;
@@ -130,16 +152,17 @@ inline constexpr uint32_t kMaxParsedLen = 0xfff0;
 // [frame, frame + len). For the slow path (trace, tests) and the functions
 // below; no hash.
 bool parse_frame(const uint8_t* frame, uint32_t len, const PacketMetadata& md, flow::Miniflow& key,
-                 LayerOffsets& ofs) noexcept;
+                 LayerOffsets& ofs, unsigned vlan_limit = kDefaultVlanLimit) noexcept;
 
 // Parses one packet with explicit metadata (recirculated or decapsulated
 // packets), fills out.key, out.ofs, out.malformed and out.hash. Returns
 // !out.malformed.
-bool parse(const hal::Packet& p, const PacketMetadata& md, ParsedPacket& out) noexcept;
+bool parse(const hal::Packet& p, const PacketMetadata& md, ParsedPacket& out,
+           unsigned vlan_limit = kDefaultVlanLimit) noexcept;
 
 // Parses one packet as received: metadata from the packet
 // (PacketMetadata::of(p): in_port, recirc_id, pkt_mark, dp_hash; no tunnel).
-bool parse(const hal::Packet& p, ParsedPacket& out) noexcept;
+bool parse(const hal::Packet& p, ParsedPacket& out, unsigned vlan_limit = kDefaultVlanLimit) noexcept;
 
 // The PMD's entry points: parse a burst (at most hal::kMaxBurst packets;
 // out.size() >= pkts.size()) into out[i] for pkts[i], add the burst to
@@ -147,9 +170,12 @@ bool parse(const hal::Packet& p, ParsedPacket& out) noexcept;
 // inlined; one call per burst.
 //   - rx path: metadata from each packet (as parse(p, out));
 //   - recirculation path: md[i] for pkts[i] (md.size() >= pkts.size()).
+// Every entry point takes the VLAN limit (see above; the PMD passes the
+// datapath's, read once per burst).
 unsigned parse_burst(std::span<hal::Packet* const> pkts, std::span<ParsedPacket> out,
-                     ParserCounters& counters) noexcept;
+                     ParserCounters& counters, unsigned vlan_limit = kDefaultVlanLimit) noexcept;
 unsigned parse_burst(std::span<hal::Packet* const> pkts, std::span<const PacketMetadata> md,
-                     std::span<ParsedPacket> out, ParserCounters& counters) noexcept;
+                     std::span<ParsedPacket> out, ParserCounters& counters,
+                     unsigned vlan_limit = kDefaultVlanLimit) noexcept;
 
 }  // namespace keel::packet

@@ -121,6 +121,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   unsigned i = 0;
   tnl.key.map.for_each([&](unsigned w) { check(k2.words()[w] == tnl.key.values[i++]); });
 
+  // (3) The other vlan-limits (above: the default, 1): every entry point
+  // agrees with parse_frame under the same limit; a frame without a second
+  // TPID at offset 16 keys the same under every limit.
+  const bool two_tpids = len >= 18 && (load<be16>(data + 16) == be16_const(kEthTypeVlan) ||
+                                       load<be16>(data + 16) == be16_const(kEthTypeQinQ));
+  for (unsigned limit : {0u, 2u}) {
+    flow::Miniflow ml;
+    LayerOffsets ol;
+    const bool okl = parse_frame(data, len, plain, ml, ol, limit);
+    check_shape(ml, ol, len);
+    ParsedPacket pl;
+    check(parse(*p, pl, limit) == okl);
+    check(pl.key == ml && pl.ofs == ol);
+    check(parse_burst(pkts, burst, counters, limit) == (okl ? 0u : 2u));
+    check(burst[0].key == ml);
+    if (!two_tpids) check(ml == mf && ol == ofs && okl == ok);
+  }
+
   hal::release(p);
   return 0;
 }

@@ -65,11 +65,11 @@ def test_datapath():
                         "pmd-stats-show", "pmd-stats-show --format json", "pmd-rxq-show",
                         "pmd-rxq-show --format json", "dpcls-show", "dpcls-show --format json",
                         "dp-flow add in_port(1) actions:frob", "set emc-insert-inv-prob -1",
-                        "set smc-enable maybe"])
+                        "set smc-enable maybe", "set vlan-limit 3", "set vlan-limit -1"])
 
 
 def test_config():
-    golden("config", ["show running-config", "set emc-insert-inv-prob 10", "set smc-enable true",
+    golden("config", ["show running-config", "set emc-insert-inv-prob 10", "set smc-enable true", "set vlan-limit 2",
                       "no xconnect p0", "xconnect p1 p0", "logging level cli warn",
                       "show running-config", "show running-config --format json",
                       "show startup-config", "show startup-config --format json", "write memory",

@@ -60,11 +60,13 @@ uint16_t finish(uint32_t s) {
   return static_cast<uint16_t>(~s & 0xffff);
 }
 
+// The offsets of a parse that keys every tag (vlan-limit 0): a pushed tag
+// moves the headers the packet was parsed with, whatever the limit.
 LayerOffsets offsets_of(const Bytes& f) {
   flow::Miniflow mf;
   LayerOffsets o;
   packet::PacketMetadata md;
-  (void)packet::parse_frame(f.data(), static_cast<uint32_t>(f.size()), md, mf, o);
+  (void)packet::parse_frame(f.data(), static_cast<uint32_t>(f.size()), md, mf, o, 0);
   return o;
 }
 

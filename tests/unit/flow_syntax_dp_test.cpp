@@ -330,7 +330,7 @@ TEST_CASE("dp: errors name the token and its column") {
   CHECK(parse_err("eth_type(0x0800),vlan(vid=1)") ==
         "bad VLAN eth_type '0x0800' at column 10: before vlan() it must be 0x8100 or 0x88a8");
   CHECK(parse_err("encap(eth_type(0x0800))") ==
-        "attribute 'encap' at column 1: encap() needs vlan() at the same level");
+        "attribute 'encap' at column 1: encap() needs vlan() or a VLAN eth_type at the same level");
   CHECK(parse_err("vlan(),encap(vlan(),encap(vlan(),encap()))") ==
         "too many VLAN headers at 'vlan' at column 27: keel matches on two");
   CHECK(parse_err("vlan(vid=4096)") == "out-of-range value '4096' at column 10: vid must be 0..4095");
@@ -474,4 +474,74 @@ TEST_CASE("dp: OpenFlow matches print as datapath flows that read back the same"
     CAPTURE(dp);
     CHECK(parse_ok(dp) == *m);
   }
+}
+
+// A megaflow as the upcall handler masks it (ofproto/udpif.cpp): key = the
+// parsed packet under the mask; each tag's TPID exact up to the first absent
+// one, an unmatched outer TCI exact in VID and CFI.
+Match megaflow_of(std::initializer_list<VlanHdr> tags, uint16_t dl_type, VlanHdr inner_mask = {}) {
+  Match m;
+  m.mask.in_port = 0xffffffffu;
+  m.mask.recirc_id = 0xffffffffu;
+  m.key.in_port = 1;
+  m.mask.dl_type = 0xffff;
+  m.key.dl_type = hton16(dl_type);
+  m.mask.vlans[0].tci = hton16(0x1fff);
+  m.mask.vlans[1] = inner_mask;
+  unsigned i = 0;
+  for (const VlanHdr& t : tags) m.key.vlans[i++] = {hton16(t.tpid), hton16(t.tci)};
+  for (unsigned l = 0; l < 2; ++l) {
+    m.mask.vlans[l].tpid = 0xffff;
+    if (l >= tags.size()) break;
+  }
+  m.apply_mask();
+  return m;
+}
+
+TEST_CASE("dp: Open vSwitch's datapath view of VLAN stacks (flow-dump), per vlan-limit") {
+  // The expected strings are what ovs-vswitchd 3.1 printed for the same
+  // packets (dpctl/dump-flows, a catch-all rule), packet_type aside.
+  auto ovs = [](const Match& m, unsigned limit) {
+    DpFormatOptions o;
+    o.ovs_vlan_limit = limit;
+    return format_dp_match(m, o);
+  };
+  const Match untagged = megaflow_of({}, 0x0800);
+  CHECK(ovs(untagged, 1) == "recirc_id(0),in_port(1),eth(),eth_type(0x0800)");
+  const Match one = megaflow_of({{0x8100, 0x100a}}, 0x0800);
+  CHECK(ovs(one, 1) == "recirc_id(0),in_port(1),eth(),eth_type(0x8100),vlan(vid=10),encap(eth_type(0x0800))");
+  CHECK(ovs(one, 2) == ovs(one, 1));
+  // vlan-limit 1: a QinQ frame's inner TPID is the EtherType.
+  const Match qinq1 = megaflow_of({{0x88a8, 0x100a}}, 0x8100);
+  CHECK(ovs(qinq1, 1) == "recirc_id(0),in_port(1),eth(),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100))");
+  // vlan-limit 2: the inner level, no vlan() when no TCI bit is matched...
+  const Match qinq2 = megaflow_of({{0x88a8, 0x100a}, {0x8100, 0x1014}}, 0x0800);
+  CHECK(ovs(qinq2, 2) ==
+        "recirc_id(0),in_port(1),eth(),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100),encap(eth_type(0x0800)))");
+  // ... and vlan() when some are (a rule on the inner tag after pop_vlan).
+  const Match qinq2_vid = megaflow_of({{0x88a8, 0x100a}, {0x8100, 0x1014}}, 0x0800, {0, hton16(0xffff)});
+  CHECK(ovs(qinq2_vid, 2) == "recirc_id(0),in_port(1),eth(),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100),"
+                             "vlan(vid=20,pcp=0),encap(eth_type(0x0800)))");
+  // A tag cut short: within the limit eth_type(TPID),vlan(...),encap();
+  // beyond it the TPID is just the inner EtherType.
+  const Match cut = megaflow_of({}, 0x8100);
+  CHECK(ovs(cut, 1) == "recirc_id(0),in_port(1),eth(),eth_type(0x8100),vlan(vid=0,cfi=0),encap()");
+  const Match cut_inner = megaflow_of({{0x8100, 0x100a}}, 0x8100);
+  CHECK(ovs(cut_inner, 2) == "recirc_id(0),in_port(1),eth(),eth_type(0x8100),vlan(vid=10),encap(eth_type(0x8100),encap())");
+  CHECK(ovs(cut_inner, 1) == "recirc_id(0),in_port(1),eth(),eth_type(0x8100),vlan(vid=10),encap(eth_type(0x8100))");
+  // Open vSwitch's inner level without vlan() reads back as a tag whose TCI
+  // is wildcarded.
+  auto inner = parse_dp_match("in_port(1),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100),encap(eth_type(0x0800)))");
+  REQUIRE(inner.ok());
+  CHECK(inner->key.vlans[1].tpid == hton16(0x8100));
+  CHECK(inner->mask.vlans[1].tpid == 0xffff);
+  CHECK(inner->mask.vlans[1].tci == 0);
+  CHECK(inner->key.dl_type == hton16(0x0800));
+  CHECK(ovs(*inner, 2) == "in_port(1),eth(),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100),encap(eth_type(0x0800)))");
+  CHECK_FALSE(parse_dp_match("eth_type(0x8100),encap(eth_type(0x8100),encap(eth_type(0x8100),encap()))").ok());
+  CHECK_FALSE(parse_dp_match("eth_type(0x8100),encap(eth_type(0x0800)),ipv4()").ok());
+  // keel's own text (the default) still shows the levels its mask has: the
+  // tags' presence, which Open vSwitch's view leaves implied.
+  CHECK(format_dp_match(untagged) == "recirc_id(0),in_port(1),eth(),eth_type(0x0000),vlan(vid=0,cfi=0),"
+                                     "encap(eth_type(0x0800))");
 }

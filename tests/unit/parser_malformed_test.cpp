@@ -49,26 +49,29 @@ struct Parsed {
 };
 
 // Parses the first n bytes of `bytes` from an exact-size heap buffer, both
-// through a hal::Packet over that buffer and through parse_frame.
-Parsed parse_exact(const uint8_t* bytes, uint32_t n) {
+// through a hal::Packet over that buffer and through parse_frame, under
+// `vlan_limit`.
+Parsed parse_exact(const uint8_t* bytes, uint32_t n, unsigned vlan_limit = kDefaultVlanLimit) {
   std::unique_ptr<uint8_t[]> buf(new uint8_t[n]);
   if (n) std::memcpy(buf.get(), bytes, n);
   hal::Packet p;
   p.reset(hal::BufferSource::sim, nullptr, buf.get(), n, buf.get(), n);
   p.set_in_port(1);
   Parsed r{};
-  r.ok = parse(p, r.pp);
+  r.ok = parse(p, r.pp, vlan_limit);
   CHECK(r.ok == !r.pp.malformed);
   flow::Miniflow mf;
   LayerOffsets ofs;
-  CHECK(parse_frame(buf.get(), n, PacketMetadata::of(p), mf, ofs) == r.ok);
+  CHECK(parse_frame(buf.get(), n, PacketMetadata::of(p), mf, ofs, vlan_limit) == r.ok);
   CHECK(mf == r.pp.key);
   CHECK(r.pp.hash == flow::miniflow_hash(r.pp.key));
   flow::expand(r.pp.key, r.key);
   r.words = words_of(r.pp.key);
   return r;
 }
-Parsed parse_exact(const FrameBuilder& f) { return parse_exact(f.data(), f.size()); }
+Parsed parse_exact(const FrameBuilder& f, unsigned vlan_limit = kDefaultVlanLimit) {
+  return parse_exact(f.data(), f.size(), vlan_limit);
+}
 
 FrameBuilder ipv4_tcp() {
   FrameBuilder f;
@@ -123,8 +126,8 @@ bool subset(const std::vector<unsigned>& a, const std::vector<unsigned>& b) {
 // the L4 and extension-header checks instead of stopping at the IP length
 // check.
 void truncate_everywhere(const FrameBuilder& full, bool fix_lengths, uint32_t malformed_before = 0,
-                         uint32_t same_key_from = 0) {
-  const Parsed whole = parse_exact(full);
+                         uint32_t same_key_from = 0, unsigned vlan_limit = kDefaultVlanLimit) {
+  const Parsed whole = parse_exact(full, vlan_limit);
   REQUIRE(whole.ok);
   REQUIRE(whole.pp.ofs.payload != kNone);
   const uint32_t headers_end = malformed_before ? malformed_before : whole.pp.ofs.payload;
@@ -141,7 +144,7 @@ void truncate_everywhere(const FrameBuilder& full, bool fix_lengths, uint32_t ma
       bytes[ip6 + 4] = static_cast<uint8_t>((n - ip6 - 40) >> 8);
       bytes[ip6 + 5] = static_cast<uint8_t>(n - ip6 - 40);
     }
-    const Parsed r = parse_exact(bytes.data(), n);
+    const Parsed r = parse_exact(bytes.data(), n, vlan_limit);
     if (n < headers_end) CHECK_FALSE(r.ok);
     if (n == full.size()) CHECK(r.ok);
     if (!fix_lengths && n < full.size()) CHECK_FALSE(r.ok);  // the IP length now runs past the frame
@@ -176,6 +179,31 @@ TEST_CASE("runts: fewer than 14 bytes keep only the metadata word") {
   CHECK_FALSE(r.ok);
   CHECK(r.words == std::vector<unsigned>{50, 59, 60});
   CHECK(r.key.dl_type == hton16(0x0800));
+}
+
+TEST_CASE("a VLAN tag cut short, under every vlan-limit: no tag keyed, dl_type is its TPID (as OVS)") {
+  for (uint16_t tpid : {kEthTypeVlan, kEthTypeQinQ}) {
+    FrameBuilder f;
+    f.eth(kMacB, kMacA).vlan(0x0123, tpid).ethertype(kEthTypeIpv4).ipv4(kIpA, kIpB, kIpProtoUdp).udp(1, 2);
+    f.finish();
+    for (unsigned limit : {0u, 1u, 2u}) {
+      for (uint32_t n = 14; n < 18; ++n) {  // the TPID, then 0-3 bytes of TCI and EtherType
+        CAPTURE(tpid);
+        CAPTURE(limit);
+        CAPTURE(n);
+        Parsed r = parse_exact(f.data(), n, limit);
+        CHECK_FALSE(r.ok);
+        CHECK(r.words == std::vector<unsigned>{50, 59, 60});
+        CHECK(r.key.dl_type == hton16(tpid));
+        CHECK(r.key.vlans[0].tci == 0);
+      }
+      Parsed r = parse_exact(f.data(), 18, limit);  // the whole tag and the EtherType: L2 + tag, IPv4 cut short
+      CHECK_FALSE(r.ok);
+      CHECK(r.words == std::vector<unsigned>{50, 59, 60, 61});
+      CHECK(r.key.vlans[0].tci == hton16(0x0123 | kVlanCfi));
+      CHECK(r.key.dl_type == hton16(kEthTypeIpv4));
+    }
+  }
 }
 
 TEST_CASE("IPv4: bad IHL, total length past the frame or below the header: L2 only") {
@@ -326,11 +354,22 @@ TEST_CASE("VLAN tag without the EtherType after it; short ARP") {
 
   FrameBuilder q;
   q.eth(kMacB, kMacA).vlan(5, kEthTypeQinQ).vlan(6).u8(0x08);  // second tag cut short
+  for (unsigned limit : {0u, 2u}) {  // the second tag is parsed: malformed
+    CAPTURE(limit);
+    r = parse_exact(q, limit);
+    CHECK_FALSE(r.ok);
+    CHECK(r.key.vlans[0].tci == hton16(5 | kVlanCfi));
+    CHECK(r.key.vlans[1].tci == 0);
+    CHECK(r.key.dl_type == hton16(0x8100));
+    CHECK(r.words == std::vector<unsigned>{50, 59, 60, 61});
+  }
+  // vlan-limit 1 (the default): the inner TPID is just the EtherType, the
+  // frame is whole (as OVS: nothing is parsed after an unknown EtherType).
   r = parse_exact(q);
-  CHECK_FALSE(r.ok);
+  CHECK(r.ok);
   CHECK(r.key.vlans[0].tci == hton16(5 | kVlanCfi));
-  CHECK(r.key.vlans[1].tci == 0);
   CHECK(r.key.dl_type == hton16(0x8100));
+  CHECK(r.pp.ofs.l3 == 18);
 
   FrameBuilder a;
   a.eth(kMacB, kMacA, kEthTypeArp).arp(1, kMacA, kIpA, kMacB, kIpB);
@@ -404,8 +443,11 @@ TEST_CASE("truncation at every byte offset: QinQ / IPv4 / UDP and IPv6 Neighbor 
       .ipv4(kIpA, kIpB, kIpProtoUdp)
       .udp(1, 2);
   f.payload(3).finish();
-  truncate_everywhere(f, false);
-  truncate_everywhere(f, true);
+  for (unsigned limit : {0u, 2u}) {  // both tags keyed, IPv4/UDP above them
+    CAPTURE(limit);
+    truncate_everywhere(f, false, 0, 0, limit);
+    truncate_everywhere(f, true, 0, 0, limit);
+  }
   // ND: a cut inside the target is malformed; bytes after the target that do
   // not make a whole option are ignored (as OVS), so only the whole message
   // keys both addresses.

@@ -64,7 +64,8 @@ struct Parsed {
 // Parses `f` from a sim-pool packet (the datapath's way) and, as a
 // cross-check, from a heap buffer of exactly its length with parse_frame
 // (AddressSanitizer sees any read past the end). Both must agree.
-Parsed parse_with(const FrameBuilder& f, const PacketMetadata* md, void (*tweak)(hal::Packet&) = nullptr) {
+Parsed parse_with(const FrameBuilder& f, const PacketMetadata* md, void (*tweak)(hal::Packet&) = nullptr,
+                  unsigned vlan_limit = kDefaultVlanLimit) {
   hal::Packet* p = pool().alloc();
   REQUIRE(p);
   std::memcpy(p->data(), f.data(), f.size());
@@ -72,7 +73,7 @@ Parsed parse_with(const FrameBuilder& f, const PacketMetadata* md, void (*tweak)
   p->set_in_port(3);
   if (tweak) tweak(*p);
   Parsed r{};
-  r.ok = md ? parse(*p, *md, r.pp) : parse(*p, r.pp);
+  r.ok = md ? parse(*p, *md, r.pp, vlan_limit) : parse(*p, r.pp, vlan_limit);
   CHECK(r.ok == !r.pp.malformed);
   const PacketMetadata meta = md ? *md : PacketMetadata::of(*p);
   hal::release(p);
@@ -81,7 +82,7 @@ Parsed parse_with(const FrameBuilder& f, const PacketMetadata* md, void (*tweak)
   std::memcpy(exact.get(), f.data(), f.size());
   flow::Miniflow mf;
   LayerOffsets ofs;
-  CHECK(parse_frame(exact.get(), f.size(), meta, mf, ofs) == r.ok);
+  CHECK(parse_frame(exact.get(), f.size(), meta, mf, ofs, vlan_limit) == r.ok);
   CHECK(mf == r.pp.key);
   CHECK(ofs == r.pp.ofs);
 
@@ -89,7 +90,9 @@ Parsed parse_with(const FrameBuilder& f, const PacketMetadata* md, void (*tweak)
   r.words = words_of(r.pp.key);
   return r;
 }
-Parsed parse_frame_of(const FrameBuilder& f) { return parse_with(f, nullptr); }
+Parsed parse_frame_of(const FrameBuilder& f, unsigned vlan_limit = kDefaultVlanLimit) {
+  return parse_with(f, nullptr, nullptr, vlan_limit);
+}
 
 FrameBuilder ipv4_udp(uint16_t sport = 1234, uint16_t dport = 4789) {
   FrameBuilder f;
@@ -252,7 +255,7 @@ TEST_CASE("VLAN: one tag, QinQ, a third tag, priority tag") {
     CHECK(r.words == std::vector<unsigned>{50, 59, 60, 61, 64, 69, 74});
     CHECK(r.pp.ofs == LayerOffsets{0, 12, 18, 38, 46, 0});
   }
-  SUBCASE("802.1ad outer + 802.1Q inner: outer first") {
+  SUBCASE("802.1ad outer + 802.1Q inner, vlan-limit 2 or 0 (no limit): both tags, outer first") {
     FrameBuilder f;
     f.eth(kMacB, kMacA)
         .vlan(100, kEthTypeQinQ)
@@ -261,16 +264,60 @@ TEST_CASE("VLAN: one tag, QinQ, a third tag, priority tag") {
         .ipv6(v6(0x2001, 1), v6(0x2001, 2), kIpProtoUdp)
         .udp(5, 6)
         .finish();
-    Parsed r = parse_frame_of(f);
-    CHECK(r.ok);
-    CHECK(r.key.vlans[0].tpid == hton16(0x88a8));
-    CHECK(r.key.vlans[0].tci == hton16(100 | kVlanCfi));
-    CHECK(r.key.vlans[1].tpid == hton16(0x8100));
-    CHECK(r.key.vlans[1].tci == hton16(0x2005 | kVlanCfi));
-    CHECK(r.key.dl_type == hton16(0x86dd));
-    CHECK(r.key.tp_src == hton16(5));
-    CHECK(r.pp.ofs.l2_5 == 12);
-    CHECK(r.pp.ofs.l3 == 22);
+    for (unsigned limit : {2u, 0u, 3u}) {  // above 2: the key's two (as OVS's flow_limit_vlans())
+      CAPTURE(limit);
+      Parsed r = parse_frame_of(f, limit);
+      CHECK(r.ok);
+      CHECK(r.key.vlans[0].tpid == hton16(0x88a8));
+      CHECK(r.key.vlans[0].tci == hton16(100 | kVlanCfi));
+      CHECK(r.key.vlans[1].tpid == hton16(0x8100));
+      CHECK(r.key.vlans[1].tci == hton16(0x2005 | kVlanCfi));
+      CHECK(r.key.dl_type == hton16(0x86dd));
+      CHECK(r.key.tp_src == hton16(5));
+      CHECK(r.pp.ofs.l2_5 == 12);
+      CHECK(r.pp.ofs.l3 == 22);
+    }
+  }
+  SUBCASE("QinQ and double 0x8100 under the default vlan-limit 1: the outer tag, dl_type = the inner TPID") {
+    for (uint16_t outer : {kEthTypeQinQ, kEthTypeVlan}) {
+      CAPTURE(outer);
+      FrameBuilder f;
+      f.eth(kMacB, kMacA)
+          .vlan(100, outer)
+          .vlan(0x2005)
+          .ethertype(kEthTypeIpv4)
+          .ipv4(kIpA, kIpB, kIpProtoUdp)
+          .udp(5, 6)
+          .finish();
+      for (unsigned limit : {kDefaultVlanLimit, 1u}) {
+        Parsed r = parse_frame_of(f, limit);
+        CHECK(r.ok);  // not malformed: an EtherType the parser does not go past
+        CHECK(r.key.vlans[0].tpid == hton16(outer));
+        CHECK(r.key.vlans[0].tci == hton16(100 | kVlanCfi));
+        CHECK(r.key.vlans[1].tpid == 0);
+        CHECK(r.key.vlans[1].tci == 0);
+        CHECK(r.key.dl_type == hton16(0x8100));
+        CHECK(r.words == std::vector<unsigned>{50, 59, 60, 61});
+        CHECK(r.pp.ofs == LayerOffsets{0, 12, 18, kNone, kNone, 0});
+      }
+      // The same frame under limit 2 keys the inner tag and IPv4/UDP.
+      Parsed two = parse_frame_of(f, 2);
+      CHECK(two.key.vlans[1].tci == hton16(0x2005 | kVlanCfi));
+      CHECK(two.key.dl_type == hton16(0x0800));
+      CHECK(two.words == std::vector<unsigned>{50, 59, 60, 61, 64, 69, 74});
+    }
+  }
+  SUBCASE("only 0x8100 and 0x88a8 are TPIDs: 0x9100 is an EtherType") {
+    FrameBuilder f;
+    f.eth(kMacB, kMacA).vlan(10, 0x9100).vlan(20).ethertype(kEthTypeIpv4).ipv4(kIpA, kIpB, kIpProtoUdp).udp(1, 2);
+    f.finish();
+    for (unsigned limit : {0u, 1u, 2u}) {
+      Parsed r = parse_frame_of(f, limit);
+      CHECK(r.ok);
+      CHECK(r.key.dl_type == hton16(0x9100));
+      CHECK(r.words == std::vector<unsigned>{50, 59, 60});
+      CHECK(r.pp.ofs.l2_5 == kNone);
+    }
   }
   SUBCASE("a third tag is not keyed: its TPID is the dl_type") {
     FrameBuilder f;
@@ -282,12 +329,15 @@ TEST_CASE("VLAN: one tag, QinQ, a third tag, priority tag") {
         .ipv4(kIpA, kIpB, kIpProtoUdp)
         .udp(1, 2)
         .finish();
-    Parsed r = parse_frame_of(f);
+    Parsed r = parse_frame_of(f, 2);
     CHECK(r.ok);
     CHECK(r.key.dl_type == hton16(0x8100));
     CHECK(r.key.vlans[1].tci == hton16(2 | kVlanCfi));
     CHECK(r.words == std::vector<unsigned>{50, 59, 60, 61});
     CHECK(r.pp.ofs.l3 == 22);
+    Parsed one = parse_frame_of(f);
+    CHECK(one.key.vlans[1].tci == 0);
+    CHECK(one.pp.ofs.l3 == 18);
   }
   SUBCASE("priority tag (VID 0, PCP 0) is still present") {
     FrameBuilder f;
@@ -723,6 +773,40 @@ TEST_CASE("parse_burst: one result per packet, counters, per-packet metadata") {
   hal::release_burst(pkts);
 }
 
+TEST_CASE("parse_burst keys a burst of QinQ frames under the vlan-limit it is given") {
+  FrameBuilder f;
+  f.eth(kMacB, kMacA).vlan(7, kEthTypeQinQ).vlan(8).ethertype(kEthTypeIpv4).ipv4(kIpA, kIpB, kIpProtoUdp);
+  f.udp(1, 2).payload(10).finish();
+  std::vector<hal::Packet*> pkts;
+  for (unsigned i = 0; i < 4; ++i) {
+    hal::Packet* p = pool().alloc();
+    REQUIRE(p);
+    std::memcpy(p->data(), f.data(), f.size());
+    REQUIRE(p->set_len(f.size()));
+    p->set_in_port(1);
+    pkts.push_back(p);
+  }
+  std::vector<ParsedPacket> out(pkts.size());
+  ParserCounters c;
+  for (unsigned limit : {0u, 1u, 2u}) {
+    CAPTURE(limit);
+    CHECK(parse_burst(pkts, out, c, limit) == 0);
+    for (const ParsedPacket& pp : out) {
+      FlowKey k;
+      flow::expand(pp.key, k);
+      CHECK(k.vlans[0].tci == hton16(7 | kVlanCfi));
+      CHECK(k.vlans[1].tci == (limit == 1 ? 0 : hton16(8 | kVlanCfi)));
+      CHECK(k.dl_type == hton16(limit == 1 ? 0x8100 : 0x0800));
+      CHECK(k.tp_dst == (limit == 1 ? 0 : hton16(2)));
+    }
+  }
+  CHECK(parse_burst(pkts, out, c) == 0);  // the default is Open vSwitch's: 1
+  FlowKey k;
+  flow::expand(out[0].key, k);
+  CHECK(k.dl_type == hton16(0x8100));
+  hal::release_burst(pkts);
+}
+
 TEST_CASE("FrameBuilder: lengths and IPv4 header checksum are filled in") {
   FrameBuilder f = ipv4_udp();
   const uint8_t* ip = f.data() + 14;
@@ -796,11 +880,12 @@ TEST_CASE("the fast paths and the generic path agree on random frames") {
     if (rnd(4) == 0) p->meta().recirc_id = rnd(3);
     if (rnd(8) == 0) p->meta().dp_hash = rnd(3);
     if (rnd(2)) p->set_rss_hash(rnd(0xffffffff));
+    const unsigned vlan_limit = rnd(3);  // 0 (no limit), 1 (the default), 2
     ParsedPacket pp;
-    const bool ok = parse(*p, pp);
+    const bool ok = parse(*p, pp, vlan_limit);
     flow::Miniflow mf;
     LayerOffsets ofs;
-    const bool ok_generic = parse_frame(p->data(), len, PacketMetadata::of(*p), mf, ofs);
+    const bool ok_generic = parse_frame(p->data(), len, PacketMetadata::of(*p), mf, ofs, vlan_limit);
     REQUIRE(ok == ok_generic);
     REQUIRE(pp.key == mf);
     REQUIRE(pp.ofs == ofs);

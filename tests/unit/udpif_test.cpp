@@ -12,6 +12,7 @@
 
 #include "datapath/datapath.h"
 #include "flow/dp_actions.h"
+#include "flow/flow_text.h"
 #include "flow/of_match_syntax.h"
 #include "hal/sim/ring_port.h"
 #include "eventually.h"
@@ -33,6 +34,26 @@ void fill(hal::Packet* p, unsigned dst) {
   (void)p->set_len(sizeof f);
 }
 
+// The same frame behind two 802.1Q tags (VID 10 outer, 20 inner).
+void fill_double_tagged(hal::Packet* p, unsigned dst) {
+  fill(p, dst);
+  uint8_t* d = p->data();
+  std::memmove(d + 20, d + 12, 52);
+  const uint8_t tags[8] = {0x81, 0x00, 0x00, 10, 0x81, 0x00, 0x00, 20};
+  std::memcpy(d + 12, tags, sizeof tags);
+  (void)p->set_len(72);
+}
+
+// Three 802.1Q tags (VID 10, 20, 30): dl_type 0x8100 under any vlan-limit.
+void fill_triple_tagged(hal::Packet* p, unsigned dst) {
+  fill_double_tagged(p, dst);
+  uint8_t* d = p->data();
+  std::memmove(d + 24, d + 20, 52);
+  const uint8_t tag[4] = {0x81, 0x00, 0x00, 30};
+  std::memcpy(d + 20, tag, sizeof tag);
+  (void)p->set_len(76);
+}
+
 struct Rig {
   std::unique_ptr<hal::Backend> backend;
   datapath::Datapath dp{{.pmd_cores = {-1}}};
@@ -42,6 +63,8 @@ struct Rig {
   hal::sim::RingPort* out[2] = {};
   std::atomic<uint32_t> out_port{2};      // where the stand-in xlate sends packets
   std::atomic<bool> match_dst{true};      // whether its megaflow matches nw_dst
+  std::atomic<bool> by_dl_type{false};    // out of p1 for dl_type 0x8100, else p2
+  std::atomic<bool> by_inner_tag{false};  // out of p2 when the key has a second tag (consulted, not masked)
   std::atomic<uint32_t> limit{200000}, max_idle{10000};
   ofproto::OfRule* rule = nullptr;        // the "rule" translation reports
   std::unique_ptr<ofproto::Udpif> udpif;
@@ -65,7 +88,10 @@ struct Rig {
           if (match_dst) t.wc.nw_dst = 0xffffffffu;
           (void)flow;
           flow::DpActionsBuilder b;
-          b.output(out_port.load());
+          const bool inner = flow.vlans[1].tci != 0;
+          b.output((by_dl_type && flow.dl_type != flow::text::hton16(0x8100)) || (by_inner_tag && inner)
+                       ? 3
+                       : out_port.load());
           t.actions = b.finish().value();
           t.rules = {rule};
           return Status{};
@@ -102,12 +128,12 @@ struct Rig {
     REQUIRE(dp.add_port(std::move(port.value())).ok());
     return raw;
   }
-  void inject(unsigned n, unsigned n_dst, unsigned first_dst = 0) {
+  void inject(unsigned n, unsigned n_dst, unsigned first_dst = 0, void (*fill_fn)(hal::Packet*, unsigned) = fill) {
     hal::Packet* pkts[32];
     for (unsigned done = 0; done < n;) {
       unsigned k = backend->alloc_burst(std::span(pkts, std::min(32u, n - done)));
       REQUIRE(k > 0);
-      for (unsigned j = 0; j < k; ++j) fill(pkts[j], first_dst + (done + j) % n_dst);
+      for (unsigned j = 0; j < k; ++j) fill_fn(pkts[j], first_dst + (done + j) % n_dst);
       REQUIRE(in->inject(std::span(pkts, k)) == k);
       done += k;
     }
@@ -219,4 +245,62 @@ TEST_CASE("the flow limit: at the limit packets are forwarded but not installed"
   CHECK(got == 1100);
   CHECK(r.dp.flow_count() == 1000);
   CHECK(r.udpif->stats().limit_hits == 100);
+}
+
+TEST_CASE("vlan-limit changed at run time: flows set up under one limit never take packets parsed under another") {
+  // Under 1 a double-tagged frame's dl_type is the inner TPID (0x8100: out
+  // of p1); under 2 it is IPv4 with both tags keyed (out of p2). The
+  // megaflows match each tag's TPID exactly up to the first absent one, so
+  // after a change the packets miss and get their own flow, and changing
+  // back finds the first flow again: no flush needed.
+  Rig r;
+  r.match_dst = false;
+  r.by_dl_type = true;
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  r.udpif->start();
+  CHECK(r.dp.vlan_limit() == 1);
+  r.inject(1, 1, 0, fill_double_tagged);
+  CHECK(r.wait_for(0, 1) == 1);
+  r.inject(50, 5, 0, fill_double_tagged);
+  CHECK(r.wait_for(0, 50) == 50);
+  CHECK(r.dp.flow_count() == 1);
+
+  r.dp.set_vlan_limit(2);
+  r.inject(1, 1, 0, fill_double_tagged);
+  CHECK(r.wait_for(1, 1) == 1);
+  r.inject(50, 5, 0, fill_double_tagged);
+  CHECK(r.wait_for(1, 50) == 50);
+  CHECK(r.collect(0) == 0);
+  CHECK(r.dp.flow_count() == 2);
+
+  r.dp.set_vlan_limit(0);  // no limit: as 2
+  r.inject(50, 5, 0, fill_double_tagged);
+  CHECK(r.wait_for(1, 50) == 50);
+  r.dp.set_vlan_limit(1);
+  r.inject(50, 5, 0, fill_double_tagged);
+  CHECK(r.wait_for(0, 50) == 50);
+  CHECK(r.collect(1) == 0);
+  CHECK(r.dp.flow_count() == 2);
+  CHECK(r.udpif->stats().installs == 2);
+}
+
+TEST_CASE("a megaflow matches whether each tag is there: a triple-tagged frame under 1 and 2") {
+  // The same dl_type (0x8100) under both limits; only the second tag tells
+  // the keys apart. The stand-in translation consults it without masking it:
+  // the megaflow's TPID masks alone must keep the limit-1 flow (no second
+  // tag) from taking the limit-2 packets.
+  Rig r;
+  r.match_dst = false;
+  r.by_inner_tag = true;
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  r.udpif->start();
+  r.inject(1, 1, 0, fill_triple_tagged);
+  CHECK(r.wait_for(0, 1) == 1);
+  r.dp.set_vlan_limit(2);
+  r.inject(1, 1, 0, fill_triple_tagged);
+  CHECK(r.wait_for(1, 1) == 1);
+  r.inject(40, 4, 0, fill_triple_tagged);
+  CHECK(r.wait_for(1, 40) == 40);
+  CHECK(r.collect(0) == 0);
+  CHECK(r.dp.flow_count() == 2);
 }
