@@ -6,6 +6,19 @@
 // stop() joins them; stop_ports() flushes outputs. Ports cannot be added
 // after start() yet.
 //
+// Offline runs: when the boot allows it (allow_offline(), for keel
+// --exit-when-drained) and every port that receives anything replays a
+// finite capture (hal::Port::InputKind::finite_replay: a pcap in= with
+// loop>=1), start() puts the datapath in offline mode, for the run's life:
+// keel is then a what-if tool rather than a NIC. All rx queues go to PMD 0,
+// which reads the inputs merged by record timestamp (ties in port order),
+// never drops a packet for want of an upcall record (it stops reading
+// instead: backpressure), and emits, per output port, the packets in the
+// order their inputs arrived, as Open vSwitch processing them one at a time
+// would (pmd.h, "Offline mode"; the handler's part is in ofproto/udpif.h).
+// Otherwise (any live input) nothing changes: PMDs never wait; what the
+// slow path can't take is dropped and counted.
+//
 // Flows: a datapath flow is installed in every PMD's table (as Open
 // vSwitch's dpctl/add-flow does), all or nothing: if one PMD refuses, the
 // copies already installed are removed again.
@@ -108,8 +121,12 @@ class Datapath {
   // Frees flows the PMDs have retired (called by the control thread).
   void reclaim();
 
+  // Before start(): whether an all-replay run may go offline (see above).
+  void allow_offline(bool on) { offline_allowed_ = on; }
   Status start(std::vector<hal::Backend*> backends);
   bool running() const { return running_; }
+  // Decided by start(); fixed until stop().
+  bool offline() const { return offline_; }
   void stop();
   void stop_ports();
 
@@ -162,6 +179,8 @@ class Datapath {
   // One spinlock per (port, tx queue), used only for shared queues.
   std::unique_ptr<std::atomic_flag[]> txq_locks_;
   bool running_ = false;
+  bool offline_allowed_ = false;
+  bool offline_ = false;
 };
 
 // UFID text "ufid:xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" both ways.
