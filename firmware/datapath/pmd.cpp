@@ -650,6 +650,9 @@ unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
   // 1. Packets held for want of an upcall record come first; while some
   // remain, the inputs wait.
   if (n_held_) {
+    // Held behind an upcall: until nothing is up. For want of a record:
+    // until one may be free.
+    if (held_for_order_ ? up_ != 0 : up_ + kOfflineReserve >= kUpcallRecords) return 0;
     resume_held();
     if (n_held_) return 0;
   }
@@ -729,7 +732,7 @@ unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
         for (unsigned k = j; k < n; ++k) held_pkts_[n_held_++] = pkts[k];
       }
       held_head_ = 0;
-      bump(c_.backpressure, 1);
+      if (!held_for_order_) bump(c_.backpressure, 1);
       break;
     }
     i = j;
@@ -746,6 +749,7 @@ void Pmd::resume_held() {
       process_offline(std::span(held_pkts_.data() + held_head_, n_held_), held_parsed_.get() + held_head_, 0);
   held_head_ += done;
   n_held_ -= done;
+  if (n_held_ && !held_for_order_ && done) bump(c_.backpressure, 1);
   if (!n_held_) held_head_ = 0;
   flush_outputs();
 }
@@ -769,8 +773,18 @@ unsigned Pmd::process_offline(std::span<hal::Packet* const> pkts, packet::Parsed
       i = j;
       continue;
     }
-    // A miss, or a hit behind an earlier packet's upcall: translated in turn.
-    if (!upcall_offline(pkts[i], parsed[i], depth)) break;
+    // A hit behind an earlier packet's upcall, read from an input: it waits
+    // for the answers (they may change what it hits), and so does the rest.
+    if (f && in_exec_ == 0) {
+      held_for_order_ = true;
+      break;
+    }
+    // A miss, or a hit behind an upcall its own packet's execution sent (it
+    // can't wait behind later packets): translated in turn.
+    if (!upcall_offline(pkts[i], parsed[i], depth)) {
+      held_for_order_ = false;  // no record: backpressure
+      break;
+    }
     ++(f ? ordered : misses);
     ++i;
   }

@@ -31,18 +31,22 @@
 //   * a run of consecutive packets with the same megaflow executes at once,
 //     with its recirculations and slow-path requests, before the next run
 //     (live mode groups a burst's packets by megaflow instead);
-//   * once a packet has gone up (a miss), every later packet goes up too,
-//     hits included, until nothing earlier is up: the handler translates
-//     them in order and the answers come back in order (a hit behind a miss
-//     may be stale: the miss's translation can change state, e.g. MAC
-//     learning; translating it is what Open vSwitch with revalidator/purge
-//     between packets does). Packets of an answer being executed
-//     (recirculation, userspace()) are earlier than anything else up: they
-//     go up marked `derived` and the handler takes them first;
+//   * misses go up one after the other without waiting (the handler
+//     translates them in order and the answers come back in order); a hit
+//     read behind a miss still up waits, with everything after it, until
+//     nothing is up, and is looked up again then (the miss's translation
+//     may have changed what it hits: a new megaflow, or MAC learning that
+//     the handler's revalidation has applied to the installed ones — as
+//     Open vSwitch with revalidator/purge between packets). Packets of an
+//     answer being executed (recirculation, userspace()) are earlier than
+//     anything else up and can't wait: once one of them went up the others
+//     go up too, hits included, marked `derived`, and the handler takes
+//     them first;
 //   * when no upcall record is free (64 are kept for derived packets), the
-//     rest of the burst is held — parsed, in order — and no input is read
-//     until it has gone up (backpressure, counted in `backpressure`); `lost`
-//     stays 0 unless derived packets find no record (the reserve exhausted).
+//     rest of the burst is held the same way until one is (backpressure,
+//     counted in `backpressure`). Held packets are kept parsed, in order;
+//     no input is read while any are held. `lost` stays 0 unless derived
+//     packets find no record (the reserve exhausted).
 // Costs nothing in live mode but a predictable branch per burst.
 #pragma once
 
@@ -94,7 +98,7 @@ struct PmdCounters {
   uint64_t upcall_installs = 0;  // megaflows the slow path installed in this PMD
   uint64_t upcall_followers = 0; // misses that joined an identical miss already up
   // Offline mode only:
-  uint64_t ordered_upcalls = 0;  // hits sent up behind an earlier packet's upcall (input order)
+  uint64_t ordered_upcalls = 0;  // hits of derived packets sent up behind an upcall (input order)
   uint64_t backpressure = 0;     // times the inputs stopped for want of an upcall record
 };
 
@@ -285,6 +289,7 @@ class Pmd {
   std::array<hal::Packet*, hal::kMaxBurst> held_pkts_{};
   std::unique_ptr<packet::ParsedPacket[]> held_parsed_;
   unsigned held_head_ = 0, n_held_ = 0;
+  bool held_for_order_ = false;  // held behind an upcall (else: for want of a record)
   std::atomic<uint32_t> held_pub_{0};
   packet::ParserCounters parser_;
   std::unique_ptr<ExecContext> exec_;
