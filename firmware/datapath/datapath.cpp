@@ -337,14 +337,15 @@ Status Datapath::start(std::vector<hal::Backend*> backends) {
     any_input |= k != hal::Port::InputKind::none;
     all_replay &= k != hal::Port::InputKind::live;
   }
-  offline_ = offline_allowed_ && any_input && all_replay;
+  const bool offline = offline_allowed_ && any_input && all_replay;
+  offline_.store(offline, std::memory_order_relaxed);
 
   // rx queues round-robin over the PMDs, port by port; offline, all of them
   // to PMD 0 (one reader merges the inputs by timestamp), in port order.
   unsigned next = 0;
   for (hal::Port* p : ports())
-    for (uint16_t q = 0; q < p->n_rxq(); ++q) pmds_[offline_ ? 0 : next++ % n]->add_rx_queue(p, q);
-  pmds_[0]->set_offline(offline_);
+    for (uint16_t q = 0; q < p->n_rxq(); ++q) pmds_[offline ? 0 : next++ % n]->add_rx_queue(p, q);
+  pmds_[0]->set_offline(offline);
 
   // tx queue q = pmd % n_txq; shared when the port has fewer queues than PMDs.
   txqs_.assign(n, {});

@@ -126,7 +126,9 @@ class Datapath {
   Status start(std::vector<hal::Backend*> backends);
   bool running() const { return running_; }
   // Decided by start(); fixed until stop().
-  bool offline() const { return offline_; }
+  // Relaxed: written before the PMDs start; whoever learns of a packet from
+  // them (a ring pop) sees it.
+  bool offline() const { return offline_.load(std::memory_order_relaxed); }
   void stop();
   void stop_ports();
 
@@ -180,7 +182,7 @@ class Datapath {
   std::unique_ptr<std::atomic_flag[]> txq_locks_;
   bool running_ = false;
   bool offline_allowed_ = false;
-  bool offline_ = false;
+  std::atomic<bool> offline_{false};
 };
 
 // UFID text "ufid:xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" both ways.

@@ -182,9 +182,10 @@ class Udpif {
     size_t operator()(const UkeyId& k) const { return k.ufid.hi ^ (k.ufid.lo * 31) ^ k.pmd; }
   };
 
-  // Offline mode, per PMD (handler thread only): records taken from the
-  // queue and not answered yet, in the order they are to be answered; the
-  // recirculating answer to wait for; answers given and come back spent.
+  // Per PMD (handler thread only; sized by start()): answers given and come
+  // back spent (both modes), and offline: records taken from the queue and
+  // not answered yet, in the order they are to be answered, and the
+  // recirculating answer to wait for.
   struct OfflineQueue {
     std::deque<datapath::Upcall*> backlog;
     datapath::Upcall* wait_for = nullptr;
@@ -192,7 +193,7 @@ class Udpif {
   };
   void handler_main();
   bool handle_batch();
-  bool recycle_spent(datapath::UpcallChannel& ch, OfflineQueue* oq);
+  bool recycle_spent(datapath::UpcallChannel& ch, OfflineQueue& oq);
   void answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq);
   static bool has_recirc(std::span<const uint8_t> actions);
   void revalidator_main();
