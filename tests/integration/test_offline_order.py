@@ -10,6 +10,7 @@ one at a time with `revalidator/purge` between them:
   order, lost 0, upcall-show saying "offline: backpressure";
 * a flow-setup-sized pass (60k new 5-tuples, more than the upcall records
   and the flow limit can hold at once): every packet out, in order;
+* recirculated packets keep their place among the others;
 * NORMAL with a host moving between ports mid-run: every port's output
   equals per-packet translation (a small model of NORMAL here, and Open
   vSwitch 3.1 itself when it is installed: ovs_reference.py);
@@ -237,6 +238,22 @@ def test_interleaved_inputs_as_open_vswitch():
           proc)
 
 
+def test_recirculation_keeps_input_order():
+    # Packets from MAC 1 take a second pass (recirc), those from MAC 2 go
+    # straight out: a live PMD sends a burst's recirculated packets after
+    # the others; offline each packet's passes finish before the next one.
+    n = 400
+    frames = [udp(i, src=1 + i % 2, dst=9) for i in range(n)]
+    setup = ("dp-flow add recirc_id(0),in_port(1),eth(src=02:00:00:00:00:01) actions:recirc(0x5)\n"
+             "dp-flow add recirc_id(0x5),in_port(1) actions:2\n"
+             "dp-flow add recirc_id(0),in_port(1),eth(src=02:00:00:00:00:02) actions:2\n")
+    proc, out = offline_run(setup, {"p1": [(i, f) for i, f in enumerate(frames)]}, ["p2"],
+                            script="upcall-show --format json\npmd-stats-show --format json\n")
+    pmd = [j for j in json_lines(proc.stdout) if "pmds" in j][0]["pmds"][0]
+    check(pmd["recirculations"] == n // 2, "every other packet recirculated", proc)
+    check(out["p2"] == frames, "recirculated packets keep their place (%d frames)" % len(out["p2"]), proc)
+
+
 def test_live_input_keeps_live_mode():
     ins, _ = interleaved(10)
     proc, _ = offline_run(SETUP2, ins, ["p3"], extra=["p9=sample:pps=10"])
@@ -248,4 +265,4 @@ def test_live_input_keeps_live_mode():
 if __name__ == "__main__":
     main([test_interleaved_inputs_twice_identical_in_timestamp_order, test_flow_setup_sized_run_loses_nothing,
           test_normal_host_move_equals_per_packet_translation, test_interleaved_inputs_as_open_vswitch,
-          test_live_input_keeps_live_mode])
+          test_recirculation_keeps_input_order, test_live_input_keeps_live_mode])
