@@ -29,6 +29,8 @@
 // for the control thread only. The cross-connect table is written by the control thread and
 // read by the PMDs: one atomic port number per entry, release store /
 // relaxed load (the port object it names is immutable while PMDs run).
+// offline() is an atomic written by start() before the PMDs start and read
+// by the slow path's handler (after it popped a record from a PMD).
 #pragma once
 
 #include <array>

@@ -20,6 +20,9 @@
 // only through post() (a bounded MPMC ring; the poster waits for `done`,
 // which the PMD sets with a release store after filling `result`). Before
 // start() and after stop(), the control thread may call apply() directly.
+// The offline state (held packets, records up, marks) is the PMD thread's
+// alone; held() is its count published with a release store at the end of
+// each iteration, before `iterations` (wait_drained reads both).
 // A tx queue shared with another PMD is taken with its spinlock (as Open
 // vSwitch's dynamic txqs); an unshared one takes none.
 //
