@@ -652,10 +652,18 @@ unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
   if (n_held_) {
     // Held behind an upcall: until nothing is up. For want of a record:
     // until one may be free.
-    if (held_for_order_ ? up_ != 0 : up_ + kOfflineReserve >= kUpcallRecords) return 0;
+    if (held_for_order_ ? up_ != 0 : upcalls_->in_flight() + kOfflineReserve >= kUpcallRecords) return 0;
     resume_held();
     if (n_held_) return 0;
   }
+  // Records in use, userspace() ones included: a new burst could need one
+  // each (misses, or controller packets of its runs). Wait for the slow path.
+  if (upcalls_->in_flight() + kOfflineReserve + hal::kMaxBurst >= kUpcallRecords) {
+    if (!rx_paused_) bump(c_.backpressure, 1);
+    rx_paused_ = true;
+    return 0;
+  }
+  rx_paused_ = false;
   // 2. The input whose next record is oldest (ties: the first in port
   // order), and the oldest next record of the others.
   constexpr uint64_t kNone = hal::Port::kNoRecord;
@@ -847,7 +855,7 @@ bool Pmd::upcall_offline(hal::Packet* pkt, const packet::ParsedPacket& pp, unsig
     return true;
   }
   const bool reading = in_exec_ == 0;  // from an input, not from a packet being executed
-  Upcall* u = !reading || up_ + kOfflineReserve < kUpcallRecords ? upcalls_->take() : nullptr;
+  Upcall* u = !reading || upcalls_->in_flight() + kOfflineReserve < kUpcallRecords ? upcalls_->take() : nullptr;
   if (!u) {
     if (reading) return false;  // backpressure
     hal::release(pkt);

@@ -46,8 +46,9 @@
 //     go up too, hits included, marked `derived`, and the handler takes
 //     them first;
 //   * when no upcall record is free (64 are kept for derived packets), the
-//     rest of the burst is held the same way until one is (backpressure,
-//     counted in `backpressure`). Held packets are kept parsed, in order;
+//     rest of the burst is held the same way until one is, and no input is
+//     read while fewer than a burst's worth are left (userspace() packets
+//     take records too): backpressure, counted in `backpressure`. Held packets are kept parsed, in order;
 //     no input is read while any are held. `lost` stays 0 unless derived
 //     packets find no record (the reserve exhausted).
 // Costs nothing in live mode but a predictable branch per burst.
@@ -293,6 +294,7 @@ class Pmd {
   std::unique_ptr<packet::ParsedPacket[]> held_parsed_;
   unsigned held_head_ = 0, n_held_ = 0;
   bool held_for_order_ = false;  // held behind an upcall (else: for want of a record)
+  bool rx_paused_ = false;       // the inputs wait for records (counted once per pause)
   std::atomic<uint32_t> held_pub_{0};
   packet::ParserCounters parser_;
   std::unique_ptr<ExecContext> exec_;

@@ -147,7 +147,7 @@ TEST_CASE("offline: one PMD reads both inputs merged by timestamp; nothing lost 
   {
     Handler h(r.dp);
     // Nobody answers yet: the records fill up, then the inputs stop.
-    REQUIRE(eventually([&] { return r.dp.pmds()[0]->held() > 0; }));
+    REQUIRE(eventually([&] { return r.dp.pmds()[0]->counters().backpressure > 0; }));
     CHECK_FALSE(r.dp.wait_drained(50));
     CHECK(r.dp.pmds()[0]->counters().lost == 0);
     h.go = true;
