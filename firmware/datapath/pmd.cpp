@@ -643,12 +643,11 @@ void Pmd::after_pass(unsigned depth) {
   }
 }
 
-
 // --- offline mode (see pmd.h) ---
 
 unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
-  // 1. Packets held for want of an upcall record come first; while some
-  // remain, the inputs wait.
+  // 1. Held packets (behind an upcall, or for want of a record) come
+  // first; while some remain, the inputs wait.
   if (n_held_) {
     // Held behind an upcall: until nothing is up. For want of a record:
     // until one may be free.

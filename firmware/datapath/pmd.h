@@ -48,9 +48,10 @@
 //   * when no upcall record is free (64 are kept for derived packets), the
 //     rest of the burst is held the same way until one is, and no input is
 //     read while fewer than a burst's worth are left (userspace() packets
-//     take records too): backpressure, counted in `backpressure`. Held packets are kept parsed, in order;
-//     no input is read while any are held. `lost` stays 0 unless derived
-//     packets find no record (the reserve exhausted).
+//     take records too): backpressure, counted in `backpressure`. Held
+//     packets are kept parsed, in order; no input is read while any are
+//     held. `lost` stays 0 unless derived packets find no record (the
+//     reserve exhausted).
 // Costs nothing in live mode but a predictable branch per burst.
 #pragma once
 
