@@ -10,6 +10,42 @@
 
 namespace keel::cli {
 
+namespace {
+
+// How each port's packets meet a full slow path (datapath.h, offline runs):
+// kept apart from the rest of upcall-show, whose layout changes later.
+struct PortModes {
+  bool offline = false;
+  struct Port {
+    std::string name;
+    const char* input;  // "none", "replay" or "live"
+  };
+  std::vector<Port> ports;
+  uint64_t backpressure = 0, lost = 0, ordered = 0, revalidations = 0;
+};
+
+PortModes port_modes(control::System& sys, const ofproto::UdpifStats& s) {
+  datapath::Datapath& dp = sys.datapath();
+  PortModes m;
+  m.offline = dp.offline();
+  for (hal::Port* p : dp.ports()) {
+    const hal::Port::InputKind k = p->input_kind();
+    m.ports.push_back({p->name(), k == hal::Port::InputKind::none            ? "none"
+                                  : k == hal::Port::InputKind::finite_replay ? "replay"
+                                                                             : "live"});
+  }
+  for (const auto& pmd : dp.pmds()) {
+    const datapath::PmdCounters c = pmd->counters();
+    m.backpressure += c.backpressure;
+    m.lost += c.lost;
+    m.ordered += c.ordered_upcalls;
+  }
+  m.revalidations = s.offline_revalidations;
+  return m;
+}
+
+}  // namespace
+
 void add_udpif_commands(CommandTree::Impl& t) {
   auto* show = t.app.add_subcommand("upcall-show", "upcall handler and revalidator: flows, limit, dump duration, counters");
   t.add_format(show);
@@ -21,6 +57,7 @@ void add_udpif_commands(CommandTree::Impl& t) {
     }
     const ofproto::UdpifStats s = u->stats();
     const uint32_t configured = t.sys.ofproto().flow_limit();
+    const PortModes modes = port_modes(t.sys, s);
     if (t.format == "json") {
       Json j;
       j.begin_object()
@@ -46,6 +83,21 @@ void add_udpif_commands(CommandTree::Impl& t) {
           .field("deleted_idle", s.deleted_idle)
           .field("deleted_changed", s.deleted_changed)
           .field("deleted_over_limit", s.deleted_limit)
+          .field("offline", modes.offline)
+          .begin_array("ports");
+      for (const PortModes::Port& p : modes.ports)
+        j.begin_object()
+            .field("name", p.name)
+            .field("input", p.input)
+            .field("mode", std::string_view(p.input) == "none" ? "none"
+                           : modes.offline                    ? "backpressure"
+                                                              : "drop and count")
+            .end_object();
+      j.end_array()
+          .field("backpressure_pauses", modes.backpressure)
+          .field("lost", modes.lost)
+          .field("ordered_upcalls", modes.ordered)
+          .field("offline_revalidations", modes.revalidations)
           .end_object();
       t.print(j.str() + "\n");
       return;
@@ -67,6 +119,19 @@ void add_udpif_commands(CommandTree::Impl& t) {
            std::to_string(s.modified) + ", deleted idle " + std::to_string(s.deleted_idle) + ", changed " +
            std::to_string(s.deleted_changed) + ", over limit " + std::to_string(s.deleted_limit) + "\n";
     out += "  ukeys         : " + std::to_string(s.ukeys) + "\n";
+    for (const PortModes::Port& p : modes.ports) {
+      std::string name = "  port " + p.name;
+      if (name.size() < 16) name.resize(16, ' ');
+      out += name + ": " +
+             (std::string_view(p.input) == "none" ? "no input"
+              : modes.offline                    ? "offline: backpressure"
+                                                 : "live: drop and count") +
+             "\n";
+    }
+    if (modes.offline)
+      out += "  offline       : backpressure pauses " + std::to_string(modes.backpressure) + ", lost " +
+             std::to_string(modes.lost) + ", ordered upcalls " + std::to_string(modes.ordered) +
+             ", revalidations " + std::to_string(modes.revalidations) + "\n";
     t.print(out);
   });
 

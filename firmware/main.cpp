@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
     return fail(booted.status());
   }
   KEEL_LOG(log_boot, info, "applied %s", booted->origin.c_str());
+  // --exit-when-drained with every input a finite pcap replay: an offline
+  // run, lossless and in input order (datapath.h).
+  system.datapath().allow_offline(args.exit_when_drained);
   if (auto st = system.start(); !st.ok()) {
     system.shutdown();
     return fail(st);

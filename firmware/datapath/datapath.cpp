@@ -374,10 +374,22 @@ Status Datapath::start(std::vector<hal::Backend*> backends) {
   if (running_) return {};
   const unsigned n = static_cast<unsigned>(pmds_.size());
 
-  // rx queues round-robin over the PMDs, port by port.
+  // Offline when allowed and every port with input replays a capture.
+  bool any_input = false, all_replay = true;
+  for (hal::Port* p : ports()) {
+    const hal::Port::InputKind k = p->input_kind();
+    any_input |= k != hal::Port::InputKind::none;
+    all_replay &= k != hal::Port::InputKind::live;
+  }
+  const bool offline = offline_allowed_ && any_input && all_replay;
+  offline_.store(offline, std::memory_order_relaxed);
+
+  // rx queues round-robin over the PMDs, port by port; offline, all of them
+  // to PMD 0 (one reader merges the inputs by timestamp), in port order.
   unsigned next = 0;
   for (hal::Port* p : ports())
-    for (uint16_t q = 0; q < p->n_rxq(); ++q) pmds_[next++ % n]->add_rx_queue(p, q);
+    for (uint16_t q = 0; q < p->n_rxq(); ++q) pmds_[offline ? 0 : next++ % n]->add_rx_queue(p, q);
+  pmds_[0]->set_offline(offline);
 
   // tx queue q = pmd % n_txq; shared when the port has fewer queues than PMDs.
   txqs_.assign(n, {});
@@ -421,8 +433,10 @@ bool Datapath::wait_drained(uint64_t timeout_ms) {
   auto pending = [this] {
     for (hal::Port* p : ports())
       if (p->input_state() == hal::InputState::pending) return true;
-    for (auto& pmd : pmds_)
+    for (auto& pmd : pmds_) {
       if (upcalls_enabled() && pmd->upcall_channel().in_flight() != 0) return true;
+      if (pmd->held() != 0) return true;  // offline: received, waiting for an upcall record
+    }
     return false;
   };
   for (;;) {

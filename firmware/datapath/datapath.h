@@ -6,6 +6,19 @@
 // stop() joins them; stop_ports() flushes outputs. Ports cannot be added
 // after start() yet.
 //
+// Offline runs: when the boot allows it (allow_offline(), for keel
+// --exit-when-drained) and every port that receives anything replays a
+// finite capture (hal::Port::InputKind::finite_replay: a pcap in= with
+// loop>=1), start() puts the datapath in offline mode, for the run's life:
+// keel is then a what-if tool rather than a NIC. All rx queues go to PMD 0,
+// which reads the inputs merged by record timestamp (ties in port order),
+// never drops a packet for want of an upcall record (it stops reading
+// instead: backpressure), and emits, per output port, the packets in the
+// order their inputs arrived, as Open vSwitch processing them one at a time
+// would (pmd.h, "Offline mode"; the handler's part is in ofproto/udpif.h).
+// Otherwise (any live input) nothing changes: PMDs never wait; what the
+// slow path can't take is dropped and counted.
+//
 // Flows: a datapath flow is installed in every PMD's table (as Open
 // vSwitch's dpctl/add-flow does), all or nothing: if one PMD refuses, the
 // copies already installed are removed again.
@@ -18,6 +31,8 @@
 // relaxed load (the port object it names is immutable while PMDs run). The
 // VLAN limit is one atomic the control thread stores and each PMD loads
 // (relaxed) once per burst; a burst is parsed under one limit.
+// offline() is an atomic written by start() before the PMDs start and read
+// by the slow path's handler (after it popped a record from a PMD).
 #pragma once
 
 #include <array>
@@ -114,8 +129,14 @@ class Datapath {
   // Frees flows the PMDs have retired (called by the control thread).
   void reclaim();
 
+  // Before start(): whether an all-replay run may go offline (see above).
+  void allow_offline(bool on) { offline_allowed_ = on; }
   Status start(std::vector<hal::Backend*> backends);
   bool running() const { return running_; }
+  // Decided by start(); fixed until stop().
+  // Relaxed: written before the PMDs start; whoever learns of a packet from
+  // them (a ring pop) sees it.
+  bool offline() const { return offline_.load(std::memory_order_relaxed); }
   void stop();
   void stop_ports();
 
@@ -198,6 +219,8 @@ class Datapath {
   // One spinlock per (port, tx queue), used only for shared queues.
   std::unique_ptr<std::atomic_flag[]> txq_locks_;
   bool running_ = false;
+  bool offline_allowed_ = false;
+  std::atomic<bool> offline_{false};
 };
 
 // UFID text "ufid:xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" both ways.

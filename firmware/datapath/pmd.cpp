@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 #include <string>
 
@@ -39,6 +40,7 @@ Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const P
       smc_(std::make_unique<Smc>()),
       emc_insert_inv_prob_(cfg.emc_insert_inv_prob),
       smc_enable_(cfg.smc_enable),
+      held_parsed_(std::make_unique<packet::ParsedPacket[]>(hal::kMaxBurst)),
       exec_(std::make_unique<ExecContext>()),
       parsed_(std::make_unique<packet::ParsedPacket[]>((kMaxRecircDepth + 1) * hal::kMaxBurst)) {
   exec_->tx.set_flush(&Pmd::flush_cb, this);
@@ -143,7 +145,8 @@ PmdCounters Pmd::counters() const {
                 ld(c_.misses),        ld(c_.lost),             ld(c_.recirc_too_deep), ld(c_.malformed),
                 ld(c_.runts),         ld(c_.tx_batches),    ld(c_.tx_batch_packets), ld(c_.invalid_port),   ld(c_.exec_dropped),
                 ld(c_.busy_cycles),   ld(c_.idle_cycles),      ld(c_.upcalls),        ld(c_.action_upcalls),
-                ld(c_.upcall_installs), ld(c_.upcall_followers)};
+                ld(c_.upcall_installs), ld(c_.upcall_followers), ld(c_.ordered_upcalls),
+                ld(c_.backpressure)};
   const PmdCounters& b = baseline_;
   v.rx_packets -= b.rx_packets, v.recirculations -= b.recirculations, v.xconnect_hits -= b.xconnect_hits;
   v.simple_hits -= b.simple_hits;
@@ -155,6 +158,7 @@ PmdCounters Pmd::counters() const {
   v.exec_dropped -= b.exec_dropped, v.busy_cycles -= b.busy_cycles, v.idle_cycles -= b.idle_cycles;
   v.upcalls -= b.upcalls, v.action_upcalls -= b.action_upcalls, v.upcall_installs -= b.upcall_installs;
   v.upcall_followers -= b.upcall_followers;
+  v.ordered_upcalls -= b.ordered_upcalls, v.backpressure -= b.backpressure;
   return v;
 }
 
@@ -184,11 +188,15 @@ void Pmd::run() {
   uint64_t iter = 0;
   while (!quit_.load(std::memory_order_relaxed)) {
     unsigned got = 0;
-    for (const RxQueue& rxq : rxqs_) {
-      uint16_t n = rxq.port->rx(rxq.queue, burst);
-      if (n) {
-        got += n;
-        receive(*rxq.port, rxq.queue, std::span(burst.data(), n));
+    if (offline_) {
+      got = offline_poll(burst);
+    } else {
+      for (const RxQueue& rxq : rxqs_) {
+        uint16_t n = rxq.port->rx(rxq.queue, burst);
+        if (n) {
+          got += n;
+          receive(*rxq.port, rxq.queue, std::span(burst.data(), n));
+        }
       }
     }
     uint64_t now = hal::cycles();
@@ -203,6 +211,7 @@ void Pmd::run() {
       emc_->sweep(kEmcSweepPerIteration);
       table_.release_swept(emc_->generation());
     }
+    if (offline_) held_pub_.store(n_held_, std::memory_order_release);  // before iterations: see wait_drained
     c_.iterations.store(++iter, std::memory_order_release);  // see iterations()
 
     if (iter % kHousekeepingEvery == 0) housekeeping();
@@ -225,6 +234,12 @@ void Pmd::run() {
   }
   pending_.fill(nullptr);
   misses_up_ = 0;
+  for (unsigned i = 0; i < n_held_; ++i) hal::release(held_pkts_[held_head_ + i]);
+  n_held_ = held_head_ = 0;
+  held_pub_.store(0, std::memory_order_release);
+  up_ = 0;
+  mark_ = submitted_;
+  last_up_ = nullptr;
   exec_->release_all();
   for (hal::Backend* b : backends_) b->thread_exit();
 }
@@ -333,10 +348,29 @@ void Pmd::classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* par
                    unsigned depth) {
   const unsigned n = static_cast<unsigned>(pkts.size());
   bump(c_.malformed, packet::parse_burst(pkts, std::span(parsed, n), parser_, dp_.vlan_limit()));
+  LookupHits hits;
+  lookup(pkts, parsed, flows, depth, hits);
+
+  // 3. Misses: to the slow path (key, hash and offsets go with them).
+  uint64_t misses = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    if (!flows[i]) {
+      ++misses;
+      upcall_miss(pkts[i], parsed[i], depth);
+    }
+  }
+  bump(c_.emc_hits, std::popcount(hits.emc));
+  bump(c_.smc_hits, std::popcount(hits.smc));
+  bump(c_.megaflow_hits, std::popcount(hits.megaflow));
+  bump(c_.misses, misses);
+}
+
+void Pmd::lookup(std::span<hal::Packet* const> pkts, const packet::ParsedPacket* parsed, Megaflow** flows,
+                 unsigned depth, LookupHits& hits) {
+  const unsigned n = static_cast<unsigned>(pkts.size());
   for (unsigned i = 0; i < n; ++i) flows[i] = nullptr;
   const bool emc_on = emc_->enabled();
   const bool smc_on = smc_enable_.load(std::memory_order_relaxed);
-  uint64_t emc_hits = 0, smc_hits = 0, mf_hits = 0, misses = 0;
 
   // 0. Packets whose key has a miss up go the miss path behind it, whatever
   // the caches say (see pending_).
@@ -357,7 +391,7 @@ void Pmd::classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* par
     if ((behind >> i) & 1) continue;
     if (Megaflow* f = emc_on ? emc_->lookup(pp.key, pp.hash) : nullptr) {
       flows[i] = f;
-      ++emc_hits;
+      hits.emc |= 1u << i;
     } else {
       if (smc_on) smc_->prefetch(pp.hash);
       emc_miss[n_emc_miss++] = static_cast<uint8_t>(i);
@@ -380,7 +414,7 @@ void Pmd::classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* par
       Megaflow* c = cand[m];
       if (c && c->alive() && flow::equal_masked(pp.key, c->mask, c->key)) {
         flows[i] = c;
-        ++smc_hits;
+        hits.smc |= 1u << i;
         if (emc_on && emc_->should_insert()) emc_->insert(pp.key, pp.hash, c);
       }
     }
@@ -408,24 +442,12 @@ void Pmd::classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* par
       if (!((found >> m) & 1)) continue;
       Megaflow* f = static_cast<Megaflow*>(rules[m]->flow);
       flows[i] = f;
-      ++mf_hits;
+      hits.megaflow |= 1u << i;
       const packet::ParsedPacket& pp = parsed[i];
       if (emc_on && emc_->should_insert()) emc_->insert(pp.key, pp.hash, f);
       if (smc_on) smc_->insert(pp.hash, f->index);
     }
   }
-
-  // 3. Misses: to the slow path (key, hash and offsets go with them).
-  for (unsigned i = 0; i < n; ++i) {
-    if (!flows[i]) {
-      ++misses;
-      upcall_miss(pkts[i], parsed[i], depth);
-    }
-  }
-  bump(c_.emc_hits, emc_hits);
-  bump(c_.smc_hits, smc_hits);
-  bump(c_.megaflow_hits, mf_hits);
-  bump(c_.misses, misses);
 }
 
 Upcall* Pmd::pending_for(const packet::ParsedPacket& pp, unsigned depth) const noexcept {
@@ -461,6 +483,7 @@ void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned
     return;
   }
   --upcalls_left_;
+  u->derived = false;
   u->type = Upcall::Type::miss;
   u->pmd = static_cast<uint16_t>(index_);
   u->depth = static_cast<uint8_t>(depth);
@@ -483,7 +506,17 @@ void Pmd::handle_answers() {
   const uint64_t now = hal::now_ns();
   while (done < kUpcallRecords && upcalls_->answered(u)) {
     ++done;
-    if (u->type == Upcall::Type::miss) pending_remove(u);
+    if (u->type == Upcall::Type::miss) {
+      pending_remove(u);
+      if (offline_) --up_;
+    }
+    if (offline_) {
+      // What this answer's packets send up now is earlier than what is up.
+      in_answer_ = true;
+      ++in_exec_;
+      mark_ = submitted_;
+      last_up_ = nullptr;
+    }
     Megaflow* installed = nullptr;
     if (u->install) {
       if (table_.install(u->install).ok()) {
@@ -521,6 +554,11 @@ void Pmd::handle_answers() {
       hal::release(u->pkt);
       for (unsigned i = 0; i < nf; ++i) hal::release(u->followers[i]);
     }
+    if (offline_) {
+      in_answer_ = false;
+      --in_exec_;
+      last_up_ = nullptr;
+    }
     u->pkt = nullptr;
     u->n_followers = 0;
     upcalls_->executed(u);
@@ -531,6 +569,13 @@ void Pmd::handle_answers() {
 void Pmd::process(std::span<hal::Packet* const> pkts, unsigned depth) {
   const unsigned n = static_cast<unsigned>(pkts.size());
   packet::ParsedPacket* parsed = &parsed_[depth * hal::kMaxBurst];
+  if (offline_) {  // recirculated packets, executed by an earlier packet
+    bump(c_.malformed, packet::parse_burst(pkts, std::span(parsed, n), parser_, dp_.vlan_limit()));
+    const unsigned done = process_offline(pkts, parsed, depth);
+    for (unsigned i = done; i < n; ++i) hal::release(pkts[i]);
+    bump(c_.lost, n - done);
+    return;
+  }
   std::array<Megaflow*, hal::kMaxBurst> flows;
   classify(pkts, parsed, flows.data(), depth);
   std::array<ExecPacket, hal::kMaxBurst> ep;
@@ -584,6 +629,7 @@ void Pmd::after_pass(unsigned depth) {
         bump(c_.lost, 1);
         continue;
       }
+      u->derived = in_answer_;
       u->type = Upcall::Type::action;
       u->n_followers = 0;
       u->pmd = static_cast<uint16_t>(index_);
@@ -620,6 +666,249 @@ void Pmd::after_pass(unsigned depth) {
       if (cnt) process(std::span(again.data() + off, cnt), depth + 1);
     }
   }
+}
+
+// --- offline mode (see pmd.h) ---
+
+unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
+  // 1. Held packets (behind an upcall, or for want of a record) come
+  // first; while some remain, the inputs wait.
+  if (n_held_) {
+    // Held behind an upcall: until nothing is up. For want of a record:
+    // until one may be free.
+    if (held_for_order_ ? up_ != 0 : upcalls_->in_flight() + kOfflineReserve >= kUpcallRecords) return 0;
+    resume_held();
+    if (n_held_) return 0;
+  }
+  // Records in use, userspace() ones included: a new burst could need one
+  // each (misses, or controller packets of its runs). Wait for the slow path.
+  if (upcalls_->in_flight() + kOfflineReserve + hal::kMaxBurst >= kUpcallRecords) {
+    if (!rx_paused_) bump(c_.backpressure, 1);
+    rx_paused_ = true;
+    return 0;
+  }
+  rx_paused_ = false;
+  // 2. The input whose next record is oldest (ties: the first in port
+  // order), and the oldest next record of the others.
+  constexpr uint64_t kNone = hal::Port::kNoRecord;
+  uint64_t best_ts = kNone, next_ts = kNone;
+  size_t best = 0, next = 0;
+  for (size_t i = 0; i < rxqs_.size(); ++i) {
+    const uint64_t ts = rxqs_[i].port->next_rx_timestamp_ns();
+    if (ts < best_ts) {
+      next_ts = best_ts, next = best;
+      best_ts = ts, best = i;
+    } else if (ts < next_ts) {
+      next_ts = ts, next = i;
+    }
+  }
+  if (best_ts == kNone) return 0;
+  hal::Port& in = *rxqs_[best].port;
+  const uint16_t xc = dp_.xconnect_fast(in.id());
+  if (xc && up_) return 0;  // cross-connected (no lookup): it waits for what is up to come back
+  // Only the records before the other inputs' next one (at it too, when
+  // this input comes first in port order).
+  unsigned want = hal::kMaxBurst;
+  if (next_ts != kNone) want = std::max(1u, in.rx_records_before(next_ts, best < next, hal::kMaxBurst));
+  const uint16_t got = in.rx(rxqs_[best].queue, burst.first(want));
+  if (!got) return 0;
+  // Runts go nowhere, as in receive().
+  const unsigned n = drop_runts(burst.first(got));
+  std::span<hal::Packet* const> pkts(burst.data(), n);
+  if (xc) {
+    bump(c_.xconnect_hits, n);
+    send(xc, pkts);
+    return got;
+  }
+  mark_ = submitted_ - up_;  // all that is up is earlier
+  last_up_ = nullptr;
+  // The simple-match path's answers, for packets it can key (see
+  // process_simple); they execute from it only while nothing is up.
+  std::array<SimpleQuick, hal::kMaxBurst> q;
+  std::array<Megaflow*, hal::kMaxBurst> sf{};
+  if (up_ == 0 && table_.simple().enabled(in.id())) {
+    const SimpleMatch& sm = table_.simple();
+    for (unsigned i = 0; i < n; ++i)
+      sf[i] = quick_key(pkts[i]->data(), pkts[i]->len(), &q[i]) ? sm.lookup(in.id(), q[i].key) : nullptr;
+  }
+  unsigned i = 0;
+  uint64_t simple_hits = 0;
+  while (i < n) {
+    if (sf[i] && submitted_ == mark_) {
+      std::array<ExecPacket, hal::kMaxBurst> ep;
+      unsigned j = i;
+      uint16_t tcp_flags = 0;
+      for (; j < n && sf[j] == sf[i]; ++j) {
+        ep[j - i] = {pkts[j], &q[j].ofs, nullptr};
+        tcp_flags |= q[j].tcp_flags;
+      }
+      execute_run(sf[i], ep.data(), j - i, tcp_flags, 0);
+      simple_hits += j - i;
+      i = j;
+      continue;
+    }
+    // The full path, up to the next packet the simple path may take.
+    unsigned j = i + 1;
+    while (j < n && !(sf[j] && submitted_ == mark_)) ++j;
+    packet::ParsedPacket* parsed = &parsed_[0];
+    bump(c_.malformed,
+         packet::parse_burst(pkts.subspan(i, j - i), std::span(parsed, j - i), parser_, dp_.vlan_limit()));
+    const unsigned done = process_offline(pkts.subspan(i, j - i), parsed, 0);
+    if (i + done < j) {
+      // No upcall record: the rest waits, parsed, and so do the inputs.
+      n_held_ = 0;
+      for (unsigned k = i + done; k < j; ++k) {
+        held_parsed_[n_held_] = parsed[k - i];
+        held_pkts_[n_held_++] = pkts[k];
+      }
+      if (j < n) {
+        bump(c_.malformed,
+             packet::parse_burst(pkts.subspan(j), std::span(held_parsed_.get() + n_held_, n - j), parser_,
+                                    dp_.vlan_limit()));
+        for (unsigned k = j; k < n; ++k) held_pkts_[n_held_++] = pkts[k];
+      }
+      held_head_ = 0;
+      if (!held_for_order_) bump(c_.backpressure, 1);
+      break;
+    }
+    i = j;
+  }
+  bump(c_.simple_hits, simple_hits);
+  flush_outputs();
+  return got;
+}
+
+void Pmd::resume_held() {
+  mark_ = submitted_ - up_;
+  last_up_ = nullptr;
+  const unsigned done =
+      process_offline(std::span(held_pkts_.data() + held_head_, n_held_), held_parsed_.get() + held_head_, 0);
+  held_head_ += done;
+  n_held_ -= done;
+  if (n_held_ && !held_for_order_ && done) bump(c_.backpressure, 1);
+  if (!n_held_) held_head_ = 0;
+  flush_outputs();
+}
+
+unsigned Pmd::process_offline(std::span<hal::Packet* const> pkts, packet::ParsedPacket* parsed, unsigned depth) {
+  const unsigned n = static_cast<unsigned>(pkts.size());
+  std::array<Megaflow*, hal::kMaxBurst> flows;
+  LookupHits hits;
+  lookup(pkts, parsed, flows.data(), depth, hits);
+  uint32_t direct = 0;
+  uint64_t misses = 0, ordered = 0;
+  unsigned i = 0;
+  while (i < n) {
+    Megaflow* f = flows[i];
+    if (f && submitted_ == mark_) {
+      // Nothing earlier is up: the cached answer is the current one.
+      unsigned j = i + 1;
+      while (j < n && flows[j] == f) ++j;
+      for (unsigned k = i; k < j; ++k) direct |= 1u << k;
+      execute_run(f, pkts.data() + i, parsed + i, j - i, depth);
+      i = j;
+      continue;
+    }
+    // A hit behind an earlier packet's upcall, read from an input: it waits
+    // for the answers (they may change what it hits), and so does the rest.
+    if (f && in_exec_ == 0) {
+      held_for_order_ = true;
+      break;
+    }
+    // A miss, or a hit behind an upcall its own packet's execution sent (it
+    // can't wait behind later packets): translated in turn.
+    if (!upcall_offline(pkts[i], parsed[i], depth)) {
+      held_for_order_ = false;  // no record: backpressure
+      break;
+    }
+    ++(f ? ordered : misses);
+    ++i;
+  }
+  bump(c_.emc_hits, std::popcount(hits.emc & direct));
+  bump(c_.smc_hits, std::popcount(hits.smc & direct));
+  bump(c_.megaflow_hits, std::popcount(hits.megaflow & direct));
+  bump(c_.misses, misses);
+  bump(c_.ordered_upcalls, ordered);
+  return i;
+}
+
+void Pmd::execute_run(Megaflow* f, hal::Packet* const* pkts, packet::ParsedPacket* parsed, unsigned n,
+                      unsigned depth) {
+  std::array<ExecPacket, hal::kMaxBurst> batch;
+  uint16_t tcp_flags = 0;
+  for (unsigned k = 0; k < n; ++k) {
+    batch[k] = {pkts[k], &parsed[k].ofs, &parsed[k].key};
+    tcp_flags |= tcp_flags_of(parsed[k].key);
+  }
+  execute_run(f, batch.data(), n, tcp_flags, depth);
+}
+
+void Pmd::execute_run(Megaflow* f, const ExecPacket* batch, unsigned n, uint16_t tcp_flags, unsigned depth) {
+  uint64_t bytes = 0;
+  for (unsigned k = 0; k < n; ++k) bytes += batch[k].pkt->len();
+  f->account(n, bytes, tcp_flags, hal::now_ns());
+  const flow::DpActions* acts = f->actions.load(std::memory_order_relaxed);
+  if (!acts) {
+    for (unsigned k = 0; k < n; ++k) hal::release(batch[k].pkt);
+    return;
+  }
+  // What these packets send up is earlier than what comes after them.
+  const uint64_t saved_mark = mark_;
+  mark_ = submitted_;
+  last_up_ = nullptr;
+  ++in_exec_;
+  const uint64_t dropped_before = exec_drops(exec_->counters);
+  execute_actions(*exec_, std::span(batch, n), *acts);
+  bump(c_.exec_dropped, exec_drops(exec_->counters) - dropped_before);
+  after_pass(depth);
+  --in_exec_;
+  last_up_ = nullptr;
+  mark_ = saved_mark;
+}
+
+bool Pmd::upcall_offline(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned depth) {
+  // Right behind the record sent up last with the same key: ride on it.
+  if (last_up_ && misses_up_) {
+    Upcall* up = pending_for(pp, depth);
+    if (up == last_up_ && up->n_followers < kUpcallFollowers) {
+      up->follower_ofs[up->n_followers] = pp.ofs;
+      up->followers[up->n_followers++] = pkt;
+      bump(c_.upcall_followers, 1);
+      return true;
+    }
+  }
+  if (!dp_.upcalls_enabled()) {  // no slow path (shutting down): nobody would answer
+    hal::release(pkt);
+    bump(c_.lost, 1);
+    return true;
+  }
+  const bool reading = in_exec_ == 0;  // from an input, not from a packet being executed
+  Upcall* u = !reading || upcalls_->in_flight() + kOfflineReserve < kUpcallRecords ? upcalls_->take() : nullptr;
+  if (!u) {
+    if (reading) return false;  // backpressure
+    hal::release(pkt);
+    bump(c_.lost, 1);
+    return true;
+  }
+  u->derived = in_answer_;
+  u->type = Upcall::Type::miss;
+  u->pmd = static_cast<uint16_t>(index_);
+  u->depth = static_cast<uint8_t>(depth);
+  u->hash = pp.hash;
+  u->pkt = pkt;
+  u->ofs = pp.ofs;
+  u->key = pp.key;
+  u->n_followers = 0;
+  Upcall*& head = pending_[pp.hash & (kPendingSlots - 1)];
+  u->pending_next = head;
+  head = u;
+  ++misses_up_;
+  ++up_;
+  ++submitted_;
+  last_up_ = u;
+  upcalls_->submit(u);
+  bump(c_.upcalls, 1);
+  return true;
 }
 
 void Pmd::flush_cb(void* arg, uint32_t port, std::span<hal::Packet* const> pkts) noexcept {

@@ -21,10 +21,41 @@
 // only through post() (a bounded MPMC ring; the poster waits for `done`,
 // which the PMD sets with a release store after filling `result`). Before
 // start() and after stop(), the control thread may call apply() directly.
+// The offline state (held packets, records up, marks) is the PMD thread's
+// alone; held() is its count published with a release store at the end of
+// each iteration, before `iterations` (wait_drained reads both).
 // A tx queue shared with another PMD is taken with its spinlock (as Open
 // vSwitch's dynamic txqs); an unshared one takes none. The datapath's VLAN
 // limit is read with one relaxed atomic load per burst. Runts are dropped
 // with a length check per packet and counted once per burst, no lock.
+//
+// Offline mode (datapath.h; set before start(), then fixed): this PMD polls
+// every input, a pcap replay each, merged by record timestamp — each poll
+// reads from the input whose next record is oldest only the records older
+// than every other input's next one (ties: the lower port first), two
+// virtual calls per input per burst. Processing keeps the input order:
+//   * a run of consecutive packets with the same megaflow executes at once,
+//     with its recirculations and slow-path requests, before the next run
+//     (live mode groups a burst's packets by megaflow instead);
+//   * misses go up one after the other without waiting (the handler
+//     translates them in order and the answers come back in order); a hit
+//     read behind a miss still up waits, with everything after it, until
+//     nothing is up, and is looked up again then (the miss's translation
+//     may have changed what it hits: a new megaflow, or MAC learning that
+//     the handler's revalidation has applied to the installed ones — as
+//     Open vSwitch with revalidator/purge between packets). Packets of an
+//     answer being executed (recirculation, userspace()) are earlier than
+//     anything else up and can't wait: once one of them went up the others
+//     go up too, hits included, marked `derived`, and the handler takes
+//     them first;
+//   * when no upcall record is free (64 are kept for derived packets), the
+//     rest of the burst is held the same way until one is, and no input is
+//     read while fewer than a burst's worth are left (userspace() packets
+//     take records too): backpressure, counted in `backpressure`. Held
+//     packets are kept parsed, in order; no input is read while any are
+//     held. `lost` stays 0 unless derived packets find no record (the
+//     reserve exhausted).
+// Costs nothing in live mode but a predictable branch per burst.
 #pragma once
 
 #include <array>
@@ -75,6 +106,9 @@ struct PmdCounters {
   uint64_t action_upcalls = 0;   // userspace() packets handed to the slow path
   uint64_t upcall_installs = 0;  // megaflows the slow path installed in this PMD
   uint64_t upcall_followers = 0; // misses that joined an identical miss already up
+  // Offline mode only:
+  uint64_t ordered_upcalls = 0;  // hits of derived packets sent up behind an upcall (input order)
+  uint64_t backpressure = 0;     // times the inputs stopped for want of an upcall record
 };
 
 // A flow request from another thread (see FlowTable for the life cycle).
@@ -135,6 +169,12 @@ class Pmd {
   // whole iteration ran after its first read (used to wait for a drain).
   uint64_t iterations() const { return c_.iterations.load(std::memory_order_acquire); }
   PmdCounters counters() const;
+  // Offline mode (see the top): before start() only.
+  void set_offline(bool on) { offline_ = on; }
+  bool offline() const { return offline_; }
+  // Offline: packets received and held for want of an upcall record, as of
+  // the end of the last iteration (0 in live mode).
+  uint32_t held() const { return held_pub_.load(std::memory_order_acquire); }
   void clear_counters();  // resets the reported values (baseline kept by the reader side)
 
   // The slow path's end of this PMD's upcall rings (upcall.h).
@@ -155,7 +195,11 @@ class Pmd {
         smc_hits{0}, megaflow_hits{0}, subtable_lookups{0}, misses{0}, lost{0}, recirc_too_deep{0},
         malformed{0}, runts{0}, tx_batches{0}, tx_batch_packets{0}, invalid_port{0}, exec_dropped{0},
         busy_cycles{0}, idle_cycles{0}, upcalls{0}, action_upcalls{0}, upcall_installs{0},
-        upcall_followers{0};
+        upcall_followers{0}, ordered_upcalls{0}, backpressure{0};
+  };
+  // Which packets of a burst each cache stage found (bit i: packet i).
+  struct LookupHits {
+    uint32_t emc = 0, smc = 0, megaflow = 0;
   };
 
   void run();
@@ -175,6 +219,24 @@ class Pmd {
   // a miss (the packet is then handled and must not be touched again).
   void classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* parsed, Megaflow** flows,
                 unsigned depth);
+  // classify's cache stages on a parsed burst (no upcalls, no counters but
+  // subtable_lookups): flows[i] = the megaflow of pkts[i] or null.
+  void lookup(std::span<hal::Packet* const> pkts, const packet::ParsedPacket* parsed, Megaflow** flows,
+              unsigned depth, LookupHits& hits);
+  // --- offline mode (see the top) ---
+  // One poll: the held packets, else a burst of the oldest input. Returns
+  // how many packets were received.
+  unsigned offline_poll(std::span<hal::Packet*> burst);
+  void resume_held();
+  // Takes a parsed burst in order; returns how many packets it handled (the
+  // rest are untouched: no upcall record for them).
+  unsigned process_offline(std::span<hal::Packet* const> pkts, packet::ParsedPacket* parsed, unsigned depth);
+  // Executes n consecutive packets of one megaflow, then their recirculations.
+  void execute_run(Megaflow* f, hal::Packet* const* pkts, packet::ParsedPacket* parsed, unsigned n,
+                   unsigned depth);
+  void execute_run(Megaflow* f, const ExecPacket* batch, unsigned n, uint16_t tcp_flags, unsigned depth);
+  // Sends one packet up; false when no record may be taken (backpressure).
+  bool upcall_offline(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned depth);
   // A miss: to the slow path if it listens and the budget allows, else lost.
   void upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned depth);
   // The slow path's answers: install, then execute.
@@ -223,6 +285,26 @@ class Pmd {
   // The newest miss record up with pp's key at this depth, or null.
   Upcall* pending_for(const packet::ParsedPacket& pp, unsigned depth) const noexcept;
   void pending_remove(Upcall* u) noexcept;
+  // Offline mode state (PMD thread only; see the top).
+  bool offline_ = false;
+  static constexpr unsigned kOfflineReserve = 64;  // records only derived packets may take
+  static_assert(kOfflineReserve < kUpcallRecords, "records must remain for the inputs");
+  uint64_t submitted_ = 0;  // miss records ever sent up
+  uint32_t up_ = 0;         // miss records up, not executed yet
+  // Packets may execute from the caches only while submitted_ == mark_:
+  // nothing earlier than them is up. Set when a context starts: reading the
+  // inputs (submitted_ - up_: all that is up is earlier), executing a packet
+  // (submitted_: what is up is later than it).
+  uint64_t mark_ = 0;
+  unsigned in_exec_ = 0;     // nesting of packet execution (0: reading the inputs)
+  bool in_answer_ = false;   // executing a slow-path answer: what goes up is `derived`
+  Upcall* last_up_ = nullptr;  // the miss record sent up last in this context (may take followers)
+  std::array<hal::Packet*, hal::kMaxBurst> held_pkts_{};
+  std::unique_ptr<packet::ParsedPacket[]> held_parsed_;
+  unsigned held_head_ = 0, n_held_ = 0;
+  bool held_for_order_ = false;  // held behind an upcall (else: for want of a record)
+  bool rx_paused_ = false;       // the inputs wait for records (counted once per pause)
+  std::atomic<uint32_t> held_pub_{0};
   packet::ParserCounters parser_;
   std::unique_ptr<ExecContext> exec_;
   // Per recirculation depth: the parsed burst (keys must outlive execution).

@@ -9,7 +9,9 @@
 // fills it with the packet, the key and hash it already computed (the
 // handler never parses or hashes again) and the layer offsets, and pushes
 // it to `queue`. No record or no budget left in this burst: the packet is
-// dropped and counted as lost; the PMD never waits. A miss whose key equals
+// dropped and counted as lost; the PMD never waits. (In an offline run the
+// PMD stops reading its inputs instead, and marks records `derived` that
+// must be translated before those already queued: see pmd.h.) A miss whose key equals
 // that of a miss still up (same PMD) rides on that record as a follower
 // instead of taking another one.
 //
@@ -51,6 +53,9 @@ struct Upcall {
   Type type = Type::miss;
   uint16_t pmd = 0;
   uint8_t depth = 0;  // recirculation depth of the pass that missed
+  // Offline mode: sent up while an earlier record's answer was executed (its
+  // recirculation, its userspace()): comes before the records queued ahead.
+  bool derived = false;
   uint32_t hash = 0;
   hal::Packet* pkt = nullptr;  // owned by the record until the PMD executes it
   packet::LayerOffsets ofs;

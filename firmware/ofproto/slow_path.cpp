@@ -29,6 +29,7 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
     out.uses_normal = x->uses_normal;
     out.tables = x->tables;
     out.mac_gen = x->mac_generation;
+    out.mac_changed = x->mac_changed;
     out.cacheable = true;
     return {};
   };

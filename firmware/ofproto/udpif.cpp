@@ -104,6 +104,7 @@ void Udpif::start() {
     slots_registered_ = true;
   }
   quit_.store(false);
+  offline_.assign(dp_.pmds().size(), {});  // before the handler runs
   adapted_limit_.store(knobs_.flow_limit ? knobs_.flow_limit() : 200000);
   handler_ = std::thread([this] { handler_main(); });
   revalidator_ = std::thread([this] { revalidator_main(); });
@@ -150,39 +151,92 @@ void Udpif::handler_main() {
     rcu_.online(handler_slot_);
   }
   // Stopping: what is still queued is answered "drop" so the PMDs free it.
-  for (const auto& pmd : dp_.pmds()) {
-    datapath::UpcallChannel& ch = pmd->upcall_channel();
+  for (size_t i = 0; i < dp_.pmds().size(); ++i) {
+    datapath::UpcallChannel& ch = dp_.pmds()[i]->upcall_channel();
     datapath::Upcall* u;
+    for (datapath::Upcall* b : offline_[i].backlog) ch.answer(b);
+    offline_[i].backlog.clear();
+    offline_[i].wait_for = nullptr;
     while (ch.next(u)) ch.answer(u);
   }
   rcu_.offline(handler_slot_);
 }
 
+bool Udpif::recycle_spent(datapath::UpcallChannel& ch, OfflineQueue& oq) {
+  bool any = false;
+  datapath::Upcall* u;
+  // Records the PMD has executed: free what the answers allocated.
+  while (ch.next_spent(u)) {
+    ++oq.spent;
+    if (u == oq.wait_for) oq.wait_for = nullptr;
+    if (u->install_failed) {
+      datapath::free_megaflow(u->install);
+      std::lock_guard lock(mu_);
+      ++stats_.install_failed;
+    }
+    delete u->actions;
+    ch.recycle(u);
+    any = true;
+  }
+  return any;
+}
+
 bool Udpif::handle_batch() {
   bool any = false;
-  for (const auto& pmd : dp_.pmds()) {
-    datapath::UpcallChannel& ch = pmd->upcall_channel();
+  for (size_t i = 0; i < dp_.pmds().size(); ++i) {
+    datapath::UpcallChannel& ch = dp_.pmds()[i]->upcall_channel();
+    OfflineQueue& oq = offline_[i];
+    any |= recycle_spent(ch, oq);
     datapath::Upcall* u;
-    // Records the PMD has executed: free what the answers allocated.
-    while (ch.next_spent(u)) {
-      if (u->install_failed) {
-        datapath::free_megaflow(u->install);
-        std::lock_guard lock(mu_);
-        ++stats_.install_failed;
+    const bool got = ch.next(u);
+    // Read after a pop: a record comes from a PMD started after
+    // Datapath::start() decided (ring push release, pop acquire).
+    if (!dp_.offline()) {
+      for (unsigned n = 0; got; ++n) {
+        answer(ch, u, nullptr);
+        ++oq.answered;
+        any = true;
+        if (n + 1 == 64 || !ch.next(u)) break;
       }
-      delete u->actions;
-      ch.recycle(u);
+      continue;
+    }
+    // Offline: in order, derived records (sent up while an earlier answer
+    // was executed) before the others already queued.
+    for (bool more = got; more; more = ch.next(u)) {
+      if (u->derived) {
+        auto at = oq.backlog.begin();
+        while (at != oq.backlog.end() && (*at)->derived) ++at;
+        oq.backlog.insert(at, u);
+      } else {
+        oq.backlog.push_back(u);
+      }
       any = true;
     }
-    for (unsigned n = 0; n < 64 && ch.next(u); ++n) {
-      answer(ch, u);
-      any = true;
+    for (unsigned n = 0; n < 64 && !oq.wait_for && !oq.backlog.empty(); ++n) {
+      u = oq.backlog.front();
+      oq.backlog.pop_front();
+      answer(ch, u, &oq);
+      ++oq.answered;
+      // The answer recirculates: what its packets send up again must be
+      // translated before the records behind it (they come back derived).
+      // Only this thread pops `spent`, so u stays valid until then.
+      if (u->type == datapath::Upcall::Type::miss && u->actions && has_recirc(u->actions->bytes())) oq.wait_for = u;
     }
   }
   return any;
 }
 
-void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u) {
+bool Udpif::has_recirc(std::span<const uint8_t> actions) {
+  flow::DpActionReader r(actions);
+  while (!r.done()) {
+    const flow::DpAction a = r.next();
+    if (a.type == flow::DpActionType::kRecirc) return true;
+    if (a.type == flow::DpActionType::kClone && has_recirc(a.nested())) return true;
+  }
+  return false;
+}
+
+void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq) {
   if (u->type == datapath::Upcall::Type::action) {
     if (sink_) sink_(*u);
     std::lock_guard lock(mu_);
@@ -194,6 +248,18 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u) {
   flow::expand(u->key, flow);
   Translation t;
   Status st = translate_(flow, /*may_learn=*/true, t);
+  if (oq && st.ok() && t.mac_changed) {
+    // Offline: the MAC table moved, so megaflows installed before may be
+    // stale. Once every earlier answer is installed, a revalidation round
+    // fixes them before this answer lets the PMD classify later packets (as
+    // Open vSwitch with revalidator/purge between packets).
+    while (oq->spent != oq->answered && !quit_.load(std::memory_order_relaxed)) {
+      if (!recycle_spent(ch, *oq)) std::this_thread::sleep_for(std::chrono::microseconds(5));
+    }
+    (void)round(true, handler_slot_);
+    std::lock_guard lock(mu_);
+    ++stats_.offline_revalidations;
+  }
   std::lock_guard lock(mu_);
   ++stats_.upcalls;
   stats_.last_upcall_ns = hal::now_ns();

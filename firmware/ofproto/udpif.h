@@ -36,6 +36,16 @@
 // Datapath (set_megaflows_enabled(dp, on)), because the console applies the
 // boot config before System::start() creates the Udpif.
 //
+// Offline runs (Datapath::offline(), datapath/pmd.h): the handler answers in
+// input order — records marked `derived` (sent up while an earlier answer
+// was executed) before those queued ahead of them; after answering a miss
+// whose actions recirculate it takes nothing more until the PMD has
+// executed that answer (its recirculated packets come back derived); and a
+// translation that changed the MAC table (a new or moved MAC) waits until
+// every earlier answer is installed, then runs a revalidation round on the
+// handler thread before answering, so no stale NORMAL megaflow serves a
+// later packet (stats().offline_revalidations).
+//
 // Thread-safety: start()/stop() and the setters are control-thread calls.
 // The two threads share the ukey table under a mutex that no PMD takes;
 // stats() and the dump functions read it from the control thread the same
@@ -46,6 +56,7 @@
 #include <bitset>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -77,6 +88,7 @@ struct Translation {
   uint64_t mac_gen = 0;                  // bridge->mac().generation() it saw
   std::bitset<256> tables;               // tables looked up (a change elsewhere can't matter)
   bool cacheable = true;                 // false: execute only, never install
+  bool mac_changed = false;              // NORMAL learned a new MAC or a move
 };
 
 // Translates `flow` (in_port = datapath port). may_learn: NORMAL may learn
@@ -92,6 +104,7 @@ struct UdpifKnobs {
 struct UdpifStats {
   uint64_t upcalls = 0, action_upcalls = 0, installs = 0, install_failed = 0, limit_hits = 0;
   uint64_t translate_errors = 0, reparses = 0;
+  uint64_t offline_revalidations = 0;  // offline: rounds run because a translation moved the MAC table
   uint64_t rounds = 0, revalidated = 0, modified = 0, deleted_idle = 0, deleted_changed = 0,
            deleted_limit = 0;
   uint64_t last_dump_ms = 0, avg_dump_ms = 0, max_dump_ms = 0, last_round_us = 0;
@@ -169,9 +182,20 @@ class Udpif {
     size_t operator()(const UkeyId& k) const { return k.ufid.hi ^ (k.ufid.lo * 31) ^ k.pmd; }
   };
 
+  // Per PMD (handler thread only; sized by start()): answers given and come
+  // back spent (both modes), and offline: records taken from the queue and
+  // not answered yet, in the order they are to be answered, and the
+  // recirculating answer to wait for.
+  struct OfflineQueue {
+    std::deque<datapath::Upcall*> backlog;
+    datapath::Upcall* wait_for = nullptr;
+    uint64_t answered = 0, spent = 0;
+  };
   void handler_main();
   bool handle_batch();
-  void answer(datapath::UpcallChannel& ch, datapath::Upcall* u);
+  bool recycle_spent(datapath::UpcallChannel& ch, OfflineQueue& oq);
+  void answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq);
+  static bool has_recirc(std::span<const uint8_t> actions);
   void revalidator_main();
   uint64_t round(bool terse, unsigned rcu_slot);
   // Whether rule changes since the ukey's translation may change it: a
@@ -189,6 +213,7 @@ class Udpif {
   unsigned handler_slot_ = 0, revalidator_slot_ = 0;
   bool slots_registered_ = false;
 
+  std::vector<OfflineQueue> offline_;  // handler thread only
   std::thread handler_, revalidator_;
   std::atomic<bool> quit_{false};
   std::mutex wake_mu_;

@@ -15,6 +15,7 @@ class NullPort final : public Port {
 
   LinkState link() const override { return sim_link_up(); }
   std::string describe() const override { return "null"; }
+  InputKind input_kind() const override { return InputKind::none; }
 
  protected:
   uint16_t rx_burst(uint16_t, std::span<Packet*>) noexcept override { return 0; }

@@ -19,6 +19,12 @@
 // input_state(): live without in=; pending until the last loop's last record
 // has been handed out, then drained (an empty capture is drained at once).
 //
+// input_kind(): none without in=, live with loop=0 (endless), else a finite
+// replay, whose record timestamps an offline run merges by (datapath.h).
+// Loop k (from 0) of the capture is stamped k * (span + 1 ns) later than
+// the file says, span being its last minus its first timestamp, so that
+// the timestamps of a looped replay keep growing as its records do.
+//
 // Thread-safety: rx state (cursor, loop count) belongs to the thread polling
 // rx queue 0, the writer to the thread owning tx queue 0 and then to the
 // control thread for stop(). input_state is an atomic read by the control
@@ -51,6 +57,8 @@ class PcapPort final : public Port {
         out_path_(spec.pcap_out) {
     set_queues(1, 1);
     if (reader_ && reader_->size() == 0) state_.store(InputState::drained, std::memory_order_relaxed);
+    if (reader_ && reader_->size() != 0)
+      loop_stride_ns_ = reader_->timestamp_ns(reader_->size() - 1) - reader_->timestamp_ns(0) + 1;
   }
   ~PcapPort() override { stop(); }
 
@@ -59,6 +67,31 @@ class PcapPort final : public Port {
   InputState input_state() const override {
     if (!reader_) return InputState::live;
     return state_.load(std::memory_order_acquire);  // pairs with rx_burst's release
+  }
+
+  InputKind input_kind() const override {
+    if (!reader_) return InputKind::none;
+    return loops_ == 0 ? InputKind::live : InputKind::finite_replay;
+  }
+
+  uint64_t next_rx_timestamp_ns() const noexcept override {
+    if (!reader_ || state_.load(std::memory_order_relaxed) != InputState::pending) return kNoRecord;
+    return stamp(done_loops_, next_);
+  }
+
+  unsigned rx_records_before(uint64_t limit_ns, bool inclusive, unsigned max) const noexcept override {
+    if (!reader_ || state_.load(std::memory_order_relaxed) != InputState::pending) return 0;
+    const size_t records = reader_->size();
+    size_t i = next_;
+    uint64_t loop = done_loops_;
+    unsigned n = 0;
+    while (n < max && (loops_ == 0 || loop < loops_)) {
+      const uint64_t ts = stamp(loop, i);
+      if (inclusive ? ts > limit_ns : ts >= limit_ns) break;
+      ++n;
+      if (++i == records) i = 0, ++loop;
+    }
+    return n;
   }
 
   std::string describe() const override {
@@ -109,6 +142,10 @@ class PcapPort final : public Port {
     return static_cast<uint16_t>(n);
   }
 
+  uint64_t stamp(uint64_t loop, size_t i) const noexcept {
+    return reader_->timestamp_ns(i) + loop * loop_stride_ns_;
+  }
+
   uint16_t tx_burst(uint16_t, std::span<Packet* const> pkts) noexcept override {
     if (!writer_ || !writer_->is_open()) return 0;
     const uint64_t ts = wall_clock_ns();  // one clock read per burst
@@ -126,6 +163,7 @@ class PcapPort final : public Port {
   std::optional<PcapReader> reader_;
   std::unique_ptr<PcapWriter> writer_;
   const uint64_t loops_;
+  uint64_t loop_stride_ns_ = 0;  // see input_kind()
   const std::string in_path_, out_path_;
   // rx side (rx queue owner)
   size_t next_ = 0;

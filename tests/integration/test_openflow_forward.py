@@ -13,8 +13,8 @@ out pcaps are compared byte for byte with frames this test computes itself.
   forwarding within one revalidation round without new upcalls, idle
   megaflows expire, rule idle/hard timeouts, the flow limit.
 
-Each input pcap stays <= 400 packets: a PMD has 512 upcall records and
-misses beyond them are dropped as lost by design."""
+Each input pcap stays <= 400 packets, from when a PMD's 512 upcall records
+bounded a run (offline runs now wait instead: test_offline_order.py)."""
 import json
 import os
 import re

@@ -130,6 +130,23 @@ class Port {
 
   virtual LinkState link() const = 0;
   virtual InputState input_state() const { return InputState::live; }
+
+  // --- offline runs (datapath.h: every input replays a file) ---
+  // What rx receives from: nothing (an output-only port), a finite replay
+  // of a capture (known timestamps, runs out), or live traffic (the
+  // default: a NIC, a TAP, a ring, an endless replay).
+  enum class InputKind : uint8_t { none, finite_replay, live };
+  virtual InputKind input_kind() const { return InputKind::live; }
+  static constexpr uint64_t kNoRecord = ~uint64_t{0};
+  // finite_replay only, called by the thread polling rx queue 0, once per
+  // burst: the timestamp (ns) of the record rx would hand out next
+  // (kNoRecord when none is left), and how many of the next records, at
+  // most `max`, are stamped before `limit_ns` (or at it, if `inclusive`).
+  virtual uint64_t next_rx_timestamp_ns() const noexcept { return kNoRecord; }
+  virtual unsigned rx_records_before(uint64_t limit_ns, bool inclusive, unsigned max) const noexcept {
+    (void)limit_ns, (void)inclusive;
+    return max;
+  }
   virtual std::string describe() const = 0;  // e.g. "pcap in=a.pcap out=b.pcap"
 
   virtual void stop() noexcept {}  // flushes outputs; idempotent
