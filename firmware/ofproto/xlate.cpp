@@ -55,6 +55,14 @@ int count_vlans(const FlowKey& f) {
   return n;
 }
 
+// flow_fix_vlan_tpid(): a write into vlan_tci/vlan_vid/vlan_pcp (set_field,
+// load, move) that leaves a TCI on a flow without a TPID makes the tag an
+// 802.1Q one, as mf_set_flow_value() does; without it the commit would push
+// a tag with TPID 0.
+void fix_vlan_tpid(FlowKey& f) {
+  if (f.vlans[0].tpid == 0 && f.vlans[0].tci != 0) f.vlans[0].tpid = hton16(text::kEthTypeVlan);
+}
+
 template <typename T>
 void set_ones(T& field) {
   std::memset(&field, 0xff, sizeof field);
@@ -591,6 +599,7 @@ void Ctx::load(const OfLoad& l) {
   }
   unwildcard_subfield(wc_, l.dst);
   write_subfield(flow_, l.dst, OfValue::from_u64(l.value));
+  fix_vlan_tpid(flow_);
 }
 
 void Ctx::move(const OfMove& m) {
@@ -599,6 +608,7 @@ void Ctx::move(const OfMove& m) {
   unwildcard_subfield(wc_, m.src);
   unwildcard_subfield(wc_, m.dst);
   write_subfield(flow_, m.dst, read_subfield(flow_, m.src));
+  fix_vlan_tpid(flow_);
 }
 
 // --- NORMAL --------------------------------------------------------------------

@@ -90,6 +90,25 @@ std::optional<ControllerUserdata> userdata_of(const XlateOut& o) {
 
 }  // namespace
 
+TEST_CASE("load, set_field and move into vlan_tci on an untagged packet push an 802.1Q tag, never TPID 0") {
+  // Open vSwitch 3.1 (netdev-dummy, tx_pcap): load:0x100a->NXM_OF_VLAN_TCI[]
+  // on an untagged frame sends 81 00 00 0a; load:1->NXM_OF_VLAN_TCI[12]
+  // sends 81 00 00 00 (mf_set_flow_value()'s flow_fix_vlan_tpid()).
+  Br b;
+  b.flow("in_port=1,actions=load:0x100a->NXM_OF_VLAN_TCI[],output:2");
+  b.flow("in_port=2,actions=load:1->NXM_OF_VLAN_TCI[12],output:1");
+  b.flow("in_port=3,actions=load:0x3005->NXM_NX_REG0[0..15],move:NXM_NX_REG0[0..15]->NXM_OF_VLAN_TCI[],output:1");
+  b.flow("in_port=4,actions=set_field:0x300a->vlan_tci,output:1");
+  XlateOut o = b.x("ip,in_port=11");
+  CHECK(acts(o) == "push_vlan(vid=10,pcp=0),12");
+  CHECK(o.final_flow.vlans[0].tpid == hton16(0x8100));
+  CHECK(acts(b.x("ip,in_port=12")) == "push_vlan(vid=0,pcp=0),11");
+  CHECK(acts(b.x("ip,in_port=13")) == "push_vlan(vid=5,pcp=1),11");
+  CHECK(acts(b.x("ip,in_port=14")) == "push_vlan(vid=10,pcp=1),11");
+  // A tagged frame keeps its TPID: the tag is replaced, not doubled.
+  CHECK(acts(b.x("ip,in_port=11,dl_vlan=5")) == "pop_vlan,push_vlan(vid=10,pcp=0),12");
+}
+
 TEST_CASE("output maps OpenFlow ports to datapath ports; the mask is OVS's base set") {
   Br b;
   b.flow("in_port=1,actions=output:2");
