@@ -63,6 +63,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -114,12 +115,20 @@ struct OfGotoTable {
 // mod_vlan_vid: sets the VID, pushing an 802.1Q tag first if there is none.
 struct OfSetVlanVid {
   uint16_t vid = 0;  // 0..4095
-  bool operator==(const OfSetVlanVid&) const = default;
+  // Parsed from set_field: the prerequisite Open vSwitch checks for that
+  // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
+  // Not part of the value: it prints as the OpenFlow 1.0 action.
+  OfPrereq need = OfPrereq::none;
+  bool operator==(const OfSetVlanVid& o) const { return vid == o.vid; }
 };
 // mod_vlan_pcp: sets the PCP, pushing a tag first if there is none.
 struct OfSetVlanPcp {
   uint8_t pcp = 0;  // 0..7
-  bool operator==(const OfSetVlanPcp&) const = default;
+  // Parsed from set_field: the prerequisite Open vSwitch checks for that
+  // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
+  // Not part of the value: it prints as the OpenFlow 1.0 action.
+  OfPrereq need = OfPrereq::none;
+  bool operator==(const OfSetVlanPcp& o) const { return pcp == o.pcp; }
 };
 struct OfStripVlan {
   bool operator==(const OfStripVlan&) const = default;
@@ -138,25 +147,45 @@ struct OfSetEthDst {
 };
 struct OfSetIpv4Src {
   be32 addr = 0;
-  bool operator==(const OfSetIpv4Src&) const = default;
+  // Parsed from set_field: the prerequisite Open vSwitch checks for that
+  // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
+  // Not part of the value: it prints as the OpenFlow 1.0 action.
+  OfPrereq need = OfPrereq::none;
+  bool operator==(const OfSetIpv4Src& o) const { return addr == o.addr; }
 };
 struct OfSetIpv4Dst {
   be32 addr = 0;
-  bool operator==(const OfSetIpv4Dst&) const = default;
+  // Parsed from set_field: the prerequisite Open vSwitch checks for that
+  // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
+  // Not part of the value: it prints as the OpenFlow 1.0 action.
+  OfPrereq need = OfPrereq::none;
+  bool operator==(const OfSetIpv4Dst& o) const { return addr == o.addr; }
 };
 // mod_nw_tos: the DSCP bits of the TOS byte, in place (a multiple of 4).
 struct OfSetIpDscp {
   uint8_t tos = 0;
-  bool operator==(const OfSetIpDscp&) const = default;
+  // Parsed from set_field: the prerequisite Open vSwitch checks for that
+  // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
+  // Not part of the value: it prints as the OpenFlow 1.0 action.
+  OfPrereq need = OfPrereq::none;
+  bool operator==(const OfSetIpDscp& o) const { return tos == o.tos; }
 };
 // mod_tp_src / mod_tp_dst: the TCP, UDP or SCTP port (host order).
 struct OfSetL4Src {
   uint16_t port = 0;
-  bool operator==(const OfSetL4Src&) const = default;
+  // Parsed from set_field: the prerequisite Open vSwitch checks for that
+  // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
+  // Not part of the value: it prints as the OpenFlow 1.0 action.
+  OfPrereq need = OfPrereq::none;
+  bool operator==(const OfSetL4Src& o) const { return port == o.port; }
 };
 struct OfSetL4Dst {
   uint16_t port = 0;
-  bool operator==(const OfSetL4Dst&) const = default;
+  // Parsed from set_field: the prerequisite Open vSwitch checks for that
+  // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
+  // Not part of the value: it prints as the OpenFlow 1.0 action.
+  OfPrereq need = OfPrereq::none;
+  bool operator==(const OfSetL4Dst& o) const { return port == o.port; }
 };
 // load:VALUE->DST: NXM reg_load of at most 64 bits (dst.n_bits <= 64, value
 // fits in dst.n_bits).
@@ -187,11 +216,55 @@ struct OfSetTunnel {
   bool operator==(const OfSetTunnel&) const = default;
 };
 
+// --- OpenFlow 1.1+ instructions -------------------------------------------
+//
+// They are list members like the actions, in the order Open vSwitch requires
+// (and prints): the apply-actions, then clear_actions, write_actions(...),
+// write_metadata, goto_table, each at most once.
+
+struct OfActionSet;  // below: the actions inside write_actions(...)
+// write_actions(A,...): adds A... to the packet's action set, which runs when
+// the pipeline ends (OVS's ofpacts_execute_action_set() order). Never empty:
+// write_actions() and write_actions(drop) parse to nothing, as OVS stores them.
+struct OfWriteActions {
+  std::shared_ptr<const OfActionSet> set;  // immutable, never null
+  bool operator==(const OfWriteActions& o) const;
+};
+// clear_actions: empties the action set.
+struct OfClearActions {
+  bool operator==(const OfClearActions&) const = default;
+};
+// write_metadata:V[/M]: metadata = (metadata & ~M) | (V & M).
+struct OfWriteMetadata {
+  uint64_t value = 0;
+  uint64_t mask = UINT64_MAX;
+  bool operator==(const OfWriteMetadata&) const = default;
+};
+
 using OfAction =
     std::variant<OfOutput, OfController, OfResubmit, OfGotoTable, OfSetVlanVid, OfSetVlanPcp, OfStripVlan,
                  OfPushVlan, OfSetEthSrc, OfSetEthDst, OfSetIpv4Src, OfSetIpv4Dst, OfSetIpDscp, OfSetL4Src,
-                 OfSetL4Dst, OfLoad, OfMove, OfDecTtl, OfNote, OfSetTunnel>;
+                 OfSetL4Dst, OfLoad, OfMove, OfDecTtl, OfNote, OfSetTunnel, OfWriteActions, OfClearActions,
+                 OfWriteMetadata>;
 using OfActions = std::vector<OfAction>;
+
+struct OfActionSet {
+  OfActions actions;  // as written (printed in this order); run in action-set order
+};
+inline bool OfWriteActions::operator==(const OfWriteActions& o) const {
+  return set == o.set || (set && o.set && set->actions == o.set->actions);
+}
+inline OfWriteActions make_write_actions(OfActions a) {
+  return OfWriteActions{std::make_shared<const OfActionSet>(OfActionSet{std::move(a)})};
+}
+
+// ofpacts_execute_action_set(): the action list an action set runs, in
+// OpenFlow 1.1+'s order: strip_vlan, push_vlan, dec_ttl (the last of each),
+// then every set/load/move/set_tunnel/mod_vlan_* in the order written, then
+// one final action: the last output (an output to any port, including
+// CONTROLLER) unless a resubmit, which OVS ranks before output, is later in
+// its ranking (resubmit < output). Nothing runs without a final action.
+OfActions of_action_set_list(const OfActions& set);
 
 // Parses the text after "actions=". `column` is the 1-based column of
 // text[0] in the whole line (OfFlow::actions_column) so that errors point

@@ -171,6 +171,8 @@ class Ctx {
   bool dec_ttl(const OfDecTtl& d);  // true: stop this action list
   void table_action(uint32_t in_port, uint8_t table_id);
   bool resource_check();
+  void report_action_set(const char* verb);
+  void execute_action_set();
   bool prereqs_ok(OfPrereq p);
   void load(const OfLoad& l);
   void move(const OfMove& m);
@@ -207,6 +209,10 @@ class Ctx {
   XlateError error_ = XlateError::ok;
   std::vector<std::unique_ptr<TraceNode>> root_;
   std::vector<std::unique_ptr<TraceNode>>* trace_list_ = nullptr;
+  // OpenFlow 1.1+ action set: what write_actions added, in order (it runs
+  // when the pipeline ends; of_action_set_list() orders it).
+  OfActions action_set_;
+  bool in_action_set_ = false;
 };
 
 void Ctx::wc_init() {
@@ -271,6 +277,9 @@ void Ctx::run() {
       // OVS's no_packet_in_rule: no actions.
       report(NodeType::action, "drop");
     }
+    // The action set runs at the end of the pipeline, also when the last
+    // goto_table missed (OVS 3.1: the miss drops, the action set still runs).
+    if (error_ == XlateError::ok) execute_action_set();
   }
   wc_finish();
   out_.final_flow = flow_;
@@ -403,6 +412,15 @@ void Ctx::do_actions(const OfActions& acts) {
             // Nothing to do.
           } else if constexpr (std::is_same_v<T, OfSetTunnel>) {
             flow_.tun_id = text::hton64(x.tun_id);
+          } else if constexpr (std::is_same_v<T, OfWriteActions>) {
+            action_set_.insert(action_set_.end(), x.set->actions.begin(), x.set->actions.end());
+            report_action_set("is");
+          } else if constexpr (std::is_same_v<T, OfClearActions>) {
+            report_action_set("was");
+            action_set_.clear();
+          } else if constexpr (std::is_same_v<T, OfWriteMetadata>) {
+            const uint64_t md = text::ntoh64(flow_.metadata);
+            flow_.metadata = text::hton64((md & ~x.mask) | (x.value & x.mask));
           }
         },
         a);
@@ -428,7 +446,7 @@ void Ctx::output_action(uint32_t port, uint16_t max_len) {
       flood(true);
       break;
     case kOfppController:
-      controller(max_len, OfPacketInReason::action, 0);
+      controller(max_len, in_action_set_ ? OfPacketInReason::action_set : OfPacketInReason::action, 0);
       break;
     case kOfppNone:
       break;
@@ -489,6 +507,28 @@ bool Ctx::dec_ttl(const OfDecTtl& d) {
   }
   report(NodeType::warn, is_ipv4(flow_) ? "IPv4 decrement TTL exception" : "IPv6 decrement TTL exception");
   return true;
+}
+
+// xlate_report_action_set(): the action list the set would run now.
+void Ctx::report_action_set(const char* verb) {
+  if (!trace_list_) return;
+  const OfActions list = of_action_set_list(action_set_);
+  if (list.empty())
+    report(NodeType::detail, std::string("action set ") + verb + " empty");
+  else
+    report(NodeType::detail, std::string("action set ") + verb + ": " + format_of_actions(list));
+}
+
+// xlate_action_set(): runs the action set's list once, as a last table.
+void Ctx::execute_action_set() {
+  const OfActions list = of_action_set_list(action_set_);
+  action_set_.clear();
+  if (list.empty()) return;
+  // Like OVS, the node goes into the list translation ended in (table 0's).
+  if (TraceNode* n = report(NodeType::table, "--. Executing action set:")) trace_list_ = &n->subs;
+  in_action_set_ = true;
+  do_actions(list);
+  in_action_set_ = false;
 }
 
 bool Ctx::resource_check() {
