@@ -40,7 +40,10 @@
 // push_vlan:0x8100|0x88a8, mod_dl_src, mod_dl_dst, mod_nw_src, mod_nw_dst,
 // mod_nw_tos, mod_nw_ecn, mod_nw_ttl, mod_tp_src, mod_tp_dst,
 // set_field:V[/M]->F, load:V->F[..], move:F[..]->F[..], dec_ttl,
-// dec_ttl(ids), note:hex, set_tunnel, set_tunnel64. Action names are
+// dec_ttl(ids), note:hex, set_tunnel, set_tunnel64, and the OpenFlow 1.1+
+// instructions clear_actions, write_actions(A,...) and write_metadata:V[/M]
+// (in OVS's order: actions, clear_actions, write_actions, write_metadata,
+// goto_table; each instruction once). Action names are
 // case-insensitive (as in OVS); field names are not. Values are decimal or
 // 0x-hex. Other actions of Open vSwitch (ct, group, learn, ...) are refused
 // by name ("unsupported action 'ct' at column 9").
@@ -283,8 +286,7 @@ std::string format_of_action(const OfAction& action, const OfFormatOptions& opti
 //   * output: a port below 0xff00 or IN_PORT, TABLE, NORMAL, FLOOD, ALL,
 //     CONTROLLER, LOCAL (not ANY/NONE, not 0xff00-0xfff7);
 //   * goto_table: only last, and to a later table;
-//   * mod_nw_src/dst need ip; mod_nw_tos and dec_ttl need ip or ipv6;
-//     mod_tp_src/dst need tcp, udp or sctp (and not a later fragment);
+//   * mod_nw_*, mod_tp_*, dec_ttl, strip_vlan: see below;
 //     load and move need their fields' prerequisites (ip_src: ip, tcp_dst:
 //     tcp, vlan_pcp: a VLAN tag, ...; a load into vlan_vid needs a tag too,
 //     as OVS's set_field check, a move into it does not), a writable
@@ -293,11 +295,20 @@ std::string format_of_action(const OfAction& action, const OfFormatOptions& opti
 // The flow is followed through the list as OVS does: push_vlan,
 // mod_vlan_vid and mod_vlan_pcp make a tag present, strip_vlan pops one,
 // a load into vlan_tci sets it.
-// Decisions: OVS 3.1 only narrows the usable OpenFlow versions (to 1.0) for
-// mod_nw_*, mod_tp_*, dec_ttl and strip_vlan whose prerequisite is missing;
-// keel has no version negotiation and refuses the first three, as OVS does
-// for OpenFlow 1.1+ and for set_field. strip_vlan on a match that has no tag
-// is accepted (a no-op on untagged packets, common in OpenFlow 1.0 tables).
+// What it accepts is what `ovs-ofctl add-flow` of OVS 3.1 accepts (observed;
+// the table in tests/unit/of_actions_test.cpp): keel has no version
+// negotiation, so a flow OpenFlow 1.0 can carry is checked as ovs-ofctl's
+// default protocol checks it, and a flow only OpenFlow 1.1+ carries
+// (instructions, push_vlan) as `-O OpenFlow13` does:
+//   * OpenFlow 1.0: mod_nw_src/dst, mod_nw_tos, mod_tp_src/dst, dec_ttl and
+//     strip_vlan have no prerequisites (on a packet without the header they
+//     do nothing: mod_nw_src on an ARP flow is a no-op);
+//   * OpenFlow 1.1+: those actions need their headers in the match (OVS
+//     narrows such flows to OpenFlow 1.0, which can't carry the flow);
+//   * inside write_actions: mod_nw_src/dst need ip and mod_nw_tos ip or ipv6
+//     (they are set_fields there), the others are not checked;
+//   * set_field always needs its field's prerequisites (set_field into
+//     vlan_vid or vlan_pcp needs a tag), however it is printed (OfSet*::need).
 Status check_of_actions(const OfActions& actions, const Match& match, uint8_t table_id);
 
 // For translation: the field write an action performs, if it is a plain

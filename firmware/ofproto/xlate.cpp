@@ -491,8 +491,8 @@ void Ctx::controller(uint16_t max_len, OfPacketInReason reason, uint16_t id) {
 }
 
 bool Ctx::dec_ttl(const OfDecTtl& d) {
+  wc_.nw_ttl = 0xff;  // OVS un-wildcards it before looking at dl_type
   if (!is_ip_any(flow_)) return false;
-  wc_.nw_ttl = 0xff;
   if (flow_.nw_ttl > 1) {
     --flow_.nw_ttl;
     return false;
