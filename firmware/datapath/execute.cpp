@@ -223,6 +223,26 @@ inline bool set_eth(hal::Packet& p, const LayerOffsets& o, const flow::SetEth& k
   return true;
 }
 
+// An Ethernet/IPv4 ARP or RARP body (the parser reads ARP fields only from
+// those): op at 6, sha 8, spa 14, tha 18, tpa 24; no checksum to fix.
+inline bool set_arp(hal::Packet& p, const LayerOffsets& o, const flow::SetArp& k, const flow::SetArp& m) {
+  uint8_t* d = p.data();
+  const uint32_t len = p.len();
+  if (!l3_is(d, len, o, packet::kEthTypeArp, 28) && !l3_is(d, len, o, packet::kEthTypeRarp, 28)) return false;
+  uint8_t* arp = d + o.l3;
+  auto put = [](uint8_t* at, const void* key, const void* mask, size_t n) {
+    const uint8_t* kb = static_cast<const uint8_t*>(key);
+    const uint8_t* mb = static_cast<const uint8_t*>(mask);
+    for (size_t i = 0; i < n; ++i) at[i] = masked<uint8_t>(at[i], kb[i], mb[i]);
+  };
+  put(arp + 6, &k.op, &m.op, 2);
+  put(arp + 8, k.sha.b, m.sha.b, 6);
+  put(arp + 14, &k.sip, &m.sip, 4);
+  put(arp + 18, k.tha.b, m.tha.b, 6);
+  put(arp + 24, &k.tip, &m.tip, 4);
+  return true;
+}
+
 inline bool set_ipv4(hal::Packet& p, const LayerOffsets& o, const flow::SetIpv4& k, const flow::SetIpv4& m) {
   uint8_t* d = p.data();
   const uint32_t len = p.len();
@@ -537,6 +557,12 @@ void Executor::set(Batch& b, const DpAction& a) noexcept {
       const uint8_t proto =
           a.set_header() == flow::SetHeader::kTcp ? packet::kIpProtoTcp : packet::kIpProtoUdp;
       for (unsigned i = 0; i < b.n; ++i) missing += !set_l4(*b.pk[i].pkt, *b.pk[i].ofs, proto, k, m);
+      break;
+    }
+    case flow::SetHeader::kArp: {
+      flow::SetArp k, m;
+      a.set_fields(k, m);
+      for (unsigned i = 0; i < b.n; ++i) missing += !set_arp(*b.pk[i].pkt, *b.pk[i].ofs, k, m);
       break;
     }
   }

@@ -894,6 +894,13 @@ Status need_field(size_t i, const OfAction& a, OfPrereq p, const Match& m, std::
   return check_error(i, a, why);
 }
 
+// The set_field an OfSetL4Src/Dst was parsed from: tcp_src, udp_dst, ...
+std::string l4_field_name(OfPrereq p, std::string_view dir) {
+  std::string name = p == OfPrereq::udp ? "udp_" : p == OfPrereq::sctp ? "sctp_" : "tcp_";
+  name += dir;
+  return name;
+}
+
 Status check_subfield(size_t i, const OfAction& a, const OfSubfield& sf, const Match& m, bool dst) {
   const OfFieldInfo& f = of_field(sf.field);
   if (sf.n_bits == 0 || sf.ofs + sf.n_bits > f.n_bits)
@@ -1050,7 +1057,7 @@ Status check_list(const OfActions& actions, Match& m, uint8_t table_id, CheckMod
               return need(i, a, OfPrereq::ip_any, m, "dec_ttl");
             },
             [&](const OfSetL4Src& x) -> Status {
-              if (x.need != OfPrereq::none) return need_field(i, a, x.need, m, "tp_src");
+              if (x.need != OfPrereq::none) return need_field(i, a, x.need, m, l4_field_name(x.need, "src"));
               if (!strict || of_prereq_ok(OfPrereq::tcp, m) || of_prereq_ok(OfPrereq::udp, m) ||
                   of_prereq_ok(OfPrereq::sctp, m))
                 return {};
@@ -1058,7 +1065,7 @@ Status check_list(const OfActions& actions, Match& m, uint8_t table_id, CheckMod
                                  "mod_tp_src requires tcp, udp or sctp (not a later fragment) in the match");
             },
             [&](const OfSetL4Dst& x) -> Status {
-              if (x.need != OfPrereq::none) return need_field(i, a, x.need, m, "tp_dst");
+              if (x.need != OfPrereq::none) return need_field(i, a, x.need, m, l4_field_name(x.need, "dst"));
               if (!strict || of_prereq_ok(OfPrereq::tcp, m) || of_prereq_ok(OfPrereq::udp, m) ||
                   of_prereq_ok(OfPrereq::sctp, m))
                 return {};

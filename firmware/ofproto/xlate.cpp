@@ -188,6 +188,7 @@ class Ctx {
   void commit_ipv4();
   void commit_ipv6();
   void commit_ports();
+  void commit_arp();
   void commit_vlans();
 
   void wc_init();
@@ -816,6 +817,7 @@ void Ctx::commit() {
   if (flow_.nw_proto) {  // OVS: "does the flow really have an L3 header?"
     if (base_.dl_type == hton16(text::kEthTypeIp)) commit_ipv4();
     if (base_.dl_type == hton16(text::kEthTypeIpv6)) commit_ipv6();
+    if (base_.dl_type == hton16(text::kEthTypeArp)) commit_arp();  // not RARP, as OVS
     commit_ports();
   }
   commit_vlans();
@@ -865,6 +867,33 @@ void Ctx::commit_ipv6() {
   base_.ipv6_label = flow_.ipv6_label;
   base_.nw_tos = flow_.nw_tos;
   base_.nw_ttl = flow_.nw_ttl;
+}
+
+// commit_set_arp_action(): spa/tpa live in nw_src/nw_dst, the opcode in
+// nw_proto (its low 8 bits, as OVS's flow).
+void Ctx::commit_arp() {
+  SetArp key{}, mask{};
+  key.sip = flow_.nw_src;
+  key.tip = flow_.nw_dst;
+  key.op = hton16(flow_.nw_proto);
+  key.sha = flow_.arp_sha;
+  key.tha = flow_.arp_tha;
+  bool differ = false;
+  if (flow_.nw_src != base_.nw_src) mask.sip = wc_.nw_src, differ = true;
+  if (flow_.nw_dst != base_.nw_dst) mask.tip = wc_.nw_dst, differ = true;
+  // The flow keeps the opcode's low byte; the datapath writes all 16 bits
+  // (OVS prints op=2, not op=2/0xff).
+  if (flow_.nw_proto != base_.nw_proto) mask.op = wc_.nw_proto ? 0xffff : 0, differ = true;
+  if (flow_.arp_sha != base_.arp_sha) mask.sha = wc_.arp_sha, differ = true;
+  if (flow_.arp_tha != base_.arp_tha) mask.tha = wc_.arp_tha, differ = true;
+  if (!differ) return;
+  and_key(key, mask);
+  b_.set_arp(key, mask);
+  base_.nw_src = flow_.nw_src;
+  base_.nw_dst = flow_.nw_dst;
+  base_.nw_proto = flow_.nw_proto;
+  base_.arp_sha = flow_.arp_sha;
+  base_.arp_tha = flow_.arp_tha;
 }
 
 void Ctx::commit_ports() {

@@ -482,6 +482,47 @@ TEST_CASE("set(eth) and masked sets of part of an address") {
   check_checksums(g, 17);
 }
 
+TEST_CASE("set(arp) rewrites op, sha, spa, tha, tpa of ARP frames, tagged or not, masked or not") {
+  // The bytes Open vSwitch 3.1 sent (tx_pcap) for the same rewrites.
+  const Bytes arp = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x06,  // eth
+                     0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x01,                               // htype..op
+                     0x02, 0, 0, 0, 0, 0x01, 10, 0, 0, 1,                                     // sha, spa
+                     0, 0, 0, 0, 0, 0, 10, 0, 0, 2,                                           // tha, tpa
+                     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};                  // padding
+  Exec x;
+  x.add(arp);
+  x.run("set(arp(sip=9.9.9.9,tip=1.2.3.4,op=2,sha=00:00:00:00:00:09,tha=00:00:00:00:00:07)),2");
+  REQUIRE(x.tx(2).size() == 1);
+  Bytes want = arp;
+  want[21] = 2;
+  want[27] = 9;
+  for (int i = 22; i < 27; ++i) want[i] = 0;
+  want[28] = want[29] = want[30] = want[31] = 9;
+  want[37] = 7;
+  want[38] = 1, want[39] = 2, want[40] = 3, want[41] = 4;
+  CHECK(Exec::bytes(x.tx(2)[0]) == want);
+  CHECK(x.ctx->counters.header_missing == 0);
+  // Masked: only the low half of tpa; and behind an 802.1Q tag.
+  Bytes tagged(arp.begin(), arp.begin() + 12);
+  for (uint8_t b : {0x81, 0x00, 0x00, 0x07}) tagged.push_back(b);
+  tagged.insert(tagged.end(), arp.begin() + 12, arp.end());
+  Exec y;
+  y.add(tagged);
+  y.run("set(arp(tip=0.0.3.4/0.0.255.255)),2");
+  REQUIRE(y.tx(2).size() == 1);
+  Bytes want_t = tagged;
+  want_t[44] = 3, want_t[45] = 4;
+  CHECK(Exec::bytes(y.tx(2)[0]) == want_t);
+  // Not an ARP frame: nothing written, counted.
+  Exec z;
+  const Bytes ip = ipv4_udp();
+  z.add(ip);
+  z.run("set(arp(tip=1.2.3.4)),2");
+  REQUIRE(z.tx(2).size() == 1);
+  CHECK(Exec::bytes(z.tx(2)[0]) == ip);
+  CHECK(z.ctx->counters.header_missing == 1);
+}
+
 TEST_CASE("trunc applies to the next output only") {
   Exec x;
   const Bytes orig = ipv4_udp();

@@ -372,7 +372,7 @@ TEST_CASE("of_actions: check_of_actions") {
   CHECK(check("sctp", "mod_tp_src:80") == "ok");
   CHECK(check("icmp", "mod_tp_dst:80") == "ok");
   CHECK(check("ip", "output:1,set_field:80->tcp_dst") ==
-        "action 2 'mod_tp_dst:80': set_field tp_dst requires tcp or tcp6 (nw_proto=6), not a later fragment in "
+        "action 2 'mod_tp_dst:80': set_field tcp_dst requires tcp or tcp6 (nw_proto=6), not a later fragment in "
         "the match");
   CHECK(check("tcp,ip_frag=later", "set_field:80->tcp_dst") != "ok");
   CHECK(check("ipv6", "dec_ttl") == "ok");

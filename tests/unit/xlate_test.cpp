@@ -559,3 +559,20 @@ TEST_CASE("trace: write_actions, clear_actions and the action set as ofproto/tra
   CHECK(t.find("Datapath actions: set(eth(src=00:00:00:00:00:0a)),push_vlan(vid=0,pcp=0),12\n") !=
         std::string::npos);
 }
+
+TEST_CASE("ARP rewrites: loads and moves into arp_* become set(arp(...)); mod_nw_* leave ARP alone") {
+  // Compared with Open vSwitch 3.1's bytes: load into arp_tpa, set_field
+  // arp_spa / arp_sha, move spa->tpa and arp_op all change the ARP body;
+  // mod_nw_src, mod_nw_tos, dec_ttl and mod_tp_src on ARP change nothing.
+  Br b;
+  b.flow("in_port=1,arp,actions=load:0x01020304->NXM_OF_ARP_TPA[],output:2");
+  b.flow("in_port=2,arp,actions=move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[],load:2->NXM_OF_ARP_OP[],output:1");
+  b.flow("in_port=3,arp,actions=set_field:00:00:00:00:00:09->arp_sha,set_field:9.9.9.9->arp_spa,output:1");
+  b.flow("in_port=4,arp,actions=mod_nw_src:1.2.3.4,mod_nw_tos:8,dec_ttl,mod_tp_src:5,output:1");
+  CHECK(acts(b.x("arp,in_port=11,arp_op=1,arp_spa=10.0.0.1,arp_tpa=10.0.0.2")) == "set(arp(tip=1.2.3.4)),12");
+  CHECK(acts(b.x("arp,in_port=12,arp_op=1,arp_spa=10.0.0.1,arp_tpa=10.0.0.2")) ==
+        "set(arp(tip=10.0.0.1,op=2)),11");
+  CHECK(acts(b.x("arp,in_port=13,arp_op=1,arp_spa=10.0.0.1")) ==
+        "set(arp(sip=9.9.9.9,sha=00:00:00:00:00:09)),11");
+  CHECK(acts(b.x("arp,in_port=14,arp_op=1,arp_spa=10.0.0.1")) == "11");
+}
