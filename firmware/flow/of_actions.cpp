@@ -1115,6 +1115,61 @@ Status check_of_actions(const OfActions& actions, const Match& match, uint8_t ta
 }
 
 
+namespace {
+
+void as_of11(const OfActions& in, Match& m, OfActions& out) {
+  for (const OfAction& a : in) {
+    std::visit(Overloaded{
+                   [&](const OfSetVlanVid&) {
+                     if (!of_prereq_ok(OfPrereq::vlan, m)) out.push_back(OfPushVlan{kEthTypeVlan});
+                     mark_tag(m);
+                     out.push_back(a);
+                   },
+                   [&](const OfSetVlanPcp&) {
+                     if (!of_prereq_ok(OfPrereq::vlan, m)) out.push_back(OfPushVlan{kEthTypeVlan});
+                     mark_tag(m);
+                     out.push_back(a);
+                   },
+                   [&](const OfPushVlan& p) {
+                     push_tag(m, p.tpid);
+                     out.push_back(a);
+                   },
+                   [&](const OfStripVlan&) {
+                     m.key.vlans[0] = m.key.vlans[1];
+                     m.mask.vlans[0] = m.mask.vlans[1];
+                     m.key.vlans[1] = {};
+                     m.mask.vlans[1] = {};
+                     out.push_back(a);
+                   },
+                   [&](const OfLoad& l) {
+                     if (l.dst.field == OfFieldId::vlan_tci) {
+                       OfValue mk = subfield_mask(l.dst);
+                       write_field(m.key, l.dst.field, OfValue::from_u64(l.value) << l.dst.ofs, mk);
+                       unwildcard_field(m.mask, l.dst.field, mk);
+                     }
+                     out.push_back(a);
+                   },
+                   [&](const OfWriteActions& w) {
+                     OfActions nested;
+                     as_of11(w.set->actions, m, nested);
+                     out.push_back(make_write_actions(std::move(nested)));
+                   },
+                   [&](const auto&) { out.push_back(a); },
+               },
+               a);
+  }
+}
+
+}  // namespace
+
+OfActions of_actions_as_stored(const OfActions& actions, const Match& match) {
+  if (!needs_of11(actions)) return actions;
+  Match m = match;
+  OfActions out;
+  as_of11(actions, m, out);
+  return out;
+}
+
 OfActions of_action_set_list(const OfActions& set) {
   // ACTION_SET_ORDER slots (the last of each), then the set-or-move actions
   // in order, then the final action: output ranks above resubmit, and of one

@@ -311,6 +311,16 @@ std::string format_of_action(const OfAction& action, const OfFormatOptions& opti
 //     vlan_vid or vlan_pcp needs a tag), however it is printed (OfSet*::need).
 Status check_of_actions(const OfActions& actions, const Match& match, uint8_t table_id);
 
+// What Open vSwitch stores for a flow it was sent, and so how it behaves: a
+// flow OpenFlow 1.0 can carry is kept as is (mod_vlan_vid and mod_vlan_pcp
+// push a tag only when the packet has none); in a flow only OpenFlow 1.1+
+// carries (instructions, push_vlan), OVS sends a mod_vlan_vid/mod_vlan_pcp
+// applied where the match, as the earlier actions left it, has no tag as
+// push_vlan:0x8100 followed by the set (encode_SET_VLAN_VID()), also
+// inside write_actions: on a tagged packet that pushes a second tag.
+// Call after check_of_actions() succeeded; the rule tables store this.
+OfActions of_actions_as_stored(const OfActions& actions, const Match& match);
+
 // For translation: the field write an action performs, if it is a plain
 // field write (mod_dl_*, mod_nw_src/dst, mod_nw_tos, mod_tp_*, load,
 // set_tunnel): field, value and mask as write_field() takes them. mod_tp_*

@@ -896,3 +896,26 @@ TEST_CASE("of_actions: the action set runs in OpenFlow 1.1's order, one action o
   CHECK(list("load:1->NXM_NX_REG0[],load:2->NXM_NX_REG0[],IN_PORT") ==
         "load:0x1->NXM_NX_REG0[],load:0x2->NXM_NX_REG0[],IN_PORT");
 }
+
+TEST_CASE("of_actions: what the rule tables store (OVS's OpenFlow 1.1+ encoding of mod_vlan_*)") {
+  auto stored = [](const std::string& match, const std::string& actions) {
+    return format_of_actions(of_actions_as_stored(parse_ok(actions), match_ok(match)));
+  };
+  CHECK(stored("", "mod_vlan_vid:10,output:2") == "mod_vlan_vid:10,output:2");  // OpenFlow 1.0: as is
+  CHECK(stored("", "mod_vlan_vid:10,goto_table:1") == "push_vlan:0x8100,mod_vlan_vid:10,goto_table:1");
+  CHECK(stored("", "mod_vlan_pcp:1,goto_table:1") == "push_vlan:0x8100,mod_vlan_pcp:1,goto_table:1");
+  CHECK(stored("dl_vlan=5", "mod_vlan_vid:10,goto_table:1") == "mod_vlan_vid:10,goto_table:1");
+  CHECK(stored("", "push_vlan:0x88a8,mod_vlan_vid:10,goto_table:1") ==
+        "push_vlan:0x88a8,mod_vlan_vid:10,goto_table:1");
+  CHECK(stored("", "mod_vlan_vid:10,mod_vlan_pcp:2,goto_table:1") ==
+        "push_vlan:0x8100,mod_vlan_vid:10,mod_vlan_pcp:2,goto_table:1");
+  CHECK(stored("dl_vlan=5", "strip_vlan,mod_vlan_vid:7,goto_table:1") ==
+        "strip_vlan,push_vlan:0x8100,mod_vlan_vid:7,goto_table:1");
+  CHECK(stored("", "load:0x1005->NXM_OF_VLAN_TCI[],mod_vlan_pcp:2,goto_table:1") ==
+        "load:0x1005->NXM_OF_VLAN_TCI[],mod_vlan_pcp:2,goto_table:1");
+  CHECK(stored("", "write_actions(mod_vlan_vid:3,output:3)") ==
+        "write_actions(push_vlan:0x8100,mod_vlan_vid:3,output:3)");
+  // Stored twice is stored once.
+  OfActions once = of_actions_as_stored(parse_ok("mod_vlan_vid:10,goto_table:1"), Match{});
+  CHECK(of_actions_as_stored(once, Match{}) == once);
+}

@@ -576,3 +576,24 @@ TEST_CASE("ARP rewrites: loads and moves into arp_* become set(arp(...)); mod_nw
         "set(arp(sip=9.9.9.9,sha=00:00:00:00:00:09)),11");
   CHECK(acts(b.x("arp,in_port=14,arp_op=1,arp_spa=10.0.0.1")) == "11");
 }
+
+TEST_CASE("mod_vlan_vid/mod_vlan_pcp in a flow only OpenFlow 1.1+ carries push a tag when the match has none") {
+  // Open vSwitch 3.1 stores such a flow (sent with -O OpenFlow13) as
+  // push_vlan:0x8100,set_field:...->vlan_vid: a tagged packet gets a second
+  // tag (bytes compared with its tx_pcap). The same action in an OpenFlow 1.0
+  // flow replaces the VID of a tagged packet (the first VLAN test case).
+  Br b;
+  b.flow("in_port=1,actions=mod_vlan_vid:10,goto_table:1");
+  b.flow("table=1,actions=output:2");
+  b.flow("in_port=2,actions=write_actions(mod_vlan_vid:3,output:1)");
+  b.flow("in_port=3,vlan_tci=0x1000/0x1000,actions=mod_vlan_vid:10,goto_table:1");
+  CHECK(acts(b.x("ip,in_port=11")) == "push_vlan(vid=10,pcp=0),12");
+  CHECK(acts(b.x("ip,in_port=11,dl_vlan=5")) == "push_vlan(vid=10,pcp=0),12");
+  CHECK(acts(b.x("ip,in_port=12,dl_vlan=5")) == "push_vlan(vid=3,pcp=0),11");
+  CHECK(acts(b.x("ip,in_port=13,dl_vlan=5")) == "pop_vlan,push_vlan(vid=10,pcp=0),12");
+  // dump-flows shows what is stored, as OVS's dump does.
+  std::string dumped;
+  for (const OfRule* r : b.br.dump(nullptr)) dumped += flow::format_of_actions(r->actions) + "\n";
+  CHECK(dumped.find("push_vlan:0x8100,mod_vlan_vid:10,goto_table:1\n") != std::string::npos);
+  CHECK(dumped.find("write_actions(push_vlan:0x8100,mod_vlan_vid:3,output:1)\n") != std::string::npos);
+}
