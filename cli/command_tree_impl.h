@@ -63,6 +63,14 @@ struct CommandTree::Impl {
   // its callback). execute() runs it and returns its Status.
   std::function<Status()> after_parse;
 
+  // Commands that speak ovs-vsctl, where a lone "--" separates commands
+  // (`add-port br0 p1 -- set Interface p1 ofport_request=2`). CLI11 gives
+  // "--" a meaning of its own (the end of options, and of a positional
+  // list that already has values), so execute() hands those words to it
+  // as kVsctlSeparator, an ordinary word, and the command maps them back.
+  std::vector<std::string> vsctl_commands;
+  static constexpr const char* kVsctlSeparator = "\x1f--";
+
   void reset() {
     format = "text";
     arg1.clear();

@@ -3,7 +3,8 @@
 // `add-flows`, `mod-flows`, `del-flows`, `dump-flows` like `ovs-ofctl`),
 // and the controller queue (`dump-controller`). Every command validates
 // first and then applies whole or not at all. Running-config: section
-// "bridges" (order 200: add-br, add-port with its VLAN options) and section
+// "bridges" (order 200: add-br, add-port with its columns in ovs-vsctl's
+// syntax, ofproto/port_columns.h) and section
 // "rules" (order 500: add-flow lines).
 //
 // Threads: the callbacks run on the control thread and hold the Ofproto
@@ -21,6 +22,7 @@
 #include "flow/of_match_syntax.h"
 #include "keel/hal/cpu.h"
 #include "ofproto/ofproto.h"
+#include "ofproto/port_columns.h"
 #include "ofproto/udpif.h"
 
 namespace keel::cli {
@@ -36,22 +38,12 @@ using ofproto::VlanMode;
 // its commands (CLI11 leaves a variable alone when its option is absent).
 struct OfArgs {
   std::string bridge, port, file, vlan_mode, trunks;
-  std::vector<std::string> words;
+  std::vector<std::string> words, columns;
   uint32_t ofport = 0;
   uint16_t tag = 0;
   bool strict = false, bundle = false, peek = false;
   void reset() { *this = OfArgs{}; }
 };
-
-const char* vlan_mode_name(VlanMode m) {
-  switch (m) {
-    case VlanMode::access: return "access";
-    case VlanMode::trunk: return "trunk";
-    case VlanMode::native_tagged: return "native-tagged";
-    case VlanMode::native_untagged: return "native-untagged";
-  }
-  return "trunk";
-}
 
 std::optional<VlanMode> parse_vlan_mode(std::string_view s) {
   if (s == "access") return VlanMode::access;
@@ -59,6 +51,18 @@ std::optional<VlanMode> parse_vlan_mode(std::string_view s) {
   if (s == "native-tagged") return VlanMode::native_tagged;
   if (s == "native-untagged") return VlanMode::native_untagged;
   return std::nullopt;
+}
+
+// The value of an Interface mtu_request column (ovs-vsctl: a number, or []
+// for none). The range is checked by ofproto.
+Result<std::optional<uint32_t>> parse_mtu_request(std::string_view v, bool allow_empty) {
+  if (allow_empty && v == "[]") return std::optional<uint32_t>{};
+  uint64_t n = 0;
+  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string_view::npos)
+    return invalid("mtu_request: '" + std::string(v) + "' is not a number" +
+                   (allow_empty ? " (or [] for none)" : ""));
+  for (char c : v) n = n * 10 + static_cast<uint64_t>(c - '0');
+  return std::optional<uint32_t>{static_cast<uint32_t>(n)};
 }
 
 Result<std::vector<uint16_t>> parse_trunks(std::string_view s) {
@@ -196,7 +200,7 @@ std::string quote(const std::string& s) {
 }
 
 // The add-flow text that recreates `r` (numbers for ports: stable across a
-// replay because add-port lines carry --ofport).
+// replay because add-port lines carry ofport_request).
 std::string rule_text(const OfRule& r) {
   flow::OfFlow f;
   f.match = r.match;
@@ -294,9 +298,16 @@ void add_ofproto_commands(CommandTree::Impl& t) {
   delbr->add_option("BR", a->bridge, "bridge name")->required();
   delbr->callback(run([&t, &of, a] { t.status = of.del_bridge(a->bridge); }));
 
-  auto* addport = cmd("add-port", "add a datapath port to a bridge");
+  // add-port takes ovs-vsctl's column words (ofproto/port_columns.h) or
+  // keel's older --ofport/--tag/--trunks/--vlan-mode options (configs saved
+  // before the column words print those), not both at once.
+  auto* addport = cmd("add-port", "add a datapath port to a bridge: add-port BR PORT [COLUMN=VALUE...] "
+                                  "[-- set Interface PORT COLUMN=VALUE...]");
+  t.vsctl_commands.push_back("add-port");
   addport->add_option("BR", a->bridge, "bridge name")->required();
   addport->add_option("PORT", a->port, "port name")->required();
+  addport->add_option("COLUMNS", a->words,
+                      "ovs-vsctl column words: tag=N trunks=N,N vlan_mode=M ofport_request=N mtu_request=N type=T");
   auto* o_ofport = addport->add_option("--ofport", a->ofport, "OpenFlow port number (default: lowest free)")
                        ->check(CLI::Range(1, 0xfeff));
   auto* o_tag = addport->add_option("--tag", a->tag, "VLAN of an access port, native VLAN of a trunk")
@@ -306,6 +317,11 @@ void add_ofproto_commands(CommandTree::Impl& t) {
                      ->check(CLI::IsMember({"access", "trunk", "native-tagged", "native-untagged"}));
   addport->callback(run([&t, &of, a, o_ofport, o_tag, o_trunks, o_mode] {
     ofproto::PortOptions po;
+    const bool dashed = o_ofport->count() || o_tag->count() || o_trunks->count() || o_mode->count();
+    if (dashed && !a->words.empty()) {
+      t.status = invalid("add-port: give either ovs-vsctl column words (tag=10) or --tag-style options, not both");
+      return;
+    }
     if (o_ofport->count()) po.ofport = a->ofport;
     if (o_tag->count()) po.tag = a->tag;
     if (o_trunks->count()) {
@@ -317,7 +333,75 @@ void add_ofproto_commands(CommandTree::Impl& t) {
       po.trunks = std::move(tr.value());
     }
     if (o_mode->count()) po.vlan_mode = parse_vlan_mode(a->vlan_mode);
+    for (std::string& w : a->words)
+      if (w == CommandTree::Impl::kVsctlSeparator) w = "--";
+    if (Status st = ofproto::parse_port_columns(a->words, a->port, po); !st.ok()) {
+      t.status = std::move(st);
+      return;
+    }
     t.status = of.add_port(a->bridge, a->port, po);
+  }));
+
+  // `set interface PORT mtu_request=N|[]` (ovs-vsctl's form; the only
+  // column it sets). `set` itself is the datapath tunables' command.
+  if (CLI::App* set = t.app.get_subcommand("set")) {
+    auto* setif =
+        set->add_subcommand("interface", "set an interface column: set interface PORT mtu_request=N|[]");
+    setif->preparse_callback([a](size_t) { a->reset(); });
+    setif->add_option("PORT", a->port, "port name")->required();
+    setif
+        ->add_option(
+            "COLUMN", a->columns,
+            "mtu_request=N (68..9216), or mtu_request=[] to drop the request (the MTU stays until del-port)")
+        ->required()
+        ->expected(1);
+    setif->callback(run([&t, &of, a] {
+      const std::string& c = a->columns.at(0);
+      if (c.rfind("mtu_request=", 0) != 0) {
+        t.status = invalid("set interface: unknown column '" + c + "' (expected mtu_request=N)");
+        return;
+      }
+      auto m = parse_mtu_request(std::string_view(c).substr(12), true);
+      if (!m) {
+        t.status = std::move(m).take_status();
+        return;
+      }
+      t.status = of.set_mtu_request(a->port, m.value());
+    }));
+  }
+
+  // `set port PORT COLUMN=VALUE...`: ovs-vsctl's `set Port PORT ...` for
+  // the VLAN columns of a port already on a bridge; the columns not named
+  // keep their values (the port's current options, read back through the
+  // running-config words, are the starting point).
+  CLI::App* setport = t.app.get_subcommand("set")->add_subcommand(
+      "port", "ovs-vsctl set Port: set port PORT tag=N trunks=N,N vlan_mode=M (the others unchanged)");
+  setport->ignore_case();
+  setport->preparse_callback([a](size_t) { a->reset(); });
+  setport->add_option("PORT", a->port, "a port on a bridge")->required();
+  setport->add_option("COLUMNS", a->words, "COLUMN=VALUE words of the Port table: tag, trunks, vlan_mode")->required();
+  setport->callback(run([&t, &of, a] {
+    const ofproto::PortConfig* cur = nullptr;
+    for (Bridge* b : of.bridges())
+      if (const auto* p = b->ports()->by_name(a->port)) cur = p;
+    if (!cur) {
+      t.status = error(Errc::not_found, "no row \"" + a->port + "\" in table Port");
+      return;
+    }
+    ofproto::PortOptions po;
+    std::vector<std::string> now;
+    std::istringstream in(ofproto::format_port_columns(*cur));
+    for (std::string w; in >> w;) now.push_back(w);
+    if (Status st = ofproto::parse_port_columns(now, a->port, po); !st.ok()) {
+      t.status = std::move(st);  // cannot happen: the words are format_port_columns'
+      return;
+    }
+    for (const std::string& w : a->words)
+      if (Status st = ofproto::apply_port_column(w, ofproto::PortTable::port, po); !st.ok()) {
+        t.status = std::move(st);
+        return;
+      }
+    t.status = of.set_port_vlan(a->port, po);
   }));
 
   auto* delport = cmd("del-port", "remove a port from its bridge: del-port [BR] PORT");
@@ -346,10 +430,10 @@ void add_ofproto_commands(CommandTree::Impl& t) {
       for (const auto& [name, p] : ports) {
         s += "        Port " + name + "\n";
         if (p) {
-          if (p->vlan_mode == VlanMode::access || p->tag) s += "            tag: " + std::to_string(p->tag) + "\n";
+          // What ovs-vsctl show prints of a Port: tag and trunks when set
+          // (never vlan_mode: see `show running-config` for it).
+          if (ofproto::port_has_tag(*p)) s += "            tag: " + std::to_string(p->tag) + "\n";
           if (!p->trunks.empty()) s += "            trunks: [" + trunks_text(p->trunks, ", ") + "]\n";
-          if (p->vlan_mode != VlanMode::trunk && !(p->vlan_mode == VlanMode::access))
-            s += std::string("            vlan_mode: ") + vlan_mode_name(p->vlan_mode) + "\n";
         }
         s += "            Interface " + name + "\n";
         if (!p) s += "                type: internal\n";
@@ -557,12 +641,9 @@ void add_ofproto_commands(CommandTree::Impl& t) {
                           for (Bridge* b : of.bridges()) {
                             lines.push_back("add-br " + b->name());
                             for (const auto& p : b->ports()->ports) {
-                              std::string l = "add-port " + b->name() + " " + p.name + " --ofport " + std::to_string(p.ofport);
-                              const VlanMode def = p.vlan_mode == VlanMode::access || p.tag ? VlanMode::access : VlanMode::trunk;
-                              if (p.vlan_mode == VlanMode::access || p.tag) l += " --tag " + std::to_string(p.tag);
-                              if (!p.trunks.empty()) l += " --trunks " + trunks_text(p.trunks, ",");
-                              if (p.vlan_mode != def) l += std::string(" --vlan-mode ") + vlan_mode_name(p.vlan_mode);
-                              lines.push_back(l);
+                              // ovs-vsctl's own syntax (pastes into ovs-vsctl too).
+                              lines.push_back("add-port " + b->name() + " " + p.name + " " +
+                                              ofproto::format_port_columns(p));
                             }
                           }
                         },

@@ -216,7 +216,8 @@ void CommandTree::Impl::cmd_show_ports() {
           .field("role", p.role)
           .field("spec", p.spec)
           .field("rx_queues", static_cast<uint64_t>(p.n_rxq))
-          .field("tx_queues", static_cast<uint64_t>(p.n_txq));
+          .field("tx_queues", static_cast<uint64_t>(p.n_txq))
+          .field("mtu", static_cast<uint64_t>(p.mtu));
       j.begin_object("link").field("up", p.link.up).field("speed_mbps", static_cast<uint64_t>(p.link.speed_mbps)).end_object();
       j.begin_object("rx")
           .field("packets", p.counters.rx_packets)
@@ -227,6 +228,7 @@ void CommandTree::Impl::cmd_show_ports() {
           .field("packets", p.counters.tx_packets)
           .field("bytes", p.counters.tx_bytes)
           .field("dropped", p.counters.tx_dropped)
+          .field("mtu_exceeded_drops", p.counters.tx_mtu_exceeded_drops)
           .end_object();
       if (p.xconnect) j.field("xconnect", *p.xconnect);
       else j.null_field("xconnect");
@@ -236,13 +238,14 @@ void CommandTree::Impl::cmd_show_ports() {
     print(j.str() + "\n");
     return;
   }
-  Table t({"Port", "Id", "Kind", "Role", "Link", "Rx-pkts", "Rx-bytes", "Rx-drop", "Tx-pkts", "Tx-bytes",
-           "Tx-drop", "Xconnect"});
+  Table t({"Port", "Id", "Kind", "Role", "Link", "MTU", "Rx-pkts", "Rx-bytes", "Rx-drop", "Tx-pkts",
+           "Tx-bytes", "Tx-drop", "Xconnect"});
   for (const control::PortView& p : ports) {
     const auto& c = p.counters;
-    t.add({p.name, std::to_string(p.id), p.kind, p.role, link_text(p.link), std::to_string(c.rx_packets),
-           std::to_string(c.rx_bytes), std::to_string(c.rx_dropped), std::to_string(c.tx_packets),
-           std::to_string(c.tx_bytes), std::to_string(c.tx_dropped), p.xconnect.value_or("-")});
+    t.add({p.name, std::to_string(p.id), p.kind, p.role, link_text(p.link), std::to_string(p.mtu),
+           std::to_string(c.rx_packets), std::to_string(c.rx_bytes), std::to_string(c.rx_dropped),
+           std::to_string(c.tx_packets), std::to_string(c.tx_bytes), std::to_string(c.tx_dropped),
+           p.xconnect.value_or("-")});
   }
   print(t.str());
 }
@@ -283,6 +286,9 @@ Status CommandTree::execute(std::string_view line, FILE* out) {
   Impl& im = *impl_;
   im.reset();
   im.out = out;
+  if (std::find(im.vsctl_commands.begin(), im.vsctl_commands.end(), cmd) != im.vsctl_commands.end())
+    for (std::string& w : *words)
+      if (w == "--") w = Impl::kVsctlSeparator;
   std::vector<std::string> args(words->rbegin(), words->rend());  // CLI11 wants them reversed
   try {
     im.app.parse(args);

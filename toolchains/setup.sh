@@ -29,8 +29,8 @@ packages=(
   clang libclang-rt-14-dev
   # libraries
   libdpdk-dev libmbedtls-dev libcli11-dev doctest-dev libbenchmark-dev libpcap-dev libibverbs-dev
-  # test tools
-  python3-scapy
+  # test tools; Open vSwitch 3.1 is the oracle of tests/conformance
+  python3-scapy openvswitch-switch python3-openvswitch
   # aarch64: cross compiler, qemu-aarch64 (user mode), qemu-system-aarch64
   g++-aarch64-linux-gnu qemu-user qemu-system-arm
 )

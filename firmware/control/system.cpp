@@ -136,6 +136,7 @@ std::vector<PortView> System::ports() const {
     PortView pv{p->id(), p->name(), p->kind(), hal::to_string(s.role), s.text, p->describe(),
                 p->link(), p->counters(), p->n_rxq(), p->n_txq(), std::nullopt};
     if (auto out = dp_->xconnect(p->id())) pv.xconnect = dp_->port(*out)->name();
+    pv.mtu = p->mtu();
     v.push_back(std::move(pv));
   }
   return v;

@@ -51,6 +51,7 @@ struct PortView {
   hal::PortCounters counters;
   uint16_t n_rxq, n_txq;
   std::optional<std::string> xconnect;  // name of the output port
+  uint32_t mtu = 0;                     // the port's MTU (mtu_request, default 1500)
 };
 
 class System {

@@ -67,6 +67,12 @@ hal::Port* Datapath::find_port(std::string_view name) const {
   return nullptr;
 }
 
+Status Datapath::set_port_mtu(uint16_t id, uint32_t mtu) {
+  hal::Port* p = port(id);
+  if (!p) return error(Errc::not_found, "no datapath port " + std::to_string(id));
+  return p->set_mtu(mtu);
+}
+
 std::vector<hal::Port*> Datapath::ports() const {
   std::vector<hal::Port*> v;
   for (uint16_t i = 1; i <= n_ports_; ++i)

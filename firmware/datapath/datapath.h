@@ -80,6 +80,10 @@ class Datapath {
   hal::Port* port(uint16_t id) const;
   hal::Port* find_port(std::string_view name) const;
   std::vector<hal::Port*> ports() const;
+  // Sets a port's MTU (hal::Port::set_mtu: kMinMtu..kMaxMtu, applied to
+  // the device; nothing changes on error). Control thread, while PMDs run:
+  // the PMDs' tx picks the new frame limit up at their next burst.
+  Status set_port_mtu(uint16_t id, uint32_t mtu);
 
   // Every packet received on `in` leaves through `out` without lookup;
   // nullopt removes it.

@@ -415,7 +415,14 @@ class Executor {
 
 unsigned Executor::copy(const Batch& b, uint32_t limit, ExecPacket* out, LayerOffsets* ofs) noexcept {
   hal::Packet* fresh[hal::kMaxBurst];
-  const unsigned got = ctx_.backend ? ctx_.backend->alloc_burst({fresh, b.n}) : 0;
+  // Buffers that hold the longest copy of the batch: jumbo ones when a
+  // frame is over 2 KB (hal::Backend::alloc_burst picks the class).
+  uint32_t longest = 0;
+  for (unsigned i = 0; i < b.n; ++i) {
+    const uint32_t l = limit && limit < b.pk[i].pkt->len() ? limit : b.pk[i].pkt->len();
+    longest = l > longest ? l : longest;
+  }
+  const unsigned got = ctx_.backend ? ctx_.backend->alloc_burst({fresh, b.n}, longest) : 0;
   unsigned n = 0;
   for (unsigned i = 0; i < got; ++i) {
     const hal::Packet& from = *b.pk[i].pkt;

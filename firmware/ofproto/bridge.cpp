@@ -99,21 +99,43 @@ Status Bridge::add_port(const PortConfig& port) {
 }
 
 Status Bridge::set_port_vlan(std::string_view name, VlanMode mode, uint16_t tag, std::vector<uint16_t> trunks) {
+  PortConfig vlan;
+  vlan.vlan_mode = mode;
+  vlan.tag = tag;
+  vlan.trunks = std::move(trunks);
+  return set_port_vlan(name, vlan);
+}
+
+Status Bridge::set_port_vlan(std::string_view name, const PortConfig& vlan) {
   auto cur = ports();
   if (!cur->by_name(name)) return error(Errc::not_found, "bridge " + name_ + " has no port " + std::string(name));
-  if (tag > 4095) return invalid("VLAN tag " + std::to_string(tag) + " out of range (0..4095)");
-  for (uint16_t v : trunks)
+  if (vlan.tag > 4095) return invalid("VLAN tag " + std::to_string(vlan.tag) + " out of range (0..4095)");
+  for (uint16_t v : vlan.trunks)
     if (v > 4095) return invalid("trunk VLAN " + std::to_string(v) + " out of range (0..4095)");
   auto next = std::make_shared<PortMap>(*cur);
   for (PortConfig& p : next->ports)
     if (p.name == name) {
-      p.vlan_mode = mode;
-      p.tag = tag;
-      p.trunks = std::move(trunks);
+      p.vlan_mode = vlan.vlan_mode;
+      p.vlan_mode_set = vlan.vlan_mode_set;
+      p.tag = vlan.tag;
+      p.tag_set = vlan.tag_set;
+      p.trunks = vlan.trunks;
     }
   std::atomic_store(&ports_, std::shared_ptr<const PortMap>(std::move(next)));
   mac_.flush();  // learned entries may sit in VLANs the port left
   port_changed();
+  return {};
+}
+
+Status Bridge::set_port_mtu_request(std::string_view name, std::optional<uint32_t> mtu) {
+  auto cur = ports();
+  if (!cur->by_name(name))
+    return error(Errc::not_found, "bridge " + name_ + " has no port " + std::string(name));
+  auto next = std::make_shared<PortMap>(*cur);
+  for (PortConfig& p : next->ports)
+    if (p.name == name) p.mtu_request = mtu;
+  // Translation does not read it: no port_changed().
+  std::atomic_store(&ports_, std::shared_ptr<const PortMap>(std::move(next)));
   return {};
 }
 

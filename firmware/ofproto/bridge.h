@@ -85,6 +85,11 @@ struct PortConfig {
   VlanMode vlan_mode = VlanMode::trunk;
   uint16_t tag = 0;              // access / native VLAN
   std::vector<uint16_t> trunks;  // empty: every VLAN
+  std::optional<uint32_t> mtu_request;  // ovs-vsctl's Interface mtu_request (68..9216); absent: default
+  // Whether ovs-vsctl's vlan_mode and tag columns were given (vlan_mode not
+  // implied by the tag; tag=0 given). Forwarding does not look at them;
+  // `show` and the running config print what was given.
+  bool vlan_mode_set = false, tag_set = false;
 };
 
 // An immutable snapshot of a bridge's ports.
@@ -144,6 +149,10 @@ class Bridge {
   // --- writer (control thread) ---
   Status add_port(const PortConfig& port);  // ofport 0: the lowest free number
   Status set_port_vlan(std::string_view name, VlanMode mode, uint16_t tag, std::vector<uint16_t> trunks);
+  // Records a port's mtu_request (Ofproto::set_mtu_request applies it to the datapath port).
+  Status set_port_mtu_request(std::string_view name, std::optional<uint32_t> mtu);
+  // The same with vlan's vlan_mode, tag, trunks, vlan_mode_set and tag_set.
+  Status set_port_vlan(std::string_view name, const PortConfig& vlan);
   Status del_port(std::string_view name);  // its rules stay (as in OVS); its MACs are forgotten
 
   // One flow-mod, applied as its own version. Errors leave the tables unchanged.

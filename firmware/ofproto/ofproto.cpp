@@ -9,10 +9,14 @@
 #include "datapath/datapath.h"
 #include "keel/hal/cpu.h"
 #include "keel/hal/port.h"
+#include "core/log.h"
+#include "ofproto/port_columns.h"
 
 namespace keel::ofproto {
 
 namespace {
+
+KEEL_LOG_MODULE(log_bridge, "bridge");
 
 Status check_bridge_name(std::string_view name) {
   if (name.empty() || name.size() > 31) return invalid("bridge name '" + std::string(name) + "': 1 to 31 characters");
@@ -20,6 +24,25 @@ Status check_bridge_name(std::string_view name) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
       return invalid("bridge name '" + std::string(name) + "': only letters, digits, '-', '_' and '.'");
   return {};
+}
+
+// The VLAN mode `opts` give `port`, as Open vSwitch's port_configure()
+// decides it: vlan_mode, else access with a tag, trunk without. (An access
+// port without a tag is on VLAN 0, as in OVS's bundle_set().)
+Result<VlanMode> vlan_mode_of(std::string_view port, const PortOptions& opts) {
+  const VlanMode mode = opts.vlan_mode.value_or(opts.tag ? VlanMode::access : VlanMode::trunk);
+  // An access port ignores its trunks (xlate never reads them); Open
+  // vSwitch keeps them in the database and warns when the access mode is
+  // implicit, and so does keel.
+  if (mode == VlanMode::access && !opts.trunks.empty() && !opts.vlan_mode)
+    KEEL_LOG(log_bridge, warn, "port %s: ignoring trunks in favor of implicit vlan", std::string(port).c_str());
+  return mode;
+}
+
+std::vector<uint16_t> sorted_trunks(std::vector<uint16_t> t) {
+  std::sort(t.begin(), t.end());
+  t.erase(std::unique(t.begin(), t.end()), t.end());
+  return t;
 }
 
 }  // namespace
@@ -147,6 +170,7 @@ Status Ofproto::del_bridge(std::string_view name) {
   auto it = std::find_if(owned_.begin(), owned_.end(), [&](const auto& b) { return b->name() == name; });
   if (it == owned_.end()) return error(Errc::not_found, "no bridge " + std::string(name));
   Bridge* b = it->get();
+  for (const PortConfig& pc : b->ports()->ports) reset_mtu(pc);
   dying_.push_back(std::move(*it));
   owned_.erase(it);
   publish_bridges();
@@ -161,6 +185,17 @@ Status Ofproto::del_bridge(std::string_view name) {
 
 // ----------------------------------------------------------------- ports --
 
+// The words ovs-vsctl's parser (port_columns.cpp) uses for the same error.
+static Status check_mtu_request(uint32_t mtu) {
+  if (mtu >= PortOptions::kMinMtuRequest && mtu <= PortOptions::kMaxMtuRequest) return {};
+  return invalid("mtu_request " + std::to_string(mtu) + " is not in keel's range " +
+                 std::to_string(PortOptions::kMinMtuRequest) + " to " + std::to_string(PortOptions::kMaxMtuRequest) +
+                 " (inclusive)");
+}
+
+static_assert(PortOptions::kMinMtuRequest == hal::kMinMtu && PortOptions::kMaxMtuRequest == hal::kMaxMtu,
+              "the mtu_request range ovs-vsctl's words are checked against is the one ports carry");
+
 Status Ofproto::add_port(std::string_view bridge, std::string_view port, const PortOptions& opts) {
   Bridge* b = find_bridge(bridge);
   if (!b) return error(Errc::not_found, "no bridge " + std::string(bridge));
@@ -173,28 +208,75 @@ Status Ofproto::add_port(std::string_view bridge, std::string_view port, const P
   if (PortOwner o = port_owner(p->id()); o.bridge)
     return error(Errc::already_exists, "port " + std::string(port) + " is already in bridge " + o.bridge->name());
   if (opts.ofport && (*opts.ofport == 0 || *opts.ofport >= flow::kOfppMax))
-    return invalid("--ofport " + std::to_string(*opts.ofport) + " out of range (1.." +
+    return invalid("ofport_request " + std::to_string(*opts.ofport) + " out of range (1.." +
                    std::to_string(flow::kOfppMax - 1) + ")");
-  if (opts.tag && *opts.tag > 4095) return invalid("--tag " + std::to_string(*opts.tag) + " out of range (0..4095)");
+  if (opts.tag && *opts.tag > 4095) return invalid("tag " + std::to_string(*opts.tag) + " out of range (0..4095)");
   for (uint16_t v : opts.trunks)
-    if (v > 4095) return invalid("--trunks: VLAN " + std::to_string(v) + " out of range (0..4095)");
-  const VlanMode mode = opts.vlan_mode.value_or(opts.tag ? VlanMode::access : VlanMode::trunk);
-  if (mode == VlanMode::access && !opts.trunks.empty())
-    return invalid("--trunks does not go with --vlan-mode access");
-  if (mode == VlanMode::access && !opts.tag) return invalid("--vlan-mode access needs --tag");
+    if (v > 4095) return invalid("trunks: VLAN " + std::to_string(v) + " out of range (0..4095)");
+  if (opts.mtu_request)
+    if (Status st = check_mtu_request(*opts.mtu_request); !st.ok()) return st;
+  if (opts.type)
+    if (Status st = check_interface_type(*opts.type, port, p->kind()); !st.ok()) return st;
+  auto mode = vlan_mode_of(port, opts);
+  if (!mode) return std::move(mode).take_status();
 
   PortConfig pc;
   pc.name = std::string(port);
   pc.ofport = opts.ofport.value_or(0);
   pc.dp_port = p->id();
-  pc.vlan_mode = mode;
+  pc.vlan_mode = *mode;
+  pc.vlan_mode_set = opts.vlan_mode.has_value();
+  pc.tag_set = opts.tag.has_value();
   pc.tag = opts.tag.value_or(0);
-  pc.trunks = opts.trunks;
-  std::sort(pc.trunks.begin(), pc.trunks.end());
-  pc.trunks.erase(std::unique(pc.trunks.begin(), pc.trunks.end()), pc.trunks.end());
-  if (Status st = b->add_port(pc); !st.ok()) return st;
+  pc.trunks = sorted_trunks(opts.trunks);
+  pc.mtu_request = opts.mtu_request;
+  // The MTU first (the device may refuse it), undone if the bridge refuses the port.
+  const uint32_t old_mtu = p->mtu();
+  if (opts.mtu_request)
+    if (Status st = dp_.set_port_mtu(p->id(), *opts.mtu_request); !st.ok()) return st;
+  if (Status st = b->add_port(pc); !st.ok()) {
+    (void)dp_.set_port_mtu(p->id(), old_mtu);  // back to a value it had: cannot fail
+    return st;
+  }
   publish_index();
   return {};
+}
+
+Status Ofproto::set_port_vlan(std::string_view port, const PortOptions& opts) {
+  Bridge* b = nullptr;
+  for (Bridge* c : bridges())
+    if (c->ports()->by_name(port)) b = c;
+  if (!b) return error(Errc::not_found, "no bridge has port " + std::string(port));
+  if (opts.tag && *opts.tag > 4095) return invalid("tag " + std::to_string(*opts.tag) + " out of range (0..4095)");
+  for (uint16_t v : opts.trunks)
+    if (v > 4095) return invalid("trunks: VLAN " + std::to_string(v) + " out of range (0..4095)");
+  auto mode = vlan_mode_of(port, opts);
+  if (!mode) return std::move(mode).take_status();
+  PortConfig vlan;
+  vlan.vlan_mode = *mode;
+  vlan.vlan_mode_set = opts.vlan_mode.has_value();
+  vlan.tag = opts.tag.value_or(0);
+  vlan.tag_set = opts.tag.has_value();
+  vlan.trunks = sorted_trunks(opts.trunks);
+  return b->set_port_vlan(port, vlan);
+}
+
+Status Ofproto::set_mtu_request(std::string_view port, std::optional<uint32_t> mtu) {
+  hal::Port* p = dp_.find_port(port);
+  const PortOwner o = p ? port_owner(p->id()) : PortOwner{};
+  if (!o.bridge) return error(Errc::not_found, "no interface " + std::string(port) + " in any bridge");
+  // No request: the MTU stays what it is (ovs-vswitchd 3.1 leaves a dummy
+  // port at 9000 after `set interface p mtu_request=[]`).
+  if (mtu) {
+    if (Status st = check_mtu_request(*mtu); !st.ok()) return st;
+    if (Status st = dp_.set_port_mtu(p->id(), *mtu); !st.ok()) return st;
+  }
+  return o.bridge->set_port_mtu_request(port, mtu);  // the port is there: cannot fail
+}
+
+// The MTU a port gets back when it leaves its bridge (del-port, del-br).
+void Ofproto::reset_mtu(const PortConfig& pc) {
+  (void)dp_.set_port_mtu(pc.dp_port, hal::kDefaultMtu);  // the default: cannot fail
 }
 
 Status Ofproto::del_port(std::string_view bridge, std::string_view port) {
@@ -207,7 +289,10 @@ Status Ofproto::del_port(std::string_view bridge, std::string_view port) {
       if (c->ports()->by_name(port)) b = c;
     if (!b) return error(Errc::not_found, "no bridge has port " + std::string(port));
   }
+  const PortConfig* pc = b->ports()->by_name(port);
+  const PortConfig gone = pc ? *pc : PortConfig{};
   if (Status st = b->del_port(port); !st.ok()) return st;
+  reset_mtu(gone);
   publish_index();
   return {};
 }

@@ -53,13 +53,24 @@ struct PortOwner {
   uint32_t ofport = 0;
 };
 
-// add_port's options (ovs-vsctl add-port ... ofport_request, tag, trunks,
-// vlan_mode).
+// add_port's options: ovs-vsctl's Port columns tag, trunks, vlan_mode and
+// Interface columns ofport_request, mtu_request, type
+// (ofproto/port_columns.h parses them from ovs-vsctl's words).
 struct PortOptions {
-  std::optional<uint32_t> ofport;        // absent: the lowest free number
+  static constexpr uint32_t kMinMtuRequest = 68, kMaxMtuRequest = 9216;
+  std::optional<uint32_t> ofport;        // ofport_request; absent: the lowest free number
   std::optional<VlanMode> vlan_mode;     // absent: access if tag is set, else trunk
   std::optional<uint16_t> tag;           // 0..4095
-  std::vector<uint16_t> trunks;          // empty: every VLAN
+  std::vector<uint16_t> trunks;          // empty: every VLAN (ignored by an access port, as in OVS)
+  // Interface mtu_request, 68..9216 (the parser checks the range); absent:
+  // the port's default MTU. Stored in PortConfig and printed back by the
+  // running config; what it does to the port is the MTU code's business.
+  std::optional<uint32_t> mtu_request;
+  // Interface type as ovs-vsctl spells it ("", "system", "internal",
+  // "dummy", "tap", "dpdk"); absent: any. Not stored: keel's port types are
+  // its --port specs, so add_port only checks the port is of this type
+  // (check_interface_type in ofproto/port_columns.h).
+  std::optional<std::string> type;
 };
 
 // One packet sent to the controller.
@@ -117,8 +128,20 @@ class Ofproto {
   // Maps datapath port `port` to an OpenFlow port of `bridge`. A datapath
   // port belongs to at most one bridge.
   Status add_port(std::string_view bridge, std::string_view port, const PortOptions& opts = {});
-  // bridge empty: whichever bridge has it.
+  // Replaces the VLAN settings (tag, trunks, vlan_mode) of `port`, on
+  // whichever bridge has it, checked as add_port checks them; opts' other
+  // fields are not read.
+  Status set_port_vlan(std::string_view port, const PortOptions& opts);
+  // bridge empty: whichever bridge has it. The datapath port's MTU goes
+  // back to 1500 (as a re-created Open vSwitch netdev starts at its default).
   Status del_port(std::string_view bridge, std::string_view port);
+  // `set interface PORT mtu_request=N|[]`. Absent ([]): only the request
+  // goes, the port keeps its MTU until it leaves the bridge (what
+  // ovs-vswitchd 3.1 does; the running config then no longer names an MTU,
+  // so a reboot brings 1500). The port must be in a bridge, as an OVS
+  // Interface row is. Out of range or refused by the device: an error and
+  // no change.
+  Status set_mtu_request(std::string_view port, std::optional<uint32_t> mtu);
   // --- ports (readers, lock-free) ---
   PortOwner port_owner(uint16_t dp_port) const noexcept;
 
@@ -149,6 +172,8 @@ class Ofproto {
   datapath::Datapath& datapath() { return dp_; }
 
  private:
+  void reset_mtu(const PortConfig& pc);  // a port leaving its bridge gets 1500 back
+
   // dp port id -> owner; immutable once published.
   struct PortIndex {
     std::vector<PortOwner> by_dp_port;

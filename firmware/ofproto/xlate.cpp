@@ -252,6 +252,13 @@ void Ctx::run() {
   if (in_.trace) trace_list_ = &root_;
   flow_ = in_.flow;
   orig_ = flow_;
+  // Fragments, under Open vSwitch's default frag handling ("normal"): the
+  // rules see no L4 ports, in a first fragment too (which carries them), as
+  // OVS's xlate_actions() "pretends that transport ports are unavailable".
+  // The megaflow's key keeps the packet's own ports (in_.flow); its mask
+  // only has the port bits a lookup consulted, which the zeros answer for
+  // any port.
+  if (flow_.nw_frag & flow::kFragAny) flow_.tp_src = flow_.tp_dst = 0;
   base_ = flow_;
   // The datapath does not keep tunnel metadata across an output.
   std::memset(&base_, 0, offsetof(FlowKey, ct_state));

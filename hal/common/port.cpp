@@ -6,7 +6,13 @@
 // tx halves are not a snapshot of one instant, which is what `show ports`
 // needs and all it can get without making the PMD pay for a lock.
 //
-// Thread-safety: to_string() is pure. counters() may run concurrently with
+// set_mtu() and tx_over_mtu() are here too: the first is control-path code,
+// the second runs only for a burst that holds a frame over the MTU.
+//
+// Thread-safety: to_string() is pure. set_mtu() runs on the control thread
+// (one at a time, serialised by the ofproto writer lock); its stores are
+// relaxed, so a PMD's burst in flight finishes with the old limit.
+// tx_over_mtu() is tx(): the thread owning queue q. counters() may run concurrently with
 // rx()/tx() on any queue. clear_counters() stores zeros with relaxed stores;
 // run it only while no PMD polls the port, or a concurrent bump() (a
 // load+store, not a read-modify-write) may write back a pre-clear value.
@@ -28,6 +34,46 @@ const char* to_string(PortRole r) {
   return "unknown";
 }
 
+Status Port::set_mtu(uint32_t mtu) {
+  if (mtu < kMinMtu || mtu > kMaxMtu)
+    return invalid("port " + name() + ": mtu_request " + std::to_string(mtu) + " out of range (" +
+                   std::to_string(kMinMtu) + ".." + std::to_string(kMaxMtu) + ")");
+  if (mtu == this->mtu()) return {};
+  if (Status st = apply_mtu(mtu); !st.ok())
+    return st.prefix("port " + name() + ": mtu_request " + std::to_string(mtu));
+  mtu_.store(mtu, std::memory_order_relaxed);
+  store_frame_limit(frame_limit_for(mtu));
+  return {};
+}
+
+uint16_t Port::tx_over_mtu(uint16_t q, std::span<Packet* const> pkts) noexcept {
+  const TxFrameLimit lim = tx_frame_limit();
+  uint16_t sent = 0;
+  uint64_t over = 0;
+  Packet* fit[kMaxBurst];
+  for (size_t at = 0; at < pkts.size();) {
+    unsigned n = 0;
+    uint64_t bytes = 0;
+    for (; at < pkts.size() && n < kMaxBurst; ++at) {
+      Packet* p = pkts[at];
+      const uint32_t len = p->len();
+      uint32_t max = lim.untagged;
+      if (len > max && len >= kEthHeaderLen && p->data()[12] == 0x81 && p->data()[13] == 0x00)
+        max = lim.tagged;
+      if (len > max) {
+        release(p);
+        ++over;
+        continue;
+      }
+      fit[n++] = p;
+      bytes += len;
+    }
+    if (n) sent = static_cast<uint16_t>(sent + tx_fitting(q, {fit, n}, bytes));
+  }
+  if (over) bump(txc_[q].dropped, over), bump(txc_[q].mtu_dropped, over);
+  return sent;
+}
+
 PortCounters Port::counters() const {
   PortCounters c;
   constexpr auto relaxed = std::memory_order_relaxed;
@@ -42,6 +88,7 @@ PortCounters Port::counters() const {
     c.tx_packets += q.packets.load(relaxed);
     c.tx_bytes += q.bytes.load(relaxed);
     c.tx_dropped += q.dropped.load(relaxed);
+    c.tx_mtu_exceeded_drops += q.mtu_dropped.load(relaxed);
   }
   return c;
 }
@@ -53,6 +100,7 @@ void Port::clear_counters() {
       q.packets.store(0, relaxed);
       q.bytes.store(0, relaxed);
       q.dropped.store(0, relaxed);
+      q.mtu_dropped.store(0, relaxed);
     }
   }
 }

@@ -14,11 +14,13 @@
 // first error is the one that explains. The argv strings are kept for the
 // life of the process, as the EAL may keep pointers into them.
 //
-// Pool: one rte_pktmbuf pool of pool_mbufs_for(ports) mbufs with a kPoolCache per-lcore
+// Pools: one rte_pktmbuf pool of pool_mbufs_for(ports) mbufs with a kPoolCache per-lcore
 // cache, RTE_MBUF_DEFAULT_BUF_SIZE buffers (128 headroom + 2048 data) and a
 // hal::Packet in every mbuf's private area, constructed once when the pool is
-// made. Threads that use it should call thread_init() (rte_thread_register):
-// an unregistered thread has no lcore id, so no mempool cache, and every get
+// made; and the jumbo pool, kJumboMbufs mbufs of 128 headroom +
+// kJumboBufferSize data, made the same way (dpdk_backend.h says why).
+// Threads that use them should call thread_init() (rte_thread_register): an
+// unregistered thread has no lcore id, so no mempool cache, and every get
 // and put goes to the shared ring — correct but slower.
 #include "dpdk/dpdk_backend.h"
 
@@ -119,8 +121,10 @@ unsigned pool_mbufs_for(const std::vector<PortSpec>& ports) {
 
 void release(Packet* p) noexcept { rte_pktmbuf_free(mbuf_of(p)); }
 
-DpdkBackend::DpdkBackend(rte_mempool* pool) : shared_(std::make_shared<DpdkShared>()), pool_(pool) {
+DpdkBackend::DpdkBackend(rte_mempool* pool, rte_mempool* jumbo_pool)
+    : shared_(std::make_shared<DpdkShared>()), pool_(pool), jumbo_pool_(jumbo_pool) {
   shared_->pool = pool;
+  shared_->jumbo_pool = jumbo_pool;
 }
 
 DpdkBackend::~DpdkBackend() { shutdown(); }
@@ -134,16 +138,18 @@ Result<std::unique_ptr<Port>> DpdkBackend::open_port(const PortSpec& spec, uint1
   return DpdkPort::open(shared_, spec, n_rxq, n_txq);
 }
 
-unsigned DpdkBackend::alloc_burst(std::span<Packet*> out) noexcept {
+unsigned DpdkBackend::alloc_burst(std::span<Packet*> out, uint32_t len) noexcept {
+  if (len > kJumboBufferSize) return 0;
+  rte_mempool* pool = len > kBufferSize ? jumbo_pool_ : pool_;
   rte_mbuf* mbufs[kMaxBurst];
   unsigned done = 0;
   while (done < out.size()) {
     const auto n = static_cast<unsigned>(std::min<size_t>(out.size() - done, kMaxBurst));
     unsigned got = n;
-    if (rte_pktmbuf_alloc_bulk(pool_, mbufs, n) != 0) [[unlikely]] {
+    if (rte_pktmbuf_alloc_bulk(pool, mbufs, n) != 0) [[unlikely]] {
       // Bulk gets are all-or-nothing; take what is left one by one.
       for (got = 0; got < n; ++got) {
-        mbufs[got] = rte_pktmbuf_alloc(pool_);
+        mbufs[got] = rte_pktmbuf_alloc(pool);
         if (mbufs[got] == nullptr) break;
       }
     }
@@ -169,9 +175,9 @@ void DpdkBackend::thread_exit() {
   if (!t_registered) return;
   // Give back the mbufs parked in this lcore's mempool cache: unregistering
   // does not, and the next thread to get this lcore id may never come.
-  if (pool_ != nullptr) {
-    if (rte_mempool_cache* c = rte_mempool_default_cache(pool_, rte_lcore_id()))
-      rte_mempool_cache_flush(c, pool_);
+  for (rte_mempool* mp : {pool_, jumbo_pool_}) {
+    if (mp == nullptr) continue;
+    if (rte_mempool_cache* c = rte_mempool_default_cache(mp, rte_lcore_id())) rte_mempool_cache_flush(c, mp);
   }
   rte_thread_unregister();
   t_registered = false;
@@ -184,9 +190,12 @@ void DpdkBackend::shutdown() {
     for (DpdkPort* p : shared_->ports) p->stop();
     shared_->shut_down = true;
     shared_->pool = nullptr;
+    shared_->jumbo_pool = nullptr;
   }
   rte_mempool_free(pool_);
+  rte_mempool_free(jumbo_pool_);
   pool_ = nullptr;
+  jumbo_pool_ = nullptr;
   std::lock_guard lock(g_eal_mu);
   (void)rte_eal_cleanup();
   g_eal_state = EalState::cleaned_up;
@@ -242,17 +251,31 @@ Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string
                                                 " MB; pcap replay ports count one per record) could not be "
                                                 "created: " + rte_strerror(err) + " (EAL memory -m too small?)");
   }
+  rte_mempool* jumbo = rte_pktmbuf_pool_create("keel_jumbo", kJumboMbufs, kPoolCache / 8, sizeof(Packet),
+                                               RTE_PKTMBUF_HEADROOM + kJumboBufferSize, rte_socket_id());
+  if (jumbo == nullptr) {
+    const int err = rte_errno;
+    rte_mempool_free(pool);
+    (void)rte_eal_cleanup();
+    g_eal_state = EalState::cleaned_up;
+    return Status(Errc::resource_exhausted,
+                  "DPDK jumbo mbuf pool of " + std::to_string(kJumboMbufs) + " mbufs (about " +
+                      std::to_string(kJumboMbufs * 9600ull >> 20) +
+                      " MB) could not be created: " + rte_strerror(err) + " (EAL memory -m too small?)");
+  }
   unsigned misaligned = 0;
   rte_mempool_obj_iter(pool, construct_descriptor, &misaligned);
+  rte_mempool_obj_iter(jumbo, construct_descriptor, &misaligned);
   if (misaligned != 0) {
     rte_mempool_free(pool);
+    rte_mempool_free(jumbo);
     (void)rte_eal_cleanup();
     g_eal_state = EalState::cleaned_up;
     return Status(Errc::internal,
                   "DPDK mbuf pool: " + std::to_string(misaligned) + " mbufs have a misaligned private area");
   }
   g_eal_state = EalState::up;
-  return std::unique_ptr<Backend>(new DpdkBackend(pool));
+  return std::unique_ptr<Backend>(new DpdkBackend(pool, jumbo));
 }
 
 }  // namespace keel::hal

@@ -11,14 +11,16 @@
 //     NIC delivers rte_flow MARK (it arrives as RTE_MBUF_F_RX_FDIR_ID and
 //     becomes Packet::flow_mark()).
 //   * Multi-segment mbufs (a PMD chaining a jumbo frame) are linearized into
-//     their first segment when it has the room, else dropped and counted as
-//     rx_dropped: the datapath only handles contiguous frames. With the pool's
-//     2 KB data room that means frames over ~2 KB are dropped.
+//     their first segment when it has the room, else copied into one mbuf of
+//     the jumbo pool (9280 bytes of data), else dropped and counted as
+//     rx_dropped: the datapath only handles contiguous frames. Scatter rx
+//     (RTE_ETH_RX_OFFLOAD_SCATTER) is turned on where the device offers it,
+//     so a NIC can deliver frames over the 2 KB rx mbufs at all.
 //   * Foreign buffers (hal::Packets of the sim backend) are copied into a
 //     fresh mbuf at tx; the original is released only once the NIC took the
-//     copy, so the prefix the Port contract returns is always right. A burst
-//     stops at a foreign frame that cannot be copied (pool empty, or bigger
-//     than an mbuf's data room); the caller drops the rest.
+//     copy, so the prefix the Port contract returns is always right. Frames
+//     over 2 KB are copied into jumbo-pool mbufs. A burst stops at a foreign
+//     frame that cannot be copied (pool empty); the caller drops the rest.
 //   * input_state(): DPDK can't say when net_pcap has read its whole rx file.
 //     For `rx_pcap=` without `infinite_rx=1` the port reports `pending` until
 //     every rx queue has been polled empty and has received nothing for
@@ -267,6 +269,8 @@ Result<std::unique_ptr<Port>> DpdkPort::open(const std::shared_ptr<DpdkShared>& 
     conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
     conf.rxmode.offloads |= info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_RSS_HASH;
   }
+  // Jumbo frames arrive as chains of 2 KB segments (rx linearizes them).
+  conf.rxmode.offloads |= info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER;
   if (int r = rte_eth_dev_configure(pid, nrx, ntx, &conf); r != 0) return fail_undo("configure", -r);
 
   uint16_t nb_rxd = kRxDescriptors, nb_txd = kTxDescriptors;
@@ -300,10 +304,13 @@ DpdkPort::DpdkPort(std::shared_ptr<DpdkShared> shared, const PortSpec& spec, uin
       port_id_(port_id),
       watch_input_(watch_input),
       pool_(shared->pool),
+      jumbo_pool_(shared->jumbo_pool),
       shared_(std::move(shared)),
       device_(device),
       devargs_(spec.devargs),
-      driver_(std::move(driver)) {}
+      driver_(std::move(driver)) {
+  init_frame_limit();  // netdev-dpdk's rule, not Port's default (netdev-dummy's)
+}
 
 DpdkPort::~DpdkPort() {
   stop();
@@ -355,9 +362,8 @@ uint16_t DpdkPort::rx_burst(uint16_t q, std::span<Packet*> out) noexcept {
   uint16_t kept = 0;
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = mbufs[i];
-    if (m->nb_segs != 1 && rte_pktmbuf_linearize(m) != 0) [[unlikely]] {
-      rte_pktmbuf_free(m);
-      continue;
+    if (m->nb_segs != 1) [[unlikely]] {
+      if (!(m = linearize(m))) continue;
     }
     out[kept++] = from_rx(m);
   }
@@ -374,6 +380,32 @@ uint16_t DpdkPort::rx_burst(uint16_t q, std::span<Packet*> out) noexcept {
     }
   }
   return kept;
+}
+
+rte_mbuf* DpdkPort::linearize(rte_mbuf* m) noexcept {
+  if (rte_pktmbuf_linearize(m) == 0) return m;  // the first segment had the room
+  rte_mbuf* j = m->pkt_len <= kJumboBufferSize ? rte_pktmbuf_alloc(jumbo_pool_) : nullptr;
+  if (j == nullptr) [[unlikely]] {
+    rte_pktmbuf_free(m);
+    return nullptr;
+  }
+  auto* dst = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(j, static_cast<uint16_t>(m->pkt_len)));
+  for (const rte_mbuf* seg = m; seg != nullptr; seg = seg->next) {
+    std::memcpy(dst, rte_pktmbuf_mtod(seg, const uint8_t*), seg->data_len);
+    dst += seg->data_len;
+  }
+  // What from_rx() reads besides the bytes: the NIC's hash and mark.
+  j->ol_flags = m->ol_flags & (RTE_MBUF_F_RX_RSS_HASH | RTE_MBUF_F_RX_FDIR_ID | RTE_MBUF_F_RX_FDIR);
+  j->hash = m->hash;
+  j->port = m->port;
+  rte_pktmbuf_free(m);
+  return j;
+}
+
+Status DpdkPort::apply_mtu(uint32_t mtu) {
+  const int rc = rte_eth_dev_set_mtu(port_id_, static_cast<uint16_t>(mtu));
+  if (rc == 0 || rc == -ENOTSUP) return {};  // -ENOTSUP: a vdev without an MTU; tx's limit still holds
+  return Status(errc_of(-rc), std::string("rte_eth_dev_set_mtu failed: ") + rte_strerror(-rc));
 }
 
 uint16_t DpdkPort::tx_burst(uint16_t q, std::span<Packet* const> pkts) noexcept {
@@ -399,7 +431,7 @@ uint16_t DpdkPort::tx_chunk(uint16_t q, std::span<Packet* const> pkts) noexcept 
       mbufs[n] = to_tx(p);
       continue;
     }
-    rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+    rte_mbuf* m = rte_pktmbuf_alloc(p->len() <= kBufferSize ? pool_ : jumbo_pool_);
     if (m == nullptr) [[unlikely]] {
       break;
     }

@@ -15,6 +15,13 @@
 // no syscall (input watching reads the vDSO clock once per non-empty burst,
 // and only on net_pcap file inputs).
 //
+// MTU: set_mtu() calls rte_eth_dev_set_mtu (a device without the call,
+// -ENOTSUP, keeps keel's tx limit only — Open vSwitch warns and goes on the
+// same way); tx's frame limit is netdev-dpdk's MTU + 14 + 4 (its
+// MTU_TO_FRAME_LEN: header and CRC, so one VLAN tag fits either way). Frames
+// a NIC delivers as segment chains (jumbo frames over the 2 KB mbufs) are
+// copied into one jumbo-pool mbuf at rx (dpdk_backend.h, kJumboMbufs).
+//
 // Life cycle: open() (may fail) -> rx/tx from PMDs -> stop() (never fails,
 // idempotent: rte_eth_dev_stop + rte_eth_dev_close, which is what makes
 // net_pcap flush and close its tx_pcap file; then the device is detached when
@@ -39,6 +46,7 @@
 #include "keel/hal/port.h"
 
 struct rte_device;
+struct rte_mbuf;
 
 namespace keel::hal::dpdk {
 
@@ -63,11 +71,18 @@ class DpdkPort final : public Port {
  protected:
   uint16_t rx_burst(uint16_t q, std::span<Packet*> out) noexcept override;
   uint16_t tx_burst(uint16_t q, std::span<Packet* const> pkts) noexcept override;
+  Status apply_mtu(uint32_t mtu) override;
+  TxFrameLimit frame_limit_for(uint32_t mtu) const override {
+    return {mtu + kEthHeaderLen + kVlanHeaderLen, mtu + kEthHeaderLen + kVlanHeaderLen};
+  }
 
  private:
   DpdkPort(std::shared_ptr<DpdkShared> shared, const PortSpec& spec, uint16_t port_id, rte_device* device,
            std::string driver, bool watch_input);
   uint16_t tx_chunk(uint16_t q, std::span<Packet* const> pkts) noexcept;
+  // A chained mbuf as one contiguous mbuf (the first segment, or a jumbo
+  // copy); nullptr when neither has room (the chain is then freed).
+  rte_mbuf* linearize(rte_mbuf* m) noexcept;
 
   // Per rx queue: when the queue last returned packets, and whether it has
   // been polled empty since. Written only by the queue's PMD.
@@ -80,6 +95,7 @@ class DpdkPort final : public Port {
   uint16_t port_id_;
   bool watch_input_;  // net_pcap rx file read once: input can run out
   rte_mempool* pool_;
+  rte_mempool* jumbo_pool_;
   std::array<InputWatch, kMaxQueues> watch_{};
 
   std::shared_ptr<DpdkShared> shared_;

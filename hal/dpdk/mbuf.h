@@ -17,7 +17,10 @@
 // its own; the PMD has just touched the mbuf line at rx).
 //
 // Multi-segment mbufs do not reach the datapath: from_rx() is only called on
-// single-segment mbufs; rx linearizes chains first (see dpdk_port.cpp).
+// single-segment mbufs; rx linearizes chains first, into the first segment
+// when it has the room, else into one mbuf of the jumbo pool (see
+// dpdk_port.cpp). Jumbo-pool mbufs have the same layout with
+// kJumboBufferSize of data.
 //
 // Thread-safety: these functions touch one mbuf and its descriptor, which
 // belong to exactly one thread at a time (the Packet ownership rule of
@@ -38,6 +41,8 @@ static_assert(sizeof(rte_mbuf) % alignof(Packet) == 0,
               "the descriptor follows the mbuf header and must stay cache-line aligned");
 static_assert(RTE_PKTMBUF_HEADROOM == kHeadroom,
               "both backends give the datapath the same headroom for pushes");
+static_assert(RTE_MBUF_DEFAULT_DATAROOM == kBufferSize,
+              "a standard mbuf holds what a standard sim buffer holds: alloc_burst picks the pool by length");
 
 inline Packet* packet_of(rte_mbuf* m) { return static_cast<Packet*>(rte_mbuf_to_priv(m)); }
 inline rte_mbuf* mbuf_of(const Packet* p) { return static_cast<rte_mbuf*>(p->owner()); }

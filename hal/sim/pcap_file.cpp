@@ -141,7 +141,7 @@ Result<PcapReader> PcapReader::open(const std::string& path, uint32_t max_frame)
     uint32_t caplen = load32(h + 8, sw);
     if (caplen > max_frame) {
       return invalid(rec + ": caplen " + std::to_string(caplen) + " exceeds the " +
-                     std::to_string(max_frame) + "-byte packet buffer");
+                     std::to_string(max_frame) + "-byte largest frame a port carries");
     }
     if (r.snaplen_ != 0 && caplen > r.snaplen_) {
       return invalid(rec + ": caplen " + std::to_string(caplen) + " exceeds the file's snaplen " +

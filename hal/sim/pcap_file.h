@@ -44,7 +44,8 @@ inline constexpr size_t kPcapRecordHeaderLen = 16;
 class PcapReader {
  public:
   // Reads and checks `path`. Every record must fit `max_frame` bytes (the
-  // packet buffer) and the file's snaplen. Errors name the file and, for a
+  // pcap port passes kMaxFrameLen, the frame of the largest MTU) and the
+  // file's snaplen. Errors name the file and, for a
   // bad record, its number counted from 1 as Wireshark does.
   static Result<PcapReader> open(const std::string& path, uint32_t max_frame);
 

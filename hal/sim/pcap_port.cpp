@@ -4,10 +4,14 @@
 //
 //   in=FILE   rx copies the file's records, in order, into pool buffers,
 //             `loops` times (0: forever). The file was read and checked at
-//             open (PcapReader), so rx is a memcpy per packet and nothing
-//             else. When the pool is empty rx returns what it has and the
-//             next record waits for the next poll: nothing is lost, nothing
-//             is counted as dropped.
+//             open (PcapReader: records up to kMaxFrameLen, the frame of
+//             the largest MTU), so rx is a memcpy per packet and nothing
+//             else: records up to kBufferSize go into standard buffers
+//             taken in bulk, longer ones into jumbo buffers taken one by one
+//             (sim/pool.h). When the pool (or the class a record needs) is
+//             empty rx returns what it has and the next record waits for the
+//             next poll: nothing is lost, nothing is counted as dropped. The
+//             port's MTU does not limit rx (as in Open vSwitch).
 //   out=FILE  tx appends each frame as a record (one timestamp per burst)
 //             and releases the packet. Without out=, tx takes nothing and
 //             Port::tx() counts the burst as tx_dropped.
@@ -73,16 +77,25 @@ class PcapPort final : public Port {
   uint16_t rx_burst(uint16_t, std::span<Packet*> out) noexcept override {
     if (!reader_ || state_.load(std::memory_order_relaxed) != InputState::pending) return 0;
     const size_t records = reader_->size();
-    size_t want = out.size();
+    size_t want = std::min<size_t>(out.size(), kMaxBurst);
     // Stop exactly at the end of the last loop. With more loops left than
     // a burst holds there are more records left than that too (>= 1 each).
     if (loops_ != 0 && loops_ - done_loops_ <= want) {
       want = std::min<uint64_t>(want, (loops_ - done_loops_) * records - next_);
     }
-    unsigned n = pool_->alloc_burst(out.first(want));
-    for (unsigned i = 0; i < n; ++i) {
+    Packet* standard[kMaxBurst];
+    const unsigned have = pool_->alloc_burst({standard, want});
+    unsigned used = 0, n = 0;
+    for (; n < want; ++n) {
       std::span<const uint8_t> f = reader_->frame(next_);
-      Packet* p = out[i];
+      Packet* p;
+      if (f.size() <= kBufferSize) [[likely]] {
+        if (used == have) break;
+        p = standard[used++];
+      } else if (!(p = pool_->alloc(static_cast<uint32_t>(f.size())))) {
+        break;
+      }
+      out[n] = p;
       std::memcpy(p->data(), f.data(), f.size());
       p->set_len(static_cast<uint32_t>(f.size()));
       if (++next_ == records) {
@@ -92,6 +105,7 @@ class PcapPort final : public Port {
         }
       }
     }
+    for (unsigned i = used; i < have; ++i) pool_->free(standard[i]);  // a jumbo record took their place
     return static_cast<uint16_t>(n);
   }
 
@@ -127,7 +141,7 @@ Result<std::unique_ptr<Port>> open_pcap_port(const PortSpec& spec, const std::sh
   // same file (the old contents are replayed).
   std::optional<PcapReader> reader;
   if (!spec.pcap_in.empty()) {
-    auto r = PcapReader::open(spec.pcap_in, kBufferSize);
+    auto r = PcapReader::open(spec.pcap_in, kMaxFrameLen);
     if (!r) return std::move(r).take_status();
     reader.emplace(std::move(r).value());
   }

@@ -1,16 +1,33 @@
 // sim::Pool — the software NIC's packet buffers.
 //
-// One allocation made up front holds `buffers` fixed-size buffers, each laid
-// out as
+// One allocation made up front holds two classes of fixed-size buffers:
 //
-//   [ hal::Packet (64 B) | headroom (kHeadroom) | frame (kBufferSize) ]
+//   standard (`buffers` of them):  [ hal::Packet (64 B) | headroom (kHeadroom) | frame (kBufferSize) ]
+//   jumbo (`jumbo` of them):       [ hal::Packet (64 B) | headroom (kHeadroom) | frame (kJumboBufferSize) ]
 //
-// so a buffer is 64 + 128 + 2048 = 2240 bytes, a whole number of cache lines,
-// and the descriptor sits on the line just before the bytes the parser reads
-// first. The free list is a keel::MpmcRing<Packet*> sized to hold every
-// buffer: alloc is a pop, free is a push, neither locks, allocates nor makes
-// a syscall, and a push can never find the ring full (short of freeing a
-// packet twice, which is a bug the ring does not detect).
+// A standard buffer is 64 + 128 + 2048 = 2240 bytes, a jumbo one 64 + 128 +
+// 9280 = 9472 bytes; both are whole numbers of cache lines, and the
+// descriptor sits on the line just before the bytes the parser reads first.
+//
+// Why two classes (the MTU decision): a frame longer than a standard
+// buffer exists only on ports whose mtu_request is above 2030
+// (kStandardBufferMtu), and MTUs are set by configuration after the pool is
+// made and may change at run time. Sizing every buffer for the largest MTU
+// would cost 8192 x 9472 B = 74 MiB for the default pool whatever the
+// ports; multi-buffer (chained) frames would make every datapath stage
+// handle discontiguous bytes. Instead a fixed jumbo class takes the frames
+// that do not fit a standard buffer: the default 1024 jumbo buffers cost
+// 9.25 MiB on top of the standard class's 17.5 MiB, and only ports that
+// carry jumbo frames use them. Whoever knows a frame's length asks for a
+// buffer that holds it (alloc(len), alloc_burst(out, len)): the pcap port per
+// record, the TAP port from its MTU, the datapath's copies from the longest
+// frame of the batch. A request over kJumboBufferSize gets nothing.
+//
+// Each class's free list is a keel::MpmcRing<Packet*> sized to hold every
+// buffer of the class: alloc is a pop, free is a push (to the class the
+// address says), neither locks, allocates nor makes a syscall, and a push
+// can never find the ring full (short of freeing a packet twice, which is a
+// bug the ring does not detect).
 //
 // Life cycle: create() (may fail: no memory), then alloc/free from any
 // thread, then destruction once every buffer is back. Ports and the backend
@@ -40,50 +57,79 @@ class Pool {
  public:
   static constexpr uint32_t kBufLen = kHeadroom + kBufferSize;  // bytes after the descriptor
   static constexpr size_t kStride = sizeof(Packet) + kBufLen;
+  static constexpr uint32_t kJumboBufLen = kHeadroom + kJumboBufferSize;
+  static constexpr size_t kJumboStride = sizeof(Packet) + kJumboBufLen;
   static_assert(kStride % 64 == 0, "buffers must start on a cache line: the descriptor is alignas(64)");
+  static_assert(kJumboStride % 64 == 0, "jumbo buffers follow the standard ones and must stay aligned");
+  static constexpr unsigned kDefaultJumboBuffers = 1024;
 
-  // Allocates `buffers` buffers (zero-filled) and puts them all on the free list.
-  static Result<std::shared_ptr<Pool>> create(unsigned buffers);
+  // Allocates `buffers` standard and `jumbo` jumbo buffers (zero-filled)
+  // and puts them all on the free lists. `jumbo` may be 0 (no frame over
+  // kBufferSize can then be held).
+  static Result<std::shared_ptr<Pool>> create(unsigned buffers, unsigned jumbo = kDefaultJumboBuffers);
 
   ~Pool();
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  // One empty packet (len 0, data at kHeadroom), or nullptr when none is free.
-  Packet* alloc() noexcept {
+  // One empty packet (len 0, data at kHeadroom) whose tailroom holds `len`
+  // bytes, or nullptr when none of that class is free (or len > kJumboBufferSize).
+  Packet* alloc(uint32_t len = 0) noexcept {
     Packet* p;
-    if (!free_.pop(p)) return nullptr;
-    init(p);
+    if (len <= kBufferSize) {
+      if (!free_.pop(p)) return nullptr;
+      init(p, kBufLen);
+    } else {
+      if (len > kJumboBufferSize || !jumbo_free_.pop(p)) return nullptr;
+      init(p, kJumboBufLen);
+    }
     return p;
   }
 
-  // Up to out.size() empty packets; returns how many (fewer when the pool runs out).
-  unsigned alloc_burst(std::span<Packet*> out) noexcept {
+  // Up to out.size() empty packets that hold `len` bytes each; returns how
+  // many (fewer when that class runs out).
+  unsigned alloc_burst(std::span<Packet*> out, uint32_t len = 0) noexcept {
+    if (len > kBufferSize) {
+      if (len > kJumboBufferSize) return 0;
+      auto n = static_cast<unsigned>(jumbo_free_.pop_bulk(out));
+      for (unsigned i = 0; i < n; ++i) init(out[i], kJumboBufLen);
+      return n;
+    }
     auto n = static_cast<unsigned>(free_.pop_bulk(out));
-    for (unsigned i = 0; i < n; ++i) init(out[i]);
+    for (unsigned i = 0; i < n; ++i) init(out[i], kBufLen);
     return n;
   }
 
-  // Returns a packet of this pool to the free list.
-  void free(Packet* p) noexcept { (void)free_.push(p); }
+  // Returns a packet of this pool to its class's free list.
+  void free(Packet* p) noexcept {
+    if (reinterpret_cast<const uint8_t*>(p) >= jumbo_mem_)
+      (void)jumbo_free_.push(p);
+    else
+      (void)free_.push(p);
+  }
 
   unsigned buffers() const { return buffers_; }
+  unsigned jumbo_buffers() const { return jumbo_; }
   size_t available() const noexcept { return free_.size(); }
+  size_t jumbo_available() const noexcept { return jumbo_free_.size(); }
 
   // Whether p points at a descriptor of this pool (for debug checks and tests).
   bool owns(const Packet* p) const noexcept;
 
  private:
-  Pool(unsigned buffers, uint8_t* mem);
+  Pool(unsigned buffers, unsigned jumbo, uint8_t* mem);
 
-  void init(Packet* p) noexcept {
+  void init(Packet* p, uint32_t buf_len) noexcept {
     uint8_t* buf = reinterpret_cast<uint8_t*>(p) + sizeof(Packet);
-    p->reset(BufferSource::sim, this, buf, kBufLen, buf + kHeadroom, 0);
+    p->reset(BufferSource::sim, this, buf, buf_len, buf + kHeadroom, 0);
   }
 
   const unsigned buffers_;
-  uint8_t* const mem_;  // buffers_ * kStride bytes, 64-byte aligned
+  const unsigned jumbo_;
+  uint8_t* const mem_;        // buffers_ * kStride + jumbo_ * kJumboStride bytes, 64-byte aligned
+  uint8_t* const jumbo_mem_;  // mem_ + buffers_ * kStride: the first jumbo buffer
   MpmcRing<Packet*> free_;
+  MpmcRing<Packet*> jumbo_free_;
 };
 
 }  // namespace keel::hal::sim

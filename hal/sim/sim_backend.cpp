@@ -39,7 +39,9 @@ class SimBackend final : public Backend {
     return r;
   }
 
-  unsigned alloc_burst(std::span<Packet*> out) noexcept override { return pool_->alloc_burst(out); }
+  unsigned alloc_burst(std::span<Packet*> out, uint32_t len = 0) noexcept override {
+    return pool_->alloc_burst(out, len);
+  }
 
  private:
   Result<std::unique_ptr<Port>> open(const PortSpec& spec) {
@@ -74,7 +76,7 @@ class SimBackend final : public Backend {
 }  // namespace
 
 Result<std::unique_ptr<Backend>> make_sim_backend(const SimOptions& opts) {
-  auto pool = sim::Pool::create(opts.buffers);
+  auto pool = sim::Pool::create(opts.buffers, opts.jumbo_buffers);
   if (!pool) return std::move(pool).take_status();
   return std::unique_ptr<Backend>(new SimBackend(std::move(pool).value()));
 }

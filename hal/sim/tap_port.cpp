@@ -12,9 +12,15 @@
 // one spare buffer between polls so an empty poll costs one read() that
 // returns EAGAIN and no alloc/free. tx stops at the first write() that fails
 // (EAGAIN: the kernel queue is full; or the device went away); Port::tx()
-// releases and counts the rest as tx_dropped. Frames longer than the buffer
-// (kBufferSize) are truncated by the kernel on read; the default MTU 1500
-// never produces one.
+// releases and counts the rest as tx_dropped.
+//
+// MTU: set_mtu() sets the kernel device's MTU too (SIOCSIFMTU, as Open
+// vSwitch's netdev-linux does for a tap), so the host stack sends frames up
+// to it. rx reads into a buffer that holds the MTU's largest frame (MTU +
+// 14 + two VLAN tags): a standard buffer up to MTU 2030, a jumbo one above
+// (sim/pool.h); the spare is swapped when the MTU outgrows it. A longer
+// frame than the buffer (the device's MTU changed behind keel's back) is
+// truncated by the kernel on read.
 //
 // Thread-safety: rx state (the spare buffer) belongs to the thread polling
 // rx queue 0; tx uses only the descriptor, and read()/write() on one
@@ -53,11 +59,35 @@ class TapPort final : public Port {
   std::string describe() const override { return "tap " + ifname_; }
 
  protected:
+  Status apply_mtu(uint32_t mtu) override {
+    int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (sock < 0)
+      return error(Errc::unavailable,
+                   "tap '" + ifname_ + "': socket for interface ioctls: " + errno_text(errno));
+    ifreq ifr;
+    std::memset(&ifr, 0, sizeof ifr);
+    std::memcpy(ifr.ifr_name, ifname_.data(), ifname_.size());
+    ifr.ifr_mtu = static_cast<int>(mtu);
+    const int rc = ::ioctl(sock, SIOCSIFMTU, &ifr);
+    const int e = errno;
+    ::close(sock);
+    if (rc < 0)
+      return error(Errc::unavailable,
+                   "tap '" + ifname_ + "': setting the MTU (SIOCSIFMTU): " + errno_text(e));
+    return {};
+  }
+
   uint16_t rx_burst(uint16_t, std::span<Packet*> out) noexcept override {
     uint16_t n = 0;
     while (n < out.size()) {
-      if (!spare_ && !(spare_ = pool_->alloc())) break;  // pool empty: the frame waits in the kernel
-      ssize_t got = ::read(fd_, spare_->data(), kBufferSize);
+      // Relaxed: the control thread may raise the MTU; the next poll sees it.
+      const uint32_t need = mtu() + kEthHeaderLen + 2 * kVlanHeaderLen;
+      if (spare_ && spare_->tailroom() < need) [[unlikely]] {
+        hal::release(spare_);
+        spare_ = nullptr;
+      }
+      if (!spare_ && !(spare_ = pool_->alloc(need))) break;  // pool empty: the frame waits in the kernel
+      ssize_t got = ::read(fd_, spare_->data(), spare_->tailroom());
       if (got <= 0) break;  // EAGAIN: nothing queued (or the device is gone)
       spare_->set_len(static_cast<uint32_t>(got));
       out[n++] = spare_;

@@ -8,8 +8,8 @@
  * for a while (a pcap vdev's input is exhausted). Then reads commands from
  * stdin; `show ports` prints a table like the firmware's:
  *
- *   Port  Id  Kind  Role    Link  Rx-pkts  Rx-bytes  Rx-drop  Tx-pkts  ...
- *   p0    0   dpdk  -       up    100      ...
+ *   Port  Id  Kind  Role    Link  MTU   Rx-pkts  Rx-bytes  Rx-drop  Tx-pkts  ...
+ *   p0    0   dpdk  -       up    1500  100      ...
  *
  * `--board qemu-virt` supplies that board's EAL arguments (real hugepages,
  * two lcores, p0 = net_pcap0 reading /data/in.pcap, p1 = net_pcap1 writing
@@ -50,17 +50,19 @@ static int port_init(uint16_t port, struct rte_mempool *pool)
 static void show_ports(uint16_t nports)
 {
     /* Same columns as the firmware's `show ports` (cli/console.cpp). */
-    printf("%-4s  %-2s  %-4s  %-6s  %-4s  %-7s  %-8s  %-7s  %-7s  %-8s  %-7s  %s\n", "Port", "Id", "Kind",
-           "Role", "Link", "Rx-pkts", "Rx-bytes", "Rx-drop", "Tx-pkts", "Tx-bytes", "Tx-drop", "Xconnect");
+    printf("%-4s  %-2s  %-4s  %-6s  %-4s  %-4s  %-7s  %-8s  %-7s  %-7s  %-8s  %-7s  %s\n", "Port", "Id", "Kind",
+           "Role", "Link", "MTU", "Rx-pkts", "Rx-bytes", "Rx-drop", "Tx-pkts", "Tx-bytes", "Tx-drop", "Xconnect");
     for (uint16_t p = 0; p < nports; p++) {
         struct rte_eth_stats st;
         char name[8];
         memset(&st, 0, sizeof st);
         rte_eth_stats_get(p, &st);
+        uint16_t mtu = 0;
+        (void)rte_eth_dev_get_mtu(p, &mtu);
         snprintf(name, sizeof name, "p%u", p);
-        printf("%-4s  %-2u  %-4s  %-6s  %-4s  %-7" PRIu64 "  %-8" PRIu64 "  %-7" PRIu64 "  %-7" PRIu64
+        printf("%-4s  %-2u  %-4s  %-6s  %-4s  %-4u  %-7" PRIu64 "  %-8" PRIu64 "  %-7" PRIu64 "  %-7" PRIu64
                "  %-8" PRIu64 "  %-7" PRIu64 "  %s\n",
-               name, p, "dpdk", "-", "up", st.ipackets, st.ibytes, st.imissed + st.ierrors, st.opackets,
+               name, p, "dpdk", "-", "up", (unsigned)mtu, st.ipackets, st.ibytes, st.imissed + st.ierrors, st.opackets,
                st.obytes, st.oerrors, p == 0 && nports > 1 ? "p1" : "-");
     }
     fflush(stdout);

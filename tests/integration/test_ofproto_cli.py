@@ -48,7 +48,6 @@ def test_show_like_ovs_vsctl():
             "        Port p2\n"
             "            tag: 5\n"
             "            trunks: [10, 20]\n"
-            "            vlan_mode: native-untagged\n"
             "            Interface p2\n"
             "    Bridge br1\n"
             "        Port br1\n"
@@ -164,8 +163,9 @@ def test_running_config_round_trip():
     p = run_keel(*PORTS, "--config-dir", cfg, stdin=script + "show running-config\nwrite memory\n", timeout=PATIENCE)
     check(p.returncode == 0, "build + save", p)
     first = p.stdout[p.stdout.index("! keel "):p.stdout.index("saved the running")]
-    for line in ("add-br br0", "add-port br0 p1 --ofport 7 --tag 10",
-                 "add-port br0 p2 --ofport 2 --tag 2 --trunks 3,4 --vlan-mode native-tagged", "add-br br1"):
+    for line in ("add-br br0", "add-port br0 p1 tag=10 -- set Interface p1 ofport_request=7",
+                 "add-port br0 p2 tag=2 trunks=3,4 vlan_mode=native-tagged -- set Interface p2 ofport_request=2",
+                 "add-br br1"):
         check(line + "\n" in first, "running-config has %r" % line, p)
     check(first.index("add-port br0 p0") < first.index("add-flow"), "bridges before rules", p)
     p = run_keel(*PORTS, "--config-dir", cfg, stdin="show running-config\n", timeout=PATIENCE)

@@ -1,15 +1,18 @@
 // Bridge: OpenFlow flow-mod semantics (add/replace, loose and strict modify
 // and delete, cookies, out_port, every-table), bundles (all or nothing),
 // version visibility for readers, timeouts, ports; Ofproto's port index,
-// controller queue; the dump-flows text.
+// controller queue and mtu_request; the dump-flows text.
+#include "ofproto/bridge.h"
+
 #include <doctest/doctest.h>
 
 #include "datapath/datapath.h"
 #include "datapath/rcu.h"
 #include "flow/of_actions.h"
 #include "flow/of_match_syntax.h"
+#include "keel/hal/backend.h"
 #include "keel/hal/cpu.h"
-#include "ofproto/bridge.h"
+#include "keel/hal/port_spec.h"
 #include "ofproto/ofproto.h"
 
 using namespace keel;
@@ -347,4 +350,59 @@ TEST_CASE("Ofproto: controller queue is bounded and counts drops; bridges; knobs
   CHECK(of.find_bridge("br0") == nullptr);
   of.reclaim();  // no reader slots: the bridge and its rules are freed
   CHECK(of.port_owner(1).bridge == nullptr);
+}
+
+TEST_CASE(
+    "Ofproto: mtu_request goes with the port, is undone when the bridge refuses it, reset by del-port") {
+  auto be = hal::make_sim_backend({.buffers = 64, .jumbo_buffers = 0});
+  REQUIRE(be.ok());
+  datapath::Datapath dp(datapath::DatapathConfig{});
+  for (const char* n : {"p0", "p1"}) {
+    auto spec = hal::parse_port_spec(n, "null");
+    REQUIRE(spec.ok());
+    auto port = be.value()->open_port(spec.value(), 1, 1);
+    REQUIRE(port.ok());
+    REQUIRE(dp.add_port(std::move(port).value()).ok());
+  }
+  Ofproto of(dp);
+  REQUIRE(of.add_bridge("br0").ok());
+  Bridge* b = of.find_bridge("br0");
+  PortOptions o;
+  o.mtu_request = 9216;
+  o.ofport = 5;
+  REQUIRE(of.add_port("br0", "p0", o).ok());
+  CHECK(dp.find_port("p0")->mtu() == 9216);
+  CHECK(b->ports()->by_name("p0")->mtu_request == 9216u);
+
+  // p1 asks for OpenFlow port 5, which p0 has: refused, and its MTU stays.
+  o.mtu_request = 4000;
+  CHECK_FALSE(of.add_port("br0", "p1", o).ok());
+  CHECK(dp.find_port("p1")->mtu() == 1500);
+  o.ofport.reset();
+  o.mtu_request = 9217;
+  Status st = of.add_port("br0", "p1", o);
+  CHECK(st.message() == "mtu_request 9217 is not in keel's range 68 to 9216 (inclusive)");
+  CHECK(b->ports()->by_name("p1") == nullptr);
+  CHECK(dp.find_port("p1")->mtu() == 1500);
+
+  // set interface: only ports in a bridge; [] keeps the MTU (as OVS).
+  CHECK(of.set_mtu_request("p1", 9000).code() == Errc::not_found);
+  REQUIRE(of.set_mtu_request("p0", 2000).ok());
+  CHECK(dp.find_port("p0")->mtu() == 2000);
+  CHECK(b->ports()->by_name("p0")->mtu_request == 2000u);
+  CHECK_FALSE(of.set_mtu_request("p0", 20).ok());
+  CHECK(dp.find_port("p0")->mtu() == 2000);
+  CHECK(b->ports()->by_name("p0")->mtu_request == 2000u);
+  REQUIRE(of.set_mtu_request("p0", std::nullopt).ok());
+  CHECK(dp.find_port("p0")->mtu() == 2000);
+  CHECK_FALSE(b->ports()->by_name("p0")->mtu_request.has_value());
+
+  // Leaving the bridge gives the default back.
+  REQUIRE(of.del_port("br0", "p0").ok());
+  CHECK(dp.find_port("p0")->mtu() == 1500);
+  o.mtu_request = 9000;
+  REQUIRE(of.add_port("br0", "p1", o).ok());
+  REQUIRE(of.del_bridge("br0").ok());
+  CHECK(dp.find_port("p1")->mtu() == 1500);
+  of.reclaim();
 }

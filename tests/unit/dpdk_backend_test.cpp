@@ -292,30 +292,73 @@ TEST_CASE("dpdk: the datapath's edits reach the wire (push_front, set_len)") {
   }
 }
 
-TEST_CASE("dpdk: a frame too big for one mbuf is dropped and counted") {
-  // net_pcap chains a 3000-byte frame over two mbufs; the first segment has
-  // no room to take it whole, so rx drops it (hal/dpdk/dpdk_port.cpp).
-  auto frames = make_frames(3);
-  frames[1].resize(3000, 0x5a);
+TEST_CASE(
+    "dpdk: a jumbo frame chained over mbufs arrives whole; one over the jumbo buffer is dropped and "
+    "counted") {
+  // net_pcap chains a 9000-byte frame over 2 KB mbufs; the first segment has
+  // no room to take it whole, so rx copies it into one jumbo-pool mbuf
+  // (hal/dpdk/dpdk_port.cpp). A frame longer than a jumbo mbuf holds is
+  // dropped and counted as rx_dropped.
+  auto frames = make_frames(4);
+  frames[1].resize(9000, 0x5a);
+  frames[2].resize(hal::kJumboBufferSize + 1, 0x33);
+  for (size_t i = 0; i < frames[1].size(); ++i) frames[1][i] = static_cast<uint8_t>(i * 7);
   const auto in = tmpdir() / "jumbo-in.pcap";
   write_pcap(in, frames);
   auto p0 = open_ok("j0", "net_pcap4,rx_pcap=" + in.string());
 
   std::array<hal::Packet*, hal::kMaxBurst> burst{};
-  std::vector<uint32_t> lens;
+  std::vector<std::vector<uint8_t>> got;
   const uint64_t deadline = hal::now_ns() + keel::test::kPatienceNs;
   while (p0->input_state() != hal::InputState::drained) {
     REQUIRE(hal::now_ns() < deadline);
     uint16_t n = p0->rx(0, burst);
-    for (uint16_t i = 0; i < n; ++i) lens.push_back(burst[i]->len());
+    for (uint16_t i = 0; i < n; ++i) got.emplace_back(burst[i]->data(), burst[i]->data() + burst[i]->len());
     hal::release_burst(std::span<hal::Packet* const>(burst.data(), n));
     if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  CHECK(lens == std::vector<uint32_t>{static_cast<uint32_t>(frames[0].size()),
-                                      static_cast<uint32_t>(frames[2].size())});
+  REQUIRE(got.size() == 3);
+  CHECK(got[0] == frames[0]);
+  CHECK(got[1] == frames[1]);  // whole, byte for byte
+  CHECK(got[2] == frames[3]);
   const auto c = p0->counters();
-  CHECK(c.rx_packets == 2);
+  CHECK(c.rx_packets == 3);
   CHECK(c.rx_dropped == 1);
+}
+
+TEST_CASE("dpdk: mtu_request: frames over MTU + 18 are dropped on tx and counted (netdev-dpdk's rule)") {
+  const auto out = tmpdir() / "mtu-out.pcap";
+  auto p = open_ok("m0", "net_pcap5,tx_pcap=" + out.string());
+  CHECK(p->mtu() == hal::kDefaultMtu);
+  CHECK(p->tx_frame_limit().untagged == 1500 + 18);
+  CHECK_FALSE(p->set_mtu(67).ok());
+  CHECK_FALSE(p->set_mtu(9217).ok());
+  CHECK(p->mtu() == hal::kDefaultMtu);
+  REQUIRE(p->set_mtu(9216).ok());
+  CHECK(p->tx_frame_limit().untagged == 9216 + 18);
+
+  // 9000 bytes (a jumbo buffer) and 9235 (over 9216 + 18) at MTU 9216;
+  // then 1518 and 1519 at MTU 1500.
+  auto send = [&](uint32_t len) {
+    hal::Packet* pkt = nullptr;
+    REQUIRE(backend().alloc_burst(std::span(&pkt, 1), len) == 1);
+    REQUIRE(pkt->set_len(len));
+    std::memset(pkt->data(), 0xab, len);
+    p->tx(0, std::span<hal::Packet* const>(&pkt, 1));
+  };
+  send(9000);
+  send(9235);
+  REQUIRE(p->set_mtu(1500).ok());
+  send(1518);
+  send(1519);
+  const auto c = p->counters();
+  CHECK(c.tx_packets == 2);
+  CHECK(c.tx_dropped == 2);
+  CHECK(c.tx_mtu_exceeded_drops == 2);
+  p->stop();
+  std::vector<size_t> lens;
+  for (const Frame& f : read_pcap(out)) lens.push_back(f.size());
+  CHECK(lens == std::vector<size_t>{9000, 1518});
 }
 
 TEST_CASE("dpdk: net_ring loops tx back to rx; several queues") {

@@ -163,9 +163,9 @@ class PoolBackend final : public hal::Backend {
   Result<std::unique_ptr<hal::Port>> open_port(const hal::PortSpec&, uint16_t, uint16_t) override {
     return Status(Errc::unsupported, "no ports");
   }
-  unsigned alloc_burst(std::span<hal::Packet*> out) noexcept override {
+  unsigned alloc_burst(std::span<hal::Packet*> out, uint32_t len = 0) noexcept override {
     const size_t n = std::min<size_t>(out.size(), budget);
-    const unsigned got = pool_->alloc_burst(out.first(n));
+    const unsigned got = pool_->alloc_burst(out.first(n), len);
     if (budget != UINT_MAX) budget -= got;
     return got;
   }

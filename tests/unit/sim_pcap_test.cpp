@@ -317,12 +317,13 @@ TEST_CASE("pcap open errors are clear") {
   CHECK(has(open_error(*b, "p0", "pcap:in=" + trunc),
             "record 2 at offset 100: truncated record header (5 of 16 bytes"));
 
-  // A record larger than the packet buffer, and one larger than the snaplen.
+  // A record larger than the largest frame (MTU 9216 + Ethernet header +
+  // two VLAN tags), and one larger than the snaplen.
   PcapBuilder big;
-  big.header().record(make_frame(60, 1)).record(make_frame(kBufferSize + 1, 2));
+  big.header().record(make_frame(60, 1)).record(make_frame(kMaxFrameLen + 1, 2));
   write_file(trunc, big.out);
   CHECK(has(open_error(*b, "p0", "pcap:in=" + trunc),
-            "record 2 at offset 100: caplen 2049 exceeds the 2048-byte packet buffer"));
+            "record 2 at offset 100: caplen 9239 exceeds the 9238-byte largest frame a port carries"));
   PcapBuilder snap;
   snap.snaplen = 64;
   snap.header().record(make_frame(100, 1));

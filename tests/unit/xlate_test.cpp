@@ -262,6 +262,16 @@ TEST_CASE("mask: a /8 rule un-wildcards only the 8 prefix bits of nw_dst") {
   CHECK(wc_l4_clear(miss.wc));
 }
 
+TEST_CASE("fragments: rules see no L4 ports, also in a first fragment (OVS's frag handling \"normal\")") {
+  Br b;
+  b.flow("priority=100,tcp,tp_dst=80,actions=output:2");
+  b.flow("priority=90,tcp,tp_dst=0,actions=output:3");
+  b.flow("priority=1,ip,actions=output:4");
+  CHECK(acts(b.x("tcp,in_port=11,nw_dst=10.0.0.1,tp_dst=80")) == "12");
+  CHECK(acts(b.x("tcp,in_port=11,nw_dst=10.0.0.1,tp_dst=80,ip_frag=first")) == "13");
+  CHECK(acts(b.x("tcp,in_port=11,nw_dst=10.0.0.1,ip_frag=later")) == "13");
+}
+
 TEST_CASE("mask: a table miss on L4 does not un-wildcard L4") {
   Br b;
   b.flow("priority=100,tcp,nw_dst=10.0.0.1,tp_dst=80,actions=output:2");

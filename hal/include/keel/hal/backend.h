@@ -34,8 +34,10 @@ class Backend {
   virtual Result<std::unique_ptr<Port>> open_port(const PortSpec& spec, uint16_t n_rxq,
                                                   uint16_t n_txq) = 0;
 
-  // Allocates up to out.size() empty packets (for packets the datapath makes).
-  virtual unsigned alloc_burst(std::span<Packet*> out) noexcept = 0;
+  // Allocates up to out.size() empty packets (for packets the datapath
+  // makes) whose tailroom holds `len` bytes each: a standard buffer for len
+  // <= kBufferSize, a jumbo one above (none above kJumboBufferSize).
+  virtual unsigned alloc_burst(std::span<Packet*> out, uint32_t len = 0) noexcept = 0;
 
   // Called once on each thread that will use ports (PMDs), before use.
   virtual Status thread_init() { return {}; }
@@ -45,7 +47,8 @@ class Backend {
 };
 
 struct SimOptions {
-  unsigned buffers = 8192;  // packet buffers in the sim pool
+  unsigned buffers = 8192;        // standard (2 KB) packet buffers in the sim pool
+  unsigned jumbo_buffers = 1024;  // jumbo (9 KB) buffers, for frames over 2 KB (see sim/pool.h)
 };
 Result<std::unique_ptr<Backend>> make_sim_backend(const SimOptions& opts);
 

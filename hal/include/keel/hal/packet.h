@@ -31,8 +31,28 @@ namespace keel::hal {
 
 inline constexpr unsigned kMaxBurst = 32;        // packets per rx/tx burst
 inline constexpr unsigned kHeadroom = 128;       // bytes before the frame for pushes
-inline constexpr unsigned kBufferSize = 2048;    // frame bytes after the headroom
+inline constexpr unsigned kBufferSize = 2048;    // frame bytes after the headroom (standard buffer)
 inline constexpr uint16_t kInvalidPort = 0xffff;
+
+// Port MTUs (Open vSwitch's Interface mtu_request): the L3 payload size, so
+// a frame may be MTU + 14 (Ethernet header) + 4 per VLAN tag bytes long. The
+// range is 68 (RFC 791's minimum, OVS's DUMMY_MIN_MTU / RTE_ETHER_MIN_MTU)
+// to 9216 (the usual data-centre switch maximum; OVS allows 65535 on dummy
+// ports and 9702 on DPDK ports, keel stops at what its buffers carry).
+inline constexpr uint32_t kMinMtu = 68;
+inline constexpr uint32_t kDefaultMtu = 1500;
+inline constexpr uint32_t kMaxMtu = 9216;
+inline constexpr uint32_t kEthHeaderLen = 14;
+inline constexpr uint32_t kVlanHeaderLen = 4;
+// The longest frame a port may receive or send: the largest MTU with an
+// Ethernet header and two VLAN tags (OVS's ETHER_HDR_MAX_LEN less the CRC).
+inline constexpr uint32_t kMaxFrameLen = kMaxMtu + kEthHeaderLen + 2 * kVlanHeaderLen;  // 9238
+// Frame bytes of a jumbo buffer: kMaxFrameLen rounded up so a sim buffer
+// (descriptor + headroom + frame) stays a whole number of cache lines.
+inline constexpr unsigned kJumboBufferSize = (kMaxFrameLen + 63) / 64 * 64;  // 9280
+static_assert(kJumboBufferSize >= kMaxFrameLen && kJumboBufferSize % 64 == 0);
+// The largest MTU whose frames (with one VLAN tag) fit a standard buffer.
+inline constexpr uint32_t kStandardBufferMtu = kBufferSize - kEthHeaderLen - 2 * kVlanHeaderLen;
 
 enum class BufferSource : uint8_t { sim = 0, dpdk = 1 };
 

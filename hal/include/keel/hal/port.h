@@ -8,6 +8,19 @@
 // destruction. rx/tx never fail as calls: packets that can't be sent are
 // released and counted as tx_dropped.
 //
+// MTU (Open vSwitch's Interface mtu_request; default 1500, kMinMtu..kMaxMtu):
+// set_mtu() on the control thread, at any time. tx() drops and counts
+// (tx_dropped and tx_mtu_exceeded_drops, as netdev-dpdk counts them) every
+// frame longer than the port's limit for its MTU. The limit is the
+// backend's: sim ports follow netdev-dummy (MTU + 14, + 4 more when the
+// outer EtherType is 802.1Q 0x8100), DPDK ports follow netdev-dpdk (MTU +
+// 14 + 4 whatever the frame). rx does not check the MTU: neither does
+// Open vSwitch (a dummy port forwards a 9000-byte frame received on a
+// 1500-byte port; a NIC enforces its own receive limit in hardware).
+// Cost: tx finds the longest frame of the burst in the loop that already
+// sums the bytes (one compare per packet); only a burst with an oversized
+// frame takes the out-of-line filtering path.
+//
 // Thread-safety: queue q of a port is used by one thread at a time. rx queue
 // q is polled by exactly one PMD. tx queue q is owned by one PMD; when a port
 // has fewer tx queues than PMDs, the datapath serialises tx on a shared queue
@@ -22,6 +35,7 @@
 #include <span>
 #include <string>
 
+#include "core/status.h"
 #include "keel/hal/packet.h"
 
 namespace keel::hal {
@@ -38,6 +52,14 @@ struct LinkState {
 struct PortCounters {
   uint64_t rx_packets = 0, rx_bytes = 0, rx_dropped = 0;
   uint64_t tx_packets = 0, tx_bytes = 0, tx_dropped = 0;
+  uint64_t tx_mtu_exceeded_drops = 0;  // longer than the MTU allows; also in tx_dropped
+};
+
+// The longest frame tx() sends for a given MTU: `untagged` for any frame,
+// `tagged` for one whose outer EtherType is 802.1Q (tagged >= untagged).
+struct TxFrameLimit {
+  uint32_t untagged;
+  uint32_t tagged;
 };
 
 // Whether a port's input can run out (a pcap file read N times) and has.
@@ -73,25 +95,35 @@ class Port {
   }
 
   // Sends the packets on tx queue q and takes ownership of all of them: what
-  // the queue refuses is released and counted as tx_dropped.
+  // the queue refuses, and frames longer than the MTU allows, are released
+  // and counted as tx_dropped.
   uint16_t tx(uint16_t q, std::span<Packet* const> pkts) noexcept {
     if (pkts.empty()) return 0;
+    // Relaxed: set_mtu() may change it between bursts; a burst uses one value.
+    const uint32_t max_len = tx_max_len_.load(std::memory_order_relaxed);
     uint64_t bytes = 0;
-    for (Packet* p : pkts) bytes += p->len();
-    uint16_t sent = tx_burst(q, pkts);
-    if (sent < pkts.size()) {
-      for (size_t i = sent; i < pkts.size(); ++i) {
-        bytes -= pkts[i]->len();
-        release(pkts[i]);
-      }
-      bump(txc_[q].dropped, pkts.size() - sent);
+    uint32_t longest = 0;
+    for (Packet* p : pkts) {
+      bytes += p->len();
+      longest = p->len() > longest ? p->len() : longest;
     }
-    if (sent) bump(txc_[q].packets, sent), bump(txc_[q].bytes, bytes);
-    return sent;
+    if (longest > max_len) [[unlikely]]
+      return tx_over_mtu(q, pkts);
+    return tx_fitting(q, pkts, bytes);
   }
 
   // Counts a packet received on queue q that the datapath could not handle.
   void count_rx_dropped(uint16_t q, uint64_t n) noexcept { bump(rxc_[q].dropped, n); }
+
+  // --- MTU (control thread) ---
+  uint32_t mtu() const { return mtu_.load(std::memory_order_relaxed); }
+  // Sets the MTU: checks the range, lets the backend apply it to the device
+  // (apply_mtu), then moves tx's frame limit. On any error nothing changed.
+  Status set_mtu(uint32_t mtu);
+  // The frame limit tx() applies now (for tests and `show ports`).
+  TxFrameLimit tx_frame_limit() const {
+    return {tx_max_len_.load(std::memory_order_relaxed), tx_max_len_tagged_.load(std::memory_order_relaxed)};
+  }
 
   PortCounters counters() const;
   void clear_counters();  // only while no PMD polls the port
@@ -108,14 +140,47 @@ class Port {
   // Returns how many of pkts[0..] were taken (a prefix); the rest stay the caller's.
   virtual uint16_t tx_burst(uint16_t q, std::span<Packet* const> pkts) noexcept = 0;
 
+  // set_mtu()'s backend hook: applies `mtu` to the device (a TAP device's
+  // kernel MTU, rte_eth_dev_set_mtu). An error leaves the port unchanged.
+  virtual Status apply_mtu(uint32_t /*mtu*/) { return {}; }
+  // The frame limit for an MTU; the default is Open vSwitch's netdev-dummy
+  // rule (lib/netdev-dummy.c, netdev_dummy_send).
+  virtual TxFrameLimit frame_limit_for(uint32_t mtu) const {
+    return {mtu + kEthHeaderLen, mtu + kEthHeaderLen + kVlanHeaderLen};
+  }
+  // A backend whose frame_limit_for() differs calls this from its
+  // constructor (virtual calls do not reach it from Port's).
+  void init_frame_limit() { store_frame_limit(frame_limit_for(mtu())); }
+
   void set_queues(uint16_t nrx, uint16_t ntx) {
     n_rxq_ = nrx;
     n_txq_ = ntx;
   }
 
  private:
+  uint16_t tx_fitting(uint16_t q, std::span<Packet* const> pkts, uint64_t bytes) noexcept {
+    uint16_t sent = tx_burst(q, pkts);
+    if (sent < pkts.size()) {
+      for (size_t i = sent; i < pkts.size(); ++i) {
+        bytes -= pkts[i]->len();
+        release(pkts[i]);
+      }
+      bump(txc_[q].dropped, pkts.size() - sent);
+    }
+    if (sent) bump(txc_[q].packets, sent), bump(txc_[q].bytes, bytes);
+    return sent;
+  }
+  // tx() of a burst holding a frame over the limit (port.cpp): drops and
+  // counts those, sends the rest in order.
+  uint16_t tx_over_mtu(uint16_t q, std::span<Packet* const> pkts) noexcept;
+  void store_frame_limit(TxFrameLimit l) {
+    tx_max_len_.store(l.untagged, std::memory_order_relaxed);
+    tx_max_len_tagged_.store(l.tagged, std::memory_order_relaxed);
+  }
+
   struct alignas(64) QueueCounters {
     std::atomic<uint64_t> packets{0}, bytes{0}, dropped{0};
+    std::atomic<uint64_t> mtu_dropped{0};  // tx only: part of `dropped`
   };
   // Single writer per queue: a relaxed load+store is enough and costs no
   // locked instruction; readers may see a value one burst old.
@@ -127,6 +192,11 @@ class Port {
   std::string kind_;
   uint16_t n_rxq_ = 1, n_txq_ = 1;
   uint16_t id_ = kInvalidPort;
+  // Written by set_mtu() (control thread), read by tx() with relaxed loads:
+  // a burst in flight may still use the old limit.
+  std::atomic<uint32_t> mtu_{kDefaultMtu};
+  std::atomic<uint32_t> tx_max_len_{kDefaultMtu + kEthHeaderLen};
+  std::atomic<uint32_t> tx_max_len_tagged_{kDefaultMtu + kEthHeaderLen + kVlanHeaderLen};
   std::array<QueueCounters, kMaxQueues> rxc_{};
   std::array<QueueCounters, kMaxQueues> txc_{};
 };
