@@ -305,10 +305,12 @@ void append_set_field(OfFieldId id, OfValue value, OfValue mask, OfActions& out)
         return;
       case OfFieldId::vlan_tci:
         if (v & kCfi) {
-          out.push_back(OfSetVlanVid{static_cast<uint16_t>(v & kVlanVidMask)});
+          OfSetVlanVid vid{static_cast<uint16_t>(v & kVlanVidMask)};
+          vid.from_tci = true;
+          out.push_back(vid);
           out.push_back(OfSetVlanPcp{static_cast<uint8_t>(v >> 13)});
         } else {
-          out.push_back(OfStripVlan{});
+          out.push_back(OfStripVlan{true});  // from_tci
         }
         return;
       default:
@@ -1028,8 +1030,8 @@ Status check_list(const OfActions& actions, Match& m, uint8_t table_id, CheckMod
               mark_tag(m);
               return {};
             },
-            [&](const OfStripVlan&) -> Status {
-              if (strict)
+            [&](const OfStripVlan& sv) -> Status {
+              if (strict && !sv.from_tci)
                 if (Status s = need(i, a, OfPrereq::vlan, m, "strip_vlan"); !s) return s;
               m.key.vlans[0] = m.key.vlans[1];
               m.mask.vlans[0] = m.mask.vlans[1];
@@ -1118,7 +1120,27 @@ Status check_of_actions(const OfActions& actions, const Match& match, uint8_t ta
 namespace {
 
 void as_of11(const OfActions& in, Match& m, OfActions& out) {
-  for (const OfAction& a : in) {
+  auto load_tci = [&](uint16_t tci) {
+    OfLoad l{OfSubfield::whole(OfFieldId::vlan_tci), tci};
+    write_field(m.key, OfFieldId::vlan_tci, OfValue::from_u64(tci), OfValue::from_u64(0xffff));
+    unwildcard_field(m.mask, OfFieldId::vlan_tci, OfValue::from_u64(0xffff));
+    out.push_back(l);
+  };
+  for (size_t i = 0; i < in.size(); ++i) {
+    const OfAction& a = in[i];
+    // set_field:V->vlan_tci: OVS keeps the set_field (it writes vlans[0].tci
+    // as is: 0 makes the packet untagged, however many tags it had).
+    if (const auto* sv = std::get_if<OfStripVlan>(&a); sv && sv->from_tci) {
+      load_tci(0);
+      continue;
+    }
+    if (const auto* vv = std::get_if<OfSetVlanVid>(&a); vv && vv->from_tci && i + 1 < in.size()) {
+      if (const auto* pp = std::get_if<OfSetVlanPcp>(&in[i + 1])) {
+        load_tci(static_cast<uint16_t>(pp->pcp << 13 | kCfi | vv->vid));
+        ++i;
+        continue;
+      }
+    }
     std::visit(Overloaded{
                    [&](const OfSetVlanVid&) {
                      if (!of_prereq_ok(OfPrereq::vlan, m)) out.push_back(OfPushVlan{kEthTypeVlan});

@@ -122,6 +122,9 @@ struct OfSetVlanVid {
   // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
   // Not part of the value: it prints as the OpenFlow 1.0 action.
   OfPrereq need = OfPrereq::none;
+  // With the OfSetVlanPcp after it: parsed from set_field:V->vlan_tci (CFI
+  // set); an OpenFlow 1.1+ flow stores that set_field. Not part of the value.
+  bool from_tci = false;
   bool operator==(const OfSetVlanVid& o) const { return vid == o.vid; }
 };
 // mod_vlan_pcp: sets the PCP, pushing a tag first if there is none.
@@ -134,7 +137,11 @@ struct OfSetVlanPcp {
   bool operator==(const OfSetVlanPcp& o) const { return pcp == o.pcp; }
 };
 struct OfStripVlan {
-  bool operator==(const OfStripVlan&) const = default;
+  // Parsed from set_field:0->vlan_tci: no prerequisite, and in an OpenFlow
+  // 1.1+ flow it is stored as that set_field (of_actions_as_stored()). Not
+  // part of the value.
+  bool from_tci = false;
+  bool operator==(const OfStripVlan&) const { return true; }
 };
 struct OfPushVlan {
   uint16_t tpid = 0x8100;  // 0x8100 or 0x88a8

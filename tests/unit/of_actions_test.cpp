@@ -774,6 +774,7 @@ const AcceptCase kAcceptCases[] = {
     // Flows only OpenFlow 1.1+ carries (-O OpenFlow13): the OpenFlow 1.0
     // actions need their headers.
     {"", "strip_vlan,goto_table:1", false},
+    {"", "set_field:0x0->vlan_tci,push_vlan:0x8100", true},  // conformance case 1-2-rewrite
     {"", "mod_nw_src:1.1.1.1,goto_table:1", false},
     {"arp", "mod_nw_src:1.1.1.1,goto_table:1", false},
     {"ipv6", "mod_nw_src:1.1.1.1,goto_table:1", false},
@@ -915,6 +916,12 @@ TEST_CASE("of_actions: what the rule tables store (OVS's OpenFlow 1.1+ encoding 
         "load:0x1005->NXM_OF_VLAN_TCI[],mod_vlan_pcp:2,goto_table:1");
   CHECK(stored("", "write_actions(mod_vlan_vid:3,output:3)") ==
         "write_actions(push_vlan:0x8100,mod_vlan_vid:3,output:3)");
+  // set_field into vlan_tci stays a write of the TCI there (OVS keeps the
+  // set_field; 0 makes a packet untagged however many tags it has).
+  CHECK(stored("", "set_field:0x0->vlan_tci,push_vlan:0x8100") == "load:0->NXM_OF_VLAN_TCI[],push_vlan:0x8100");
+  CHECK(stored("", "push_vlan:0x88a8,set_field:0x0->vlan_tci") == "push_vlan:0x88a8,load:0->NXM_OF_VLAN_TCI[]");
+  CHECK(stored("", "set_field:0x1005->vlan_tci,goto_table:1") == "load:0x1005->NXM_OF_VLAN_TCI[],goto_table:1");
+  CHECK(stored("", "set_field:0x0->vlan_tci,output:1") == "strip_vlan,output:1");  // OpenFlow 1.0: strip_vlan
   // Stored twice is stored once.
   OfActions once = of_actions_as_stored(parse_ok("mod_vlan_vid:10,goto_table:1"), Match{});
   CHECK(of_actions_as_stored(once, Match{}) == once);

@@ -607,3 +607,15 @@ TEST_CASE("mod_vlan_vid/mod_vlan_pcp in a flow only OpenFlow 1.1+ carries push a
   CHECK(dumped.find("push_vlan:0x8100,mod_vlan_vid:10,goto_table:1\n") != std::string::npos);
   CHECK(dumped.find("write_actions(push_vlan:0x8100,mod_vlan_vid:3,output:1)\n") != std::string::npos);
 }
+
+TEST_CASE("set_field:0->vlan_tci in an OpenFlow 1.1+ flow untags the packet; in an OpenFlow 1.0 flow it is strip_vlan") {
+  // Conformance cases 1-51 and 1-137 (OVS 3.1 sends the frame untagged).
+  Br b;
+  b.flow("in_port=1,actions=push_vlan:0x88a8,set_field:0x0->vlan_tci,output:2");
+  b.flow("in_port=2,actions=set_field:0x1005->vlan_tci,goto_table:1");
+  b.flow("table=1,actions=output:1");
+  CHECK(acts(b.x("ip,in_port=11,dl_vlan=20")) == "pop_vlan,12");
+  CHECK(acts(b.x("ip,in_port=11")) == "12");
+  CHECK(acts(b.x("ip,in_port=12,dl_vlan=20")) == "pop_vlan,push_vlan(vid=5,pcp=0),11");
+  CHECK(acts(b.x("ip,in_port=12")) == "push_vlan(vid=5,pcp=0),11");
+}
