@@ -89,6 +89,7 @@ constexpr SetSpec kSetSpecs[] = {
     {SetHeader::kTcp, "tcp", sizeof(SetL4), kL4Fields},
     {SetHeader::kUdp, "udp", sizeof(SetL4), kL4Fields},
     {SetHeader::kArp, "arp", sizeof(SetArp), kArpFields},
+    {SetHeader::kSctp, "sctp", sizeof(SetL4), kL4Fields},
 };
 constexpr size_t kMaxSetSize = sizeof(SetIpv6);
 
@@ -213,6 +214,9 @@ void DpActionsBuilder::set_udp(const SetL4& key, const SetL4& mask) {
 }
 void DpActionsBuilder::set_arp(const SetArp& key, const SetArp& mask) {
   KEEL_BUILD_SET(SetArp, SetHeader::kArp);
+}
+void DpActionsBuilder::set_sctp(const SetL4& key, const SetL4& mask) {
+  KEEL_BUILD_SET(SetL4, SetHeader::kSctp);
 }
 #undef KEEL_BUILD_SET
 
@@ -397,7 +401,7 @@ constexpr std::string_view kUnsupportedActions[] = {
     "push_nsh", "pop_nsh",  "dec_ttl", "lb_output", "tnl_push", "tnl_pop",  "check_pkt_len",
 };
 constexpr std::string_view kUnsupportedSetHeaders[] = {
-    "tunnel",        "vlan",     "sctp",     "icmp",         "icmpv6",      "nd",
+    "tunnel",        "vlan",     "icmp",     "icmpv6",       "nd",
     "nd_extensions", "eth_type", "skb_mark", "skb_priority", "mpls",        "ct_state", "ct_zone",
     "ct_mark",       "ct_label", "nsh",      "tcp_flags",    "packet_type",
 };
@@ -598,7 +602,7 @@ class ActionParser {
     const SetSpec* spec = set_spec(hname.text);
     if (!spec) {
       if (one_of(hname.text, kUnsupportedSetHeaders))
-        return error_at("unsupported set field", hname, "keel sets eth, ipv4, ipv6, tcp, udp and arp");
+        return error_at("unsupported set field", hname, "keel sets eth, ipv4, ipv6, tcp, udp, sctp and arp");
       return error_at("unknown set field", hname);
     }
     uint8_t key[kMaxSetSize] = {}, mask[kMaxSetSize] = {};
@@ -633,6 +637,8 @@ class ActionParser {
         return emit<SetL4>(&DpActionsBuilder::set_udp, key, mask);
       case SetHeader::kArp:
         return emit<SetArp>(&DpActionsBuilder::set_arp, key, mask);
+      case SetHeader::kSctp:
+        return emit<SetL4>(&DpActionsBuilder::set_sctp, key, mask);
     }
     return {};
   }

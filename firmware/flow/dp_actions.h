@@ -26,7 +26,7 @@
 //   output, drop, pop_vlan, push_vlan, hash, recirc, trunc, meter   none (8 bytes in all)
 //   set        the header's fields, then a mask of the same layout (a 1 bit is
 //              written); SetEth 12+12, SetIpv4 12+12, SetIpv6 40+40,
-//              SetL4 (tcp, udp) 4+4, SetArp 24+24; padded to 8 with zeros
+//              SetL4 (tcp, udp, sctp) 4+4, SetArp 24+24; padded to 8 with zeros
 //   clone      the nested action list
 //   userspace  UserspaceArgs (8 bytes), then the userdata, padded to 8
 //
@@ -59,7 +59,8 @@
 //   set(eth(src=..,dst=..))            fields whose mask is zero are left out;
 //   set(ipv4(src=,dst=,proto=,tos=,ttl=,frag=))   a partial mask is printed
 //   set(ipv6(src=,dst=,label=,proto=,tclass=,hlimit=,frag=))  `value/mask`
-//   set(tcp(src=,dst=)) set(udp(src=,dst=))
+//   set(tcp(src=,dst=)) set(udp(src=,dst=)) set(sctp(src=,dst=))   sctp: the CRC32c follows
+//   set(arp(sip=,tip=,op=,sha=,tha=))  Ethernet/IPv4 ARP and RARP bodies
 //   hash(l4(0))                        basis in decimal
 //   recirc(0x5)                        %#x: recirc(0) for 0
 //   clone(pop_vlan,3)                  an empty nested list prints `drop`
@@ -118,7 +119,7 @@ enum class DpActionType : uint8_t {
 };
 
 // Which header a set action writes (DpActionHeader::sub of kSet).
-enum class SetHeader : uint8_t { kEth = 1, kIpv4 = 2, kIpv6 = 3, kTcp = 4, kUdp = 5, kArp = 6 };
+enum class SetHeader : uint8_t { kEth = 1, kIpv4 = 2, kIpv6 = 3, kTcp = 4, kUdp = 5, kArp = 6, kSctp = 7 };
 
 // DpActionHeader::sub of kHash.
 inline constexpr uint8_t kHashAlgL4 = 1;  // hash(l4(basis)); sym_l4 is not implemented
@@ -159,7 +160,7 @@ struct SetIpv6 {
   uint8_t proto, frag;  // kept for the text, not executed
 };
 struct SetL4 {
-  be16 src, dst;  // TCP or UDP ports
+  be16 src, dst;  // TCP, UDP or SCTP ports
 };
 // Ethernet/IPv4 ARP (and RARP): OVS's ovs_key_arp.
 struct SetArp {
@@ -193,6 +194,7 @@ constexpr size_t set_action_len(SetHeader h) {
       return 8 + dp_align8(2 * sizeof(SetIpv6));
     case SetHeader::kTcp:
     case SetHeader::kUdp:
+    case SetHeader::kSctp:
       return 8 + dp_align8(2 * sizeof(SetL4));
     case SetHeader::kArp:
       return 8 + dp_align8(2 * sizeof(SetArp));
@@ -308,6 +310,7 @@ class DpActionsBuilder {
   void set_tcp(const SetL4& key, const SetL4& mask);
   void set_udp(const SetL4& key, const SetL4& mask);
   void set_arp(const SetArp& key, const SetArp& mask);
+  void set_sctp(const SetL4& key, const SetL4& mask);
   void hash_l4(uint32_t basis);
   void recirc(uint32_t id);
   void trunc(uint32_t max_len);

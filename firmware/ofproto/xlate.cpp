@@ -905,9 +905,9 @@ void Ctx::commit_arp() {
 
 void Ctx::commit_ports() {
   if (!is_ip_any(base_)) return;
-  const bool tcp = flow_.nw_proto == text::kProtoTcp, udp = flow_.nw_proto == text::kProtoUdp;
-  // SCTP port rewrites have no datapath action in keel yet: not emitted.
-  if (!tcp && !udp) return;
+  const bool tcp = flow_.nw_proto == text::kProtoTcp, udp = flow_.nw_proto == text::kProtoUdp,
+             sctp = flow_.nw_proto == text::kProtoSctp;
+  if (!tcp && !udp && !sctp) return;
   SetL4 key{flow_.tp_src, flow_.tp_dst}, mask{};
   bool differ = false;
   if (flow_.tp_src != base_.tp_src) mask.src = wc_.tp_src, differ = true;
@@ -916,8 +916,10 @@ void Ctx::commit_ports() {
   and_key(key, mask);
   if (tcp)
     b_.set_tcp(key, mask);
-  else
+  else if (udp)
     b_.set_udp(key, mask);
+  else
+    b_.set_sctp(key, mask);
   base_.tp_src = flow_.tp_src;
   base_.tp_dst = flow_.tp_dst;
 }

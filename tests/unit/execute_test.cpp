@@ -523,6 +523,37 @@ TEST_CASE("set(arp) rewrites op, sha, spa, tha, tpa of ARP frames, tagged or not
   CHECK(z.ctx->counters.header_missing == 1);
 }
 
+TEST_CASE("set(sctp) rewrites the ports and moves the CRC32c checksum with them") {
+  // An IPv4/SCTP DATA frame (scapy) and what Open vSwitch 3.1 sent for
+  // mod_tp_src:1: ports 5000 -> 1 and the checksum recomputed.
+  auto hex = [](std::string_view h) {
+    Bytes b;
+    for (size_t i = 0; i + 1 < h.size(); i += 2) b.push_back(static_cast<uint8_t>(std::stoi(std::string(h.substr(i, 2)), nullptr, 16)));
+    return b;
+  };
+  const Bytes in = hex("02000000000202000000000108004500004400010000408466330a0000010a000002138801bb0000000037b04e730000002100000000000000000000000068656c6c6f20776f726c64203132333435000000");
+  Exec x;
+  x.add(in);
+  x.run("set(sctp(src=1)),2");
+  REQUIRE(x.tx(2).size() == 1);
+  Bytes got = Exec::bytes(x.tx(2)[0]);
+  CHECK(get16(got, 34) == 1);
+  CHECK(Bytes(got.begin() + 36, got.end()) != Bytes(in.begin() + 36, in.end()));  // the checksum moved
+  CHECK(got == hex("02000000000202000000000108004500004400010000408466330a0000010a000002000101bb0000000023d1d08c0000002100000000000000000000000068656c6c6f20776f726c64203132333435000000"));
+  // Back to 5000: the original frame, checksum and all.
+  Exec y;
+  y.add(got);
+  y.run("set(sctp(src=5000)),2");
+  REQUIRE(y.tx(2).size() == 1);
+  CHECK(Exec::bytes(y.tx(2)[0]) == in);
+  // On UDP: nothing written, counted.
+  Exec z;
+  z.add(ipv4_udp());
+  z.run("set(sctp(src=1)),2");
+  CHECK(Exec::bytes(z.tx(2)[0]) == ipv4_udp());
+  CHECK(z.ctx->counters.header_missing == 1);
+}
+
 TEST_CASE("trunc applies to the next output only") {
   Exec x;
   const Bytes orig = ipv4_udp();
