@@ -401,6 +401,23 @@ inline bool set_sctp(hal::Packet& p, const LayerOffsets& o, const flow::SetL4& k
   return true;
 }
 
+// set(icmp(...)) / set(icmpv6(...)): type and code, and the checksum moved
+// by the change of their 16-bit word (OVS's packet_set_icmp(): for ICMPv6
+// the pseudo-header is unchanged, so the same incremental update holds).
+inline bool set_icmp(hal::Packet& p, const LayerOffsets& o, uint8_t want, const flow::SetIcmp& k,
+                     const flow::SetIcmp& m) {
+  uint8_t* d = p.data();
+  const uint32_t len = p.len();
+  if (l4_proto(d, len, o) != want || !has_l4(len, o) || o.l4 + 4u > len) return false;
+  uint8_t* ih = d + o.l4;
+  const uint16_t old_tc = load<uint16_t>(ih);
+  ih[0] = masked<uint8_t>(ih[0], k.type, m.type);
+  ih[1] = masked<uint8_t>(ih[1], k.code, m.code);
+  const uint16_t new_tc = load<uint16_t>(ih);
+  if (old_tc != new_tc) store<uint16_t>(ih + 2, csum::recalc16(load<uint16_t>(ih + 2), old_tc, new_tc));
+  return true;
+}
+
 // --- copies ---------------------------------------------------------------
 
 inline void copy_meta(hal::Packet& to, const hal::Packet& from) {
@@ -615,6 +632,15 @@ void Executor::set(Batch& b, const DpAction& a) noexcept {
       flow::SetL4 k, m;
       a.set_fields(k, m);
       for (unsigned i = 0; i < b.n; ++i) missing += !set_sctp(*b.pk[i].pkt, *b.pk[i].ofs, k, m);
+      break;
+    }
+    case flow::SetHeader::kIcmp:
+    case flow::SetHeader::kIcmpv6: {
+      flow::SetIcmp k, m;
+      a.set_fields(k, m);
+      const uint8_t proto =
+          a.set_header() == flow::SetHeader::kIcmp ? packet::kIpProtoIcmp : packet::kIpProtoIcmpv6;
+      for (unsigned i = 0; i < b.n; ++i) missing += !set_icmp(*b.pk[i].pkt, *b.pk[i].ofs, proto, k, m);
       break;
     }
     case flow::SetHeader::kArp: {

@@ -61,6 +61,7 @@
 //   set(ipv6(src=,dst=,label=,proto=,tclass=,hlimit=,frag=))  `value/mask`
 //   set(tcp(src=,dst=)) set(udp(src=,dst=)) set(sctp(src=,dst=))   sctp: the CRC32c follows
 //   set(arp(sip=,tip=,op=,sha=,tha=))  Ethernet/IPv4 ARP and RARP bodies
+//   set(icmp(type=,code=)) set(icmpv6(type=,code=))  the checksum follows
 //   hash(l4(0))                        basis in decimal
 //   recirc(0x5)                        %#x: recirc(0) for 0
 //   clone(pop_vlan,3)                  an empty nested list prints `drop`
@@ -119,7 +120,7 @@ enum class DpActionType : uint8_t {
 };
 
 // Which header a set action writes (DpActionHeader::sub of kSet).
-enum class SetHeader : uint8_t { kEth = 1, kIpv4 = 2, kIpv6 = 3, kTcp = 4, kUdp = 5, kArp = 6, kSctp = 7 };
+enum class SetHeader : uint8_t { kEth = 1, kIpv4 = 2, kIpv6 = 3, kTcp = 4, kUdp = 5, kArp = 6, kSctp = 7, kIcmp = 8, kIcmpv6 = 9 };
 
 // DpActionHeader::sub of kHash.
 inline constexpr uint8_t kHashAlgL4 = 1;  // hash(l4(basis)); sym_l4 is not implemented
@@ -169,8 +170,12 @@ struct SetArp {
   EthAddr sha, tha;
   uint8_t pad[2];  // zero
 };
+// ICMPv4 / ICMPv6 type and code (OVS's ovs_key_icmp, ovs_key_icmpv6).
+struct SetIcmp {
+  uint8_t type, code;
+};
 static_assert(sizeof(SetEth) == 12 && sizeof(SetIpv4) == 12 && sizeof(SetIpv6) == 40 && sizeof(SetL4) == 4 &&
-                  sizeof(SetArp) == 24,
+                  sizeof(SetArp) == 24 && sizeof(SetIcmp) == 2,
               "set payload layouts are part of the encoding");
 
 // The payload of a userspace action before its userdata.
@@ -198,6 +203,9 @@ constexpr size_t set_action_len(SetHeader h) {
       return 8 + dp_align8(2 * sizeof(SetL4));
     case SetHeader::kArp:
       return 8 + dp_align8(2 * sizeof(SetArp));
+    case SetHeader::kIcmp:
+    case SetHeader::kIcmpv6:
+      return 8 + dp_align8(2 * sizeof(SetIcmp));
   }
   return 0;
 }
@@ -311,6 +319,7 @@ class DpActionsBuilder {
   void set_udp(const SetL4& key, const SetL4& mask);
   void set_arp(const SetArp& key, const SetArp& mask);
   void set_sctp(const SetL4& key, const SetL4& mask);
+  void set_icmp(const SetIcmp& key, const SetIcmp& mask, bool v6);
   void hash_l4(uint32_t basis);
   void recirc(uint32_t id);
   void trunc(uint32_t max_len);

@@ -189,6 +189,7 @@ class Ctx {
   void commit_ipv6();
   void commit_ports();
   void commit_arp();
+  void commit_icmp();
   void commit_vlans();
 
   void wc_init();
@@ -826,6 +827,7 @@ void Ctx::commit() {
     if (base_.dl_type == hton16(text::kEthTypeIpv6)) commit_ipv6();
     if (base_.dl_type == hton16(text::kEthTypeArp)) commit_arp();  // not RARP, as OVS
     commit_ports();
+    commit_icmp();
   }
   commit_vlans();
 }
@@ -901,6 +903,22 @@ void Ctx::commit_arp() {
   base_.nw_proto = flow_.nw_proto;
   base_.arp_sha = flow_.arp_sha;
   base_.arp_tha = flow_.arp_tha;
+}
+
+// commit_set_icmp_action(): ICMP type and code live in the low bytes of
+// tp_src/tp_dst; OVS writes both (an unmasked set) and un-wildcards both.
+void Ctx::commit_icmp() {
+  const bool v4 = is_ipv4(flow_) && flow_.nw_proto == text::kProtoIcmp;
+  const bool v6 = is_ipv6(flow_) && flow_.nw_proto == text::kProtoIcmpv6;
+  if (!v4 && !v6) return;
+  const uint8_t type = static_cast<uint8_t>(ntoh16(flow_.tp_src)), code = static_cast<uint8_t>(ntoh16(flow_.tp_dst));
+  if (type == static_cast<uint8_t>(ntoh16(base_.tp_src)) && code == static_cast<uint8_t>(ntoh16(base_.tp_dst)))
+    return;
+  b_.set_icmp(SetIcmp{type, code}, SetIcmp{0xff, 0xff}, v6);
+  wc_.tp_src |= hton16(0x00ff);
+  wc_.tp_dst |= hton16(0x00ff);
+  base_.tp_src = flow_.tp_src;
+  base_.tp_dst = flow_.tp_dst;
 }
 
 void Ctx::commit_ports() {

@@ -21,8 +21,9 @@
 //     xlate_action_set() runs it (flow::of_action_set_list(); an output to
 //     CONTROLLER from it has reason action_set);
 //   * ARP field writes commit as set(arp(...)) (ARP, not RARP), SCTP port
-//     writes as set(sctp(...)), as commit_set_arp_action() and
-//     commit_set_port_action();
+//     writes as set(sctp(...)), ICMP type/code (tp_src/tp_dst on ICMP) as
+//     set(icmp(...)) / set(icmpv6(...)), as commit_set_arp_action(),
+//     commit_set_port_action() and commit_set_icmp_action();
 //   * a load/set_field/move into the VLAN TCI that creates a tag makes it
 //     802.1Q (flow_fix_vlan_tpid());
 //   * resubmit and goto_table recurse; a resubmit to a table <= the current

@@ -554,6 +554,33 @@ TEST_CASE("set(sctp) rewrites the ports and moves the CRC32c checksum with them"
   CHECK(z.ctx->counters.header_missing == 1);
 }
 
+TEST_CASE("set(icmp) and set(icmpv6) write type and code and keep the checksum right") {
+  // Echo request (type 8) -> echo reply (type 0): the ICMP checksum of the
+  // whole message must still be right.
+  Bytes f = {0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00,
+             0x45, 0, 0, 28, 0, 1, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+             8, 0, 0, 0, 0x12, 0x34, 0, 1};
+  LayerOffsets o = offsets_of(f);
+  auto icmp_sum = [&](const Bytes& g) { return finish(be_sum(g.data() + 34, g.size() - 34)); };
+  put16(f, 24, finish(be_sum(f.data() + 14, 20)));
+  put16(f, 36, icmp_sum(f));
+  REQUIRE(icmp_sum(f) == 0);
+  (void)o;
+  Exec x;
+  x.add(f);
+  x.run("set(icmp(type=0,code=0)),2");
+  REQUIRE(x.tx(2).size() == 1);
+  Bytes g = Exec::bytes(x.tx(2)[0]);
+  CHECK(g[34] == 0);
+  CHECK(icmp_sum(g) == 0);
+  // Not ICMPv6: counted, unchanged.
+  Exec y;
+  y.add(f);
+  y.run("set(icmpv6(type=129,code=0)),2");
+  CHECK(Exec::bytes(y.tx(2)[0]) == f);
+  CHECK(y.ctx->counters.header_missing == 1);
+}
+
 TEST_CASE("trunc applies to the next output only") {
   Exec x;
   const Bytes orig = ipv4_udp();

@@ -619,3 +619,22 @@ TEST_CASE("set_field:0->vlan_tci in an OpenFlow 1.1+ flow untags the packet; in 
   CHECK(acts(b.x("ip,in_port=12,dl_vlan=20")) == "pop_vlan,push_vlan(vid=5,pcp=0),11");
   CHECK(acts(b.x("ip,in_port=12")) == "push_vlan(vid=5,pcp=0),11");
 }
+
+TEST_CASE("L4 rewrites of SCTP and ICMP: set(sctp(...)), set(icmp(...)) / set(icmpv6(...)) as OVS commits them") {
+  // ofproto/trace of OVS 3.1: mod_tp_dst:8080 on ICMPv6 echo gives
+  // set(icmpv6(type=128,code=144)) (the code is tp_dst's low byte) and the
+  // megaflow matches icmp_type and icmp_code.
+  Br b;
+  b.flow("in_port=1,actions=mod_tp_dst:8080,output:2");
+  b.flow("in_port=2,sctp,actions=mod_tp_src:1,output:1");
+  b.flow("in_port=3,icmp,actions=set_field:0->icmp_type,output:1");
+  b.flow("in_port=4,icmp,actions=set_field:8->icmp_type,output:1");
+  XlateOut o = b.x("icmp6,in_port=11,icmpv6_type=128");
+  CHECK(acts(o) == "set(icmpv6(type=128,code=144)),12");
+  CHECK(o.wc.tp_src == hton16(0x00ff));
+  CHECK(o.wc.tp_dst == hton16(0x00ff));
+  CHECK(acts(b.x("icmp,in_port=11,icmp_type=8")) == "set(icmp(type=8,code=144)),12");
+  CHECK(acts(b.x("sctp,in_port=12,tp_src=5000,tp_dst=443")) == "set(sctp(src=1)),11");
+  CHECK(acts(b.x("icmp,in_port=13,icmp_type=8")) == "set(icmp(type=0,code=0)),11");
+  CHECK(acts(b.x("icmp,in_port=14,icmp_type=8")) == "11");  // unchanged: nothing to set
+}
