@@ -73,7 +73,7 @@ constexpr SetField kIpv6Fields[] = {
 constexpr SetField kL4Fields[] = {SF(SetL4, "src", be16, src), SF(SetL4, "dst", be16, dst)};
 constexpr SetField kIcmpFields[] = {SF(SetIcmp, "type", u8, type), SF(SetIcmp, "code", u8, code)};
 constexpr SetField kArpFields[] = {SF(SetArp, "sip", ipv4, sip), SF(SetArp, "tip", ipv4, tip),
-                                   SF(SetArp, "op", be16, op),   SF(SetArp, "sha", mac, sha),
+                                   SF(SetArp, "op", be16, op), SF(SetArp, "sha", mac, sha),
                                    SF(SetArp, "tha", mac, tha)};
 #undef SF
 
@@ -410,9 +410,8 @@ constexpr std::string_view kUnsupportedActions[] = {
     "push_nsh", "pop_nsh",  "dec_ttl", "lb_output", "tnl_push", "tnl_pop",  "check_pkt_len",
 };
 constexpr std::string_view kUnsupportedSetHeaders[] = {
-    "tunnel",        "vlan",     "nd",
-    "nd_extensions", "eth_type", "skb_mark", "skb_priority", "mpls",        "ct_state", "ct_zone",
-    "ct_mark",       "ct_label", "nsh",      "tcp_flags",    "packet_type",
+    "tunnel",   "vlan",    "nd",      "nd_extensions", "eth_type", "skb_mark",  "skb_priority", "mpls",
+    "ct_state", "ct_zone", "ct_mark", "ct_label",      "nsh",      "tcp_flags", "packet_type",
 };
 constexpr std::string_view kUserspaceCookies[] = {"sFlow", "slow_path", "flow_sample", "ipfix", "controller"};
 
@@ -611,7 +610,8 @@ class ActionParser {
     const SetSpec* spec = set_spec(hname.text);
     if (!spec) {
       if (one_of(hname.text, kUnsupportedSetHeaders))
-        return error_at("unsupported set field", hname, "keel sets eth, ipv4, ipv6, tcp, udp, sctp, icmp, icmpv6 and arp");
+        return error_at("unsupported set field", hname,
+                        "keel sets eth, ipv4, ipv6, tcp, udp, sctp, icmp, icmpv6 and arp");
       return error_at("unknown set field", hname);
     }
     uint8_t key[kMaxSetSize] = {}, mask[kMaxSetSize] = {};

@@ -120,7 +120,17 @@ enum class DpActionType : uint8_t {
 };
 
 // Which header a set action writes (DpActionHeader::sub of kSet).
-enum class SetHeader : uint8_t { kEth = 1, kIpv4 = 2, kIpv6 = 3, kTcp = 4, kUdp = 5, kArp = 6, kSctp = 7, kIcmp = 8, kIcmpv6 = 9 };
+enum class SetHeader : uint8_t {
+  kEth = 1,
+  kIpv4 = 2,
+  kIpv6 = 3,
+  kTcp = 4,
+  kUdp = 5,
+  kArp = 6,
+  kSctp = 7,
+  kIcmp = 8,
+  kIcmpv6 = 9
+};
 
 // DpActionHeader::sub of kHash.
 inline constexpr uint8_t kHashAlgL4 = 1;  // hash(l4(basis)); sym_l4 is not implemented

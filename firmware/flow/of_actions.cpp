@@ -53,14 +53,13 @@ constexpr ReasonName kReasons[] = {
 
 // Open vSwitch actions keel does not implement: refused by name.
 constexpr std::string_view kUnsupported[] = {
-    "enqueue",       "set_queue",     "pop_queue",        "group",        "ct",           "ct_clear",
-    "nat",           "learn",         "conjunction",      "multipath",    "bundle",       "bundle_load",
-    "output_reg",    "output_trunc",  "sample",           "clone",        "exit",         "fin_timeout",
-    "push_mpls",     "pop_mpls",      "set_mpls_label",   "set_mpls_tc",  "set_mpls_ttl", "dec_mpls_ttl",
-    "meter",         "stack_push",    "stack_pop",
-    "encap",         "decap",         "check_pkt_larger", "delete_field", "set_vlan_vid", "set_vlan_pcp",
-    "set_nw_ttl",    "controller2",   "debug_recirc",     "debug_slow",   "dec_nsh_ttl",  "set_l4_src_port",
-    "apply_actions",
+    "enqueue",      "set_queue",    "pop_queue",       "group",         "ct",           "ct_clear",
+    "nat",          "learn",        "conjunction",     "multipath",     "bundle",       "bundle_load",
+    "output_reg",   "output_trunc", "sample",          "clone",         "exit",         "fin_timeout",
+    "push_mpls",    "pop_mpls",     "set_mpls_label",  "set_mpls_tc",   "set_mpls_ttl", "dec_mpls_ttl",
+    "meter",        "stack_push",   "stack_pop",       "encap",         "decap",        "check_pkt_larger",
+    "delete_field", "set_vlan_vid", "set_vlan_pcp",    "set_nw_ttl",    "controller2",  "debug_recirc",
+    "debug_slow",   "dec_nsh_ttl",  "set_l4_src_port", "apply_actions",
 };
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -363,8 +362,9 @@ class ActionParser {
       if (r < rank) {
         if (r == 0 && rank == 4)
           return error_at("action after goto_table", it.key, "goto_table must be the last action");
-        return error_at("invalid instruction ordering at", it.key,
-                        std::string(kInstructions[r]) + " must appear before " + std::string(kInstructions[rank]));
+        return error_at(
+            "invalid instruction ordering at", it.key,
+            std::string(kInstructions[r]) + " must appear before " + std::string(kInstructions[rank]));
       }
       if (r == rank && r != 0)
         return error_at("duplicate instruction", it.key,
@@ -1115,7 +1115,6 @@ Status check_of_actions(const OfActions& actions, const Match& match, uint8_t ta
   Match m = match;  // the flow as the actions so far left it
   return check_list(actions, m, table_id, needs_of11(actions) ? CheckMode::of11 : CheckMode::of10);
 }
-
 
 namespace {
 

@@ -251,11 +251,10 @@ struct OfWriteMetadata {
   bool operator==(const OfWriteMetadata&) const = default;
 };
 
-using OfAction =
-    std::variant<OfOutput, OfController, OfResubmit, OfGotoTable, OfSetVlanVid, OfSetVlanPcp, OfStripVlan,
-                 OfPushVlan, OfSetEthSrc, OfSetEthDst, OfSetIpv4Src, OfSetIpv4Dst, OfSetIpDscp, OfSetL4Src,
-                 OfSetL4Dst, OfLoad, OfMove, OfDecTtl, OfNote, OfSetTunnel, OfWriteActions, OfClearActions,
-                 OfWriteMetadata>;
+using OfAction = std::variant<OfOutput, OfController, OfResubmit, OfGotoTable, OfSetVlanVid, OfSetVlanPcp,
+                              OfStripVlan, OfPushVlan, OfSetEthSrc, OfSetEthDst, OfSetIpv4Src, OfSetIpv4Dst,
+                              OfSetIpDscp, OfSetL4Src, OfSetL4Dst, OfLoad, OfMove, OfDecTtl, OfNote,
+                              OfSetTunnel, OfWriteActions, OfClearActions, OfWriteMetadata>;
 using OfActions = std::vector<OfAction>;
 
 struct OfActionSet {

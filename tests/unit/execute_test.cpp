@@ -484,11 +484,12 @@ TEST_CASE("set(eth) and masked sets of part of an address") {
 
 TEST_CASE("set(arp) rewrites op, sha, spa, tha, tpa of ARP frames, tagged or not, masked or not") {
   // The bytes Open vSwitch 3.1 sent (tx_pcap) for the same rewrites.
-  const Bytes arp = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x06,  // eth
-                     0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x01,                               // htype..op
-                     0x02, 0, 0, 0, 0, 0x01, 10, 0, 0, 1,                                     // sha, spa
-                     0, 0, 0, 0, 0, 0, 10, 0, 0, 2,                                           // tha, tpa
-                     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};                  // padding
+  const Bytes arp = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0,    0, 0, 0, 0x01, 0x08, 0x06,  // eth
+                     0x00, 0x01, 0x08, 0x00, 6,    4,    0x00, 0x01,                             // htype..op
+                     0x02, 0,    0,    0,    0,    0x01, 10,   0,    0, 1,                       // sha, spa
+                     0,    0,    0,    0,    0,    0,    10,   0,    0, 2,                       // tha, tpa
+                     0,    0,    0,    0,    0,    0,    0,    0,    0, 0, 0, 0,    0,    0,
+                     0,    0,    0,    0};  // padding
   Exec x;
   x.add(arp);
   x.run("set(arp(sip=9.9.9.9,tip=1.2.3.4,op=2,sha=00:00:00:00:00:09,tha=00:00:00:00:00:07)),2");
@@ -528,10 +529,13 @@ TEST_CASE("set(sctp) rewrites the ports and moves the CRC32c checksum with them"
   // mod_tp_src:1: ports 5000 -> 1 and the checksum recomputed.
   auto hex = [](std::string_view h) {
     Bytes b;
-    for (size_t i = 0; i + 1 < h.size(); i += 2) b.push_back(static_cast<uint8_t>(std::stoi(std::string(h.substr(i, 2)), nullptr, 16)));
+    for (size_t i = 0; i + 1 < h.size(); i += 2)
+      b.push_back(static_cast<uint8_t>(std::stoi(std::string(h.substr(i, 2)), nullptr, 16)));
     return b;
   };
-  const Bytes in = hex("02000000000202000000000108004500004400010000408466330a0000010a000002138801bb0000000037b04e730000002100000000000000000000000068656c6c6f20776f726c64203132333435000000");
+  const Bytes in =
+      hex("02000000000202000000000108004500004400010000408466330a0000010a000002138801bb0000000037b04e73000000"
+          "2100000000000000000000000068656c6c6f20776f726c64203132333435000000");
   Exec x;
   x.add(in);
   x.run("set(sctp(src=1)),2");
@@ -539,7 +543,8 @@ TEST_CASE("set(sctp) rewrites the ports and moves the CRC32c checksum with them"
   Bytes got = Exec::bytes(x.tx(2)[0]);
   CHECK(get16(got, 34) == 1);
   CHECK(Bytes(got.begin() + 36, got.end()) != Bytes(in.begin() + 36, in.end()));  // the checksum moved
-  CHECK(got == hex("02000000000202000000000108004500004400010000408466330a0000010a000002000101bb0000000023d1d08c0000002100000000000000000000000068656c6c6f20776f726c64203132333435000000"));
+  CHECK(got == hex("02000000000202000000000108004500004400010000408466330a0000010a000002000101bb0000000023d1d"
+                   "08c0000002100000000000000000000000068656c6c6f20776f726c64203132333435000000"));
   // Back to 5000: the original frame, checksum and all.
   Exec y;
   y.add(got);
@@ -557,9 +562,8 @@ TEST_CASE("set(sctp) rewrites the ports and moves the CRC32c checksum with them"
 TEST_CASE("set(icmp) and set(icmpv6) write type and code and keep the checksum right") {
   // Echo request (type 8) -> echo reply (type 0): the ICMP checksum of the
   // whole message must still be right.
-  Bytes f = {0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00,
-             0x45, 0, 0, 28, 0, 1, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
-             8, 0, 0, 0, 0x12, 0x34, 0, 1};
+  Bytes f = {0x02, 0,  0, 0, 0, 0x02, 0x02, 0, 0, 0,  0, 0x01, 0x08, 0x00, 0x45, 0, 0, 28,   0,    1, 0,
+             0,    64, 1, 0, 0, 10,   0,    0, 1, 10, 0, 0,    2,    8,    0,    0, 0, 0x12, 0x34, 0, 1};
   LayerOffsets o = offsets_of(f);
   auto icmp_sum = [&](const Bytes& g) { return finish(be_sum(g.data() + 34, g.size() - 34)); };
   put16(f, 24, finish(be_sum(f.data() + 14, 20)));

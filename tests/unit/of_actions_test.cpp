@@ -372,7 +372,8 @@ TEST_CASE("of_actions: check_of_actions") {
   CHECK(check("sctp", "mod_tp_src:80") == "ok");
   CHECK(check("icmp", "mod_tp_dst:80") == "ok");
   CHECK(check("ip", "output:1,set_field:80->tcp_dst") ==
-        "action 2 'mod_tp_dst:80': set_field tcp_dst requires tcp or tcp6 (nw_proto=6), not a later fragment in "
+        "action 2 'mod_tp_dst:80': set_field tcp_dst requires tcp or tcp6 (nw_proto=6), not a later fragment "
+        "in "
         "the match");
   CHECK(check("tcp,ip_frag=later", "set_field:80->tcp_dst") != "ok");
   CHECK(check("ipv6", "dec_ttl") == "ok");
@@ -884,15 +885,14 @@ TEST_CASE("of_actions: instructions print as dump-flows -O OpenFlow13 shows them
 }
 
 TEST_CASE("of_actions: the action set runs in OpenFlow 1.1's order, one action of each kind") {
-  auto list = [](const std::string& set) {
-    return format_of_actions(of_action_set_list(parse_ok(set)));
-  };
+  auto list = [](const std::string& set) { return format_of_actions(of_action_set_list(parse_ok(set))); };
   // Observed with ofproto/trace ("action set is: ...").
-  CHECK(list("output:3,mod_nw_dst:9.9.9.9,push_vlan:0x8100,output:2") == "push_vlan:0x8100,mod_nw_dst:9.9.9.9,output:2");
+  CHECK(list("output:3,mod_nw_dst:9.9.9.9,push_vlan:0x8100,output:2") ==
+        "push_vlan:0x8100,mod_nw_dst:9.9.9.9,output:2");
   CHECK(list("output:3,dec_ttl,mod_dl_src:00:00:00:00:00:01,strip_vlan,push_vlan:0x88a8,output:2") ==
         "strip_vlan,push_vlan:0x88a8,dec_ttl,mod_dl_src:00:00:00:00:00:01,output:2");
   CHECK(list("mod_dl_src:00:00:00:00:00:01") == "drop");  // no output, nothing runs
-  CHECK(list("output:2,resubmit(,2)") == "output:2");      // output outranks resubmit
+  CHECK(list("output:2,resubmit(,2)") == "output:2");     // output outranks resubmit
   CHECK(list("resubmit(,2),resubmit(,3)") == "resubmit(,3)");
   CHECK(list("load:1->NXM_NX_REG0[],load:2->NXM_NX_REG0[],IN_PORT") ==
         "load:0x1->NXM_NX_REG0[],load:0x2->NXM_NX_REG0[],IN_PORT");
@@ -918,9 +918,12 @@ TEST_CASE("of_actions: what the rule tables store (OVS's OpenFlow 1.1+ encoding 
         "write_actions(push_vlan:0x8100,mod_vlan_vid:3,output:3)");
   // set_field into vlan_tci stays a write of the TCI there (OVS keeps the
   // set_field; 0 makes a packet untagged however many tags it has).
-  CHECK(stored("", "set_field:0x0->vlan_tci,push_vlan:0x8100") == "load:0->NXM_OF_VLAN_TCI[],push_vlan:0x8100");
-  CHECK(stored("", "push_vlan:0x88a8,set_field:0x0->vlan_tci") == "push_vlan:0x88a8,load:0->NXM_OF_VLAN_TCI[]");
-  CHECK(stored("", "set_field:0x1005->vlan_tci,goto_table:1") == "load:0x1005->NXM_OF_VLAN_TCI[],goto_table:1");
+  CHECK(stored("", "set_field:0x0->vlan_tci,push_vlan:0x8100") ==
+        "load:0->NXM_OF_VLAN_TCI[],push_vlan:0x8100");
+  CHECK(stored("", "push_vlan:0x88a8,set_field:0x0->vlan_tci") ==
+        "push_vlan:0x88a8,load:0->NXM_OF_VLAN_TCI[]");
+  CHECK(stored("", "set_field:0x1005->vlan_tci,goto_table:1") ==
+        "load:0x1005->NXM_OF_VLAN_TCI[],goto_table:1");
   CHECK(stored("", "set_field:0x0->vlan_tci,output:1") == "strip_vlan,output:1");  // OpenFlow 1.0: strip_vlan
   // Stored twice is stored once.
   OfActions once = of_actions_as_stored(parse_ok("mod_vlan_vid:10,goto_table:1"), Match{});
