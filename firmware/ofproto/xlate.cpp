@@ -175,6 +175,7 @@ class Ctx {
   void execute_action_set();
   bool prereqs_ok(OfPrereq p);
   void load(const OfLoad& l);
+  void keep_cfi(const OfSubfield& dst, be16 cfi);
   void move(const OfMove& m);
 
   // NORMAL
@@ -640,6 +641,15 @@ bool Ctx::prereqs_ok(OfPrereq p) {
   return false;
 }
 
+// A write into bits of vlan_vid keeps the "present" bit as it was (OVS's
+// mf_set_flow_value_masked() reads VID|CFI, replaces the bits, writes both
+// back): a move into OXM_OF_VLAN_VID on an untagged packet leaves it
+// untagged. (write_field() sets CFI for vlan_vid, which is what a match means.)
+void Ctx::keep_cfi(const OfSubfield& dst, be16 cfi) {
+  if (dst.field != OfFieldId::vlan_vid) return;
+  flow_.vlans[0].tci = static_cast<be16>((flow_.vlans[0].tci & ~hton16(text::kVlanCfi)) | cfi);
+}
+
 void Ctx::load(const OfLoad& l) {
   const OfFieldInfo& f = of_field(l.dst.field);
   if (!prereqs_ok(f.prereq)) {
@@ -647,7 +657,9 @@ void Ctx::load(const OfLoad& l) {
     return;
   }
   unwildcard_subfield(wc_, l.dst);
+  const be16 cfi = flow_.vlans[0].tci & hton16(text::kVlanCfi);
   write_subfield(flow_, l.dst, OfValue::from_u64(l.value));
+  keep_cfi(l.dst, cfi);
   fix_vlan_tpid(flow_);
 }
 
@@ -656,7 +668,9 @@ void Ctx::move(const OfMove& m) {
   if (!prereqs_ok(of_field(m.dst.field).prereq) || !prereqs_ok(of_field(m.src.field).prereq)) return;
   unwildcard_subfield(wc_, m.src);
   unwildcard_subfield(wc_, m.dst);
+  const be16 cfi = flow_.vlans[0].tci & hton16(text::kVlanCfi);
   write_subfield(flow_, m.dst, read_subfield(flow_, m.src));
+  keep_cfi(m.dst, cfi);
   fix_vlan_tpid(flow_);
 }
 

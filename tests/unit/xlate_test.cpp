@@ -638,3 +638,12 @@ TEST_CASE("L4 rewrites of SCTP and ICMP: set(sctp(...)), set(icmp(...)) / set(ic
   CHECK(acts(b.x("icmp,in_port=13,icmp_type=8")) == "set(icmp(type=0,code=0)),11");
   CHECK(acts(b.x("icmp,in_port=14,icmp_type=8")) == "11");  // unchanged: nothing to set
 }
+
+TEST_CASE("a move or load into bits of vlan_vid keeps the packet's tag present or absent, as OVS") {
+  // OVS 3.1: move:NXM_NX_REG0[0..11]->OXM_OF_VLAN_VID[] leaves an untagged
+  // frame untagged and rewrites the VID of a tagged one.
+  Br b;
+  b.flow("in_port=1,actions=load:0x123->NXM_NX_REG0[0..11],move:NXM_NX_REG0[0..11]->OXM_OF_VLAN_VID[],output:2");
+  CHECK(acts(b.x("ip,in_port=11")) == "12");
+  CHECK(acts(b.x("ip,in_port=11,dl_vlan=5,dl_vlan_pcp=3")) == "pop_vlan,push_vlan(vid=291,pcp=3),12");
+}
