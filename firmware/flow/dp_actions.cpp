@@ -71,6 +71,10 @@ constexpr SetField kIpv6Fields[] = {
     SF(SetIpv6, "frag", frag, frag),
 };
 constexpr SetField kL4Fields[] = {SF(SetL4, "src", be16, src), SF(SetL4, "dst", be16, dst)};
+constexpr SetField kIcmpFields[] = {SF(SetIcmp, "type", u8, type), SF(SetIcmp, "code", u8, code)};
+constexpr SetField kArpFields[] = {SF(SetArp, "sip", ipv4, sip), SF(SetArp, "tip", ipv4, tip),
+                                   SF(SetArp, "op", be16, op), SF(SetArp, "sha", mac, sha),
+                                   SF(SetArp, "tha", mac, tha)};
 #undef SF
 
 struct SetSpec {
@@ -85,6 +89,10 @@ constexpr SetSpec kSetSpecs[] = {
     {SetHeader::kIpv6, "ipv6", sizeof(SetIpv6), kIpv6Fields},
     {SetHeader::kTcp, "tcp", sizeof(SetL4), kL4Fields},
     {SetHeader::kUdp, "udp", sizeof(SetL4), kL4Fields},
+    {SetHeader::kArp, "arp", sizeof(SetArp), kArpFields},
+    {SetHeader::kSctp, "sctp", sizeof(SetL4), kL4Fields},
+    {SetHeader::kIcmp, "icmp", sizeof(SetIcmp), kIcmpFields},
+    {SetHeader::kIcmpv6, "icmpv6", sizeof(SetIcmp), kIcmpFields},
 };
 constexpr size_t kMaxSetSize = sizeof(SetIpv6);
 
@@ -206,6 +214,18 @@ void DpActionsBuilder::set_tcp(const SetL4& key, const SetL4& mask) {
 }
 void DpActionsBuilder::set_udp(const SetL4& key, const SetL4& mask) {
   KEEL_BUILD_SET(SetL4, SetHeader::kUdp);
+}
+void DpActionsBuilder::set_arp(const SetArp& key, const SetArp& mask) {
+  KEEL_BUILD_SET(SetArp, SetHeader::kArp);
+}
+void DpActionsBuilder::set_sctp(const SetL4& key, const SetL4& mask) {
+  KEEL_BUILD_SET(SetL4, SetHeader::kSctp);
+}
+void DpActionsBuilder::set_icmp(const SetIcmp& key, const SetIcmp& mask, bool v6) {
+  if (v6)
+    KEEL_BUILD_SET(SetIcmp, SetHeader::kIcmpv6);
+  else
+    KEEL_BUILD_SET(SetIcmp, SetHeader::kIcmp);
 }
 #undef KEEL_BUILD_SET
 
@@ -390,9 +410,8 @@ constexpr std::string_view kUnsupportedActions[] = {
     "push_nsh", "pop_nsh",  "dec_ttl", "lb_output", "tnl_push", "tnl_pop",  "check_pkt_len",
 };
 constexpr std::string_view kUnsupportedSetHeaders[] = {
-    "tunnel",        "vlan",     "sctp",     "icmp",         "icmpv6",      "arp",      "nd",
-    "nd_extensions", "eth_type", "skb_mark", "skb_priority", "mpls",        "ct_state", "ct_zone",
-    "ct_mark",       "ct_label", "nsh",      "tcp_flags",    "packet_type",
+    "tunnel",   "vlan",    "nd",      "nd_extensions", "eth_type", "skb_mark",  "skb_priority", "mpls",
+    "ct_state", "ct_zone", "ct_mark", "ct_label",      "nsh",      "tcp_flags", "packet_type",
 };
 constexpr std::string_view kUserspaceCookies[] = {"sFlow", "slow_path", "flow_sample", "ipfix", "controller"};
 
@@ -591,7 +610,8 @@ class ActionParser {
     const SetSpec* spec = set_spec(hname.text);
     if (!spec) {
       if (one_of(hname.text, kUnsupportedSetHeaders))
-        return error_at("unsupported set field", hname, "keel sets eth, ipv4, ipv6, tcp and udp");
+        return error_at("unsupported set field", hname,
+                        "keel sets eth, ipv4, ipv6, tcp, udp, sctp, icmp, icmpv6 and arp");
       return error_at("unknown set field", hname);
     }
     uint8_t key[kMaxSetSize] = {}, mask[kMaxSetSize] = {};
@@ -624,6 +644,18 @@ class ActionParser {
         return emit<SetL4>(&DpActionsBuilder::set_tcp, key, mask);
       case SetHeader::kUdp:
         return emit<SetL4>(&DpActionsBuilder::set_udp, key, mask);
+      case SetHeader::kArp:
+        return emit<SetArp>(&DpActionsBuilder::set_arp, key, mask);
+      case SetHeader::kSctp:
+        return emit<SetL4>(&DpActionsBuilder::set_sctp, key, mask);
+      case SetHeader::kIcmp:
+      case SetHeader::kIcmpv6: {
+        SetIcmp k, m;
+        std::memcpy(&k, key, sizeof k);
+        std::memcpy(&m, mask, sizeof m);
+        b_.set_icmp(k, m, spec->header == SetHeader::kIcmpv6);
+        return {};
+      }
     }
     return {};
   }

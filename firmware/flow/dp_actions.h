@@ -26,7 +26,7 @@
 //   output, drop, pop_vlan, push_vlan, hash, recirc, trunc, meter   none (8 bytes in all)
 //   set        the header's fields, then a mask of the same layout (a 1 bit is
 //              written); SetEth 12+12, SetIpv4 12+12, SetIpv6 40+40,
-//              SetL4 (tcp, udp) 4+4; padded to 8 with zeros
+//              SetL4 (tcp, udp, sctp) 4+4, SetArp 24+24; padded to 8 with zeros
 //   clone      the nested action list
 //   userspace  UserspaceArgs (8 bytes), then the userdata, padded to 8
 //
@@ -59,7 +59,9 @@
 //   set(eth(src=..,dst=..))            fields whose mask is zero are left out;
 //   set(ipv4(src=,dst=,proto=,tos=,ttl=,frag=))   a partial mask is printed
 //   set(ipv6(src=,dst=,label=,proto=,tclass=,hlimit=,frag=))  `value/mask`
-//   set(tcp(src=,dst=)) set(udp(src=,dst=))
+//   set(tcp(src=,dst=)) set(udp(src=,dst=)) set(sctp(src=,dst=))   sctp: the CRC32c follows
+//   set(arp(sip=,tip=,op=,sha=,tha=))  Ethernet/IPv4 ARP and RARP bodies
+//   set(icmp(type=,code=)) set(icmpv6(type=,code=))  the checksum follows
 //   hash(l4(0))                        basis in decimal
 //   recirc(0x5)                        %#x: recirc(0) for 0
 //   clone(pop_vlan,3)                  an empty nested list prints `drop`
@@ -118,7 +120,17 @@ enum class DpActionType : uint8_t {
 };
 
 // Which header a set action writes (DpActionHeader::sub of kSet).
-enum class SetHeader : uint8_t { kEth = 1, kIpv4 = 2, kIpv6 = 3, kTcp = 4, kUdp = 5 };
+enum class SetHeader : uint8_t {
+  kEth = 1,
+  kIpv4 = 2,
+  kIpv6 = 3,
+  kTcp = 4,
+  kUdp = 5,
+  kArp = 6,
+  kSctp = 7,
+  kIcmp = 8,
+  kIcmpv6 = 9
+};
 
 // DpActionHeader::sub of kHash.
 inline constexpr uint8_t kHashAlgL4 = 1;  // hash(l4(basis)); sym_l4 is not implemented
@@ -159,9 +171,21 @@ struct SetIpv6 {
   uint8_t proto, frag;  // kept for the text, not executed
 };
 struct SetL4 {
-  be16 src, dst;  // TCP or UDP ports
+  be16 src, dst;  // TCP, UDP or SCTP ports
 };
-static_assert(sizeof(SetEth) == 12 && sizeof(SetIpv4) == 12 && sizeof(SetIpv6) == 40 && sizeof(SetL4) == 4,
+// Ethernet/IPv4 ARP (and RARP): OVS's ovs_key_arp.
+struct SetArp {
+  be32 sip, tip;
+  be16 op;
+  EthAddr sha, tha;
+  uint8_t pad[2];  // zero
+};
+// ICMPv4 / ICMPv6 type and code (OVS's ovs_key_icmp, ovs_key_icmpv6).
+struct SetIcmp {
+  uint8_t type, code;
+};
+static_assert(sizeof(SetEth) == 12 && sizeof(SetIpv4) == 12 && sizeof(SetIpv6) == 40 && sizeof(SetL4) == 4 &&
+                  sizeof(SetArp) == 24 && sizeof(SetIcmp) == 2,
               "set payload layouts are part of the encoding");
 
 // The payload of a userspace action before its userdata.
@@ -185,7 +209,13 @@ constexpr size_t set_action_len(SetHeader h) {
       return 8 + dp_align8(2 * sizeof(SetIpv6));
     case SetHeader::kTcp:
     case SetHeader::kUdp:
+    case SetHeader::kSctp:
       return 8 + dp_align8(2 * sizeof(SetL4));
+    case SetHeader::kArp:
+      return 8 + dp_align8(2 * sizeof(SetArp));
+    case SetHeader::kIcmp:
+    case SetHeader::kIcmpv6:
+      return 8 + dp_align8(2 * sizeof(SetIcmp));
   }
   return 0;
 }
@@ -209,7 +239,7 @@ struct DpAction {
   SetHeader set_header() const { return static_cast<SetHeader>(sub); }
   // clone: the nested list.
   std::span<const uint8_t> nested() const { return {payload, payload_len}; }
-  // set: key and mask (T = SetEth, SetIpv4, SetIpv6 or SetL4 per set_header()).
+  // set: key and mask (T = SetEth, SetIpv4, SetIpv6, SetL4 or SetArp per set_header()).
   template <typename T>
   void set_fields(T& key, T& mask) const {
     std::memcpy(&key, payload, sizeof(T));
@@ -297,6 +327,9 @@ class DpActionsBuilder {
   void set_ipv6(const SetIpv6& key, const SetIpv6& mask);
   void set_tcp(const SetL4& key, const SetL4& mask);
   void set_udp(const SetL4& key, const SetL4& mask);
+  void set_arp(const SetArp& key, const SetArp& mask);
+  void set_sctp(const SetL4& key, const SetL4& mask);
+  void set_icmp(const SetIcmp& key, const SetIcmp& mask, bool v6);
   void hash_l4(uint32_t basis);
   void recirc(uint32_t id);
   void trunc(uint32_t max_len);

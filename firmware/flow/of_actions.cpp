@@ -53,14 +53,13 @@ constexpr ReasonName kReasons[] = {
 
 // Open vSwitch actions keel does not implement: refused by name.
 constexpr std::string_view kUnsupported[] = {
-    "enqueue",       "set_queue",     "pop_queue",        "group",        "ct",           "ct_clear",
-    "nat",           "learn",         "conjunction",      "multipath",    "bundle",       "bundle_load",
-    "output_reg",    "output_trunc",  "sample",           "clone",        "exit",         "fin_timeout",
-    "push_mpls",     "pop_mpls",      "set_mpls_label",   "set_mpls_tc",  "set_mpls_ttl", "dec_mpls_ttl",
-    "write_actions", "clear_actions", "write_metadata",   "meter",        "stack_push",   "stack_pop",
-    "encap",         "decap",         "check_pkt_larger", "delete_field", "set_vlan_vid", "set_vlan_pcp",
-    "set_nw_ttl",    "controller2",   "debug_recirc",     "debug_slow",   "dec_nsh_ttl",  "set_l4_src_port",
-    "apply_actions",
+    "enqueue",      "set_queue",    "pop_queue",       "group",         "ct",           "ct_clear",
+    "nat",          "learn",        "conjunction",     "multipath",     "bundle",       "bundle_load",
+    "output_reg",   "output_trunc", "sample",          "clone",         "exit",         "fin_timeout",
+    "push_mpls",    "pop_mpls",     "set_mpls_label",  "set_mpls_tc",   "set_mpls_ttl", "dec_mpls_ttl",
+    "meter",        "stack_push",   "stack_pop",       "encap",         "decap",        "check_pkt_larger",
+    "delete_field", "set_vlan_vid", "set_vlan_pcp",    "set_nw_ttl",    "controller2",  "debug_recirc",
+    "debug_slow",   "dec_nsh_ttl",  "set_l4_src_port", "apply_actions",
 };
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -278,37 +277,39 @@ void append_set_field(OfFieldId id, OfValue value, OfValue mask, OfActions& out)
         out.push_back(OfSetEthDst{mac_of(value)});
         return;
       case OfFieldId::ip_src:
-        out.push_back(OfSetIpv4Src{be32_of(value)});
+        out.push_back(OfSetIpv4Src{be32_of(value), f.prereq});
         return;
       case OfFieldId::ip_dst:
-        out.push_back(OfSetIpv4Dst{be32_of(value)});
+        out.push_back(OfSetIpv4Dst{be32_of(value), f.prereq});
         return;
       case OfFieldId::nw_tos:
-        out.push_back(OfSetIpDscp{static_cast<uint8_t>(v & kIpDscpMask)});
+        out.push_back(OfSetIpDscp{static_cast<uint8_t>(v & kIpDscpMask), f.prereq});
         return;
       case OfFieldId::ip_dscp:
-        out.push_back(OfSetIpDscp{static_cast<uint8_t>((v << 2) & kIpDscpMask)});
+        out.push_back(OfSetIpDscp{static_cast<uint8_t>((v << 2) & kIpDscpMask), f.prereq});
         return;
       case OfFieldId::tcp_src:
       case OfFieldId::udp_src:
-        out.push_back(OfSetL4Src{static_cast<uint16_t>(v)});
+        out.push_back(OfSetL4Src{static_cast<uint16_t>(v), f.prereq});
         return;
       case OfFieldId::tcp_dst:
       case OfFieldId::udp_dst:
-        out.push_back(OfSetL4Dst{static_cast<uint16_t>(v)});
+        out.push_back(OfSetL4Dst{static_cast<uint16_t>(v), f.prereq});
         return;
-      case OfFieldId::vlan_vid:
-        out.push_back(OfSetVlanVid{static_cast<uint16_t>(v & kVlanVidMask)});
+      case OfFieldId::vlan_vid:  // OVS's set_field check: vlan_vid needs a tag
+        out.push_back(OfSetVlanVid{static_cast<uint16_t>(v & kVlanVidMask), OfPrereq::vlan});
         return;
       case OfFieldId::vlan_pcp:
-        out.push_back(OfSetVlanPcp{static_cast<uint8_t>(v & 7)});
+        out.push_back(OfSetVlanPcp{static_cast<uint8_t>(v & 7), f.prereq});
         return;
       case OfFieldId::vlan_tci:
         if (v & kCfi) {
-          out.push_back(OfSetVlanVid{static_cast<uint16_t>(v & kVlanVidMask)});
+          OfSetVlanVid vid{static_cast<uint16_t>(v & kVlanVidMask)};
+          vid.from_tci = true;
+          out.push_back(vid);
           out.push_back(OfSetVlanPcp{static_cast<uint8_t>(v >> 13)});
         } else {
-          out.push_back(OfStripVlan{});
+          out.push_back(OfStripVlan{true});  // from_tci
         }
         return;
       default:
@@ -320,24 +321,63 @@ void append_set_field(OfFieldId id, OfValue value, OfValue mask, OfActions& out)
 
 // ======================= parser =======================
 
+// OpenFlow 1.1+'s instruction order (ovs_instruction_type): plain actions are
+// the apply-actions instruction.
+constexpr std::string_view kInstructions[] = {"apply_actions", "clear_actions", "write_actions",
+                                              "write_metadata", "goto_table"};
+int instruction_rank(std::string_view key) {
+  for (int i = 1; i < 5; ++i)
+    if (iequals(key, kInstructions[i])) return i;
+  return 0;
+}
+
+// action_set_classify() != ACTION_SLOT_INVALID.
+bool allowed_in_action_set(const OfAction& a) {
+  return !std::holds_alternative<OfController>(a) && !std::holds_alternative<OfGotoTable>(a) &&
+         !std::holds_alternative<OfNote>(a) && !std::holds_alternative<OfWriteActions>(a) &&
+         !std::holds_alternative<OfClearActions>(a) && !std::holds_alternative<OfWriteMetadata>(a);
+}
+
 class ActionParser {
  public:
   ActionParser(const OfParseOptions& o) : o_(o) {}
 
-  Status parse(const Span& all, OfActions& out) {
+  // `nested`: the list inside write_actions(...): no instructions, and only
+  // actions an action set may hold.
+  Status parse(const Span& all, OfActions& out, bool nested = false) {
     std::vector<Item> items;
     if (Status st = tokenize(all, items); !st) return st;
     const Item* drop = nullptr;
-    const Item* goto_table = nullptr;
+    int rank = 0;  // the instruction we are in (kInstructions)
     for (const Item& it : items) {
-      if (goto_table)
-        return error_at("action after goto_table", it.key, "goto_table must be the last action");
       if (iequals(it.key.text, "drop")) {
         drop = &it;
         continue;
       }
+      const int r = instruction_rank(it.key.text);
+      if (nested && r != 0)
+        return error_at("instruction not allowed in write_actions", it.key,
+                        std::string(kInstructions[r]) + " is an instruction, not an action");
+      // ofpacts_verify(): instructions in OpenFlow 1.1's order, each once.
+      if (r < rank) {
+        if (r == 0 && rank == 4)
+          return error_at("action after goto_table", it.key, "goto_table must be the last action");
+        return error_at(
+            "invalid instruction ordering at", it.key,
+            std::string(kInstructions[r]) + " must appear before " + std::string(kInstructions[rank]));
+      }
+      if (r == rank && r != 0)
+        return error_at("duplicate instruction", it.key,
+                        std::string(kInstructions[r]) + " may appear only once");
+      rank = r;
+      const size_t before = out.size();
       if (Status st = parse_item(it, out); !st) return st;
-      if (iequals(it.key.text, "goto_table")) goto_table = &it;
+      if (nested)
+        for (size_t i = before; i < out.size(); ++i)
+          if (!allowed_in_action_set(out[i]))
+            return error_at("disallowed action in action set", it.key,
+                            "write_actions takes output, resubmit, set and load actions, move, "
+                            "push_vlan, strip_vlan, dec_ttl and set_tunnel");
     }
     if (drop && !out.empty())
       return error_at("unexpected", drop->key, "drop must not be accompanied by any other action");
@@ -432,6 +472,25 @@ class ActionParser {
         out.push_back(OfSetL4Src{static_cast<uint16_t>(v)});
       else
         out.push_back(OfSetL4Dst{static_cast<uint16_t>(v)});
+      return {};
+    }
+    if (iequals(k, "write_actions")) {
+      OfActions nested;
+      ActionParser p(o_);
+      if (Status st = p.parse(it.value, nested, true); !st) return st;
+      // An empty action set instruction changes nothing; OVS does not keep it.
+      if (!nested.empty()) out.push_back(make_write_actions(std::move(nested)));
+      return {};
+    }
+    if (iequals(k, "clear_actions")) {
+      out.push_back(OfClearActions{});
+      return {};
+    }
+    if (iequals(k, "write_metadata")) {
+      uint64_t value, mask;
+      if (Status st = need_value(it); !st) return st;
+      if (Status st = parse_masked_number(it.value, UINT64_MAX, "metadata", value, mask); !st) return st;
+      out.push_back(OfWriteMetadata{value & mask, mask});
       return {};
     }
     if (iequals(k, "set_field")) return parse_set_field(it, out);
@@ -789,6 +848,17 @@ void put_action(std::string& out, const OfAction& action, const OfFormatOptions&
                    out += (a.wide || a.tun_id > UINT32_MAX) ? "set_tunnel64:" : "set_tunnel:";
                    put_hex_alt(out, a.tun_id);
                  },
+                 [&](const OfWriteActions& a) {
+                   out += "write_actions(";
+                   out += format_of_actions(a.set->actions, o);
+                   out += ')';
+                 },
+                 [&](const OfClearActions&) { out += "clear_actions"; },
+                 [&](const OfWriteMetadata& a) {
+                   out += "write_metadata:";
+                   put_hex_alt(out, a.value);
+                   if (a.mask != UINT64_MAX) out += '/', put_hex_alt(out, a.mask);
+                 },
              },
              action);
 }
@@ -812,6 +882,25 @@ Status need(size_t i, const OfAction& a, OfPrereq p, const Match& m, std::string
   why += of_prereq_text(p);
   why += " in the match";
   return check_error(i, a, why);
+}
+
+// A set_field's prerequisite: Open vSwitch says "set_field F lacks correct
+// prerequisites".
+Status need_field(size_t i, const OfAction& a, OfPrereq p, const Match& m, std::string_view field) {
+  if (of_prereq_ok(p, m)) return {};
+  std::string why = "set_field ";
+  why += field;
+  why += " requires ";
+  why += of_prereq_text(p);
+  why += " in the match";
+  return check_error(i, a, why);
+}
+
+// The set_field an OfSetL4Src/Dst was parsed from: tcp_src, udp_dst, ...
+std::string l4_field_name(OfPrereq p, std::string_view dir) {
+  std::string name = p == OfPrereq::udp ? "udp_" : p == OfPrereq::sctp ? "sctp_" : "tcp_";
+  name += dir;
+  return name;
 }
 
 Status check_subfield(size_t i, const OfAction& a, const OfSubfield& sf, const Match& m, bool dst) {
@@ -862,8 +951,42 @@ std::string format_of_actions(const OfActions& actions, const OfFormatOptions& o
   return out;
 }
 
-Status check_of_actions(const OfActions& actions, const Match& match, uint8_t table_id) {
-  Match m = match;  // the flow as the actions so far left it
+namespace {
+
+// How strictly the OpenFlow 1.0 actions mod_nw_*, mod_tp_*, dec_ttl and
+// strip_vlan are checked (what `ovs-ofctl add-flow` accepts, observed on
+// Open vSwitch 3.1):
+//   of10:       the flow can be sent as OpenFlow 1.0: no prerequisites (the
+//               action is a no-op on a packet without the header);
+//   of11:       the apply-actions of a flow only OpenFlow 1.1+ carries
+//               (instructions, push_vlan): each needs its header in the match,
+//               as OVS refuses them there (inconsistent_match() leaves only
+//               OpenFlow 1.0 usable);
+//   action_set: inside write_actions(...): mod_nw_src/dst and mod_nw_tos are
+//               set_fields on the wire and need ip / ip or ipv6; mod_tp_*,
+//               dec_ttl and strip_vlan are not checked (OVS checks an action
+//               set without narrowing).
+// A set_field spelling (OfSet*::need) is checked in every mode.
+enum class CheckMode { of10, of11, action_set };
+
+bool needs_of11(const OfActions& actions) {
+  for (const OfAction& a : actions)
+    if (std::holds_alternative<OfGotoTable>(a) || std::holds_alternative<OfPushVlan>(a) ||
+        std::holds_alternative<OfWriteActions>(a) || std::holds_alternative<OfClearActions>(a) ||
+        std::holds_alternative<OfWriteMetadata>(a))
+      return true;
+  return false;
+}
+
+Status check_list(const OfActions& actions, Match& m, uint8_t table_id, CheckMode mode) {
+  const bool strict = mode == CheckMode::of11;
+  const bool set_field_like = mode != CheckMode::of10;  // mod_nw_* checked as their set_field
+  auto set_need = [&](size_t i, const OfAction& a, OfPrereq need, OfPrereq mode_need, bool checked,
+                      std::string_view who) -> Status {
+    if (need != OfPrereq::none) return need_field(i, a, need, m, who);
+    if (checked) return need_field(i, a, mode_need, m, who);
+    return {};
+  };
   for (size_t i = 0; i < actions.size(); ++i) {
     const OfAction& a = actions[i];
     Status st = std::visit(
@@ -895,15 +1018,21 @@ Status check_of_actions(const OfActions& actions, const Match& match, uint8_t ta
                     "goto_table must go to a later table than this flow's table " + std::to_string(table_id));
               return {};
             },
-            [&](const OfSetVlanVid&) -> Status {
+            [&](const OfSetVlanVid& v) -> Status {
+              if (v.need != OfPrereq::none)
+                if (Status s = need_field(i, a, v.need, m, "vlan_vid"); !s) return s;
               mark_tag(m);
               return {};
             },
-            [&](const OfSetVlanPcp&) -> Status {
+            [&](const OfSetVlanPcp& v) -> Status {
+              if (v.need != OfPrereq::none)
+                if (Status s = need_field(i, a, v.need, m, "vlan_pcp"); !s) return s;
               mark_tag(m);
               return {};
             },
-            [&](const OfStripVlan&) -> Status {
+            [&](const OfStripVlan& sv) -> Status {
+              if (strict && !sv.from_tci)
+                if (Status s = need(i, a, OfPrereq::vlan, m, "strip_vlan"); !s) return s;
               m.key.vlans[0] = m.key.vlans[1];
               m.mask.vlans[0] = m.mask.vlans[1];
               m.key.vlans[1] = {};
@@ -916,19 +1045,30 @@ Status check_of_actions(const OfActions& actions, const Match& match, uint8_t ta
               push_tag(m, p.tpid);
               return {};
             },
-            [&](const OfSetIpv4Src&) { return need(i, a, OfPrereq::ipv4, m, "mod_nw_src"); },
-            [&](const OfSetIpv4Dst&) { return need(i, a, OfPrereq::ipv4, m, "mod_nw_dst"); },
-            [&](const OfSetIpDscp&) { return need(i, a, OfPrereq::ip_any, m, "mod_nw_tos"); },
-            [&](const OfDecTtl&) { return need(i, a, OfPrereq::ip_any, m, "dec_ttl"); },
-            [&](const OfSetL4Src&) -> Status {
-              if (of_prereq_ok(OfPrereq::tcp, m) || of_prereq_ok(OfPrereq::udp, m) ||
+            [&](const OfSetIpv4Src& x) {
+              return set_need(i, a, x.need, OfPrereq::ipv4, set_field_like, "ip_src");
+            },
+            [&](const OfSetIpv4Dst& x) {
+              return set_need(i, a, x.need, OfPrereq::ipv4, set_field_like, "ip_dst");
+            },
+            [&](const OfSetIpDscp& x) {
+              return set_need(i, a, x.need, OfPrereq::ip_any, set_field_like, "nw_tos");
+            },
+            [&](const OfDecTtl&) -> Status {
+              if (!strict) return {};
+              return need(i, a, OfPrereq::ip_any, m, "dec_ttl");
+            },
+            [&](const OfSetL4Src& x) -> Status {
+              if (x.need != OfPrereq::none) return need_field(i, a, x.need, m, l4_field_name(x.need, "src"));
+              if (!strict || of_prereq_ok(OfPrereq::tcp, m) || of_prereq_ok(OfPrereq::udp, m) ||
                   of_prereq_ok(OfPrereq::sctp, m))
                 return {};
               return check_error(i, a,
                                  "mod_tp_src requires tcp, udp or sctp (not a later fragment) in the match");
             },
-            [&](const OfSetL4Dst&) -> Status {
-              if (of_prereq_ok(OfPrereq::tcp, m) || of_prereq_ok(OfPrereq::udp, m) ||
+            [&](const OfSetL4Dst& x) -> Status {
+              if (x.need != OfPrereq::none) return need_field(i, a, x.need, m, l4_field_name(x.need, "dst"));
+              if (!strict || of_prereq_ok(OfPrereq::tcp, m) || of_prereq_ok(OfPrereq::udp, m) ||
                   of_prereq_ok(OfPrereq::sctp, m))
                 return {};
               return check_error(i, a,
@@ -956,12 +1096,131 @@ Status check_of_actions(const OfActions& actions, const Match& match, uint8_t ta
               if (Status s = check_subfield(i, a, mv.src, m, false); !s) return s;
               return check_subfield(i, a, mv.dst, m, true);
             },
+            [&](const OfWriteActions& w) -> Status {
+              if (Status s = check_list(w.set->actions, m, table_id, CheckMode::action_set); !s)
+                return check_error(i, a, s.message());
+              return {};
+            },
             [&](const auto&) -> Status { return {}; },
         },
         a);
     if (!st) return st;
   }
   return {};
+}
+
+}  // namespace
+
+Status check_of_actions(const OfActions& actions, const Match& match, uint8_t table_id) {
+  Match m = match;  // the flow as the actions so far left it
+  return check_list(actions, m, table_id, needs_of11(actions) ? CheckMode::of11 : CheckMode::of10);
+}
+
+namespace {
+
+void as_of11(const OfActions& in, Match& m, OfActions& out) {
+  auto load_tci = [&](uint16_t tci) {
+    OfLoad l{OfSubfield::whole(OfFieldId::vlan_tci), tci};
+    write_field(m.key, OfFieldId::vlan_tci, OfValue::from_u64(tci), OfValue::from_u64(0xffff));
+    unwildcard_field(m.mask, OfFieldId::vlan_tci, OfValue::from_u64(0xffff));
+    out.push_back(l);
+  };
+  for (size_t i = 0; i < in.size(); ++i) {
+    const OfAction& a = in[i];
+    // set_field:V->vlan_tci: OVS keeps the set_field (it writes vlans[0].tci
+    // as is: 0 makes the packet untagged, however many tags it had).
+    if (const auto* sv = std::get_if<OfStripVlan>(&a); sv && sv->from_tci) {
+      load_tci(0);
+      continue;
+    }
+    if (const auto* vv = std::get_if<OfSetVlanVid>(&a); vv && vv->from_tci && i + 1 < in.size()) {
+      if (const auto* pp = std::get_if<OfSetVlanPcp>(&in[i + 1])) {
+        load_tci(static_cast<uint16_t>(pp->pcp << 13 | kCfi | vv->vid));
+        ++i;
+        continue;
+      }
+    }
+    std::visit(Overloaded{
+                   [&](const OfSetVlanVid&) {
+                     if (!of_prereq_ok(OfPrereq::vlan, m)) out.push_back(OfPushVlan{kEthTypeVlan});
+                     mark_tag(m);
+                     out.push_back(a);
+                   },
+                   [&](const OfSetVlanPcp&) {
+                     if (!of_prereq_ok(OfPrereq::vlan, m)) out.push_back(OfPushVlan{kEthTypeVlan});
+                     mark_tag(m);
+                     out.push_back(a);
+                   },
+                   [&](const OfPushVlan& p) {
+                     push_tag(m, p.tpid);
+                     out.push_back(a);
+                   },
+                   [&](const OfStripVlan&) {
+                     m.key.vlans[0] = m.key.vlans[1];
+                     m.mask.vlans[0] = m.mask.vlans[1];
+                     m.key.vlans[1] = {};
+                     m.mask.vlans[1] = {};
+                     out.push_back(a);
+                   },
+                   [&](const OfLoad& l) {
+                     if (l.dst.field == OfFieldId::vlan_tci) {
+                       OfValue mk = subfield_mask(l.dst);
+                       write_field(m.key, l.dst.field, OfValue::from_u64(l.value) << l.dst.ofs, mk);
+                       unwildcard_field(m.mask, l.dst.field, mk);
+                     }
+                     out.push_back(a);
+                   },
+                   [&](const OfWriteActions& w) {
+                     OfActions nested;
+                     as_of11(w.set->actions, m, nested);
+                     out.push_back(make_write_actions(std::move(nested)));
+                   },
+                   [&](const auto&) { out.push_back(a); },
+               },
+               a);
+  }
+}
+
+}  // namespace
+
+OfActions of_actions_as_stored(const OfActions& actions, const Match& match) {
+  if (!needs_of11(actions)) return actions;
+  Match m = match;
+  OfActions out;
+  as_of11(actions, m, out);
+  return out;
+}
+
+OfActions of_action_set_list(const OfActions& set) {
+  // ACTION_SET_ORDER slots (the last of each), then the set-or-move actions
+  // in order, then the final action: output ranks above resubmit, and of one
+  // kind the later wins.
+  const OfAction *strip = nullptr, *push = nullptr, *dec_ttl = nullptr, *final = nullptr;
+  bool final_is_output = false;
+  OfActions sets;
+  for (const OfAction& a : set) {
+    if (std::holds_alternative<OfStripVlan>(a)) {
+      strip = &a;
+    } else if (std::holds_alternative<OfPushVlan>(a)) {
+      push = &a;
+    } else if (std::holds_alternative<OfDecTtl>(a)) {
+      dec_ttl = &a;
+    } else if (std::holds_alternative<OfOutput>(a)) {
+      final = &a;
+      final_is_output = true;
+    } else if (std::holds_alternative<OfResubmit>(a)) {
+      if (!final_is_output) final = &a;
+    } else if (allowed_in_action_set(a)) {
+      sets.push_back(a);
+    }
+  }
+  OfActions out;
+  if (!final) return out;  // an action set without output or resubmit does nothing
+  for (const OfAction* a : {strip, push, dec_ttl})
+    if (a) out.push_back(*a);
+  out.insert(out.end(), sets.begin(), sets.end());
+  out.push_back(*final);
+  return out;
 }
 
 std::optional<OfFieldWrite> of_action_field_write(const OfAction& action) {

@@ -40,7 +40,10 @@
 // push_vlan:0x8100|0x88a8, mod_dl_src, mod_dl_dst, mod_nw_src, mod_nw_dst,
 // mod_nw_tos, mod_nw_ecn, mod_nw_ttl, mod_tp_src, mod_tp_dst,
 // set_field:V[/M]->F, load:V->F[..], move:F[..]->F[..], dec_ttl,
-// dec_ttl(ids), note:hex, set_tunnel, set_tunnel64. Action names are
+// dec_ttl(ids), note:hex, set_tunnel, set_tunnel64, and the OpenFlow 1.1+
+// instructions clear_actions, write_actions(A,...) and write_metadata:V[/M]
+// (in OVS's order: actions, clear_actions, write_actions, write_metadata,
+// goto_table; each instruction once). Action names are
 // case-insensitive (as in OVS); field names are not. Values are decimal or
 // 0x-hex. Other actions of Open vSwitch (ct, group, learn, ...) are refused
 // by name ("unsupported action 'ct' at column 9").
@@ -63,6 +66,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -114,15 +118,30 @@ struct OfGotoTable {
 // mod_vlan_vid: sets the VID, pushing an 802.1Q tag first if there is none.
 struct OfSetVlanVid {
   uint16_t vid = 0;  // 0..4095
-  bool operator==(const OfSetVlanVid&) const = default;
+  // Parsed from set_field: the prerequisite Open vSwitch checks for that
+  // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
+  // Not part of the value: it prints as the OpenFlow 1.0 action.
+  OfPrereq need = OfPrereq::none;
+  // With the OfSetVlanPcp after it: parsed from set_field:V->vlan_tci (CFI
+  // set); an OpenFlow 1.1+ flow stores that set_field. Not part of the value.
+  bool from_tci = false;
+  bool operator==(const OfSetVlanVid& o) const { return vid == o.vid; }
 };
 // mod_vlan_pcp: sets the PCP, pushing a tag first if there is none.
 struct OfSetVlanPcp {
   uint8_t pcp = 0;  // 0..7
-  bool operator==(const OfSetVlanPcp&) const = default;
+  // Parsed from set_field: the prerequisite Open vSwitch checks for that
+  // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
+  // Not part of the value: it prints as the OpenFlow 1.0 action.
+  OfPrereq need = OfPrereq::none;
+  bool operator==(const OfSetVlanPcp& o) const { return pcp == o.pcp; }
 };
 struct OfStripVlan {
-  bool operator==(const OfStripVlan&) const = default;
+  // Parsed from set_field:0->vlan_tci: no prerequisite, and in an OpenFlow
+  // 1.1+ flow it is stored as that set_field (of_actions_as_stored()). Not
+  // part of the value.
+  bool from_tci = false;
+  bool operator==(const OfStripVlan&) const { return true; }
 };
 struct OfPushVlan {
   uint16_t tpid = 0x8100;  // 0x8100 or 0x88a8
@@ -138,25 +157,45 @@ struct OfSetEthDst {
 };
 struct OfSetIpv4Src {
   be32 addr = 0;
-  bool operator==(const OfSetIpv4Src&) const = default;
+  // Parsed from set_field: the prerequisite Open vSwitch checks for that
+  // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
+  // Not part of the value: it prints as the OpenFlow 1.0 action.
+  OfPrereq need = OfPrereq::none;
+  bool operator==(const OfSetIpv4Src& o) const { return addr == o.addr; }
 };
 struct OfSetIpv4Dst {
   be32 addr = 0;
-  bool operator==(const OfSetIpv4Dst&) const = default;
+  // Parsed from set_field: the prerequisite Open vSwitch checks for that
+  // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
+  // Not part of the value: it prints as the OpenFlow 1.0 action.
+  OfPrereq need = OfPrereq::none;
+  bool operator==(const OfSetIpv4Dst& o) const { return addr == o.addr; }
 };
 // mod_nw_tos: the DSCP bits of the TOS byte, in place (a multiple of 4).
 struct OfSetIpDscp {
   uint8_t tos = 0;
-  bool operator==(const OfSetIpDscp&) const = default;
+  // Parsed from set_field: the prerequisite Open vSwitch checks for that
+  // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
+  // Not part of the value: it prints as the OpenFlow 1.0 action.
+  OfPrereq need = OfPrereq::none;
+  bool operator==(const OfSetIpDscp& o) const { return tos == o.tos; }
 };
 // mod_tp_src / mod_tp_dst: the TCP, UDP or SCTP port (host order).
 struct OfSetL4Src {
   uint16_t port = 0;
-  bool operator==(const OfSetL4Src&) const = default;
+  // Parsed from set_field: the prerequisite Open vSwitch checks for that
+  // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
+  // Not part of the value: it prints as the OpenFlow 1.0 action.
+  OfPrereq need = OfPrereq::none;
+  bool operator==(const OfSetL4Src& o) const { return port == o.port; }
 };
 struct OfSetL4Dst {
   uint16_t port = 0;
-  bool operator==(const OfSetL4Dst&) const = default;
+  // Parsed from set_field: the prerequisite Open vSwitch checks for that
+  // field (OfPrereq::none: the OpenFlow 1.0 action, which has none).
+  // Not part of the value: it prints as the OpenFlow 1.0 action.
+  OfPrereq need = OfPrereq::none;
+  bool operator==(const OfSetL4Dst& o) const { return port == o.port; }
 };
 // load:VALUE->DST: NXM reg_load of at most 64 bits (dst.n_bits <= 64, value
 // fits in dst.n_bits).
@@ -187,11 +226,54 @@ struct OfSetTunnel {
   bool operator==(const OfSetTunnel&) const = default;
 };
 
-using OfAction =
-    std::variant<OfOutput, OfController, OfResubmit, OfGotoTable, OfSetVlanVid, OfSetVlanPcp, OfStripVlan,
-                 OfPushVlan, OfSetEthSrc, OfSetEthDst, OfSetIpv4Src, OfSetIpv4Dst, OfSetIpDscp, OfSetL4Src,
-                 OfSetL4Dst, OfLoad, OfMove, OfDecTtl, OfNote, OfSetTunnel>;
+// --- OpenFlow 1.1+ instructions -------------------------------------------
+//
+// They are list members like the actions, in the order Open vSwitch requires
+// (and prints): the apply-actions, then clear_actions, write_actions(...),
+// write_metadata, goto_table, each at most once.
+
+struct OfActionSet;  // below: the actions inside write_actions(...)
+// write_actions(A,...): adds A... to the packet's action set, which runs when
+// the pipeline ends (OVS's ofpacts_execute_action_set() order). Never empty:
+// write_actions() and write_actions(drop) parse to nothing, as OVS stores them.
+struct OfWriteActions {
+  std::shared_ptr<const OfActionSet> set;  // immutable, never null
+  bool operator==(const OfWriteActions& o) const;
+};
+// clear_actions: empties the action set.
+struct OfClearActions {
+  bool operator==(const OfClearActions&) const = default;
+};
+// write_metadata:V[/M]: metadata = (metadata & ~M) | (V & M).
+struct OfWriteMetadata {
+  uint64_t value = 0;
+  uint64_t mask = UINT64_MAX;
+  bool operator==(const OfWriteMetadata&) const = default;
+};
+
+using OfAction = std::variant<OfOutput, OfController, OfResubmit, OfGotoTable, OfSetVlanVid, OfSetVlanPcp,
+                              OfStripVlan, OfPushVlan, OfSetEthSrc, OfSetEthDst, OfSetIpv4Src, OfSetIpv4Dst,
+                              OfSetIpDscp, OfSetL4Src, OfSetL4Dst, OfLoad, OfMove, OfDecTtl, OfNote,
+                              OfSetTunnel, OfWriteActions, OfClearActions, OfWriteMetadata>;
 using OfActions = std::vector<OfAction>;
+
+struct OfActionSet {
+  OfActions actions;  // as written (printed in this order); run in action-set order
+};
+inline bool OfWriteActions::operator==(const OfWriteActions& o) const {
+  return set == o.set || (set && o.set && set->actions == o.set->actions);
+}
+inline OfWriteActions make_write_actions(OfActions a) {
+  return OfWriteActions{std::make_shared<const OfActionSet>(OfActionSet{std::move(a)})};
+}
+
+// ofpacts_execute_action_set(): the action list an action set runs, in
+// OpenFlow 1.1+'s order: strip_vlan, push_vlan, dec_ttl (the last of each),
+// then every set/load/move/set_tunnel/mod_vlan_* in the order written, then
+// one final action: the last output (an output to any port, including
+// CONTROLLER) unless a resubmit, which OVS ranks before output, is later in
+// its ranking (resubmit < output). Nothing runs without a final action.
+OfActions of_action_set_list(const OfActions& set);
 
 // Parses the text after "actions=". `column` is the 1-based column of
 // text[0] in the whole line (OfFlow::actions_column) so that errors point
@@ -210,8 +292,7 @@ std::string format_of_action(const OfAction& action, const OfFormatOptions& opti
 //   * output: a port below 0xff00 or IN_PORT, TABLE, NORMAL, FLOOD, ALL,
 //     CONTROLLER, LOCAL (not ANY/NONE, not 0xff00-0xfff7);
 //   * goto_table: only last, and to a later table;
-//   * mod_nw_src/dst need ip; mod_nw_tos and dec_ttl need ip or ipv6;
-//     mod_tp_src/dst need tcp, udp or sctp (and not a later fragment);
+//   * mod_nw_*, mod_tp_*, dec_ttl, strip_vlan: see below;
 //     load and move need their fields' prerequisites (ip_src: ip, tcp_dst:
 //     tcp, vlan_pcp: a VLAN tag, ...; a load into vlan_vid needs a tag too,
 //     as OVS's set_field check, a move into it does not), a writable
@@ -220,12 +301,31 @@ std::string format_of_action(const OfAction& action, const OfFormatOptions& opti
 // The flow is followed through the list as OVS does: push_vlan,
 // mod_vlan_vid and mod_vlan_pcp make a tag present, strip_vlan pops one,
 // a load into vlan_tci sets it.
-// Decisions: OVS 3.1 only narrows the usable OpenFlow versions (to 1.0) for
-// mod_nw_*, mod_tp_*, dec_ttl and strip_vlan whose prerequisite is missing;
-// keel has no version negotiation and refuses the first three, as OVS does
-// for OpenFlow 1.1+ and for set_field. strip_vlan on a match that has no tag
-// is accepted (a no-op on untagged packets, common in OpenFlow 1.0 tables).
+// What it accepts is what `ovs-ofctl add-flow` of OVS 3.1 accepts (observed;
+// the table in tests/unit/of_actions_test.cpp): keel has no version
+// negotiation, so a flow OpenFlow 1.0 can carry is checked as ovs-ofctl's
+// default protocol checks it, and a flow only OpenFlow 1.1+ carries
+// (instructions, push_vlan) as `-O OpenFlow13` does:
+//   * OpenFlow 1.0: mod_nw_src/dst, mod_nw_tos, mod_tp_src/dst, dec_ttl and
+//     strip_vlan have no prerequisites (on a packet without the header they
+//     do nothing: mod_nw_src on an ARP flow is a no-op);
+//   * OpenFlow 1.1+: those actions need their headers in the match (OVS
+//     narrows such flows to OpenFlow 1.0, which can't carry the flow);
+//   * inside write_actions: mod_nw_src/dst need ip and mod_nw_tos ip or ipv6
+//     (they are set_fields there), the others are not checked;
+//   * set_field always needs its field's prerequisites (set_field into
+//     vlan_vid or vlan_pcp needs a tag), however it is printed (OfSet*::need).
 Status check_of_actions(const OfActions& actions, const Match& match, uint8_t table_id);
+
+// What Open vSwitch stores for a flow it was sent, and so how it behaves: a
+// flow OpenFlow 1.0 can carry is kept as is (mod_vlan_vid and mod_vlan_pcp
+// push a tag only when the packet has none); in a flow only OpenFlow 1.1+
+// carries (instructions, push_vlan), OVS sends a mod_vlan_vid/mod_vlan_pcp
+// applied where the match, as the earlier actions left it, has no tag as
+// push_vlan:0x8100 followed by the set (encode_SET_VLAN_VID()), also
+// inside write_actions: on a tagged packet that pushes a second tag.
+// Call after check_of_actions() succeeded; the rule tables store this.
+OfActions of_actions_as_stored(const OfActions& actions, const Match& match);
 
 // For translation: the field write an action performs, if it is a plain
 // field write (mod_dl_*, mod_nw_src/dst, mod_nw_tos, mod_tp_*, load,

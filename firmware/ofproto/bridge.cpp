@@ -241,7 +241,7 @@ Status Bridge::apply(const FlowMod& fm, Txn& txn) {
     r->send_flow_rem = meta.send_flow_rem;
     r->no_packet_counts = meta.no_packet_counts;
     r->no_byte_counts = meta.no_byte_counts;
-    r->actions = fm.actions;
+    r->actions = of_actions_as_stored(fm.actions, fm.flow.match);
     r->created_ns = r->modified_ns = now;
     if (old) {
       if (!meta.reset_counts) copy_counters(*r, *old);
@@ -299,7 +299,7 @@ Status Bridge::apply(const FlowMod& fm, Txn& txn) {
   }
   for (OfRule* old : hits) {
     OfRule* r = clone_rule(*old);
-    r->actions = fm.actions;
+    r->actions = of_actions_as_stored(fm.actions, old->match);
     r->modified_ns = now;
     if (meta.has_cookie && !cookie_masked) r->cookie = meta.cookie;
     if (!meta.reset_counts) copy_counters(*r, *old);

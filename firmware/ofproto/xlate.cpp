@@ -55,6 +55,14 @@ int count_vlans(const FlowKey& f) {
   return n;
 }
 
+// flow_fix_vlan_tpid(): a write into vlan_tci/vlan_vid/vlan_pcp (set_field,
+// load, move) that leaves a TCI on a flow without a TPID makes the tag an
+// 802.1Q one, as mf_set_flow_value() does; without it the commit would push
+// a tag with TPID 0.
+void fix_vlan_tpid(FlowKey& f) {
+  if (f.vlans[0].tpid == 0 && f.vlans[0].tci != 0) f.vlans[0].tpid = hton16(text::kEthTypeVlan);
+}
+
 template <typename T>
 void set_ones(T& field) {
   std::memset(&field, 0xff, sizeof field);
@@ -163,8 +171,11 @@ class Ctx {
   bool dec_ttl(const OfDecTtl& d);  // true: stop this action list
   void table_action(uint32_t in_port, uint8_t table_id);
   bool resource_check();
+  void report_action_set(const char* verb);
+  void execute_action_set();
   bool prereqs_ok(OfPrereq p);
   void load(const OfLoad& l);
+  void keep_cfi(const OfSubfield& dst, be16 cfi);
   void move(const OfMove& m);
 
   // NORMAL
@@ -178,6 +189,8 @@ class Ctx {
   void commit_ipv4();
   void commit_ipv6();
   void commit_ports();
+  void commit_arp();
+  void commit_icmp();
   void commit_vlans();
 
   void wc_init();
@@ -199,6 +212,10 @@ class Ctx {
   XlateError error_ = XlateError::ok;
   std::vector<std::unique_ptr<TraceNode>> root_;
   std::vector<std::unique_ptr<TraceNode>>* trace_list_ = nullptr;
+  // OpenFlow 1.1+ action set: what write_actions added, in order (it runs
+  // when the pipeline ends; of_action_set_list() orders it).
+  OfActions action_set_;
+  bool in_action_set_ = false;
 };
 
 void Ctx::wc_init() {
@@ -270,6 +287,9 @@ void Ctx::run() {
       // OVS's no_packet_in_rule: no actions.
       report(NodeType::action, "drop");
     }
+    // The action set runs at the end of the pipeline, also when the last
+    // goto_table missed (OVS 3.1: the miss drops, the action set still runs).
+    if (error_ == XlateError::ok) execute_action_set();
   }
   wc_finish();
   out_.final_flow = flow_;
@@ -402,6 +422,15 @@ void Ctx::do_actions(const OfActions& acts) {
             // Nothing to do.
           } else if constexpr (std::is_same_v<T, OfSetTunnel>) {
             flow_.tun_id = text::hton64(x.tun_id);
+          } else if constexpr (std::is_same_v<T, OfWriteActions>) {
+            action_set_.insert(action_set_.end(), x.set->actions.begin(), x.set->actions.end());
+            report_action_set("is");
+          } else if constexpr (std::is_same_v<T, OfClearActions>) {
+            report_action_set("was");
+            action_set_.clear();
+          } else if constexpr (std::is_same_v<T, OfWriteMetadata>) {
+            const uint64_t md = text::ntoh64(flow_.metadata);
+            flow_.metadata = text::hton64((md & ~x.mask) | (x.value & x.mask));
           }
         },
         a);
@@ -427,7 +456,7 @@ void Ctx::output_action(uint32_t port, uint16_t max_len) {
       flood(true);
       break;
     case kOfppController:
-      controller(max_len, OfPacketInReason::action, 0);
+      controller(max_len, in_action_set_ ? OfPacketInReason::action_set : OfPacketInReason::action, 0);
       break;
     case kOfppNone:
       break;
@@ -472,8 +501,8 @@ void Ctx::controller(uint16_t max_len, OfPacketInReason reason, uint16_t id) {
 }
 
 bool Ctx::dec_ttl(const OfDecTtl& d) {
+  wc_.nw_ttl = 0xff;  // OVS un-wildcards it before looking at dl_type
   if (!is_ip_any(flow_)) return false;
-  wc_.nw_ttl = 0xff;
   if (flow_.nw_ttl > 1) {
     --flow_.nw_ttl;
     return false;
@@ -488,6 +517,28 @@ bool Ctx::dec_ttl(const OfDecTtl& d) {
   }
   report(NodeType::warn, is_ipv4(flow_) ? "IPv4 decrement TTL exception" : "IPv6 decrement TTL exception");
   return true;
+}
+
+// xlate_report_action_set(): the action list the set would run now.
+void Ctx::report_action_set(const char* verb) {
+  if (!trace_list_) return;
+  const OfActions list = of_action_set_list(action_set_);
+  if (list.empty())
+    report(NodeType::detail, std::string("action set ") + verb + " empty");
+  else
+    report(NodeType::detail, std::string("action set ") + verb + ": " + format_of_actions(list));
+}
+
+// xlate_action_set(): runs the action set's list once, as a last table.
+void Ctx::execute_action_set() {
+  const OfActions list = of_action_set_list(action_set_);
+  action_set_.clear();
+  if (list.empty()) return;
+  // Like OVS, the node goes into the list translation ended in (table 0's).
+  if (TraceNode* n = report(NodeType::table, "--. Executing action set:")) trace_list_ = &n->subs;
+  in_action_set_ = true;
+  do_actions(list);
+  in_action_set_ = false;
 }
 
 bool Ctx::resource_check() {
@@ -590,6 +641,15 @@ bool Ctx::prereqs_ok(OfPrereq p) {
   return false;
 }
 
+// A write into bits of vlan_vid keeps the "present" bit as it was (OVS's
+// mf_set_flow_value_masked() reads VID|CFI, replaces the bits, writes both
+// back): a move into OXM_OF_VLAN_VID on an untagged packet leaves it
+// untagged. (write_field() sets CFI for vlan_vid, which is what a match means.)
+void Ctx::keep_cfi(const OfSubfield& dst, be16 cfi) {
+  if (dst.field != OfFieldId::vlan_vid) return;
+  flow_.vlans[0].tci = static_cast<be16>((flow_.vlans[0].tci & ~hton16(text::kVlanCfi)) | cfi);
+}
+
 void Ctx::load(const OfLoad& l) {
   const OfFieldInfo& f = of_field(l.dst.field);
   if (!prereqs_ok(f.prereq)) {
@@ -597,7 +657,10 @@ void Ctx::load(const OfLoad& l) {
     return;
   }
   unwildcard_subfield(wc_, l.dst);
+  const be16 cfi = flow_.vlans[0].tci & hton16(text::kVlanCfi);
   write_subfield(flow_, l.dst, OfValue::from_u64(l.value));
+  keep_cfi(l.dst, cfi);
+  fix_vlan_tpid(flow_);
 }
 
 void Ctx::move(const OfMove& m) {
@@ -605,7 +668,10 @@ void Ctx::move(const OfMove& m) {
   if (!prereqs_ok(of_field(m.dst.field).prereq) || !prereqs_ok(of_field(m.src.field).prereq)) return;
   unwildcard_subfield(wc_, m.src);
   unwildcard_subfield(wc_, m.dst);
+  const be16 cfi = flow_.vlans[0].tci & hton16(text::kVlanCfi);
   write_subfield(flow_, m.dst, read_subfield(flow_, m.src));
+  keep_cfi(m.dst, cfi);
+  fix_vlan_tpid(flow_);
 }
 
 // --- NORMAL --------------------------------------------------------------------
@@ -773,7 +839,9 @@ void Ctx::commit() {
   if (flow_.nw_proto) {  // OVS: "does the flow really have an L3 header?"
     if (base_.dl_type == hton16(text::kEthTypeIp)) commit_ipv4();
     if (base_.dl_type == hton16(text::kEthTypeIpv6)) commit_ipv6();
+    if (base_.dl_type == hton16(text::kEthTypeArp)) commit_arp();  // not RARP, as OVS
     commit_ports();
+    commit_icmp();
   }
   commit_vlans();
 }
@@ -824,11 +892,54 @@ void Ctx::commit_ipv6() {
   base_.nw_ttl = flow_.nw_ttl;
 }
 
+// commit_set_arp_action(): spa/tpa live in nw_src/nw_dst, the opcode in
+// nw_proto (its low 8 bits, as OVS's flow).
+void Ctx::commit_arp() {
+  SetArp key{}, mask{};
+  key.sip = flow_.nw_src;
+  key.tip = flow_.nw_dst;
+  key.op = hton16(flow_.nw_proto);
+  key.sha = flow_.arp_sha;
+  key.tha = flow_.arp_tha;
+  bool differ = false;
+  if (flow_.nw_src != base_.nw_src) mask.sip = wc_.nw_src, differ = true;
+  if (flow_.nw_dst != base_.nw_dst) mask.tip = wc_.nw_dst, differ = true;
+  // The flow keeps the opcode's low byte; the datapath writes all 16 bits
+  // (OVS prints op=2, not op=2/0xff).
+  if (flow_.nw_proto != base_.nw_proto) mask.op = wc_.nw_proto ? 0xffff : 0, differ = true;
+  if (flow_.arp_sha != base_.arp_sha) mask.sha = wc_.arp_sha, differ = true;
+  if (flow_.arp_tha != base_.arp_tha) mask.tha = wc_.arp_tha, differ = true;
+  if (!differ) return;
+  and_key(key, mask);
+  b_.set_arp(key, mask);
+  base_.nw_src = flow_.nw_src;
+  base_.nw_dst = flow_.nw_dst;
+  base_.nw_proto = flow_.nw_proto;
+  base_.arp_sha = flow_.arp_sha;
+  base_.arp_tha = flow_.arp_tha;
+}
+
+// commit_set_icmp_action(): ICMP type and code live in the low bytes of
+// tp_src/tp_dst; OVS writes both (an unmasked set) and un-wildcards both.
+void Ctx::commit_icmp() {
+  const bool v4 = is_ipv4(flow_) && flow_.nw_proto == text::kProtoIcmp;
+  const bool v6 = is_ipv6(flow_) && flow_.nw_proto == text::kProtoIcmpv6;
+  if (!v4 && !v6) return;
+  const uint8_t type = static_cast<uint8_t>(ntoh16(flow_.tp_src)), code = static_cast<uint8_t>(ntoh16(flow_.tp_dst));
+  if (type == static_cast<uint8_t>(ntoh16(base_.tp_src)) && code == static_cast<uint8_t>(ntoh16(base_.tp_dst)))
+    return;
+  b_.set_icmp(SetIcmp{type, code}, SetIcmp{0xff, 0xff}, v6);
+  wc_.tp_src |= hton16(0x00ff);
+  wc_.tp_dst |= hton16(0x00ff);
+  base_.tp_src = flow_.tp_src;
+  base_.tp_dst = flow_.tp_dst;
+}
+
 void Ctx::commit_ports() {
   if (!is_ip_any(base_)) return;
-  const bool tcp = flow_.nw_proto == text::kProtoTcp, udp = flow_.nw_proto == text::kProtoUdp;
-  // SCTP port rewrites have no datapath action in keel yet: not emitted.
-  if (!tcp && !udp) return;
+  const bool tcp = flow_.nw_proto == text::kProtoTcp, udp = flow_.nw_proto == text::kProtoUdp,
+             sctp = flow_.nw_proto == text::kProtoSctp;
+  if (!tcp && !udp && !sctp) return;
   SetL4 key{flow_.tp_src, flow_.tp_dst}, mask{};
   bool differ = false;
   if (flow_.tp_src != base_.tp_src) mask.src = wc_.tp_src, differ = true;
@@ -837,8 +948,10 @@ void Ctx::commit_ports() {
   and_key(key, mask);
   if (tcp)
     b_.set_tcp(key, mask);
-  else
+  else if (udp)
     b_.set_udp(key, mask);
+  else
+    b_.set_sctp(key, mask);
   base_.tp_src = flow_.tp_src;
   base_.tp_dst = flow_.tp_dst;
 }

@@ -15,6 +15,17 @@
 //     action or the end — as set/masked-set, push_vlan and pop_vlan actions
 //     computing the difference from what was last committed (OVS's
 //     base_flow), so `mod_dl_src:..,output:1,output:2` sets once;
+//   * write_actions adds to the OpenFlow 1.1+ action set, clear_actions
+//     empties it, write_metadata writes flow.metadata; when the pipeline
+//     ends (also after a goto_table miss) the set runs as OVS's
+//     xlate_action_set() runs it (flow::of_action_set_list(); an output to
+//     CONTROLLER from it has reason action_set);
+//   * ARP field writes commit as set(arp(...)) (ARP, not RARP), SCTP port
+//     writes as set(sctp(...)), ICMP type/code (tp_src/tp_dst on ICMP) as
+//     set(icmp(...)) / set(icmpv6(...)), as commit_set_arp_action(),
+//     commit_set_port_action() and commit_set_icmp_action();
+//   * a load/set_field/move into the VLAN TCI that creates a tag makes it
+//     802.1Q (flow_fix_vlan_tpid());
 //   * resubmit and goto_table recurse; a resubmit to a table <= the current
 //     one deepens the recursion; depth >= kMaxResubmitDepth (64) or more than
 //     kMaxResubmits (4096) table actions in all stops translation with an

@@ -119,7 +119,7 @@ def test_bad_input_changes_nothing():
         ("add-flow br0 dl_vlan=5000,actions=drop", "'5000'"),
         ("add-flow br0 ip,actions=frobnicate", "'frobnicate'"),
         ("add-flow br0 priority=1", "missing 'actions='"),
-        ("mod-flows br0 actions=mod_tp_dst:80", "tp"),
+        ("mod-flows br0 actions=set_field:80->tcp_dst", "tcp_dst"),
         ("del-flows br0 cookie=0x1", "cannot set cookie"),
         ("add-flow br0 in_port=nosuch,actions=drop", "'nosuch'"),
     ]

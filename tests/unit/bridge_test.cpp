@@ -86,13 +86,13 @@ TEST_CASE("add, replace and counters") {
 
 TEST_CASE("check_of_actions runs on add and modify") {
   Bridge b("br0", nullptr);
-  auto r = b.flow_mod(fm("priority=1,actions=mod_nw_src:1.2.3.4"));
+  auto r = b.flow_mod(fm("priority=1,actions=set_field:1.2.3.4->ip_src"));
   CHECK_FALSE(r.ok());
   CHECK(b.n_rules() == 0);
   apply(b, "priority=1,ip,actions=drop");
   apply(b, "priority=1,arp,actions=drop");
-  // Loose modify over both: mod_tp_dst is fine for neither -> nothing changes.
-  auto m = b.flow_mod(fm("priority=1,actions=mod_tp_dst:80", C::modify));
+  // Loose modify over both: set_field tcp_dst is fine for neither -> nothing changes.
+  auto m = b.flow_mod(fm("priority=1,actions=set_field:80->tcp_dst", C::modify));
   CHECK_FALSE(m.ok());
   for (const OfRule* x : b.dump(nullptr)) CHECK(actions_of(x) == "drop");
   // goto_table must go forward.
@@ -190,7 +190,7 @@ TEST_CASE("bundle: all or nothing, one version") {
   CHECK(b.n_rules() == 2);
 
   std::vector<FlowMod> bad = {fm("priority=5,ip,actions=output:5"), fm("priority=2,ip,actions=output:6"),
-                              fm("priority=6,actions=mod_tp_dst:80")};  // third: no L4
+                              fm("priority=6,actions=set_field:80->tcp_dst")};  // third: no L4
   size_t failed = 99;
   auto e = b.bundle(bad, &failed);
   CHECK_FALSE(e.ok());

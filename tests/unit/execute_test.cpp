@@ -484,6 +484,109 @@ TEST_CASE("set(eth) and masked sets of part of an address") {
   check_checksums(g, 17);
 }
 
+TEST_CASE("set(arp) rewrites op, sha, spa, tha, tpa of ARP frames, tagged or not, masked or not") {
+  // The bytes Open vSwitch 3.1 sent (tx_pcap) for the same rewrites.
+  const Bytes arp = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0,    0, 0, 0, 0x01, 0x08, 0x06,  // eth
+                     0x00, 0x01, 0x08, 0x00, 6,    4,    0x00, 0x01,                             // htype..op
+                     0x02, 0,    0,    0,    0,    0x01, 10,   0,    0, 1,                       // sha, spa
+                     0,    0,    0,    0,    0,    0,    10,   0,    0, 2,                       // tha, tpa
+                     0,    0,    0,    0,    0,    0,    0,    0,    0, 0, 0, 0,    0,    0,
+                     0,    0,    0,    0};  // padding
+  Exec x;
+  x.add(arp);
+  x.run("set(arp(sip=9.9.9.9,tip=1.2.3.4,op=2,sha=00:00:00:00:00:09,tha=00:00:00:00:00:07)),2");
+  REQUIRE(x.tx(2).size() == 1);
+  Bytes want = arp;
+  want[21] = 2;
+  want[27] = 9;
+  for (int i = 22; i < 27; ++i) want[i] = 0;
+  want[28] = want[29] = want[30] = want[31] = 9;
+  want[37] = 7;
+  want[38] = 1, want[39] = 2, want[40] = 3, want[41] = 4;
+  CHECK(Exec::bytes(x.tx(2)[0]) == want);
+  CHECK(x.ctx->counters.header_missing == 0);
+  // Masked: only the low half of tpa; and behind an 802.1Q tag.
+  Bytes tagged(arp.begin(), arp.begin() + 12);
+  for (uint8_t b : {0x81, 0x00, 0x00, 0x07}) tagged.push_back(b);
+  tagged.insert(tagged.end(), arp.begin() + 12, arp.end());
+  Exec y;
+  y.add(tagged);
+  y.run("set(arp(tip=0.0.3.4/0.0.255.255)),2");
+  REQUIRE(y.tx(2).size() == 1);
+  Bytes want_t = tagged;
+  want_t[44] = 3, want_t[45] = 4;
+  CHECK(Exec::bytes(y.tx(2)[0]) == want_t);
+  // Not an ARP frame: nothing written, counted.
+  Exec z;
+  const Bytes ip = ipv4_udp();
+  z.add(ip);
+  z.run("set(arp(tip=1.2.3.4)),2");
+  REQUIRE(z.tx(2).size() == 1);
+  CHECK(Exec::bytes(z.tx(2)[0]) == ip);
+  CHECK(z.ctx->counters.header_missing == 1);
+}
+
+TEST_CASE("set(sctp) rewrites the ports and moves the CRC32c checksum with them") {
+  // An IPv4/SCTP DATA frame (scapy) and what Open vSwitch 3.1 sent for
+  // mod_tp_src:1: ports 5000 -> 1 and the checksum recomputed.
+  auto hex = [](std::string_view h) {
+    Bytes b;
+    for (size_t i = 0; i + 1 < h.size(); i += 2)
+      b.push_back(static_cast<uint8_t>(std::stoi(std::string(h.substr(i, 2)), nullptr, 16)));
+    return b;
+  };
+  const Bytes in =
+      hex("02000000000202000000000108004500004400010000408466330a0000010a000002138801bb0000000037b04e73000000"
+          "2100000000000000000000000068656c6c6f20776f726c64203132333435000000");
+  Exec x;
+  x.add(in);
+  x.run("set(sctp(src=1)),2");
+  REQUIRE(x.tx(2).size() == 1);
+  Bytes got = Exec::bytes(x.tx(2)[0]);
+  CHECK(get16(got, 34) == 1);
+  CHECK(Bytes(got.begin() + 36, got.end()) != Bytes(in.begin() + 36, in.end()));  // the checksum moved
+  CHECK(got == hex("02000000000202000000000108004500004400010000408466330a0000010a000002000101bb0000000023d1d"
+                   "08c0000002100000000000000000000000068656c6c6f20776f726c64203132333435000000"));
+  // Back to 5000: the original frame, checksum and all.
+  Exec y;
+  y.add(got);
+  y.run("set(sctp(src=5000)),2");
+  REQUIRE(y.tx(2).size() == 1);
+  CHECK(Exec::bytes(y.tx(2)[0]) == in);
+  // On UDP: nothing written, counted.
+  Exec z;
+  z.add(ipv4_udp());
+  z.run("set(sctp(src=1)),2");
+  CHECK(Exec::bytes(z.tx(2)[0]) == ipv4_udp());
+  CHECK(z.ctx->counters.header_missing == 1);
+}
+
+TEST_CASE("set(icmp) and set(icmpv6) write type and code and keep the checksum right") {
+  // Echo request (type 8) -> echo reply (type 0): the ICMP checksum of the
+  // whole message must still be right.
+  Bytes f = {0x02, 0,  0, 0, 0, 0x02, 0x02, 0, 0, 0,  0, 0x01, 0x08, 0x00, 0x45, 0, 0, 28,   0,    1, 0,
+             0,    64, 1, 0, 0, 10,   0,    0, 1, 10, 0, 0,    2,    8,    0,    0, 0, 0x12, 0x34, 0, 1};
+  LayerOffsets o = offsets_of(f);
+  auto icmp_sum = [&](const Bytes& g) { return finish(be_sum(g.data() + 34, g.size() - 34)); };
+  put16(f, 24, finish(be_sum(f.data() + 14, 20)));
+  put16(f, 36, icmp_sum(f));
+  REQUIRE(icmp_sum(f) == 0);
+  (void)o;
+  Exec x;
+  x.add(f);
+  x.run("set(icmp(type=0,code=0)),2");
+  REQUIRE(x.tx(2).size() == 1);
+  Bytes g = Exec::bytes(x.tx(2)[0]);
+  CHECK(g[34] == 0);
+  CHECK(icmp_sum(g) == 0);
+  // Not ICMPv6: counted, unchanged.
+  Exec y;
+  y.add(f);
+  y.run("set(icmpv6(type=129,code=0)),2");
+  CHECK(Exec::bytes(y.tx(2)[0]) == f);
+  CHECK(y.ctx->counters.header_missing == 1);
+}
+
 TEST_CASE("trunc applies to the next output only") {
   Exec x;
   const Bytes orig = ipv4_udp();

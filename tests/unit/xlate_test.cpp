@@ -90,6 +90,25 @@ std::optional<ControllerUserdata> userdata_of(const XlateOut& o) {
 
 }  // namespace
 
+TEST_CASE("load, set_field and move into vlan_tci on an untagged packet push an 802.1Q tag, never TPID 0") {
+  // Open vSwitch 3.1 (netdev-dummy, tx_pcap): load:0x100a->NXM_OF_VLAN_TCI[]
+  // on an untagged frame sends 81 00 00 0a; load:1->NXM_OF_VLAN_TCI[12]
+  // sends 81 00 00 00 (mf_set_flow_value()'s flow_fix_vlan_tpid()).
+  Br b;
+  b.flow("in_port=1,actions=load:0x100a->NXM_OF_VLAN_TCI[],output:2");
+  b.flow("in_port=2,actions=load:1->NXM_OF_VLAN_TCI[12],output:1");
+  b.flow("in_port=3,actions=load:0x3005->NXM_NX_REG0[0..15],move:NXM_NX_REG0[0..15]->NXM_OF_VLAN_TCI[],output:1");
+  b.flow("in_port=4,actions=set_field:0x300a->vlan_tci,output:1");
+  XlateOut o = b.x("ip,in_port=11");
+  CHECK(acts(o) == "push_vlan(vid=10,pcp=0),12");
+  CHECK(o.final_flow.vlans[0].tpid == hton16(0x8100));
+  CHECK(acts(b.x("ip,in_port=12")) == "push_vlan(vid=0,pcp=0),11");
+  CHECK(acts(b.x("ip,in_port=13")) == "push_vlan(vid=5,pcp=1),11");
+  CHECK(acts(b.x("ip,in_port=14")) == "push_vlan(vid=10,pcp=1),11");
+  // A tagged frame keeps its TPID: the tag is replaced, not doubled.
+  CHECK(acts(b.x("ip,in_port=11,dl_vlan=5")) == "pop_vlan,push_vlan(vid=10,pcp=0),12");
+}
+
 TEST_CASE("output maps OpenFlow ports to datapath ports; the mask is OVS's base set") {
   Br b;
   b.flow("in_port=1,actions=output:2");
@@ -451,4 +470,180 @@ TEST_CASE("MacLearning: LRU eviction, moves, flush, expiry, generation") {
   CHECK(e[0].vlan == 1);  // sorted by port, VLAN, MAC
   ml.flush();
   CHECK(ml.entries().empty());
+}
+
+// The OpenFlow 1.1+ action set, compared with Open vSwitch 3.1 (the same
+// rules through ovs-vswitchd with dummy ports, bytes out of tx_pcap).
+TEST_CASE("action set: runs at the end of the pipeline, after apply-actions, with later set_fields visible") {
+  Br b;
+  b.flow("in_port=1,ip,actions=output:3,write_actions(output:2),goto_table:1");
+  b.flow("table=1,ip,actions=mod_nw_dst:9.9.9.9,mod_dl_src:00:00:00:00:00:09");
+  XlateOut o = b.x("udp,in_port=11,nw_dst=2.2.2.2");
+  CHECK(acts(o) == "13,set(eth(src=00:00:00:00:00:09)),set(ipv4(dst=9.9.9.9)),12");
+  REQUIRE(o.rules.size() == 2);
+}
+
+TEST_CASE("action set: OpenFlow 1.1 order, one action per kind, a later write replaces") {
+  Br b;
+  b.flow("in_port=1,ip,actions=write_actions(output:3,mod_dl_src:00:00:00:00:00:01,push_vlan:0x8100,"
+         "set_field:4101->vlan_vid,output:2,dec_ttl)");
+  b.flow("in_port=2,ip,actions=write_actions(output:2,mod_dl_src:00:00:00:00:00:01),goto_table:1");
+  b.flow("table=1,in_port=2,ip,actions=write_actions(output:3,mod_dl_src:00:00:00:00:00:02)");
+  b.flow("in_port=3,actions=write_actions(push_vlan:0x8100,strip_vlan,output:2)");
+  // push_vlan before the set of vlan_vid, dec_ttl before the sets; output:2 wins.
+  CHECK(acts(b.x("udp,in_port=11,nw_ttl=64")) ==
+        "set(eth(src=00:00:00:00:00:01)),set(ipv4(ttl=63)),push_vlan(vid=5,pcp=0),12");
+  CHECK(acts(b.x("udp,in_port=12")) == "set(eth(src=00:00:00:00:00:02)),13");
+  // strip_vlan runs before push_vlan: a tagged packet keeps one (new) tag.
+  CHECK(acts(b.x("udp,in_port=13,dl_vlan=5")) == "pop_vlan,push_vlan(vid=0,pcp=0),12");
+  CHECK(acts(b.x("udp,in_port=13")) == "push_vlan(vid=0,pcp=0),12");
+}
+
+TEST_CASE("action set: clear_actions, goto_table to a table that misses, no final action") {
+  Br b;
+  b.flow("in_port=1,ip,actions=write_actions(output:2,mod_dl_src:00:00:00:00:00:01),goto_table:1");
+  b.flow("table=1,in_port=1,ip,actions=clear_actions");
+  b.flow("in_port=2,ip,actions=write_actions(output:3,mod_dl_src:00:00:00:00:00:01),goto_table:1");
+  b.flow("table=1,in_port=2,ip,actions=clear_actions,write_actions(output:1)");
+  b.flow("in_port=3,ip,actions=write_actions(output:2),goto_table:5");  // table 5 is empty
+  b.flow("in_port=4,ip,actions=write_actions(mod_dl_src:00:00:00:00:00:01,load:1->NXM_NX_REG0[])");
+  CHECK(acts(b.x("udp,in_port=11")) == "drop");
+  CHECK(acts(b.x("udp,in_port=12")) == "11");
+  // OVS 3.1, default table-miss: "No match." + drop, then the action set runs.
+  CHECK(acts(b.x("udp,in_port=13")) == "12");
+  CHECK(acts(b.x("udp,in_port=14")) == "drop");
+}
+
+TEST_CASE("action set: resubmit in it and around it, IN_PORT, controller reason action_set") {
+  Br b;
+  b.flow("in_port=1,ip,actions=write_actions(resubmit(,2))");
+  b.flow("table=2,actions=output:3");
+  b.flow("in_port=2,ip,actions=write_actions(output:1,resubmit(,2))");  // output outranks resubmit
+  b.flow("in_port=3,ip,actions=resubmit(,3),output:2");  // a resubmitted table writes the set
+  b.flow("table=3,actions=write_actions(output:4)");
+  b.flow("in_port=4,ip,actions=write_actions(IN_PORT)");
+  b.flow("in_port=4,arp,actions=write_actions(CONTROLLER:128)");
+  CHECK(acts(b.x("udp,in_port=11")) == "13");
+  CHECK(acts(b.x("udp,in_port=12")) == "11");
+  CHECK(acts(b.x("udp,in_port=13")) == "12,14");
+  CHECK(acts(b.x("udp,in_port=14")) == "14");
+  XlateOut c = b.x("arp,in_port=14");
+  auto u = userdata_of(c);
+  REQUIRE(u);
+  CHECK(u->reason == flow::OfPacketInReason::action_set);
+  CHECK(u->max_len == 128);
+}
+
+TEST_CASE("write_metadata: masked write, matched by a later table, cleared from the megaflow") {
+  Br b;
+  b.flow("in_port=1,ip,actions=write_metadata:0x5/0xff,goto_table:1");
+  b.flow("table=1,metadata=0x5,actions=output:2");
+  b.flow("table=1,metadata=0x0,actions=output:3");
+  b.flow("in_port=2,ip,actions=write_metadata:0x1234,goto_table:1");
+  b.flow("table=1,metadata=0x1234/0xffff,actions=output:4");
+  XlateOut o = b.x("udp,in_port=11");
+  CHECK(acts(o) == "12");
+  CHECK(o.final_flow.metadata == flow::text::hton64(5));
+  CHECK(o.wc.metadata == 0);
+  CHECK(acts(b.x("udp,in_port=12")) == "14");
+}
+
+TEST_CASE("trace: write_actions, clear_actions and the action set as ofproto/trace prints them") {
+  Br b;
+  b.flow("in_port=1,ip,actions=mod_dl_src:00:00:00:00:00:0a,write_actions(output:3,push_vlan:0x8100,output:2),"
+         "write_metadata:0x5/0xff,goto_table:1");
+  b.flow("table=2,actions=clear_actions");
+  FlowKey k = Br::pkt("ip,in_port=1,nw_src=1.1.1.1,nw_dst=3.3.3.3,nw_ttl=64");
+  std::string t = xlate_trace(b.br, k, 0);
+  CHECK(t.find(" 0. ip,in_port=1, priority 32768\n"
+               "    mod_dl_src:00:00:00:00:00:0a\n"
+               "    write_actions(output:3,push_vlan:0x8100,output:2)\n"
+               "     -> action set is: push_vlan:0x8100,output:2\n"
+               "    write_metadata:0x5/0xff\n"
+               "    goto_table:1\n"
+               "     1. No match.\n"
+               "            drop\n"
+               "--. Executing action set:\n"
+               "    push_vlan:0x8100\n"
+               "    output:2\n") != std::string::npos);
+  CHECK(t.find("Datapath actions: set(eth(src=00:00:00:00:00:0a)),push_vlan(vid=0,pcp=0),12\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("ARP rewrites: loads and moves into arp_* become set(arp(...)); mod_nw_* leave ARP alone") {
+  // Compared with Open vSwitch 3.1's bytes: load into arp_tpa, set_field
+  // arp_spa / arp_sha, move spa->tpa and arp_op all change the ARP body;
+  // mod_nw_src, mod_nw_tos, dec_ttl and mod_tp_src on ARP change nothing.
+  Br b;
+  b.flow("in_port=1,arp,actions=load:0x01020304->NXM_OF_ARP_TPA[],output:2");
+  b.flow("in_port=2,arp,actions=move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[],load:2->NXM_OF_ARP_OP[],output:1");
+  b.flow("in_port=3,arp,actions=set_field:00:00:00:00:00:09->arp_sha,set_field:9.9.9.9->arp_spa,output:1");
+  b.flow("in_port=4,arp,actions=mod_nw_src:1.2.3.4,mod_nw_tos:8,dec_ttl,mod_tp_src:5,output:1");
+  CHECK(acts(b.x("arp,in_port=11,arp_op=1,arp_spa=10.0.0.1,arp_tpa=10.0.0.2")) == "set(arp(tip=1.2.3.4)),12");
+  CHECK(acts(b.x("arp,in_port=12,arp_op=1,arp_spa=10.0.0.1,arp_tpa=10.0.0.2")) ==
+        "set(arp(tip=10.0.0.1,op=2)),11");
+  CHECK(acts(b.x("arp,in_port=13,arp_op=1,arp_spa=10.0.0.1")) ==
+        "set(arp(sip=9.9.9.9,sha=00:00:00:00:00:09)),11");
+  CHECK(acts(b.x("arp,in_port=14,arp_op=1,arp_spa=10.0.0.1")) == "11");
+}
+
+TEST_CASE("mod_vlan_vid/mod_vlan_pcp in a flow only OpenFlow 1.1+ carries push a tag when the match has none") {
+  // Open vSwitch 3.1 stores such a flow (sent with -O OpenFlow13) as
+  // push_vlan:0x8100,set_field:...->vlan_vid: a tagged packet gets a second
+  // tag (bytes compared with its tx_pcap). The same action in an OpenFlow 1.0
+  // flow replaces the VID of a tagged packet (the first VLAN test case).
+  Br b;
+  b.flow("in_port=1,actions=mod_vlan_vid:10,goto_table:1");
+  b.flow("table=1,actions=output:2");
+  b.flow("in_port=2,actions=write_actions(mod_vlan_vid:3,output:1)");
+  b.flow("in_port=3,vlan_tci=0x1000/0x1000,actions=mod_vlan_vid:10,goto_table:1");
+  CHECK(acts(b.x("ip,in_port=11")) == "push_vlan(vid=10,pcp=0),12");
+  CHECK(acts(b.x("ip,in_port=11,dl_vlan=5")) == "push_vlan(vid=10,pcp=0),12");
+  CHECK(acts(b.x("ip,in_port=12,dl_vlan=5")) == "push_vlan(vid=3,pcp=0),11");
+  CHECK(acts(b.x("ip,in_port=13,dl_vlan=5")) == "pop_vlan,push_vlan(vid=10,pcp=0),12");
+  // dump-flows shows what is stored, as OVS's dump does.
+  std::string dumped;
+  for (const OfRule* r : b.br.dump(nullptr)) dumped += flow::format_of_actions(r->actions) + "\n";
+  CHECK(dumped.find("push_vlan:0x8100,mod_vlan_vid:10,goto_table:1\n") != std::string::npos);
+  CHECK(dumped.find("write_actions(push_vlan:0x8100,mod_vlan_vid:3,output:1)\n") != std::string::npos);
+}
+
+TEST_CASE("set_field:0->vlan_tci in an OpenFlow 1.1+ flow untags the packet; in an OpenFlow 1.0 flow it is strip_vlan") {
+  // Conformance cases 1-51 and 1-137 (OVS 3.1 sends the frame untagged).
+  Br b;
+  b.flow("in_port=1,actions=push_vlan:0x88a8,set_field:0x0->vlan_tci,output:2");
+  b.flow("in_port=2,actions=set_field:0x1005->vlan_tci,goto_table:1");
+  b.flow("table=1,actions=output:1");
+  CHECK(acts(b.x("ip,in_port=11,dl_vlan=20")) == "pop_vlan,12");
+  CHECK(acts(b.x("ip,in_port=11")) == "12");
+  CHECK(acts(b.x("ip,in_port=12,dl_vlan=20")) == "pop_vlan,push_vlan(vid=5,pcp=0),11");
+  CHECK(acts(b.x("ip,in_port=12")) == "push_vlan(vid=5,pcp=0),11");
+}
+
+TEST_CASE("L4 rewrites of SCTP and ICMP: set(sctp(...)), set(icmp(...)) / set(icmpv6(...)) as OVS commits them") {
+  // ofproto/trace of OVS 3.1: mod_tp_dst:8080 on ICMPv6 echo gives
+  // set(icmpv6(type=128,code=144)) (the code is tp_dst's low byte) and the
+  // megaflow matches icmp_type and icmp_code.
+  Br b;
+  b.flow("in_port=1,actions=mod_tp_dst:8080,output:2");
+  b.flow("in_port=2,sctp,actions=mod_tp_src:1,output:1");
+  b.flow("in_port=3,icmp,actions=set_field:0->icmp_type,output:1");
+  b.flow("in_port=4,icmp,actions=set_field:8->icmp_type,output:1");
+  XlateOut o = b.x("icmp6,in_port=11,icmpv6_type=128");
+  CHECK(acts(o) == "set(icmpv6(type=128,code=144)),12");
+  CHECK(o.wc.tp_src == hton16(0x00ff));
+  CHECK(o.wc.tp_dst == hton16(0x00ff));
+  CHECK(acts(b.x("icmp,in_port=11,icmp_type=8")) == "set(icmp(type=8,code=144)),12");
+  CHECK(acts(b.x("sctp,in_port=12,tp_src=5000,tp_dst=443")) == "set(sctp(src=1)),11");
+  CHECK(acts(b.x("icmp,in_port=13,icmp_type=8")) == "set(icmp(type=0,code=0)),11");
+  CHECK(acts(b.x("icmp,in_port=14,icmp_type=8")) == "11");  // unchanged: nothing to set
+}
+
+TEST_CASE("a move or load into bits of vlan_vid keeps the packet's tag present or absent, as OVS") {
+  // OVS 3.1: move:NXM_NX_REG0[0..11]->OXM_OF_VLAN_VID[] leaves an untagged
+  // frame untagged and rewrites the VID of a tagged one.
+  Br b;
+  b.flow("in_port=1,actions=load:0x123->NXM_NX_REG0[0..11],move:NXM_NX_REG0[0..11]->OXM_OF_VLAN_VID[],output:2");
+  CHECK(acts(b.x("ip,in_port=11")) == "12");
+  CHECK(acts(b.x("ip,in_port=11,dl_vlan=5,dl_vlan_pcp=3")) == "pop_vlan,push_vlan(vid=291,pcp=3),12");
 }
