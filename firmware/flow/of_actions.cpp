@@ -333,7 +333,8 @@ int instruction_rank(std::string_view key) {
 
 // action_set_classify() != ACTION_SLOT_INVALID.
 bool allowed_in_action_set(const OfAction& a) {
-  return !std::holds_alternative<OfController>(a) && !std::holds_alternative<OfGotoTable>(a) &&
+  return !std::holds_alternative<OfController>(a) && !std::holds_alternative<OfOutputReg>(a) &&
+         !std::holds_alternative<OfGotoTable>(a) &&
          !std::holds_alternative<OfNote>(a) && !std::holds_alternative<OfWriteActions>(a) &&
          !std::holds_alternative<OfClearActions>(a) && !std::holds_alternative<OfWriteMetadata>(a);
 }
@@ -522,10 +523,15 @@ class ActionParser {
 
   Status parse_output(const Item& it, OfActions& out) {
     if (Status st = need_value(it); !st) return st;
-    if (it.paren || it.value.text.find('[') != std::string_view::npos)
-      return error_at(
-          "unsupported output", it.value,
-          "keel supports output to a port (output to a field or with max_len is not implemented)");
+    if (!it.paren && it.value.text.find('[') != std::string_view::npos) {
+      OfOutputReg o;
+      if (Status st = parse_of_subfield(it.value.text, it.value.column, o.src); !st) return st;
+      out.push_back(o);
+      return {};
+    }
+    if (it.paren)
+      return error_at("unsupported output", it.value,
+                      "keel supports output to a port or a field (output with max_len is not implemented)");
     uint32_t port;
     if (Status st = parse_port(it.value, o_, "unknown port", port); !st) return st;
     out.push_back(OfOutput{port, static_cast<uint16_t>(port == kOfppController ? 0xffff : 0)});
@@ -819,6 +825,10 @@ void put_action(std::string& out, const OfAction& action, const OfFormatOptions&
                    out += "->";
                    format_of_subfield(out, a.dst);
                  },
+                 [&](const OfOutputReg& a) {
+                   out += "output:";
+                   format_of_subfield(out, a.src);
+                 },
                  [&](const OfMove& a) {
                    out += "move:";
                    format_of_subfield(out, a.src);
@@ -1090,6 +1100,7 @@ Status check_list(const OfActions& actions, Match& m, uint8_t table_id, CheckMod
               }
               return {};
             },
+            [&](const OfOutputReg& o) -> Status { return check_subfield(i, a, o.src, m, false); },
             [&](const OfMove& mv) -> Status {
               if (mv.src.n_bits != mv.dst.n_bits)
                 return check_error(i, a, "source and destination widths differ");

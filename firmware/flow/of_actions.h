@@ -99,6 +99,13 @@ struct OfOutput {
   uint16_t max_len = 0;  // kOfppController only: bytes sent (65535: all); else 0
   bool operator==(const OfOutput&) const = default;
 };
+// output:FIELD[bits] (Open vSwitch's output_reg): output to the port the
+// subfield holds when the packet is translated; a value above 0xffff
+// outputs nothing. Not in an action set (ovs-vswitchd refuses it there).
+struct OfOutputReg {
+  OfSubfield src;
+  bool operator==(const OfOutputReg&) const = default;
+};
 // controller(...) with a reason other than `action` or an id.
 struct OfController {
   uint16_t max_len = 0xffff;
@@ -251,7 +258,7 @@ struct OfWriteMetadata {
   bool operator==(const OfWriteMetadata&) const = default;
 };
 
-using OfAction = std::variant<OfOutput, OfController, OfResubmit, OfGotoTable, OfSetVlanVid, OfSetVlanPcp,
+using OfAction = std::variant<OfOutput, OfOutputReg, OfController, OfResubmit, OfGotoTable, OfSetVlanVid, OfSetVlanPcp,
                               OfStripVlan, OfPushVlan, OfSetEthSrc, OfSetEthDst, OfSetIpv4Src, OfSetIpv4Dst,
                               OfSetIpDscp, OfSetL4Src, OfSetL4Dst, OfLoad, OfMove, OfDecTtl, OfNote,
                               OfSetTunnel, OfWriteActions, OfClearActions, OfWriteMetadata>;

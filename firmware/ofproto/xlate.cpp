@@ -177,6 +177,7 @@ class Ctx {
   void load(const OfLoad& l);
   void keep_cfi(const OfSubfield& dst, be16 cfi);
   void move(const OfMove& m);
+  void output_reg(const OfOutputReg& o);
 
   // NORMAL
   void normal();
@@ -347,6 +348,8 @@ void Ctx::do_actions(const OfActions& acts) {
           using T = std::decay_t<decltype(x)>;
           if constexpr (std::is_same_v<T, OfOutput>) {
             output_action(x.port, x.max_len);
+          } else if constexpr (std::is_same_v<T, OfOutputReg>) {
+            output_reg(x);
           } else if constexpr (std::is_same_v<T, OfController>) {
             controller(x.max_len, x.reason, x.id);
           } else if constexpr (std::is_same_v<T, OfResubmit>) {
@@ -672,6 +675,24 @@ void Ctx::move(const OfMove& m) {
   write_subfield(flow_, m.dst, read_subfield(flow_, m.src));
   keep_cfi(m.dst, cfi);
   fix_vlan_tpid(flow_);
+}
+
+// xlate_output_reg_action(): the port is read from the flow as it is now;
+// only a value that is a 16-bit port un-wildcards the subfield.
+void Ctx::output_reg(const OfOutputReg& o) {
+  const OfValue v = read_subfield(flow_, o.src);
+  bool high = false;  // bits above 64 (a 128-bit field): too big whatever the rest
+  uint64_t port = 0;
+  for (size_t i = 0; i < 8; ++i) high |= v.b[i] != 0;
+  for (size_t i = 8; i < 16; ++i) port = port << 8 | v.b[i];
+  if (high || port > 0xffff) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "output port %llu exceeds maximum", static_cast<unsigned long long>(port));
+    report_error(buf);
+    return;
+  }
+  unwildcard_subfield(wc_, o.src);
+  output_action(static_cast<uint32_t>(port), port == kOfppController ? 0xffff : 0);  // as output:CONTROLLER
 }
 
 // --- NORMAL --------------------------------------------------------------------

@@ -329,6 +329,16 @@ def gen_rewrite(r, name):
         c.flows.append(",".join(["priority=%d" % r.randint(1, 1000), "in_port=1"] + m +
                                 ["actions=" + ",".join(acts + ["output:%d" % r.randint(2, NPORTS)])]))
         c.packets.append((in_port, fr))
+    if r.random() < 0.25:
+        # VLAN writes on a double-tagged frame (the parser keys only the
+        # outer tag under the default vlan-limit 1).
+        fr = vlan_stack(r, r.choice(["udp", "tcp", "arp"]))
+        acts = [r.choice(["push_vlan:0x8100", "push_vlan:0x88a8", "pop_vlan", "strip_vlan", "mod_vlan_vid:7",
+                          "mod_vlan_pcp:3", "set_field:4101->vlan_vid", "load:0x1064->NXM_OF_VLAN_TCI[]",
+                          "set_field:0->vlan_tci"]) for _ in range(r.randint(1, 3))]
+        c.vlan_limit = r.choice([1, 1, 2])
+        c.flows.append("priority=1001,in_port=1,dl_vlan=10,actions=" + ",".join(acts + ["output:%d" % r.randint(2, NPORTS)]))
+        c.packets.append((1, fr))
     if r.random() < 0.3:
         # Rewrites of a malformed frame: truncated inside L3/L4, or a bad
         # IHL / total length; a catch-all rule rewrites whatever it keys to.
@@ -360,7 +370,7 @@ def corrupt_l4_csum(r, fr, f, vlan):
 def gen_pipeline(r, name):
     c = Case(name, "pipeline")
     frames = [frame(r, kind=r.choice(["tcp", "udp", "icmp", "arp", "udp6"])) for _ in range(r.randint(2, 4))]
-    style = r.choice(["resubmit", "goto", "regs", "of13", "loop", "of13", "fanout"])
+    style = r.choice(["resubmit", "goto", "regs", "of13", "loop", "of13", "fanout", "ports"])
     out = lambda: "output:%d" % r.randint(2, NPORTS)  # noqa: E731
     f0 = frames[0][1]
     m0 = ",".join(match_for(r, f0, exact=1.0))
@@ -399,6 +409,15 @@ def gen_pipeline(r, name):
                     "table=1,priority=1,actions=write_metadata:0x1/0x1,goto_table:2",
                     "table=2,priority=5,metadata=0x1/0x1,actions=write_actions(%s)" % out(),
                     "table=2,priority=1,actions=%s" % r.choice(["clear_actions", "apply_actions(%s)" % out()])]
+    elif style == "ports":
+        # Output to a port taken from a register or a field; resubmit with a
+        # port (in_port rewritten for the lookup).
+        c.flows += ["table=0,priority=10,in_port=1,actions=load:%d->NXM_NX_REG0[0..15],resubmit(%d,1)" % (
+                        r.randint(1, NPORTS + 1), r.randint(1, NPORTS)),
+                    "table=0,priority=5,actions=resubmit:%d" % r.randint(1, NPORTS),
+                    "table=1,priority=10,in_port=2,actions=output:NXM_NX_REG0[0..15]",
+                    "table=1,priority=5,in_port=3,actions=output:NXM_NX_REG0[0..15],in_port",
+                    "table=1,priority=1,actions=%s" % out()]
     elif style == "fanout":
         # Open vSwitch's limit of 4096 resubmits a packet: each table
         # resubmits twice to the next, 2 + 4 + ... + 2^n in all; over the

@@ -185,6 +185,10 @@ const Case kCases[] = {
     {"vlan_tci=0x1000/0x1000", "strip_vlan,output:1", "strip_vlan,output:1"},
     {"", "mod_vlan_vid:10,output:2", "mod_vlan_vid:10,output:2"},
     {"", "set_field:5->reg0,resubmit(,1)", "load:0x5->NXM_NX_REG0[],resubmit(,1)"},
+    {"", "output:NXM_NX_REG0[0..15]", "output:NXM_NX_REG0[0..15]"},
+    {"", "output:NXM_NX_REG1[]", "output:NXM_NX_REG1[]"},
+    {"", "output:NXM_OF_ETH_SRC[]", "output:NXM_OF_ETH_SRC[]"},
+    {"ip", "output:NXM_OF_IP_SRC[0..15]", "output:NXM_OF_IP_SRC[0..15]"},
     {"", "output:65529", "TABLE"},
     {"", "output:4294967294", "LOCAL"},
     {"", "output:4294967292", "ALL"},
@@ -322,10 +326,10 @@ TEST_CASE("of_actions: errors name the token and its column") {
       {"goto_table:2,output:1",
        "action after goto_table 'output' at column 14: goto_table must be the last action"},
       {"output", "missing value for 'output' at column 1"},
-      {"output:NXM_NX_REG0[]",
-       "unsupported output 'NXM_NX_REG0[]' at column 8: keel supports output to a port (output to a field or "
-       "with "
-       "max_len is not implemented)"},
+      {"output(port=1,max_len=100)",
+       "unsupported output 'port=1,max_len=100' at column 8: keel supports output to a port or a field (output "
+       "with max_len is not implemented)"},
+      {"output:NXM_NX_REG9[]", "unknown field 'NXM_NX_REG9' at column 8"},
       {"controller(foo=1)", "unknown controller option 'foo' at column 12: expected reason, max_len or id"},
       {"controller(reason=bar)",
        "unknown controller reason 'bar' at column 19: expected no_match, action, invalid_ttl, action_set, "

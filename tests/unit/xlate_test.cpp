@@ -272,6 +272,21 @@ TEST_CASE("fragments: rules see no L4 ports, also in a first fragment (OVS's fra
   CHECK(acts(b.x("tcp,in_port=11,nw_dst=10.0.0.1,ip_frag=later")) == "13");
 }
 
+TEST_CASE("output:FIELD[] outputs to the port the field holds now (OVS's output_reg)") {
+  Br b;
+  b.flow("priority=1,actions=load:3->NXM_NX_REG0[0..15],output:NXM_NX_REG0[0..15]");
+  CHECK(acts(b.x("udp,in_port=11")) == "13");
+  // Above 0xffff: no output (OVS: "output port exceeds maximum").
+  b.flow("priority=2,udp,actions=load:0x10002->NXM_NX_REG0[],output:NXM_NX_REG0[]");
+  CHECK(acts(b.x("udp,in_port=11")) == "drop");
+  // A packet field: its bits are consulted, so the megaflow matches them.
+  b.flow("priority=3,tcp,actions=output:NXM_OF_TCP_DST[]");
+  XlateOut t = b.x("tcp,in_port=11,tp_dst=2");
+  CHECK(acts(t) == "12");
+  CHECK(t.wc.tp_dst == 0xffff);
+  CHECK(acts(b.x("tcp,in_port=11,tp_dst=1")) == "drop");  // port 1 is the input port: skipped
+}
+
 TEST_CASE("mask: a table miss on L4 does not un-wildcard L4") {
   Br b;
   b.flow("priority=100,tcp,nw_dst=10.0.0.1,tp_dst=80,actions=output:2");
