@@ -1043,6 +1043,14 @@ Status check_list(const OfActions& actions, Match& m, uint8_t table_id, CheckMod
             [&](const OfStripVlan& sv) -> Status {
               if (strict && !sv.from_tci)
                 if (Status s = need(i, a, OfPrereq::vlan, m, "strip_vlan"); !s) return s;
+              if (strict && sv.from_tci) {
+                // An OpenFlow 1.1+ flow keeps set_field:0->vlan_tci as a write
+                // of the outer TCI (as_of11): the tags under it stay, so a
+                // later push_vlan may find two (OVS: OFPBAC_BAD_TAG).
+                m.key.vlans[0].tci = 0;
+                m.mask.vlans[0].tci = 0xffff;
+                return {};
+              }
               m.key.vlans[0] = m.key.vlans[1];
               m.mask.vlans[0] = m.mask.vlans[1];
               m.key.vlans[1] = {};

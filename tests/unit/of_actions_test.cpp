@@ -780,6 +780,12 @@ const AcceptCase kAcceptCases[] = {
     // actions need their headers.
     {"", "strip_vlan,goto_table:1", false},
     {"", "set_field:0x0->vlan_tci,push_vlan:0x8100", true},  // conformance case 1-2-rewrite
+    // set_field:0->vlan_tci zeroes the outer TCI and keeps the tag under it:
+    // a third push is one too many (OFPBAC_BAD_TAG; conformance 2-634-rewrite).
+    {"dl_vlan=10", "push_vlan:0x8100,set_field:0->vlan_tci,push_vlan:0x88a8,output:2", false},
+    {"dl_vlan=10", "set_field:0->vlan_tci,push_vlan:0x88a8,output:2", true},
+    {"", "output:NXM_OF_IP_SRC[0..15]", false},
+    {"ip", "output:NXM_OF_IP_SRC[0..15]", true},
     {"", "mod_nw_src:1.1.1.1,goto_table:1", false},
     {"arp", "mod_nw_src:1.1.1.1,goto_table:1", false},
     {"ipv6", "mod_nw_src:1.1.1.1,goto_table:1", false},
