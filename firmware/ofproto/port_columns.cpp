@@ -232,8 +232,9 @@ Status atom_from_string(const std::string& s, const BaseType& t, Atom& a, std::o
     long long x = 0, end = 0;
     const char* tail = nullptr;
     bool ok = str_to_llong(s, &tail, &x);
+    std::string rest;  // lives as long as `tail` may point into it
     if (ok && range_end && *tail == '-') {
-      const std::string rest(tail + 1);
+      rest.assign(tail + 1);
       const char* tail2 = nullptr;
       if (str_to_llong(rest, &tail2, &end) && *tail2 == '\0') {
         if (end < x) return invalid("\"" + s + "\" is not a valid range. Range end cannot be before start.");
