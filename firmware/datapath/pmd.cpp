@@ -470,12 +470,7 @@ void Pmd::pending_remove(Upcall* u) noexcept {
 
 void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned depth) {
   Upcall* up = misses_up_ ? pending_for(pp, depth) : nullptr;
-  if (up && up->n_followers < kUpcallFollowers) {
-    up->follower_ofs[up->n_followers] = pp.ofs;
-    up->followers[up->n_followers++] = pkt;
-    bump(c_.upcall_followers, 1);
-    return;
-  }
+  if (up && follow(up, pkt, pp)) return;
   Upcall* u = upcalls_left_ && dp_.upcalls_enabled() ? upcalls_->take() : nullptr;
   if (!u) {
     hal::release(pkt);
@@ -483,7 +478,20 @@ void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned
     return;
   }
   --upcalls_left_;
-  u->derived = false;
+  submit_miss(u, pkt, pp, depth, false);
+}
+
+bool Pmd::follow(Upcall* up, hal::Packet* pkt, const packet::ParsedPacket& pp) noexcept {
+  if (up->n_followers >= kUpcallFollowers) return false;
+  up->follower_ofs[up->n_followers] = pp.ofs;
+  up->followers[up->n_followers++] = pkt;
+  bump(c_.upcall_followers, 1);
+  return true;
+}
+
+void Pmd::submit_miss(Upcall* u, hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned depth,
+                      bool derived) noexcept {
+  u->derived = derived;
   u->type = Upcall::Type::miss;
   u->pmd = static_cast<uint16_t>(index_);
   u->depth = static_cast<uint8_t>(depth);
@@ -870,12 +878,7 @@ bool Pmd::upcall_offline(hal::Packet* pkt, const packet::ParsedPacket& pp, unsig
   // Right behind the record sent up last with the same key: ride on it.
   if (last_up_ && misses_up_) {
     Upcall* up = pending_for(pp, depth);
-    if (up == last_up_ && up->n_followers < kUpcallFollowers) {
-      up->follower_ofs[up->n_followers] = pp.ofs;
-      up->followers[up->n_followers++] = pkt;
-      bump(c_.upcall_followers, 1);
-      return true;
-    }
+    if (up == last_up_ && follow(up, pkt, pp)) return true;
   }
   if (!dp_.upcalls_enabled()) {  // no slow path (shutting down): nobody would answer
     hal::release(pkt);
@@ -890,24 +893,10 @@ bool Pmd::upcall_offline(hal::Packet* pkt, const packet::ParsedPacket& pp, unsig
     bump(c_.lost, 1);
     return true;
   }
-  u->derived = in_answer_;
-  u->type = Upcall::Type::miss;
-  u->pmd = static_cast<uint16_t>(index_);
-  u->depth = static_cast<uint8_t>(depth);
-  u->hash = pp.hash;
-  u->pkt = pkt;
-  u->ofs = pp.ofs;
-  u->key = pp.key;
-  u->n_followers = 0;
-  Upcall*& head = pending_[pp.hash & (kPendingSlots - 1)];
-  u->pending_next = head;
-  head = u;
-  ++misses_up_;
   ++up_;
   ++submitted_;
   last_up_ = u;
-  upcalls_->submit(u);
-  bump(c_.upcalls, 1);
+  submit_miss(u, pkt, pp, depth, in_answer_);
   return true;
 }
 

@@ -239,6 +239,11 @@ class Pmd {
   bool upcall_offline(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned depth);
   // A miss: to the slow path if it listens and the budget allows, else lost.
   void upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned depth);
+  // Rides on the record `up` of the same key already up; false when it is full.
+  bool follow(Upcall* up, hal::Packet* pkt, const packet::ParsedPacket& pp) noexcept;
+  // Fills record `u` for a miss, files it in pending_ and hands it to the slow path.
+  void submit_miss(Upcall* u, hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned depth,
+                   bool derived) noexcept;
   // The slow path's answers: install, then execute.
   void handle_answers();
   void execute_grouped(unsigned n, Megaflow* const* flows, const ExecPacket* ep, const uint16_t* flags);
