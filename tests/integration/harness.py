@@ -78,6 +78,25 @@ def write_pcap(path, frames):
             f.write(fr)
 
 
+def write_pcap_ts(path, records):
+    """records: (timestamp in microseconds, frame)."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
+        for ts, fr in records:
+            f.write(struct.pack("<IIII", 1700000000 + ts // 1000000, ts % 1000000, len(fr), len(fr)))
+            f.write(fr)
+
+
+def csum(data):
+    """The Internet checksum (RFC 1071) of data."""
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(data) // 2), data))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+
+
 def read_pcap(path):
     with open(path, "rb") as f:
         data = f.read()

@@ -5,16 +5,7 @@ statistics, and bad flows refused with nothing installed."""
 import os
 import struct
 
-from harness import check, json_lines, main, read_pcap, run_keel, tmpdir, write_pcap
-
-
-def csum(data):
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack("!%dH" % (len(data) // 2), data))
-    while s >> 16:
-        s = (s & 0xffff) + (s >> 16)
-    return ~s & 0xffff
+from harness import check, csum, json_lines, main, read_pcap, run_keel, tmpdir, write_pcap
 
 
 def udp_frame(i, src=(10, 0, 0, 1), ttl=64, vlan=None, size=80):

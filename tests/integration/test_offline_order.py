@@ -19,18 +19,9 @@ import os
 import struct
 
 import ovs_reference
-from harness import check, json_lines, main, read_pcap, run_keel, tmpdir
+from harness import check, csum, json_lines, main, read_pcap, run_keel, tmpdir, write_pcap_ts
 
 OVS_SKIP = os.environ.get("KEEL_NO_OVS", "") not in ("", "0")
-
-
-def csum(data):
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack("!%dH" % (len(data) // 2), data))
-    while s >> 16:
-        s = (s & 0xffff) + (s >> 16)
-    return ~s & 0xffff
 
 
 def mac(n):
@@ -51,15 +42,6 @@ def udp(i, src=1, dst=2, size=64):
     uc = csum(sip + dip + struct.pack("!BBH", 0, 17, ulen) + u) or 0xffff
     u = u[:6] + struct.pack("!H", uc) + u[8:]
     return mac(dst) + mac(src) + b"\x08\x00" + ip + u
-
-
-def write_pcap_ts(path, records):
-    """records: (timestamp in us, frame)."""
-    with open(path, "wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
-        for ts, fr in records:
-            f.write(struct.pack("<IIII", 1700000000 + ts // 1000000, ts % 1000000, len(fr), len(fr)))
-            f.write(fr)
 
 
 def offline_run(setup, inputs, outs, script="upcall-show --format json\nupcall-show\n", extra=()):

@@ -22,7 +22,7 @@ import struct
 import subprocess
 import time
 
-from harness import PATIENCE, Failure, check, json_lines, keel_cmd, main, read_pcap, run_keel, tmpdir, wait_for, write_pcap
+from harness import PATIENCE, Failure, check, csum, json_lines, keel_cmd, main, read_pcap, run_keel, tmpdir, wait_for, write_pcap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCENARIOS = os.environ.get("KEEL_SCENARIOS", os.path.join(HERE, "data", "scenarios"))
@@ -32,15 +32,6 @@ MAC_B = "02:00:00:00:00:02"
 
 
 # --- frames ------------------------------------------------------------------
-
-def csum(data):
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack("!%dH" % (len(data) // 2), data))
-    while s >> 16:
-        s = (s & 0xffff) + (s >> 16)
-    return ~s & 0xffff
-
 
 def mac(text):
     return bytes(int(x, 16) for x in text.split(":"))
