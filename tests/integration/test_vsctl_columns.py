@@ -23,7 +23,9 @@ def keel(script, *extra):
     d = tmpdir()
     empty = os.path.join(d, "empty.cfg")
     open(empty, "w").close()
-    return run_keel(*PORTS, "--config", empty, *extra, stdin=script, timeout=PATIENCE)
+    # A private config dir: its control socket is this run's alone (tests
+    # run in parallel; a shared one makes keel warn on stderr).
+    return run_keel(*PORTS, "--config", empty, "--config-dir", d, *extra, stdin=script, timeout=PATIENCE)
 
 
 def show_section(stdout):
