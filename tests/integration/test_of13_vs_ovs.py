@@ -20,6 +20,10 @@ and untagged frames, push_vlan 0x8100/0x88a8, strip_vlan, the OpenFlow 1.1+
 meaning of mod_vlan_vid in instruction flows; loads, set_fields and moves
 into ARP fields, mod_nw_* on ARP (a no-op).
 
+tests/conformance replays the same rules and frames against a live Open
+vSwitch (its regression cases of13-N); this test keeps the recording so that
+every preset (sanitizers, aarch64 under qemu) checks them without OVS.
+
 Recorded with keel's OVS defaults in mind: OVS's vlan-limit is 1, so a
 double-tagged frame through a flow that pushes a tag is left out (keel
 parses two tags)."""
