@@ -4,9 +4,12 @@
 //   rx -> runts (< 14 bytes) dropped and counted, as Open vSwitch's datapath
 //      -> [xconnect? -> tx]                      port cross-connect (no lookup)
 //      -> parse (key + hash) -> EMC -> SMC -> dpcls -> execute actions -> tx
-//                                                  miss -> counted as lost
-//                                                  (the slow path arrives with
-//                                                  the OpenFlow layer)
+//                                                  miss -> upcall (upcall.h):
+//                                                  the slow path translates and
+//                                                  answers with a megaflow to
+//                                                  install and actions to run;
+//                                                  live: no record free -> lost;
+//                                                  offline: the input waits
 //      recirc(id) re-enters the pipeline with the new recirc_id, at most
 //      kMaxRecircDepth times per packet.
 //
