@@ -9,21 +9,15 @@ once every input has been forwarded.
 """
 import os
 import shlex
-import struct
 import subprocess
+import sys
 
 from ovs_switch import read_pcap
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from harness import write_pcap_ts  # noqa: E402  (records: (timestamp in us, frame))
+
 PATIENCE = 120
-
-
-def write_pcap(path, records):
-    """records: [(timestamp_us, frame)]"""
-    with open(path, "wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
-        for ts, fr in records:
-            f.write(struct.pack("<IIII", 1700000000 + ts // 1000000, ts % 1000000, len(fr), len(fr)))
-            f.write(fr)
 
 
 def port_words(case, p):
@@ -63,7 +57,7 @@ class Keel:
             spec = "out=" + outs[p]
             if recs:
                 inp = os.path.join(workdir, "p%d.in.pcap" % p)
-                write_pcap(inp, recs)
+                write_pcap_ts(inp, recs)
                 spec = "in=%s,%s" % (inp, spec)
             ports += ["--port", "p%d=pcap:%s" % (p, spec)]
         flows = os.path.join(workdir, "flows.txt")
