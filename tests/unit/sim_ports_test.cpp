@@ -44,6 +44,22 @@ uint16_t csum_fold(const uint8_t* p, size_t n, uint32_t acc = 0) {
 
 uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 
+// A packet socket bound to interface `ifname` (needs CAP_NET_RAW), reads
+// timing out after 1 s; -1 when none can be opened.
+int packet_socket(const std::string& ifname) {
+  const int sock = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+  if (sock < 0) return -1;
+  sockaddr_ll sll{};
+  sll.sll_family = AF_PACKET;
+  sll.sll_protocol = htons(ETH_P_ALL);
+  sll.sll_ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
+  REQUIRE(sll.sll_ifindex > 0);
+  REQUIRE(bind(sock, reinterpret_cast<sockaddr*>(&sll), sizeof sll) == 0);
+  timeval tv{1, 0};
+  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return sock;
+}
+
 }  // namespace
 
 TEST_CASE("null port: receives nothing, sends by releasing") {
@@ -237,19 +253,11 @@ TEST_CASE("tap port (skipped without /dev/net/tun or CAP_NET_ADMIN)") {
   release_burst(std::span<Packet* const>(pkts.data(), tap->rx(0, pkts)));  // whatever the kernel sent
 
   // The other end: a packet socket on the interface (needs CAP_NET_RAW).
-  int sock = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+  const int sock = packet_socket(ifname);
   if (sock < 0) {
     MESSAGE("TAP opened; skipping the traffic part: no packet socket");
     return;
   }
-  sockaddr_ll sll{};
-  sll.sll_family = AF_PACKET;
-  sll.sll_protocol = htons(ETH_P_ALL);
-  sll.sll_ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
-  REQUIRE(sll.sll_ifindex > 0);
-  REQUIRE(bind(sock, reinterpret_cast<sockaddr*>(&sll), sizeof sll) == 0);
-  timeval tv{1, 0};
-  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 
   // tap tx -> the kernel receives it on the interface -> the packet socket.
   const sim::SampleFrame& frame = sim::sample_traffic()[7];
@@ -307,19 +315,11 @@ TEST_CASE(
   std::array<Packet*, kMaxBurst> pkts;
   release_burst(std::span<Packet* const>(pkts.data(), tap->rx(0, pkts)));  // whatever the kernel sent
 
-  int sock = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+  const int sock = packet_socket(ifname);
   if (sock < 0) {
     MESSAGE("TAP opened; skipping the traffic part: no packet socket");
     return;
   }
-  sockaddr_ll sll{};
-  sll.sll_family = AF_PACKET;
-  sll.sll_protocol = htons(ETH_P_ALL);
-  sll.sll_ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
-  REQUIRE(sll.sll_ifindex > 0);
-  REQUIRE(bind(sock, reinterpret_cast<sockaddr*>(&sll), sizeof sll) == 0);
-  timeval tv{1, 0};
-  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 
   // A 9014-byte frame (MTU 9000 + header): local experimental EtherType 0x88b5.
   std::vector<uint8_t> big(9014);
