@@ -30,7 +30,7 @@ packages=(
   # libraries
   libdpdk-dev libmbedtls-dev libcli11-dev doctest-dev libbenchmark-dev libpcap-dev libibverbs-dev
   # test tools; Open vSwitch 3.1 is the oracle of tests/conformance
-  python3-scapy openvswitch-switch python3-openvswitch
+  python3-scapy openvswitch-switch python3-openvswitch python3-netaddr
   # aarch64: cross compiler, qemu-aarch64 (user mode), qemu-system-aarch64
   g++-aarch64-linux-gnu qemu-user qemu-system-arm
 )
