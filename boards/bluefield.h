@@ -1,6 +1,7 @@
 // What the BlueField boards share (the "SoC layer" under bluefield2 and
 // bluefield3): the port layout of a dual-port DPU in switchdev mode and the
-// default config that connects each uplink to its host PF representor.
+// default config: one bridge per uplink with its host PF representor, NORMAL
+// between them, named as NVIDIA's BlueField images name them (ovsbr1, ovsbr2).
 #pragma once
 
 #include "boards/board.h"
@@ -16,9 +17,13 @@ inline constexpr BoardPort kPorts[] = {
 };
 
 inline constexpr std::string_view kDefaultConfig =
-    "xconnect p0 pf0hpf\n"
-    "xconnect pf0hpf p0\n"
-    "xconnect p1 pf1hpf\n"
-    "xconnect pf1hpf p1\n";
+    "add-br ovsbr1\n"
+    "add-port ovsbr1 p0\n"
+    "add-port ovsbr1 pf0hpf\n"
+    "add-flow ovsbr1 priority=0,actions=NORMAL\n"
+    "add-br ovsbr2\n"
+    "add-port ovsbr2 p1\n"
+    "add-port ovsbr2 pf1hpf\n"
+    "add-flow ovsbr2 priority=0,actions=NORMAL\n";
 
 }  // namespace keel::boards::bluefield

@@ -49,6 +49,16 @@ struct Board {
   std::string_view config_dir = "/etc/keel";
 };
 
+// The default configuration of a two-port board (host-sim, qemu-virt): one
+// bridge between p0 and p1 whose only rule is NORMAL, what a fresh Open
+// vSwitch bridge does (fail_mode standalone's priority-0 NORMAL flow): MAC
+// learning and megaflows from the first packet. `xconnect` remains a command.
+inline constexpr std::string_view kBridgeP0P1 =
+    "add-br br0\n"
+    "add-port br0 p0\n"
+    "add-port br0 p1\n"
+    "add-flow br0 priority=0,actions=NORMAL\n";
+
 // Every board, in a stable order; the first is the default.
 std::span<const Board* const> all();
 const Board* find(std::string_view name);

@@ -1,6 +1,7 @@
 // host-sim: the default board. A software NIC on any Linux host: two ports,
 // p0 replays keel's built-in traffic sample, p1 drops what it is sent, and
-// the default config cross-connects them. --port replaces the ports.
+// the default config bridges them (br0, NORMAL: MAC learning, megaflows) as
+// an Open vSwitch deployment would. --port replaces the ports.
 #include "boards/board.h"
 
 namespace keel::boards {
@@ -28,7 +29,7 @@ extern const Board kHostSim{
     .offload_flows = 65536,
     .pmd_idle_sleep_us = 100,
     .console_baud = 115200,
-    .default_config = "xconnect p0 p1\n",
+    .default_config = kBridgeP0P1,
     // Relative to the working directory: a laptop has no /etc/keel to own.
     .config_dir = "keel-config",
 };

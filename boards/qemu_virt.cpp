@@ -24,7 +24,7 @@ extern const Board kQemuVirt{
     .offload_flows = 0,
     .pmd_idle_sleep_us = 0,
     .console_baud = 115200,
-    .default_config = "xconnect p0 p1\n",
+    .default_config = kBridgeP0P1,
 };
 
 }  // namespace keel::boards

@@ -3,9 +3,11 @@
 The tests boot the real keel binary: $KEEL is its path, $KEEL_EMULATOR an
 optional command prefix (qemu-aarch64 in the cross build).
 """
+import atexit
 import json
 import os
 import shlex
+import shutil
 import struct
 import subprocess
 import sys
@@ -27,6 +29,14 @@ def keel_cmd(*args):
     if not KEEL:
         sys.exit("KEEL is not set (run through ctest)")
     return EMULATOR + [KEEL] + list(args)
+
+
+# A startup config with nothing in it, for tests that build their own
+# bridges (the boards' default config is a bridge, br0).
+_EMPTY_DIR = tempfile.mkdtemp(prefix="keel-it-empty-")
+atexit.register(shutil.rmtree, _EMPTY_DIR, True)
+EMPTY_CONFIG = os.path.join(_EMPTY_DIR, "empty.cfg")
+open(EMPTY_CONFIG, "w").close()
 
 
 def run_keel(*args, stdin="", timeout=PATIENCE):

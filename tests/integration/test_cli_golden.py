@@ -52,7 +52,7 @@ def golden(name, commands):
 
 def test_core():
     golden("core", ["version", "version --format json", "show board", "show board --format json",
-                    "show ports", "show ports --format json", "xconnect p1 p0", "show ports",
+                    "show ports", "show ports --format json", "xconnect p0 p1", "xconnect p1 p0", "show ports",
                     "no xconnect p0", "show ports", "xconnect p0 nope", "shwo ports", "show ports --format xml"])
 
 

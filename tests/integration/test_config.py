@@ -24,7 +24,7 @@ def read(path):
         return f.read()
 
 
-STATE = ("set smc-enable true\nset emc-insert-inv-prob 7\nno xconnect p0\nxconnect p1 p0\n"
+STATE = ("set smc-enable true\nset emc-insert-inv-prob 7\nxconnect p0 p1\nno xconnect p0\nxconnect p1 p0\n"
          "logging level cli dbg\nlogging console err\n")
 
 
@@ -58,6 +58,12 @@ def write(path, text):
     with open(path, "w") as f:
         f.write(text)
 
+# host-sim's default config (a bridge, NORMAL) as running-config prints it.
+BOARD_DEFAULT = ["add-br br0",
+                 "add-port br0 p0 -- set Interface p0 ofport_request=1",
+                 "add-port br0 p1 -- set Interface p1 ofport_request=2",
+                 "add-flow br0 priority=0,actions=NORMAL"]
+
 
 def test_bad_startup_config_boots_last_good():
     d = tmpdir()
@@ -78,7 +84,7 @@ def test_bad_startup_config_boots_last_good():
     os.unlink(os.path.join(d, "startup-config.good"))
     cfg, p = running(d)
     check(":3" in p.stderr and "default config" in p.stderr, "falls back to the board default", p)
-    check(cfg.splitlines()[1:] == ["xconnect p0 p1"], "board default state only", p)
+    check(cfg.splitlines()[1:] == BOARD_DEFAULT, "board default state only", p)
 
 
 def test_configure_replace_all_or_nothing():
@@ -101,7 +107,7 @@ def test_configure_replace_all_or_nothing():
     blocks = [b.split("saved the")[0] for b in blocks]
     check(len(blocks) == 5, "five running-configs", p)
     check(blocks[0] == blocks[1] == blocks[2], "a failed replace leaves running-config identical", p)
-    check("set emc-insert-inv-prob 42" in blocks[0] and "xconnect p0 p1" in blocks[0], "state before", p)
+    check("set emc-insert-inv-prob 42" in blocks[0] and all(l in blocks[0] for l in BOARD_DEFAULT), "state before", p)
     check(bad + ":3" in p.stderr and "no port 'nope'" in p.stderr, "replace names FILE:3", p)
     check(garbage + ":2" in p.stderr and "unknown command 'frobnicate'" in p.stderr,
           "validated before anything applied", p)

@@ -13,7 +13,7 @@ def forward(n, loops=1):
     write_pcap(inp, frames)
     spec_in = "pcap:in=%s" % inp + (",loop=%d" % loops if loops != 1 else "")
     p = run_keel("--port", "p0=" + spec_in, "--port", "p1=pcap:out=" + outp,
-                 "--exit-when-drained", stdin="show ports --format json\nshow ports\n")
+                 "--exit-when-drained", stdin="show ports --format json\nshow ports\nfdb-show br0\n")
     check(p.returncode == 0, "keel exited %d" % p.returncode, p)
     out = read_pcap(outp)
     expect = frames * loops
@@ -27,7 +27,13 @@ def forward(n, loops=1):
     check(ports["p1"]["tx"]["packets"] == len(expect), "p1 tx packets", p)
     check(ports["p1"]["tx"]["bytes"] == nbytes, "p1 tx bytes", p)
     check(ports["p1"]["tx"]["dropped"] == 0 and ports["p0"]["rx"]["dropped"] == 0, "no drops", p)
-    check(ports["p0"]["xconnect"] == "p1", "default config cross-connects p0 -> p1", p)
+    # The default config bridges p0 and p1 (br0, NORMAL): the frames' source
+    # MAC was learned on p0 (port 1), and nothing is cross-connected.
+    if expect:
+        src = ":".join("%02x" % b for b in expect[0][6:12])
+        check(any(l.split()[:1] == ["1"] and src in l for l in p.stdout.splitlines()),
+              "default config bridges p0 and p1: %s learned on port 1" % src, p)
+    check(ports["p0"]["xconnect"] is None, "nothing cross-connected", p)
     # The text table shows the same counts.
     row = [l for l in p.stdout.splitlines() if l.startswith("p1 ")]
     check(row and str(len(expect)) in row[0].split(), "text table row for p1: %r" % row, p)

@@ -5,7 +5,7 @@ prints it. Also: a resubmit loop reports the depth limit, and bad input is a
 clear error."""
 import re
 
-from harness import check, main, run_keel
+from harness import EMPTY_CONFIG, check, main, run_keel
 
 SETUP = ("add-br br0\n"
          "add-port br0 p0\n"
@@ -19,7 +19,7 @@ FRAME = ("020000000002" "020000000001" "0800"
 
 
 def keel(stdin):
-    return run_keel("--port", "p0=null", "--port", "p1=null", stdin=stdin)
+    return run_keel("--port", "p0=null", "--port", "p1=null", "--config", EMPTY_CONFIG, stdin=stdin)
 
 
 def test_trace_flow_megaflow_of_a_prefix_rule():

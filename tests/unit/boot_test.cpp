@@ -1,5 +1,6 @@
 // Boot with the embedded default config, in-process: host-sim's sample port
-// is forwarded to its null port; the console commands and the tokenizer.
+// is bridged to its null port (br0, NORMAL); the console commands and the
+// tokenizer.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -38,9 +39,7 @@ TEST_CASE("host-sim boots with its default config and forwards the sample") {
   CHECK(s.board().name == "host-sim");
   cli::CommandTree tree(s);
   REQUIRE(cli::apply_config(tree, s.board().default_config, "default", stdout).ok());
-  auto xc = s.xconnects();
-  REQUIRE(xc.size() == 1);
-  CHECK(xc[0] == std::pair<std::string, std::string>("p0", "p1"));
+  CHECK(s.xconnects().empty());  // a bridge, not a cross-connect
   REQUIRE(s.start().ok());
 
   // The sample replays at 1000 packets/s: wait for a few to cross.
@@ -50,6 +49,12 @@ TEST_CASE("host-sim boots with its default config and forwards the sample") {
       if (p.name == "p1") tx = p.counters.tx_packets;
     return tx >= 5;
   }));
+  // The bridge learned the sample's source MAC on p0 (port 1) and holds
+  // the sample's megaflow, flooded to p1.
+  CHECK(keel::test::eventually([&] { return run(tree, "fdb-show br0").find("02:00:00:00:00:01") != std::string::npos; }));
+  const std::string flows = run(tree, "flow-dump");
+  CHECK(flows.find("eth(src=02:00:00:00:00:01,dst=02:00:00:00:00:02)") != std::string::npos);
+  CHECK(flows.find("actions:2") != std::string::npos);
   std::string table = run(tree, "show ports");
   CHECK(table.find("p0") != std::string::npos);
   CHECK(table.find("Rx-pkts") != std::string::npos);

@@ -129,7 +129,7 @@ TEST_CASE("write memory killed after each step: startup-config is the complete o
       const std::string after = run_keel(d.path(), "", &ok);
       REQUIRE(ok);
       if (now_text) CHECK(after == *now_text);
-      else CHECK(after.find("xconnect p0 p1") != std::string::npos);
+      else CHECK(after.find("add-flow br0 priority=0,actions=NORMAL") != std::string::npos);
     }
   }
 }
