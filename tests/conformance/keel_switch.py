@@ -46,8 +46,9 @@ class Keel:
         self.binary = binary
         self.emulator = list(emulator)
 
-    def run(self, case, workdir, nports):
-        """Returns (outputs {port: [frames]} or None, error text, full stdout+stderr)."""
+    def run(self, case, workdir, nports, commands=()):
+        """Returns (outputs {port: [frames]} or None, error text, full stdout+stderr).
+        `commands` run once the inputs drained; their output is in self.stdout."""
         os.makedirs(workdir, exist_ok=True)
         ports = []
         outs = {}
@@ -68,7 +69,9 @@ class Keel:
             f.write(config(case, flows, nports))
         argv = self.emulator + [self.binary, "--config", cfg, "--config-dir", workdir] + ports + \
             ["--exit-when-drained"]
-        p = subprocess.run(argv, input="", capture_output=True, text=True, timeout=PATIENCE)
+        p = subprocess.run(argv, input="".join(c + "\n" for c in commands), capture_output=True, text=True,
+                           timeout=PATIENCE)
+        self.stdout = p.stdout
         log = "$ %s\n%s%s" % (" ".join(shlex.quote(a) for a in argv), p.stdout, p.stderr)
         if p.returncode:
             return None, (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1], log
