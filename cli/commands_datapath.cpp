@@ -88,10 +88,12 @@ void print_flow(std::string& out, const datapath::Datapath& dp, const datapath::
   out += "\n";
 }
 
-// The PMDs in Open vSwitch's order for its pmd-* commands: by core id.
-std::vector<const datapath::Pmd*> pmds_by_core(const datapath::Datapath& dp) {
+// The PMDs in Open vSwitch's order for its pmd-* commands: by core id;
+// only those on core `only` when it is given (OVS's -pmd CORE).
+std::vector<const datapath::Pmd*> pmds_by_core(const datapath::Datapath& dp, const std::string& only) {
   std::vector<const datapath::Pmd*> v;
-  for (const auto& pmd : dp.pmds()) v.push_back(pmd.get());
+  for (const auto& pmd : dp.pmds())
+    if (only.empty() || static_cast<long long>(std::stoull(only)) == pmd->display_core()) v.push_back(pmd.get());
   std::stable_sort(v.begin(), v.end(),
                    [](const datapath::Pmd* a, const datapath::Pmd* b) { return a->display_core() < b->display_core(); });
   return v;
@@ -279,9 +281,11 @@ void add_datapath_commands(CommandTree::Impl& t) {
   // --- pmd-stats-show / pmd-stats-clear / pmd-rxq-show ---
   auto* stats = t.app.add_subcommand("pmd-stats-show", "PMD statistics (like dpif-netdev/pmd-stats-show)");
   stats->add_flag("--keel", t.flag_keel, "keel's own counters after each PMD's Open vSwitch lines");
+  stats->add_option("--pmd", t.arg2, "only the PMD on this core (OVS's -pmd; the main thread is left out)")
+      ->check(CLI::Range(0.0, 4294967295.0));
   t.add_format(stats);
   stats->callback([&t] {
-    const auto pmds = pmds_by_core(t.sys.datapath());
+    const auto pmds = pmds_by_core(t.sys.datapath(), t.arg2);
     if (t.format == "json") {
       Json j;
       j.begin_object().begin_array("pmds");
@@ -332,7 +336,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
     }
     // Open vSwitch's main thread polls the ports no PMD takes; keel's PMDs
     // poll every port, so it is always the idle thread OVS shows then.
-    pmd_stats_text(out, "main thread", datapath::PmdCounters{});
+    if (t.arg2.empty()) pmd_stats_text(out, "main thread", datapath::PmdCounters{});
     t.print(out);
   });
   t.app.add_subcommand("pmd-stats-clear", "reset the PMD statistics")->callback([&t] {
@@ -340,8 +344,9 @@ void add_datapath_commands(CommandTree::Impl& t) {
   });
   auto* rxq_show = t.app.add_subcommand("pmd-rxq-show",
                                         "which PMD polls which rx queue, and its load (like dpif-netdev/pmd-rxq-show)");
-  rxq_show->add_option("--secs", t.arg1, "the window: the last N seconds, rounded up to 5 (default and most: 60)")
-      ->check(CLI::Range(1.0, 4294967295.0));
+  rxq_show->add_option("--secs", t.arg1, "the window: the last N seconds, rounded up to 5 (0, the default, and most: 60)")
+      ->check(CLI::Range(0.0, 4294967295.0));
+  rxq_show->add_option("--pmd", t.arg2, "only the PMD on this core (OVS's -pmd)")->check(CLI::Range(0.0, 4294967295.0));
   t.add_format(rxq_show);
   rxq_show->callback([&t] {
     // Open vSwitch's window rule (dpif_netdev_pmd_info): 0 or more than the
@@ -351,7 +356,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
     unsigned secs = t.arg1.empty() ? 0 : static_cast<unsigned>(std::min(std::stoull(t.arg1), 4294967295ull));
     secs = !secs || secs > kMaxSecs ? kMaxSecs : (secs + kIntervalSecs - 1) / kIntervalSecs * kIntervalSecs;
     const unsigned intervals = secs / kIntervalSecs;
-    const auto pmds = pmds_by_core(t.sys.datapath());
+    const auto pmds = pmds_by_core(t.sys.datapath(), t.arg2);
     // Per PMD: its queues in Open vSwitch's order (port name, then queue id).
     auto sorted_queues = [](const datapath::Pmd& pmd) {
       std::vector<size_t> order(pmd.rx_queues().size());

@@ -162,7 +162,7 @@ def split_outputs(stdout, markers):
 
 
 SCRIPT_CMDS = ["pmd-stats-show", "pmd-rxq-show", "upcall-show", "pmd-stats-show --keel", "upcall-show --keel",
-               "pmd-stats-show --format json"]
+               "pmd-stats-show --format json", "pmd-rxq-show --secs 7", "pmd-rxq-show --pmd 4095"]
 SCRIPT = "".join(c + "\nversion --format json\n" for c in SCRIPT_CMDS)
 
 
@@ -266,6 +266,9 @@ def check_keel_extras(k):
     check(int(m.group(1)) == pmd["simple_match_hits"] == pmd["xconnect_hits"] + pmd["simple_path_hits"],
           "simple match hits: text and JSON agree")
     check(re.search(r"core_id %d:" % pmd["core"], stats) is not None and pmd["core"] >= 0, "core_id: a CPU number")
+    # OVS's -secs rounds up to whole 5 s intervals; -pmd of a core no PMD is on prints nothing.
+    check(k["pmd-rxq-show --secs 7"].startswith("Displaying last 10 seconds pmd usage %\n"), "--secs 7: 10 s")
+    check(k["pmd-rxq-show --pmd 4095"] == "", "--pmd: only that core's PMD")
 
 
 def test_idle():
