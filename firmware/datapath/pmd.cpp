@@ -2,7 +2,9 @@
 //
 // Cost per burst: one rx call, parse_burst (see packet/parser.h), one EMC
 // probe per packet, SMC/dpcls only for EMC misses, one execute call per
-// megaflow in the burst, one tx call per output port.
+// megaflow in the burst, one tx call per output port; per polled queue, a
+// cycle-counter read before its rx call and one after a non-empty burst
+// (the queue's load, pmd.h).
 #include "datapath/pmd.h"
 
 #include <time.h>

@@ -50,6 +50,8 @@
 // The two threads share the ukey table under a mutex that no PMD takes;
 // stats() and the dump functions read it from the control thread the same
 // way. Translation runs on the handler/revalidator threads as Rcu readers.
+// The revalidator's thread id is one relaxed atomic it stores when it
+// starts (stats() reads it).
 #pragma once
 
 #include <atomic>
