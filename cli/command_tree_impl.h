@@ -53,6 +53,7 @@ struct CommandTree::Impl {
   std::string format, arg1, arg2;
   std::vector<std::string> words;
   bool flag_m = false, flag_terse = false;
+  bool flag_keel = false;  // --keel: keel's own lines after Open vSwitch's
   // Running-config sections (see ConfigSection) and where `write memory`
   // saves (cli/commands_config.cpp; null: no config directory).
   std::vector<ConfigSection> config_sections;
@@ -77,6 +78,7 @@ struct CommandTree::Impl {
     arg2.clear();
     words.clear();
     flag_m = flag_terse = false;
+    flag_keel = false;
     status = {};
     after_parse = nullptr;
   }

@@ -3,6 +3,7 @@
 // Open vSwitch-named output keeps Open vSwitch's text layout:
 // `flow-dump` is `ovs-appctl dpctl/dump-flows`, `pmd-stats-show` is
 // `ovs-appctl dpif-netdev/pmd-stats-show`, `pmd-rxq-show` likewise.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -85,6 +86,72 @@ void print_flow(std::string& out, const datapath::Datapath& dp, const datapath::
       out += ", dp-extra-info:miniflow_bits(" + std::to_string(v.mask_u0) + "," + std::to_string(v.mask_u1) + ")";
   }
   out += "\n";
+}
+
+// The PMDs in Open vSwitch's order for its pmd-* commands: by core id;
+// only those on core `only` when it is given (OVS's -pmd CORE).
+std::vector<const datapath::Pmd*> pmds_by_core(const datapath::Datapath& dp, const std::string& only) {
+  std::vector<const datapath::Pmd*> v;
+  for (const auto& pmd : dp.pmds())
+    if (only.empty() || static_cast<long long>(std::stoull(only)) == pmd->display_core()) v.push_back(pmd.get());
+  std::stable_sort(v.begin(), v.end(),
+                   [](const datapath::Pmd* a, const datapath::Pmd* b) { return a->display_core() < b->display_core(); });
+  return v;
+}
+
+// Open vSwitch's format_pmd_thread() for a PMD (keel has one NUMA node).
+std::string pmd_thread_label(const datapath::Pmd& pmd) {
+  return "pmd thread numa_id 0 core_id " + std::to_string(pmd.display_core());
+}
+
+// One thread's block of Open vSwitch 3.1's pmd_info_show_stats(): the
+// cycles lines only when the thread counted cycles, the per-packet averages
+// only when it received packets. keel's cross-connect and simple-match
+// paths are both OVS's "simple match" (no lookup beyond a port check).
+void pmd_stats_text(std::string& out, const std::string& label, const datapath::PmdCounters& c) {
+  const double rx = static_cast<double>(c.rx_packets);
+  const uint64_t total = c.busy_cycles + c.idle_cycles;
+  auto ratio = [](uint64_t a, uint64_t b) { return fmt2(b ? static_cast<double>(a) / static_cast<double>(b) : 0); };
+  out += label + ":\n";
+  out += "  packets received: " + std::to_string(c.rx_packets) + "\n";
+  out += "  packet recirculations: " + std::to_string(c.recirculations) + "\n";
+  out += "  avg. datapath passes per packet: " + ratio(c.rx_packets + c.recirculations, c.rx_packets) + "\n";
+  out += "  phwol hits: 0\n";
+  out += "  mfex opt hits: 0\n";
+  out += "  simple match hits: " + std::to_string(c.xconnect_hits + c.simple_hits) + "\n";
+  out += "  emc hits: " + std::to_string(c.emc_hits) + "\n";
+  out += "  smc hits: " + std::to_string(c.smc_hits) + "\n";
+  out += "  megaflow hits: " + std::to_string(c.megaflow_hits) + "\n";
+  out += "  avg. subtable lookups per megaflow hit: " + ratio(c.subtable_lookups, c.megaflow_hits) + "\n";
+  out += "  miss with success upcall: " + std::to_string(c.upcalls + c.upcall_followers) + "\n";
+  out += "  miss with failed upcall: " + std::to_string(c.lost) + "\n";
+  out += "  avg. packets per output batch: " + ratio(c.tx_batch_packets, c.tx_batches) + "\n";
+  if (!total) return;
+  out += "  idle cycles: " + std::to_string(c.idle_cycles) + " (" + fmt2(100.0 * static_cast<double>(c.idle_cycles) / static_cast<double>(total)) + "%)\n";
+  out += "  processing cycles: " + std::to_string(c.busy_cycles) + " (" + fmt2(100.0 * static_cast<double>(c.busy_cycles) / static_cast<double>(total)) + "%)\n";
+  if (!c.rx_packets) return;
+  out += "  avg cycles per packet: " + fmt2(static_cast<double>(total) / rx) + " (" + std::to_string(total) + "/" +
+         std::to_string(c.rx_packets) + ")\n";
+  out += "  avg processing cycles per packet: " + fmt2(static_cast<double>(c.busy_cycles) / rx) + " (" +
+         std::to_string(c.busy_cycles) + "/" + std::to_string(c.rx_packets) + ")\n";
+}
+
+// pmd-stats-show --keel: keel's counters that Open vSwitch has no line for.
+void pmd_stats_keel_text(std::string& out, const datapath::PmdCounters& c, bool offline) {
+  out += "  keel: cross-connect hits: " + std::to_string(c.xconnect_hits) + "\n";
+  out += "  keel: simple-match path hits: " + std::to_string(c.simple_hits) + "\n";
+  out += "  keel: upcalls: " + std::to_string(c.upcalls) + " (followers " + std::to_string(c.upcall_followers) +
+         ", installed " + std::to_string(c.upcall_installs) + ", userspace() " + std::to_string(c.action_upcalls) +
+         ")\n";
+  out += "  keel: malformed packets: " + std::to_string(c.malformed) + "\n";
+  out += "  keel: of which runts dropped (< 14 bytes): " + std::to_string(c.runts) + "\n";
+  out += "  keel: recirculated too deep: " + std::to_string(c.recirc_too_deep) + "\n";
+  out += "  keel: output to an invalid port: " + std::to_string(c.invalid_port) + "\n";
+  out += "  keel: dropped by the executor: " + std::to_string(c.exec_dropped) + "\n";
+  if (offline)
+    out += "  keel: offline: ordered upcalls " + std::to_string(c.ordered_upcalls) + ", backpressure pauses " +
+           std::to_string(c.backpressure) + "\n";
+  out += "  keel: iterations: " + std::to_string(c.iterations) + "\n";
 }
 
 }  // namespace
@@ -213,25 +280,26 @@ void add_datapath_commands(CommandTree::Impl& t) {
 
   // --- pmd-stats-show / pmd-stats-clear / pmd-rxq-show ---
   auto* stats = t.app.add_subcommand("pmd-stats-show", "PMD statistics (like dpif-netdev/pmd-stats-show)");
+  stats->add_flag("--keel", t.flag_keel, "keel's own counters after each PMD's Open vSwitch lines");
+  stats->add_option("--pmd", t.arg2, "only the PMD on this core (OVS's -pmd; the main thread is left out)")
+      ->check(CLI::Range(0.0, 4294967295.0));
   t.add_format(stats);
   stats->callback([&t] {
-    Json j;
-    j.begin_object().begin_array("pmds");
-    std::string out;
-    for (const auto& pmd : t.sys.datapath().pmds()) {
-      datapath::PmdCounters c = pmd->counters();
-      const double rx = static_cast<double>(c.rx_packets);
-      const double passes = rx + static_cast<double>(c.recirculations);
-      const uint64_t total = c.busy_cycles + c.idle_cycles;
-      auto pct = [&](uint64_t v) { return fmt2(total ? 100.0 * static_cast<double>(v) / static_cast<double>(total) : 0); };
-      if (t.format == "json") {
+    const auto pmds = pmds_by_core(t.sys.datapath(), t.arg2);
+    if (t.format == "json") {
+      Json j;
+      j.begin_object().begin_array("pmds");
+      for (const datapath::Pmd* pmd : pmds) {
+        const datapath::PmdCounters c = pmd->counters();
         j.begin_object()
             .field("pmd", pmd->index())
-            .field("core", static_cast<int64_t>(pmd->core()))
+            .field("core", static_cast<int64_t>(pmd->display_core()))
+            .field("pinned", pmd->core() >= 0)
             .field("packets_received", c.rx_packets)
             .field("recirculations", c.recirculations)
+            .field("simple_match_hits", c.xconnect_hits + c.simple_hits)  // the text's line: both paths
             .field("xconnect_hits", c.xconnect_hits)
-            .field("simple_match_hits", c.simple_hits)
+            .field("simple_path_hits", c.simple_hits)
             .field("emc_hits", c.emc_hits)
             .field("smc_hits", c.smc_hits)
             .field("megaflow_hits", c.megaflow_hits)
@@ -247,80 +315,127 @@ void add_datapath_commands(CommandTree::Impl& t) {
             .field("recirc_too_deep", c.recirc_too_deep)
             .field("invalid_port", c.invalid_port)
             .field("exec_dropped", c.exec_dropped)
+            .field("tx_batches", c.tx_batches)
+            .field("tx_batch_packets", c.tx_batch_packets)
+            .field("ordered_upcalls", c.ordered_upcalls)
+            .field("backpressure", c.backpressure)
+            .field("iterations", c.iterations)
             .field("idle_cycles", c.idle_cycles)
             .field("processing_cycles", c.busy_cycles)
             .end_object();
-        continue;
       }
-      out += "pmd thread numa_id 0 core_id " + (pmd->core() < 0 ? std::string("unpinned") : std::to_string(pmd->core())) + ":\n";
-      out += "  packets received: " + std::to_string(c.rx_packets) + "\n";
-      out += "  packet recirculations: " + std::to_string(c.recirculations) + "\n";
-      out += "  avg. datapath passes per packet: " + fmt2(rx ? passes / rx : 0) + "\n";
-      out += "  phwol hits: 0\n";
-      out += "  mfex opt hits: 0\n";
-      out += "  simple match hits: " + std::to_string(c.xconnect_hits + c.simple_hits) + "\n";
-      out += "  emc hits: " + std::to_string(c.emc_hits) + "\n";
-      out += "  smc hits: " + std::to_string(c.smc_hits) + "\n";
-      out += "  megaflow hits: " + std::to_string(c.megaflow_hits) + "\n";
-      out += "  avg. subtable lookups per megaflow hit: " +
-             fmt2(c.megaflow_hits ? static_cast<double>(c.subtable_lookups) / static_cast<double>(c.megaflow_hits) : 0) + "\n";
-      out += "  miss with success upcall: " + std::to_string(c.upcalls + c.upcall_followers) + "\n";
-      out += "  miss with failed upcall: " + std::to_string(c.lost) + "\n";
-      out += "  avg. packets per output batch: " +
-             fmt2(c.tx_batches ? static_cast<double>(c.tx_batch_packets) / static_cast<double>(c.tx_batches) : 0) + "\n";
-      out += "  idle cycles: " + std::to_string(c.idle_cycles) + " (" + pct(c.idle_cycles) + "%)\n";
-      out += "  processing cycles: " + std::to_string(c.busy_cycles) + " (" + pct(c.busy_cycles) + "%)\n";
-      if (c.rx_packets) {
-        out += "  avg cycles per packet: " + fmt2(static_cast<double>(total) / rx) + " (" + std::to_string(total) + "/" +
-               std::to_string(c.rx_packets) + ")\n";
-        out += "  avg processing cycles per packet: " + fmt2(static_cast<double>(c.busy_cycles) / rx) + " (" +
-               std::to_string(c.busy_cycles) + "/" + std::to_string(c.rx_packets) + ")\n";
-      }
-      out += "  malformed packets: " + std::to_string(c.malformed) + "\n";
-      out += "  of which runts dropped (< 14 bytes): " + std::to_string(c.runts) + "\n";
-    }
-    if (t.format == "json") {
       j.end_array().end_object();
       t.print(j.str() + "\n");
-    } else {
-      t.print(out);
+      return;
     }
+    std::string out;
+    for (const datapath::Pmd* pmd : pmds) {
+      const datapath::PmdCounters c = pmd->counters();
+      pmd_stats_text(out, pmd_thread_label(*pmd), c);
+      if (t.flag_keel) pmd_stats_keel_text(out, c, t.sys.datapath().offline());
+    }
+    // Open vSwitch's main thread polls the ports no PMD takes; keel's PMDs
+    // poll every port, so it is always the idle thread OVS shows then.
+    if (t.arg2.empty()) pmd_stats_text(out, "main thread", datapath::PmdCounters{});
+    t.print(out);
   });
   t.app.add_subcommand("pmd-stats-clear", "reset the PMD statistics")->callback([&t] {
     for (const auto& pmd : t.sys.datapath().pmds()) pmd->clear_counters();
   });
-  auto* rxq_show = t.app.add_subcommand("pmd-rxq-show", "which PMD polls which rx queue (like dpif-netdev/pmd-rxq-show)");
+  auto* rxq_show = t.app.add_subcommand("pmd-rxq-show",
+                                        "which PMD polls which rx queue, and its load (like dpif-netdev/pmd-rxq-show)");
+  rxq_show->add_option("--secs", t.arg1, "the window: the last N seconds, rounded up to 5 (0, the default, and most: 60)")
+      ->check(CLI::Range(0.0, 4294967295.0));
+  rxq_show->add_option("--pmd", t.arg2, "only the PMD on this core (OVS's -pmd)")->check(CLI::Range(0.0, 4294967295.0));
   t.add_format(rxq_show);
   rxq_show->callback([&t] {
-        if (t.format == "json") {
-          Json j;
-          j.begin_object().begin_array("pmds");
-          for (const auto& pmd : t.sys.datapath().pmds()) {
-            j.begin_object().field("pmd", pmd->index()).field("core", static_cast<int64_t>(pmd->core()));
-            j.field("isolated", false).begin_array("rx_queues");
-            for (const auto& rxq : pmd->rx_queues())
-              j.begin_object().field("port", rxq.port->name()).field("queue", static_cast<uint64_t>(rxq.queue))
-                  .field("enabled", true).end_object();
-            j.end_array().end_object();
-          }
-          j.end_array().end_object();
-          t.print(j.str() + "\n");
-          return;
-        }
-        std::string out;
-        for (const auto& pmd : t.sys.datapath().pmds()) {
-          out += "pmd thread numa_id 0 core_id " +
-                 (pmd->core() < 0 ? std::string("unpinned") : std::to_string(pmd->core())) + ":\n";
-          out += "  isolated : false\n";
-          for (const auto& rxq : pmd->rx_queues()) {
-            char line[160];
-            snprintf(line, sizeof line, "  port: %-16s queue-id: %2u (enabled)\n", rxq.port->name().c_str(),
-                     rxq.queue);
-            out += line;
-          }
-        }
-        t.print(out);
+    // Open vSwitch's window rule (dpif_netdev_pmd_info): 0 or more than the
+    // ring holds: all of it; else rounded up to whole intervals.
+    constexpr unsigned kIntervalSecs = datapath::kPmdIntervalNs / 1'000'000'000ull;
+    constexpr unsigned kMaxSecs = kIntervalSecs * datapath::kPmdIntervalMax;
+    unsigned secs = t.arg1.empty() ? 0 : static_cast<unsigned>(std::min(std::stoull(t.arg1), 4294967295ull));
+    secs = !secs || secs > kMaxSecs ? kMaxSecs : (secs + kIntervalSecs - 1) / kIntervalSecs * kIntervalSecs;
+    const unsigned intervals = secs / kIntervalSecs;
+    const auto pmds = pmds_by_core(t.sys.datapath(), t.arg2);
+    // Per PMD: its queues in Open vSwitch's order (port name, then queue id).
+    auto sorted_queues = [](const datapath::Pmd& pmd) {
+      std::vector<size_t> order(pmd.rx_queues().size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      const auto& q = pmd.rx_queues();
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        const int cmp = q[a].port->name().compare(q[b].port->name());
+        return cmp != 0 ? cmp < 0 : q[a].queue < q[b].queue;
       });
+      return order;
+    };
+    if (t.format == "json") {
+      Json j;
+      j.begin_object().field("seconds", static_cast<uint64_t>(secs)).begin_array("pmds");
+      for (const datapath::Pmd* pmd : pmds) {
+        const datapath::Pmd::Load load = pmd->load(intervals);
+        uint64_t attributed = 0;
+        for (uint64_t v : load.rxq_cycles) attributed += v;
+        j.begin_object()
+            .field("pmd", pmd->index())
+            .field("core", static_cast<int64_t>(pmd->display_core()))
+            .field("pinned", pmd->core() >= 0)
+            .field("isolated", false)
+            .field("window_cycles", load.window_cycles)
+            .field("busy_cycles", load.busy_cycles)
+            .field("overhead_cycles", load.busy_cycles > attributed ? load.busy_cycles - attributed : 0)
+            .field("intervals_closed", static_cast<uint64_t>(pmd->intervals_closed()))
+            .begin_array("rx_queues");
+        for (size_t i : sorted_queues(*pmd)) {
+          const auto& rxq = pmd->rx_queues()[i];
+          j.begin_object()
+              .field("port", rxq.port->name())
+              .field("queue", static_cast<uint64_t>(rxq.queue))
+              .field("enabled", true)
+              .field("cycles", load.rxq_cycles[i]);
+          if (load.window_cycles) j.field("usage_pct", load.rxq_cycles[i] * 100 / load.window_cycles);
+          j.end_object();
+        }
+        j.end_array().end_object();
+      }
+      j.end_array().end_object();
+      t.print(j.str() + "\n");
+      return;
+    }
+    // Open vSwitch's pmd_info_show_rxq(), spacing included.
+    std::string out;
+    if (!pmds.empty()) out += "Displaying last " + std::to_string(secs) + " seconds pmd usage %\n";
+    for (const datapath::Pmd* pmd : pmds) {
+      const datapath::Pmd::Load load = pmd->load(intervals);
+      out += pmd_thread_label(*pmd) + ":\n  isolated : false\n";
+      uint64_t attributed = 0;
+      for (size_t i : sorted_queues(*pmd)) {
+        const auto& rxq = pmd->rx_queues()[i];
+        attributed += load.rxq_cycles[i];
+        char line[200];
+        snprintf(line, sizeof line, "  port: %-16s  queue-id: %2d %s  pmd usage: ", rxq.port->name().c_str(),
+                 static_cast<int>(rxq.queue), "(enabled) ");
+        out += line;
+        if (load.window_cycles) {
+          snprintf(line, sizeof line, "%2" PRIu64 " %%\n", load.rxq_cycles[i] * 100 / load.window_cycles);
+          out += line;
+        } else {
+          out += "NOT AVAIL\n";
+        }
+      }
+      if (!pmd->rx_queues().empty()) {
+        out += "  overhead: ";
+        if (load.window_cycles) {
+          const uint64_t overhead = load.busy_cycles > attributed ? load.busy_cycles - attributed : 0;
+          char line[64];
+          snprintf(line, sizeof line, "%2" PRIu64 " %%\n", overhead * 100 / load.window_cycles);
+          out += line;
+        } else {
+          out += "NOT AVAIL\n";
+        }
+      }
+    }
+    t.print(out);
+  });
 
   // --- tunables (Open vSwitch's other_config names) ---
   CLI::App* set = t.app.add_subcommand("set", "set a datapath tunable");

@@ -1,5 +1,5 @@
-// Slow-path commands: upcall-show (Open vSwitch's upcall/show, plus keel's
-// counters), revalidate [--full], and the upcall tunables flow-limit,
+// Slow-path commands: upcall-show (Open vSwitch's upcall/show; keel's own
+// counters with --keel, after OVS's lines, and in JSON), revalidate [--full], and the upcall tunables flow-limit,
 // max-idle and revalidator-interval (Open vSwitch's other_config names) and
 // megaflows-enable (Open vSwitch's upcall/disable-megaflows and
 // enable-megaflows), which are running-config.
@@ -47,7 +47,9 @@ PortModes port_modes(control::System& sys, const ofproto::UdpifStats& s) {
 }  // namespace
 
 void add_udpif_commands(CommandTree::Impl& t) {
-  auto* show = t.app.add_subcommand("upcall-show", "upcall handler and revalidator: flows, limit, dump duration, counters");
+  auto* show = t.app.add_subcommand("upcall-show",
+                                    "upcall handler and revalidator: flows, limit, dump duration (like upcall/show)");
+  show->add_flag("--keel", t.flag_keel, "keel's counters after Open vSwitch's lines");
   t.add_format(show);
   show->callback([&t] {
     ofproto::Udpif* u = t.sys.udpif();
@@ -65,11 +67,15 @@ void add_udpif_commands(CommandTree::Impl& t) {
           .field("megaflows_enabled", ofproto::Udpif::megaflows_enabled(t.sys.datapath()))
           .field("flow_limit", static_cast<uint64_t>(s.flow_limit))
           .field("flow_limit_configured", static_cast<uint64_t>(configured))
+          .field("flows_avg", s.avg_n_flows)
+          .field("flows_max", s.max_n_flows)
           .field("dump_duration_ms", s.last_dump_ms)
+          .field("dump_duration_ovs_ms", s.dump_duration_ms)
           .field("dump_duration_avg_ms", s.avg_dump_ms)
           .field("dump_duration_max_ms", s.max_dump_ms)
           .field("rounds", s.rounds)
           .field("ukeys", static_cast<uint64_t>(s.ukeys))
+          .field("revalidator_tid", static_cast<int64_t>(s.revalidator_tid))
           .field("upcalls", s.upcalls)
           .field("upcall_span_us", (s.last_upcall_ns - s.first_upcall_ns) / 1000)
           .field("installs", s.installs)
@@ -102,12 +108,27 @@ void add_udpif_commands(CommandTree::Impl& t) {
       t.print(j.str() + "\n");
       return;
     }
-    std::string out = "keel@datapath:\n";
-    out += "  flows         : (current " + std::to_string(s.flows) + ") (limit " + std::to_string(s.flow_limit) +
-           ", configured " + std::to_string(configured) + ")\n";
-    out += "  dump duration : " + std::to_string(s.last_dump_ms) + "ms (avg " + std::to_string(s.avg_dump_ms) +
-           "ms, max " + std::to_string(s.max_dump_ms) + "ms, " + std::to_string(s.rounds) + " rounds)\n";
-    out += "  ufid enabled  : true\n";
+    // Open vSwitch 3.1's upcall_unixctl_show(), spacing included (the
+    // misaligned "ufid enabled :" is OVS's). The datapath is named as OVS
+    // names its userspace datapath, which every bridge shares, so scripts
+    // that look for that header find it; keel has one revalidator thread,
+    // shown by its thread id where OVS shows its revalidators' thread
+    // numbers, with every ukey.
+    std::string out = "netdev@ovs-netdev:\n";
+    out += "  flows         : (current " + std::to_string(s.flows) + ") (avg " + std::to_string(s.avg_n_flows) +
+           ") (max " + std::to_string(s.max_n_flows) + ") (limit " + std::to_string(s.flow_limit) + ")\n";
+    out += "  dump duration : " + std::to_string(s.dump_duration_ms) + "ms\n";
+    out += "  ufid enabled : true\n";
+    out += "\n";
+    out += "  " + std::to_string(s.revalidator_tid) + ": (keys " + std::to_string(s.ukeys) + ")\n";
+    if (!t.flag_keel) {
+      t.print(out);
+      return;
+    }
+    out += "keel:\n";
+    out += "  flow limit    : " + std::to_string(s.flow_limit) + " (configured " + std::to_string(configured) + ")\n";
+    out += "  rounds        : " + std::to_string(s.rounds) + " (last " + std::to_string(s.last_dump_ms) + "ms, avg " +
+           std::to_string(s.avg_dump_ms) + "ms, max " + std::to_string(s.max_dump_ms) + "ms)\n";
     out += std::string("  megaflows     : ") +
            (ofproto::Udpif::megaflows_enabled(t.sys.datapath()) ? "enabled" : "disabled (exact-match flows)") + "\n";
     out += "  upcalls       : " + std::to_string(s.upcalls) + " (installed " + std::to_string(s.installs) +

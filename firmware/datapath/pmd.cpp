@@ -2,7 +2,9 @@
 //
 // Cost per burst: one rx call, parse_burst (see packet/parser.h), one EMC
 // probe per packet, SMC/dpcls only for EMC misses, one execute call per
-// megaflow in the burst, one tx call per output port.
+// megaflow in the burst, one tx call per output port; per polled queue, a
+// cycle-counter read before its rx call and one after a non-empty burst
+// (the queue's load, pmd.h).
 #include "datapath/pmd.h"
 
 #include <time.h>
@@ -42,7 +44,8 @@ Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const P
       smc_enable_(cfg.smc_enable),
       held_parsed_(std::make_unique<packet::ParsedPacket[]>(hal::kMaxBurst)),
       exec_(std::make_unique<ExecContext>()),
-      parsed_(std::make_unique<packet::ParsedPacket[]>((kMaxRecircDepth + 1) * hal::kMaxBurst)) {
+      parsed_(std::make_unique<packet::ParsedPacket[]>((kMaxRecircDepth + 1) * hal::kMaxBurst)),
+      intrvl_ns_(cfg.load_interval_ns) {
   exec_->tx.set_flush(&Pmd::flush_cb, this);
   emc_->set_insert_inv_prob(cfg.emc_insert_inv_prob);
   upcall_budget_ = cfg.upcall_budget;
@@ -52,6 +55,17 @@ Pmd::~Pmd() { stop(); }
 
 Status Pmd::start(std::vector<hal::Backend*> backends) {
   backends_ = std::move(backends);
+  // The load intervals start afresh (as Open vSwitch's on a PMD reload).
+  rxq_curr_.assign(rxqs_.size(), 0);
+  rxq_intrvl_ = std::make_unique<IntervalSlots[]>(rxqs_.size());
+  for (auto& slot : busy_intrvl_) slot.store(0, std::memory_order_relaxed);
+  intrvl_idx_.store(0, std::memory_order_relaxed);
+  intrvl_cycles_.store(0, std::memory_order_relaxed);
+  intrvl_len_ = static_cast<uint64_t>(static_cast<double>(hal::cycles_per_second()) *
+                                      (static_cast<double>(intrvl_ns_) / 1e9));
+  intrvl_start_ = 0;
+  intrvl_busy_mark_ = c_.busy_cycles.load(std::memory_order_relaxed);
+  intrvl_kicks_seen_ = intrvl_kicks_.load(std::memory_order_relaxed);
   exec_->backend = backends_.empty() ? nullptr : backends_.front();
   quit_.store(false, std::memory_order_relaxed);
   started_.store(0, std::memory_order_relaxed);
@@ -162,6 +176,55 @@ PmdCounters Pmd::counters() const {
   return v;
 }
 
+uint64_t Pmd::rxq_cycles(size_t i, unsigned intervals) const {
+  if (i >= rxqs_.size() || !rxq_intrvl_) return 0;
+  intervals = std::min(intervals, kPmdIntervalMax);
+  const uint32_t closed = intrvl_idx_.load(std::memory_order_acquire);
+  uint64_t sum = 0;
+  // Newest first, as Open vSwitch's get_interval_values(); slots never
+  // written are 0.
+  for (unsigned k = 1; k <= intervals; ++k)
+    sum += rxq_intrvl_[i][(closed + kPmdIntervalMax - k) % kPmdIntervalMax].load(std::memory_order_relaxed);
+  return sum;
+}
+
+Pmd::Load Pmd::load(unsigned intervals) const {
+  intervals = std::min(intervals, kPmdIntervalMax);
+  Load l;
+  const uint32_t closed = intrvl_idx_.load(std::memory_order_acquire);
+  l.window_cycles = intrvl_cycles_.load(std::memory_order_relaxed) * intervals;
+  for (unsigned k = 1; k <= intervals; ++k)
+    l.busy_cycles += busy_intrvl_[(closed + kPmdIntervalMax - k) % kPmdIntervalMax].load(std::memory_order_relaxed);
+  l.busy_cycles = std::min(l.busy_cycles, l.window_cycles);
+  for (size_t i = 0; i < rxqs_.size(); ++i) l.rxq_cycles.push_back(rxq_cycles(i, intervals));
+  return l;
+}
+
+void Pmd::end_interval() {
+  if (running()) {
+    intrvl_kicks_.fetch_add(1, std::memory_order_relaxed);
+  } else if (rxq_intrvl_) {
+    close_interval(hal::cycles());
+  }
+}
+
+void Pmd::close_interval(uint64_t now) noexcept {
+  const uint32_t idx = intrvl_idx_.load(std::memory_order_relaxed);
+  const unsigned slot = idx % kPmdIntervalMax;
+  for (size_t i = 0; i < rxq_curr_.size(); ++i) {
+    rxq_intrvl_[i][slot].store(rxq_curr_[i], std::memory_order_relaxed);
+    rxq_curr_[i] = 0;
+  }
+  const uint64_t busy = c_.busy_cycles.load(std::memory_order_relaxed);
+  busy_intrvl_[slot].store(busy - intrvl_busy_mark_, std::memory_order_relaxed);
+  intrvl_busy_mark_ = busy;
+  // The first close has no start mark: the length is known from the second.
+  if (intrvl_start_) intrvl_cycles_.store(now - intrvl_start_, std::memory_order_relaxed);
+  intrvl_start_ = now;
+  intrvl_due_ = now + intrvl_len_;
+  intrvl_idx_.store(idx + 1, std::memory_order_release);  // after the slots: see load()
+}
+
 void Pmd::clear_counters() {
   baseline_ = {};
   baseline_ = counters();
@@ -179,23 +242,30 @@ void Pmd::run() {
     started_.store(-1, std::memory_order_release);
     return;
   }
+  last_cpu_.store(hal::current_cpu(), std::memory_order_relaxed);
   started_.store(1, std::memory_order_release);
   emc_->set_insert_inv_prob(emc_insert_inv_prob_.load(std::memory_order_relaxed));
 
   std::array<hal::Packet*, hal::kMaxBurst> burst;
   uint64_t idle_iters = 0;
   uint64_t last = hal::cycles();
+  intrvl_due_ = last + intrvl_len_;
   uint64_t iter = 0;
   while (!quit_.load(std::memory_order_relaxed)) {
     unsigned got = 0;
     if (offline_) {
+      const uint64_t t0 = hal::cycles();
       got = offline_poll(burst);
+      if (got) rxq_curr_[offline_rxq_] += hal::cycles() - t0;
     } else {
-      for (const RxQueue& rxq : rxqs_) {
+      for (size_t i = 0; i < rxqs_.size(); ++i) {
+        const RxQueue& rxq = rxqs_[i];
+        const uint64_t t0 = hal::cycles();
         uint16_t n = rxq.port->rx(rxq.queue, burst);
         if (n) {
           got += n;
           receive(*rxq.port, rxq.queue, std::span(burst.data(), n));
+          rxq_curr_[i] += hal::cycles() - t0;  // the queue's load (see the top)
         }
       }
     }
@@ -248,6 +318,13 @@ void Pmd::housekeeping() {
   for (const RxQueue& rxq : rxqs_)
     if (Dpcls* cls = table_.dpcls(rxq.port->id())) cls->resort();
   emc_->set_insert_inv_prob(emc_insert_inv_prob_.load(std::memory_order_relaxed));
+  if (core_ < 0) last_cpu_.store(hal::current_cpu(), std::memory_order_relaxed);
+  const uint64_t now = hal::cycles();
+  const uint32_t kicks = intrvl_kicks_.load(std::memory_order_relaxed);
+  if (now >= intrvl_due_ || kicks != intrvl_kicks_seen_) {
+    intrvl_kicks_seen_ = kicks;
+    close_interval(now);
+  }
 }
 
 // Packets the executor did not send (pmd-stats' exec_dropped).
@@ -711,6 +788,7 @@ unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
     }
   }
   if (best_ts == kNone) return 0;
+  offline_rxq_ = best;
   hal::Port& in = *rxqs_[best].port;
   const uint16_t xc = dp_.xconnect_fast(in.id());
   if (xc && up_) return 0;  // cross-connected (no lookup): it waits for what is up to come back

@@ -16,7 +16,25 @@
 // Packets every iteration; between bursts the PMD applies flow requests
 // posted to its ring (install, remove, modify: it is the only writer of its
 // flow table, EMC and SMC), and every kHousekeepingEvery iterations it
-// re-ranks its dpcls subtables and sweeps its EMC for dead flows.
+// re-ranks its dpcls subtables, sweeps its EMC for dead flows, notes which
+// CPU it runs on (display_core()) and closes the load interval when due.
+//
+// Rx queue load (pmd-rxq-show, and what cycle-based rx queue assignment
+// weighs), as Open vSwitch 3.1's dpif-netdev measures it: each poll of a
+// queue that returns packets adds the cycles from just before its rx call
+// to the end of its burst's processing (a cycle-counter read before each
+// rx call and one after a non-empty burst, none per packet; empty polls
+// count for no queue; offline, a poll counts for the input it read) to the
+// queue's current interval. Every kPmdIntervalNs (PMD_INTERVAL_LEN) the
+// housekeeping closes the interval: each queue's cycles and the PMD's busy
+// cycles of the interval go into a ring of kPmdIntervalMax
+// (PMD_INTERVAL_MAX) slots, and the interval's length in cycles (wall
+// clock, sleeping included) is kept — from the second close on, as Open
+// vSwitch (the first one has no start mark). A window of N intervals is
+// then the newest N slots against N times the last length; usage = a
+// queue's cycles over that, overhead = the busy cycles no queue was
+// charged with (the upcall answers executed between polls, flow requests,
+// housekeeping, empty polls in busy iterations). See load().
 //
 // Thread-safety: the PMD thread is the only writer of its caches, flow
 // table and counters. Counters are relaxed atomics written once per burst
@@ -27,6 +45,11 @@
 // The offline state (held packets, records up, marks) is the PMD thread's
 // alone; held() is its count published with a release store at the end of
 // each iteration, before `iterations` (wait_drained reads both).
+// The load figures are written by the PMD thread alone at an interval's
+// close — the slots first, then the interval count with a release store —
+// and read by anyone after an acquire load of the count; a reader racing a
+// close may see the oldest slot of a full window half rewritten (as Open
+// vSwitch's readers). The CPU last seen is one relaxed atomic int.
 // A tx queue shared with another PMD is taken with its spinlock (as Open
 // vSwitch's dynamic txqs); an unshared one takes none. The datapath's VLAN
 // limit is read with one relaxed atomic load per burst. Runts are dropped
@@ -84,6 +107,11 @@ class Datapath;
 
 inline constexpr unsigned kMaxRecircDepth = 6;  // as Open vSwitch's MAX_RECIRC_DEPTH
 
+// Rx queue load intervals: Open vSwitch 3.1's PMD_INTERVAL_LEN (5 s) and
+// PMD_INTERVAL_MAX (12), so pmd-rxq-show covers the last 60 s.
+inline constexpr uint64_t kPmdIntervalNs = 5'000'000'000ull;
+inline constexpr unsigned kPmdIntervalMax = 12;
+
 // pmd-stats-show counters.
 struct PmdCounters {
   uint64_t iterations = 0;
@@ -133,6 +161,9 @@ struct PmdConfig {
   uint32_t upcall_budget = 32;  // misses per burst handed to the slow path; the rest are lost
   uint32_t emc_insert_inv_prob = 100;
   bool smc_enable = false;
+  // How long a load interval lasts (pmd-rxq-show). Tests that drive the
+  // interval clock with Pmd::end_interval() set it out of reach.
+  uint64_t load_interval_ns = kPmdIntervalNs;
 };
 
 class Pmd {
@@ -148,11 +179,36 @@ class Pmd {
   Pmd& operator=(const Pmd&) = delete;
 
   unsigned index() const { return index_; }
-  int core() const { return core_; }
+  int core() const { return core_; }  // the core it is pinned to; -1: unpinned
+  // The core the show commands name (Open vSwitch always prints a number):
+  // core() when pinned, otherwise the CPU the PMD thread was last seen on,
+  // sampled with hal::current_cpu() by the PMD thread itself when it starts
+  // and in its periodic housekeeping (never per packet), kept in a relaxed
+  // atomic. -1 only before the thread first ran.
+  int display_core() const { return core_ >= 0 ? core_ : last_cpu_.load(std::memory_order_relaxed); }
   const std::vector<RxQueue>& rx_queues() const { return rxqs_; }
 
   // Before start() only.
   void add_rx_queue(hal::Port* port, uint16_t q) { rxqs_.push_back({port, q}); }
+
+  // --- rx queue load (see the top) ---
+  // Cycles spent on rx_queues()[i] in the newest `intervals` closed
+  // intervals (at most kPmdIntervalMax; all of them: the figure an rx queue
+  // assignment by cycles sorts by, as Open vSwitch's).
+  uint64_t rxq_cycles(size_t i, unsigned intervals = kPmdIntervalMax) const;
+  // The window of the newest `intervals` intervals (pmd-rxq-show).
+  struct Load {
+    uint64_t window_cycles = 0;  // last interval's length x intervals; 0: not measured yet (NOT AVAIL)
+    uint64_t busy_cycles = 0;    // processing cycles in the window, at most window_cycles
+    std::vector<uint64_t> rxq_cycles;  // per rx_queues() index
+  };
+  Load load(unsigned intervals) const;
+  // Intervals closed since start().
+  uint32_t intervals_closed() const { return intrvl_idx_.load(std::memory_order_acquire); }
+  // Closes the current interval at the PMD's next housekeeping instead of
+  // when kPmdIntervalNs have passed (tests drive the interval clock with
+  // it, instead of sleeping); a PMD that is not running closes it at once.
+  void end_interval();
 
   Status start(std::vector<hal::Backend*> backends);
   void stop();  // asks the thread to finish and joins it; idempotent
@@ -209,6 +265,8 @@ class Pmd {
   void apply(FlowRequest& req);
   void drain_requests();
   void housekeeping();
+  // Closes the load interval at cycle counter `now` (see the top).
+  void close_interval(uint64_t now) noexcept;
   void receive(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts);
   // Drops and counts the frames shorter than an Ethernet header (no NIC
   // delivers them; tnl_pop could make one); returns the packets left,
@@ -317,6 +375,25 @@ class Pmd {
   std::unique_ptr<ExecContext> exec_;
   // Per recirculation depth: the parsed burst (keys must outlive execution).
   std::unique_ptr<packet::ParsedPacket[]> parsed_;
+
+  // Rx queue load (see the top). PMD thread: rxq_curr_ (this interval's
+  // cycles per queue), the marks; published: the slots, the count, the
+  // last interval's length. Sized by start().
+  using IntervalSlots = std::array<std::atomic<uint64_t>, kPmdIntervalMax>;
+  std::vector<uint64_t> rxq_curr_;
+  std::unique_ptr<IntervalSlots[]> rxq_intrvl_;
+  IntervalSlots busy_intrvl_{};
+  std::atomic<uint32_t> intrvl_idx_{0};      // intervals closed; the next slot is this % kPmdIntervalMax
+  std::atomic<uint64_t> intrvl_cycles_{0};   // length of the last closed interval (0: none measured)
+  const uint64_t intrvl_ns_;                 // PmdConfig::load_interval_ns
+  uint64_t intrvl_len_ = 0;                  // the same in cycles (start())
+  uint64_t intrvl_start_ = 0;                // cycle counter at the last close (0: none yet)
+  uint64_t intrvl_due_ = 0;                  // cycle counter at which the current interval closes
+  uint64_t intrvl_busy_mark_ = 0;            // busy_cycles at the last close
+  std::atomic<uint32_t> intrvl_kicks_{0};    // end_interval() calls (any thread)
+  uint32_t intrvl_kicks_seen_ = 0;           // PMD thread
+  size_t offline_rxq_ = 0;                   // offline: the queue the last read (or held packets) came from
+  std::atomic<int> last_cpu_{-1};
 
   alignas(64) AtomicCounters c_;
   PmdCounters baseline_;  // control thread: subtracted by counters() after clear

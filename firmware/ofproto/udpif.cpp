@@ -1,6 +1,8 @@
 // Udpif: the upcall handler and the revalidator. See udpif.h.
 #include "ofproto/udpif.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -353,6 +355,7 @@ bool Udpif::rules_may_matter(const Ukey& k, ChangeCache& cache) {
 
 void Udpif::revalidator_main() {
   hal::name_current_thread("revalidator");
+  revalidator_tid_.store(static_cast<int>(gettid()), std::memory_order_relaxed);
   // The revalidator is an Rcu reader from start to stop and quiesces only
   // between rounds: its ukeys hold rule pointers across the sleep. A removed
   // rule is freed two grace periods after its removal (Bridge::bury), so
@@ -613,6 +616,9 @@ uint64_t Udpif::round(bool terse, unsigned rcu_slot) {
   stats_.last_round_us = us;
   stats_.max_dump_ms = std::max(stats_.max_dump_ms, ms);
   stats_.avg_dump_ms = (stats_.avg_dump_ms * (stats_.rounds - 1) + ms) / stats_.rounds;
+  stats_.dump_duration_ms = std::max<uint64_t>(ms, 1);  // OVS: MAX(time_msec() - start_time, 1)
+  stats_.max_n_flows = std::max<uint64_t>(stats_.max_n_flows, n_flows);
+  stats_.avg_n_flows = (stats_.avg_n_flows + n_flows) / 2;
   return us;
 }
 
@@ -620,6 +626,7 @@ UdpifStats Udpif::stats() const {
   std::lock_guard lock(mu_);
   UdpifStats s = stats_;
   s.flow_limit = adapted_limit_.load(std::memory_order_relaxed);
+  s.revalidator_tid = revalidator_tid_.load(std::memory_order_relaxed);
   s.ukeys = ukeys_.size();
   s.flows = dp_.flow_count();
   return s;

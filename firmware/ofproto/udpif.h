@@ -50,6 +50,8 @@
 // The two threads share the ukey table under a mutex that no PMD takes;
 // stats() and the dump functions read it from the control thread the same
 // way. Translation runs on the handler/revalidator threads as Rcu readers.
+// The revalidator's thread id is one relaxed atomic it stores when it
+// starts (stats() reads it).
 #pragma once
 
 #include <atomic>
@@ -108,6 +110,16 @@ struct UdpifStats {
   uint64_t rounds = 0, revalidated = 0, modified = 0, deleted_idle = 0, deleted_changed = 0,
            deleted_limit = 0;
   uint64_t last_dump_ms = 0, avg_dump_ms = 0, max_dump_ms = 0, last_round_us = 0;
+  // As Open vSwitch's upcall/show: the last round's duration, at least 1 ms
+  // (0 before the first round); the datapath flows each round started
+  // with: the most, and a running average (avg = (avg + n) / 2 per round,
+  // integer, as OVS's revalidator leader keeps it).
+  uint64_t dump_duration_ms = 0;
+  uint64_t max_n_flows = 0, avg_n_flows = 0;
+  // The revalidator thread's Linux thread id (what `top -H` shows; 0 until
+  // it ran): upcall-show's per-revalidator line, where Open vSwitch prints
+  // its revalidator's thread number.
+  int revalidator_tid = 0;
   // hal::now_ns() of the first and the latest miss upcall answered (0: none):
   // the handler's busy span, for upcalls per second over a burst of misses.
   uint64_t first_upcall_ns = 0, last_upcall_ns = 0;
@@ -224,6 +236,7 @@ class Udpif {
   std::unordered_map<UkeyId, Ukey, UkeyIdHash> ukeys_;
   UdpifStats stats_;
   std::atomic<uint32_t> adapted_limit_{0};
+  std::atomic<int> revalidator_tid_{0};
   std::mutex round_mu_;  // one round at a time
   uint64_t round_seq_ = 0;  // under round_mu_
   // Megaflows setting (mirrors the per-Datapath one) and the flush it asks for.

@@ -117,6 +117,8 @@ uint64_t cycles_per_second() {
 
 uint64_t now_ns() noexcept { return mono_ns(); }
 
+int current_cpu() noexcept { return sched_getcpu(); }
+
 Status pin_current_thread(unsigned core) {
   long configured = sysconf(_SC_NPROCESSORS_CONF);
   if (core >= CPU_SETSIZE || (configured > 0 && core >= static_cast<unsigned long>(configured))) {

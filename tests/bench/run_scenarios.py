@@ -641,7 +641,7 @@ def run_keel(opt, workdir, tag, p):
     pmds = stats["pmds"]
     tot = {key: sum(p[key] for p in pmds) for key in pmds[0] if isinstance(pmds[0][key], int)}
     rxp = tot["packets_received"] or 1
-    simple = tot.get("simple_match_hits", 0)
+    simple = tot.get("simple_path_hits", 0)  # simple_match_hits is it plus xconnect_hits, as the text's line
     hits = tot["emc_hits"] + tot["smc_hits"] + tot["megaflow_hits"] + tot["xconnect_hits"] + simple
     # The counters are read one by one while the PMD runs: the hit counters
     # may be one burst ahead of packets_received.

@@ -21,6 +21,11 @@ MASKS = [
     (re.compile(r"HAL backends in this build: [^;]*;"), "HAL backends in this build: BUILT;"),
     (re.compile(r"\"backends_built\":\[[^\]]*\]"), "\"backends_built\":[\"BUILT\"]"),
     (re.compile(r"(idle|processing) cycles: \d+ \(\d+\.\d+%\)"), r"\1 cycles: N (P%)"),
+    (re.compile(r"(core_id |\"core\":)\d+"), r"\1N"),  # an unpinned PMD: the CPU it was last seen on
+    # Measured from the second 5 s interval on (NOT AVAIL before): a slow run may get there.
+    (re.compile(r"(pmd usage|overhead): (NOT AVAIL|[ \d]\d %)"), r"\1: U"),
+    (re.compile(r"\"(window_cycles|busy_cycles|overhead_cycles|intervals_closed|cycles|iterations)\":\d+"), r'"\1":N'),
+    (re.compile(r",\"usage_pct\":\d+"), ""),
     (re.compile(r"\"(idle_cycles|processing_cycles|used_ms|time_ns)\":\d+"), r'"\1":N'),
     (re.compile(r"used:\d+\.\d+s"), "used:Ts"),
 ]

@@ -7,7 +7,7 @@ one at a time with `revalidator/purge` between them:
 
 * two inputs with interleaved timestamps, thousands of new 5-tuples, one
   output, megaflows on and off: run twice, byte-identical, in timestamp
-  order, lost 0, upcall-show saying "offline: backpressure";
+  order, lost 0, `upcall-show --keel` saying "offline: backpressure";
 * a flow-setup-sized pass (60k new 5-tuples, more than the upcall records
   and the flow limit can hold at once): every packet out, in order;
 * recirculated packets keep their place among the others;
@@ -44,7 +44,7 @@ def udp(i, src=1, dst=2, size=64):
     return mac(dst) + mac(src) + b"\x08\x00" + ip + u
 
 
-def offline_run(setup, inputs, outs, script="upcall-show --format json\nupcall-show\n", extra=()):
+def offline_run(setup, inputs, outs, script="upcall-show --format json\nupcall-show --keel\n", extra=()):
     """inputs: {port: [(ts_us, frame)]}; outs: ports recorded. Ports p1..pN
     in name order. Returns (proc, {port: frames})."""
     d = tmpdir()

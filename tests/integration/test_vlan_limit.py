@@ -219,7 +219,7 @@ def test_runts_dropped_and_counted():
     runts), on the OpenFlow path and through a cross-connect; 14-59-byte
     frames are forwarded as they are (Open vSwitch keys and forwards them,
     unpadded)."""
-    script = "pmd-stats-show --format json\npmd-stats-show\n"
+    script = "pmd-stats-show --format json\npmd-stats-show --keel\n"
     proc, out = run(RULES, RUNTS + SHORT, script)
     check(proc.returncode == 0, "exit 0", proc)
     check(sorted(out["p3"]) == sorted(SHORT) and out["p1"] == [] and out["p2"] == [],
@@ -227,7 +227,8 @@ def test_runts_dropped_and_counted():
     c = pmd_counters(proc)
     check(c["runts"] == len(RUNTS), "runts counted: %r" % c, proc)
     check(c["malformed"] >= len(RUNTS), "runts are malformed too: %r" % c, proc)
-    check("of which runts dropped (< 14 bytes): %d" % len(RUNTS) in proc.stdout, "pmd-stats-show text", proc)
+    check("keel: of which runts dropped (< 14 bytes): %d" % len(RUNTS) in proc.stdout, "pmd-stats-show --keel text",
+          proc)
 
     # No bridge: a cross-connect p0 -> p1 (no parse, no lookup).
     proc, out = run("xconnect p0 p1\n", RUNTS + SHORT, script, ports=("p0", "p1"))

@@ -47,4 +47,9 @@ void name_current_thread(const std::string& name);
 
 unsigned online_cores();
 
+// The CPU the calling thread runs on now (sched_getcpu(): glibc reads it
+// from rseq or the vDSO, normally without a system call), or -1 if the
+// kernel can't say. A snapshot: an unpinned thread may move right after.
+int current_cpu() noexcept;
+
 }  // namespace keel::hal
