@@ -5,6 +5,7 @@
 // megaflow in the burst, one tx call per output port.
 #include "datapath/pmd.h"
 
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -179,6 +180,7 @@ void Pmd::run() {
     started_.store(-1, std::memory_order_release);
     return;
   }
+  sample_cpu();
   started_.store(1, std::memory_order_release);
   emc_->set_insert_inv_prob(emc_insert_inv_prob_.load(std::memory_order_relaxed));
 
@@ -244,7 +246,15 @@ void Pmd::run() {
   for (hal::Backend* b : backends_) b->thread_exit();
 }
 
+void Pmd::sample_cpu() noexcept {
+  // An unpinned thread may migrate: the last CPU seen is what display_core()
+  // names. sched_getcpu() is a vDSO call; it runs here, not per packet.
+  const int cpu = sched_getcpu();
+  if (cpu >= 0) seen_cpu_.store(cpu, std::memory_order_relaxed);
+}
+
 void Pmd::housekeeping() {
+  sample_cpu();
   for (const RxQueue& rxq : rxqs_)
     if (Dpcls* cls = table_.dpcls(rxq.port->id())) cls->resort();
   emc_->set_insert_inv_prob(emc_insert_inv_prob_.load(std::memory_order_relaxed));

@@ -16,7 +16,8 @@
 // Packets every iteration; between bursts the PMD applies flow requests
 // posted to its ring (install, remove, modify: it is the only writer of its
 // flow table, EMC and SMC), and every kHousekeepingEvery iterations it
-// re-ranks its dpcls subtables and sweeps its EMC for dead flows.
+// re-ranks its dpcls subtables, sweeps its EMC for dead flows and samples
+// the CPU it runs on (display_core()).
 //
 // Thread-safety: the PMD thread is the only writer of its caches, flow
 // table and counters. Counters are relaxed atomics written once per burst
@@ -29,7 +30,9 @@
 // each iteration, before `iterations` (wait_drained reads both).
 // A tx queue shared with another PMD is taken with its spinlock (as Open
 // vSwitch's dynamic txqs); an unshared one takes none. The datapath's VLAN
-// limit is read with one relaxed atomic load per burst. Runts are dropped
+// limit is read with one relaxed atomic load per burst. The CPU last seen
+// (display_core()) is one relaxed atomic the PMD thread stores at start and
+// at housekeeping and anyone loads. Runts are dropped
 // with a length check per packet and counted once per burst, no lock.
 //
 // Offline mode (datapath.h; set before start(), then fixed): this PMD polls
@@ -149,6 +152,17 @@ class Pmd {
 
   unsigned index() const { return index_; }
   int core() const { return core_; }
+  // The core Open vSwitch would name for this PMD (`core_id N` in
+  // pmd-stats-show, `flow-dump from pmd on cpu core: N`): core() when
+  // pinned; otherwise the CPU the PMD thread was last seen running on,
+  // sampled with sched_getcpu() by the PMD thread when it starts and at each
+  // housekeeping (never per packet), 0 before the thread first ran. Any
+  // thread; relaxed (a sample, ordered with nothing).
+  int display_core() const {
+    if (core_ >= 0) return core_;
+    const int seen = seen_cpu_.load(std::memory_order_relaxed);
+    return seen >= 0 ? seen : 0;
+  }
   const std::vector<RxQueue>& rx_queues() const { return rxqs_; }
 
   // Before start() only.
@@ -209,6 +223,7 @@ class Pmd {
   void apply(FlowRequest& req);
   void drain_requests();
   void housekeeping();
+  void sample_cpu() noexcept;  // seen_cpu_ = sched_getcpu()
   void receive(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts);
   // Drops and counts the frames shorter than an Ethernet header (no NIC
   // delivers them; tnl_pop could make one); returns the packets left,
@@ -259,6 +274,7 @@ class Pmd {
   Datapath& dp_;
   const unsigned index_;
   const int core_;
+  std::atomic<int> seen_cpu_{-1};  // PMD thread: sched_getcpu() at start/housekeeping; see display_core()
   const uint32_t idle_sleep_us_;
   std::vector<RxQueue> rxqs_;
   std::vector<hal::Backend*> backends_;
