@@ -52,7 +52,7 @@ struct CommandTree::Impl {
   // Values bound to options and positionals; reset before every parse.
   std::string format, arg1, arg2;
   std::vector<std::string> words;
-  bool flag_m = false, flag_terse = false;
+  bool flag_m = false, flag_terse = false, flag_names = false, flag_no_names = false;
   // Running-config sections (see ConfigSection) and where `write memory`
   // saves (cli/commands_config.cpp; null: no config directory).
   std::vector<ConfigSection> config_sections;
@@ -76,7 +76,7 @@ struct CommandTree::Impl {
     arg1.clear();
     arg2.clear();
     words.clear();
-    flag_m = flag_terse = false;
+    flag_m = flag_terse = flag_names = flag_no_names = false;
     status = {};
     after_parse = nullptr;
   }

@@ -292,7 +292,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
       ch.answer(u);
       return;
     }
-    auto f = dp_.build_megaflow(m, &t.actions, ufid);
+    auto f = dp_.build_megaflow(m, &t.actions, ufid, &u->key);  // flow-dump shows the packet's key
     if (f) {
       // As Open vSwitch's handler (xlate with resubmit_stats): the packet
       // whose upcall installs the megaflow is credited to its rules now;
