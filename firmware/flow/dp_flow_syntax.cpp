@@ -446,6 +446,12 @@ class DpParser {
           while (end > i && (s.text[end - 1] == ' ' || s.text[end - 1] == '\t' || s.text[end - 1] == '\r' ||
                              s.text[end - 1] == '\n'))
             --end;
+          // dpctl/dump-flows -m ends with ", dp-extra-info:..." after the
+          // actions (format_dpif_flow()): not an action, left out.
+          if (size_t x = s.text.find("dp-extra-info:", i); x != std::string_view::npos && x < end) {
+            end = x;
+            while (end > i && (is_delimiter(s.text[end - 1]) || s.text[end - 1] == ' ')) --end;
+          }
           flow.has_actions = true;
           flow.actions = std::string(s.text.substr(i, end - i));
           flow.actions_column = s.column + i;
@@ -957,6 +963,8 @@ class DpPrinter {
           std::string b;
           put_flags(b, tcp_flag_name, ntoh16(m_.key.tcp_flags), ntoh16(m_.mask.tcp_flags), kTcpFlagsMax);
           attr("tcp_flags", b);
+        } else if (o_.verbose) {
+          attr("tcp_flags", "0/0");  // format_flags_masked() of a zero mask, whatever the value
         }
         break;
       case kProtoUdp:

@@ -33,7 +33,7 @@
 // -m), and the statistics after the key (`packets:`, `bytes:`, `used:`,
 // `flags:`, `dp:`, `offloaded:`, `dp-extra-info:`). The key ends at
 // `actions:`; the text after it is returned unparsed (datapath actions are
-// parsed elsewhere).
+// parsed elsewhere), up to a `dp-extra-info:` that -m prints after it.
 //
 // Prerequisites are checked as Open vSwitch's odp_flow_key_to_flow() does,
 // because a field's attribute is chosen from them when printing: ipv4()

@@ -545,3 +545,69 @@ TEST_CASE("dp: Open vSwitch's datapath view of VLAN stacks (flow-dump), per vlan
   CHECK(format_dp_match(untagged) == "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x0000),vlan(vid=0,cfi=0),"
                                      "encap(eth_type(0x0800))");
 }
+
+TEST_CASE("dp: a key with values outside its mask prints them, as Open vSwitch prints a flow's key") {
+  // The upcall's packet key under the megaflow's mask (flow-dump).
+  DpFlow f;
+  {
+    auto r = parse_dp_flow(
+        "recirc_id(0),in_port(1),eth(src=00:00:00:00:00:01/00:00:00:00:00:00,dst=00:00:00:00:00:02/00:00:00:00:00:00),"
+        "eth_type(0x0800),ipv4(src=10.0.0.1/0.0.0.0,dst=10.1.2.3/255.0.0.0,proto=17/0,tos=0/0,ttl=64/0,frag=no),"
+        "udp(src=1024/0,dst=4000/0)");
+    INFO(r.status().message());
+    REQUIRE(r.ok());
+    f = *r;
+  }
+  // The match is masked; the values as written are kept apart.
+  CHECK(f.match.key.nw_src == 0);
+  CHECK(f.match.key.nw_dst == hton32(0x0a000000));
+  CHECK(f.match.mask.nw_proto == 0);
+  CHECK(f.match.mask.tp_src == 0);
+  CHECK(f.key_as_written.nw_src == hton32(0x0a000001));
+  CHECK(f.key_as_written.nw_dst == hton32(0x0a010203));
+  CHECK(f.key_as_written.nw_proto == 17);
+  CHECK(f.key_as_written.tp_dst == hton16(4000));
+  Match shown{f.key_as_written, f.match.mask};
+  CHECK(format_dp_match(shown) ==
+        "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x0800),ipv4(dst=10.1.2.3/255.0.0.0,frag=no)");
+  DpFormatOptions v;
+  v.verbose = true;
+  const std::string verbose = format_dp_match(shown, v);
+  CHECK(verbose ==
+        "skb_priority(0/0),skb_mark(0/0),ct_state(0/0),ct_zone(0/0),ct_mark(0/0),ct_label(0/0),recirc_id(0),"
+        "dp_hash(0/0),in_port(1),packet_type(ns=0,id=0),"
+        "eth(src=00:00:00:00:00:01/00:00:00:00:00:00,dst=00:00:00:00:00:02/00:00:00:00:00:00),eth_type(0x0800),"
+        "ipv4(src=10.0.0.1/0.0.0.0,dst=10.1.2.3/255.0.0.0,proto=17/0,tos=0/0,ttl=64/0,frag=no),"
+        "udp(src=1024/0,dst=4000/0)");
+  // Reads back to the same match and the same values.
+  auto again = parse_dp_flow(verbose);
+  REQUIRE(again.ok());
+  CHECK(again->match == f.match);
+  CHECK(again->key_as_written == shown.key);
+
+  // TCP: -m prints tcp_flags(0/0) when the flags are not matched, whatever
+  // the packet's (format_flags_masked()).
+  Match t = parse_ok("eth_type(0x0800),ipv4(proto=6,frag=no),tcp(dst=80)");
+  t.key.tcp_flags = hton16(0x002);
+  CHECK(format_dp_match(t, v).find("tcp(src=0/0,dst=80),tcp_flags(0/0)") != std::string::npos);
+  CHECK(format_dp_match(t).find("tcp_flags") == std::string::npos);
+}
+
+TEST_CASE("dp: a matched L4 field still needs its prerequisite matched exactly") {
+  CHECK(parse_err("eth_type(0x0800),ipv4(proto=17/0),udp(dst=53)") ==
+        "attribute 'udp' at column 35: matching an L4 field needs ipv4/ipv6 proto= matched exactly");
+  CHECK(parse_err("eth_type(0x0800),ipv4(proto=6/0),udp(dst=53/0)") ==
+        "attribute 'udp' at column 34: udp() needs ipv4(proto=17) or ipv6(proto=17)");
+  // Written values satisfy the prerequisite of a wildcarded attribute.
+  CHECK(parse_ok("eth_type(0x86dd),ipv6(proto=58/0),icmpv6(type=135/0,code=0/0),nd(target=::/::)").mask.nw_proto == 0);
+}
+
+TEST_CASE("dp: a whole flow-dump -m line: dp-extra-info after the actions is not an action") {
+  auto r = parse_dp_flow(
+      "ufid:98c0c1df-32c5-4443-bee9-8025e4b2e2e4, skb_priority(0/0),recirc_id(0),in_port(1),"
+      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(frag=no), packets:2, bytes:124, used:0.501s, "
+      "offloaded:partial, dp:ovs, actions:2,3, dp-extra-info:miniflow_bits(4,2)");
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  CHECK(r->actions == "2,3");
+}
