@@ -230,13 +230,17 @@ void add_datapath_commands(CommandTree::Impl& t) {
     // As dpctl: names by default with -m, numbers without; the flags win.
     const bool names = t.flag_names || (t.flag_m && !t.flag_no_names);
     auto flows = dp.flow_dump();
+    // As dpctl_dump_flows(): a flow is shown when it and the filter can
+    // match the same packet — the filter's values under the flow's mask and
+    // the filter's own (a field the flow wildcards never excludes it).
     auto keep = [&](const datapath::FlowView& v) {
       if (!filter) return true;
       const uint64_t* k = v.match.key.words();
+      const uint64_t* m = v.match.mask.words();
       const uint64_t* fk = filter->key.words();
       const uint64_t* fm = filter->mask.words();
       for (unsigned i = 0; i < flow::kFlowWords; ++i)
-        if ((k[i] & fm[i]) != fk[i]) return false;
+        if ((k[i] & fm[i]) != (fk[i] & m[i])) return false;
       return true;
     };
     if (t.format == "json") {
