@@ -106,7 +106,9 @@ std::string flow_actions_text(const datapath::Datapath& dp, const datapath::Flow
 // layer names of dpif-netdev and netdev-offload-dpdk): a flow on the ARM
 // cores is the "ovs" layer; a partially offloaded one (MARK) too, with
 // offloaded:partial; a fully offloaded one is "dpdk", offloaded:yes.
-const char* flow_dp_layer(datapath::FlowOffload o) { return o == datapath::FlowOffload::full ? "dpdk" : "ovs"; }
+const char* flow_dp_layer(datapath::FlowOffload o) {
+  return o == datapath::FlowOffload::full ? "dpdk" : "ovs";
+}
 const char* flow_offloaded(datapath::FlowOffload o) {
   return o == datapath::FlowOffload::full ? "yes" : o == datapath::FlowOffload::partial ? "partial" : "no";
 }
@@ -123,7 +125,8 @@ void print_flow(std::string& out, const datapath::Datapath& dp, const datapath::
   if (v.tcp_flags) out += ", flags:" + tcp_flags_text(v.tcp_flags);
   if (!terse) {
     if (verbose) {
-      if (v.offload != datapath::FlowOffload::none) out += std::string(", offloaded:") + flow_offloaded(v.offload);
+      if (v.offload != datapath::FlowOffload::none)
+        out += std::string(", offloaded:") + flow_offloaded(v.offload);
       out += std::string(", dp:") + flow_dp_layer(v.offload);
     }
     out += ", actions:" + flow_actions_text(dp, v, names);
@@ -208,7 +211,8 @@ void add_datapath_commands(CommandTree::Impl& t) {
 
   // --- flow-dump ---
   auto* dump = t.app.add_subcommand("flow-dump", "list the datapath flows (like ovs-appctl dpctl/dump-flows)");
-  dump->add_flag("-m,--more", t.flag_m, "ufid, every field with its mask, dp layer, lookup shape; ports by name");
+  dump->add_flag("-m,--more", t.flag_m,
+                 "ufid, every field with its mask, dp layer, lookup shape; ports by name");
   dump->add_flag("--names", t.flag_names, "ports by name (the default with -m)");
   dump->add_flag("--no-names", t.flag_no_names, "ports by number (the default without -m)");
   dump->add_flag("--terse", t.flag_terse, "ufid and statistics only");

@@ -86,9 +86,9 @@ struct FlowView {
   unsigned pmd;
   int pmd_core = 0;  // the PMD's Pmd::display_core() (flow-dump's header)
   Ufid ufid;
-  flow::Match match;        // key & mask (what the flow matches)
-  flow::FlowKey shown_key;  // the unmasked key that made it (Megaflow::shown_key), else match.key
-  std::string actions;      // datapath actions text, ports as numbers
+  flow::Match match;                  // key & mask (what the flow matches)
+  flow::FlowKey shown_key;            // the unmasked key that made it (Megaflow::shown_key), else match.key
+  std::string actions;                // datapath actions text, ports as numbers
   std::vector<uint8_t> action_bytes;  // the encoded actions (empty: drop), e.g. to print port names
   FlowOffload offload = FlowOffload::none;
   uint64_t packets, bytes, used_ns;
@@ -167,8 +167,8 @@ class Datapath {
   // name a port; recirc_id is made exact. Allocates; free with free_megaflow().
   // `shown_key` (may be null) becomes Megaflow::shown_key: the upcall's
   // packet key, or a key as written (anything outside the mask is kept).
-  Result<Megaflow*> build_megaflow(const flow::Match& match, const flow::DpActions* actions,
-                                   const Ufid& ufid, const flow::Miniflow* shown_key = nullptr) const;
+  Result<Megaflow*> build_megaflow(const flow::Match& match, const flow::DpActions* actions, const Ufid& ufid,
+                                   const flow::Miniflow* shown_key = nullptr) const;
   // VLAN tags in a datapath flow, as Open vSwitch's userspace datapath has
   // them (the upcall handler's megaflows; flow_del() and dp-flow get fall
   // back to it, so that flow-dump's text of such a flow finds it; dp-flow

@@ -205,8 +205,8 @@ Status parse_field(Match& m, const FieldDef& f, const Span& value) {
     case Kind::ipv4: {
       be32 a, am;
       if (Status st = parse_masked_ipv4(value, a, am); !st) return st;
-      put_raw_bytes(m, f.offset, reinterpret_cast<const uint8_t*>(&a),
-                       reinterpret_cast<const uint8_t*>(&am), 4);
+      put_raw_bytes(m, f.offset, reinterpret_cast<const uint8_t*>(&a), reinterpret_cast<const uint8_t*>(&am),
+                    4);
       return {};
     }
     case Kind::ipv6: {
@@ -715,8 +715,8 @@ class DpParser {
   bool proto_written(uint8_t p) const { return is_ip_any(m_) && m_.key.nw_proto == p; }
   bool nd_written() const {
     const uint8_t type = ntoh16(m_.key.tp_src) & 0xff;
-    return dl_is(m_, kEthTypeIpv6) && proto_written(kProtoIcmpv6) && (type == kNdSolicit || type == kNdAdvert) &&
-           (ntoh16(m_.key.tp_dst) & 0xff) == 0;
+    return dl_is(m_, kEthTypeIpv6) && proto_written(kProtoIcmpv6) &&
+           (type == kNdSolicit || type == kNdAdvert) && (ntoh16(m_.key.tp_dst) & 0xff) == 0;
   }
   bool attr_matches_something(std::string_view n) const {
     FieldTable t = table(kPortFields);
@@ -752,7 +752,8 @@ class DpParser {
     if (n == "tcp" || n == "tcp_flags")
       return need(proto_written(kProtoTcp), "needs ipv4(proto=6) or ipv6(proto=6)");
     if (n == "udp") return need(proto_written(kProtoUdp), "udp() needs ipv4(proto=17) or ipv6(proto=17)");
-    if (n == "sctp") return need(proto_written(kProtoSctp), "sctp() needs ipv4(proto=132) or ipv6(proto=132)");
+    if (n == "sctp")
+      return need(proto_written(kProtoSctp), "sctp() needs ipv4(proto=132) or ipv6(proto=132)");
     if (n == "icmp")
       return need(dl_is(m_, kEthTypeIp) && proto_written(kProtoIcmp), "icmp() needs ipv4(proto=1)");
     if (n == "icmpv6")

@@ -3,7 +3,6 @@
 // dropped by an action, lost on a miss, or dropped by a full tx ring). Run
 // under TSan by the tsan preset.
 #include <doctest/doctest.h>
-
 #include <sched.h>
 
 #include <atomic>
@@ -145,7 +144,8 @@ TEST_CASE("an unpinned PMD is named by a CPU its thread may run on (display_core
   CHECK(cpu >= 0);
   CHECK(CPU_ISSET(cpu, &allowed));
   // flow-dump's header names the same core.
-  REQUIRE(dp.flow_put(parse_match("in_port(1),eth_type(0x0800)"), parse_actions("drop"), std::nullopt, false).ok());
+  const flow::Match m = parse_match("in_port(1),eth_type(0x0800)");
+  REQUIRE(dp.flow_put(m, parse_actions("drop"), std::nullopt, false).ok());
   auto flows = dp.flow_dump();
   REQUIRE(flows.size() == 1);
   CHECK(flows[0].pmd_core == pmd.display_core());

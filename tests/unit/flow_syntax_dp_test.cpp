@@ -84,7 +84,8 @@ TEST_CASE("dp: verbose (-m) prints wildcarded fields as /0 and reads back") {
   o.verbose = true;
   CHECK(format_dp_match(m, o) ==
         "skb_priority(0/0),skb_mark(0/0),ct_state(0/0),ct_zone(0/0),ct_mark(0/0),ct_label(0/0),"
-        "recirc_id(0),dp_hash(0/0),in_port(1),packet_type(ns=0,id=0),eth(src=02:00:00:00:00:01,dst=02:00:00:00:00:02),eth_type(0x0800),"
+        "recirc_id(0),dp_hash(0/0),in_port(1),packet_type(ns=0,id=0),"
+        "eth(src=02:00:00:00:00:01,dst=02:00:00:00:00:02),eth_type(0x0800),"
         "ipv4(src=10.0.0.1,dst=10.0.1.0/255.255.255.0,proto=17,tos=0/0,ttl=0/0,frag=no),"
         "udp(src=1000,dst=2000)");
   CHECK(parse_ok(format_dp_match(m, o)) == m);
@@ -95,7 +96,8 @@ TEST_CASE("dp: canonical lines for every attribute print back unchanged") {
   // NOLINTBEGIN(bugprone-suspicious-missing-comma)
   const std::vector<std::string> lines = {
       // metadata, hex as %#x, masks
-      "skb_priority(0x5),skb_mark(0x10/0xff),recirc_id(0x1),dp_hash(0xab/0xff),in_port(3),packet_type(ns=0,id=0)",
+      "skb_priority(0x5),skb_mark(0x10/0xff),recirc_id(0x1),dp_hash(0xab/0xff),in_port(3),packet_type(ns=0,"
+      "id=0)",
       "in_port(1/0xff),packet_type(ns=0,id=0)",
       "recirc_id(0x2),dp_hash(0/0xf),packet_type(ns=0,id=0)",
       // tunnel, IPv4 and IPv6 underlays, flags both ways
@@ -106,11 +108,13 @@ TEST_CASE("dp: canonical lines for every attribute print back unchanged") {
       "tunnel(src=10.0.0.0/255.255.255.0,flags(0)),packet_type(ns=0,id=0)",
       "tunnel(flags(+oam)),packet_type(ns=0,id=0)",
       // Ethernet with masks
-      "packet_type(ns=0,id=0),eth(src=02:00:00:00:00:00/ff:00:00:00:00:00,dst=01:00:00:00:00:00/01:00:00:00:00:00)",
+      "packet_type(ns=0,id=0),eth(src=02:00:00:00:00:00/ff:00:00:00:00:00,"
+      "dst=01:00:00:00:00:00/01:00:00:00:00:00)",
       "packet_type(ns=0,id=0),eth(dst=ff:ff:ff:ff:ff:ff),eth_type(0x88cc)",
       "packet_type(ns=0,id=0),eth_type(0x0800/0xff00)",
       // VLAN, QinQ, partial VLAN masks, CFI
-      "in_port(1),packet_type(ns=0,id=0),eth(src=00:00:00:00:00:01,dst=ff:ff:ff:ff:ff:ff),eth_type(0x8100),vlan(vid=10,pcp=0),"
+      "in_port(1),packet_type(ns=0,id=0),eth(src=00:00:00:00:00:01,dst=ff:ff:ff:ff:ff:ff),eth_type(0x8100),"
+      "vlan(vid=10,pcp=0),"
       "encap(eth_type(0x0800),ipv4(src=10.0.0.1,proto=6,frag=no),tcp(dst=80))",
       "packet_type(ns=0,id=0),eth_type(0x88a8),vlan(vid=100),encap(eth_type(0x8100),vlan(vid=10,pcp=3),"
       "encap(eth_type(0x0800),ipv4(frag=no)))",
@@ -120,29 +124,36 @@ TEST_CASE("dp: canonical lines for every attribute print back unchanged") {
       "packet_type(ns=0,id=0),vlan(vid=5,cfi=0/0),encap(eth_type(0x0806))",
       "packet_type(ns=0,id=0),eth_type(0x8100)",
       // IPv4 / IPv6 fields
-      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(src=1.2.3.4,dst=5.6.7.0/255.255.255.128,proto=47,tos=0x4/0xfc,ttl=64/0xf0,"
+      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(src=1.2.3.4,dst=5.6.7.0/255.255.255.128,proto=47,"
+      "tos=0x4/0xfc,ttl=64/0xf0,"
       "frag=later)",
       "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(tos=0)",
-      "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(src=2001:db8::1,dst=2001:db8::/ffff:ffff::,label=0x12345,proto=17,"
+      "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(src=2001:db8::1,dst=2001:db8::/ffff:ffff::,label=0x12345,"
+      "proto=17,"
       "tclass=0x10,hlimit=64,frag=first),udp(src=53)",
-      "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(label=0/0xff,proto=132,frag=no),sctp(src=16/0xfff0,dst=2)",
+      "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(label=0/0xff,proto=132,frag=no),sctp(src=16/0xfff0,"
+      "dst=2)",
       "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(src=::ffff:1.2.3.4)",
       // L4
-      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=6,frag=no),tcp(src=16/0xfff0,dst=80),tcp_flags(+syn-ack)",
+      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=6,frag=no),tcp(src=16/0xfff0,dst=80),"
+      "tcp_flags(+syn-ack)",
       "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=6),tcp_flags(syn|ack)",
       "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(proto=6),tcp(dst=443),tcp_flags(0)",
-      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=6),tcp_flags(fin|syn|rst|psh|ack|urg|ece|cwr|ns|[200]|[400]|[800])",
+      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=6),"
+      "tcp_flags(fin|syn|rst|psh|ack|urg|ece|cwr|ns|[200]|[400]|[800])",
       "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=17,frag=first),udp(dst=4789)",
       "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=132),sctp(src=9)",
       "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=1,frag=no),icmp(type=8,code=0)",
       "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=1),icmp(type=48/0xf0)",
       "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(proto=58,frag=no),icmpv6(type=135,code=0),"
       "nd(target=fe80::1,sll=00:11:22:33:44:55)",
-      "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(proto=58),icmpv6(type=136),nd(target=fe80::/ffff:ffff:ffff:ffff::,"
+      "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(proto=58),icmpv6(type=136),"
+      "nd(target=fe80::/ffff:ffff:ffff:ffff::,"
       "tll=00:11:22:00:00:00/ff:ff:ff:00:00:00)",
       "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(proto=58),icmpv6(type=128)",
       // ARP, RARP
-      "packet_type(ns=0,id=0),eth(src=00:11:22:33:44:55),eth_type(0x0806),arp(sip=10.0.0.1,tip=10.0.0.0/255.255.255.0,op=1,"
+      "packet_type(ns=0,id=0),eth(src=00:11:22:33:44:55),eth_type(0x0806),arp(sip=10.0.0.1,"
+      "tip=10.0.0.0/255.255.255.0,op=1,"
       "sha=00:11:22:33:44:55,tha=00:00:00:00:00:00)",
       "packet_type(ns=0,id=0),eth_type(0x8035),arp(op=3/0xf)",
   };
@@ -214,8 +225,10 @@ TEST_CASE("dp: non-canonical inputs print in canonical form") {
   const Case cases[] = {
       {"in_port(1), eth_type(0x0800) ,eth(), ipv4(frag=no)",
        "in_port(1),packet_type(ns=0,id=0),eth_type(0x0800),ipv4(frag=no)"},
-      {"udp(dst=53),ipv4(proto=17),eth_type(2048)", "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=17),udp(dst=53)"},
-      {"eth_type(0x0800),ipv4(dst=10.0.0.0/8)", "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(dst=10.0.0.0/255.0.0.0)"},
+      {"udp(dst=53),ipv4(proto=17),eth_type(2048)",
+       "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=17),udp(dst=53)"},
+      {"eth_type(0x0800),ipv4(dst=10.0.0.0/8)",
+       "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(dst=10.0.0.0/255.0.0.0)"},
       {"", "packet_type(ns=0,id=0)"},
       {"recirc_id(0x0),in_port(0x10)", "recirc_id(0),in_port(16),packet_type(ns=0,id=0)"},
       {"packet_type(ns=0,id=0),eth()", "packet_type(ns=0,id=0)"},
@@ -224,7 +237,8 @@ TEST_CASE("dp: non-canonical inputs print in canonical form") {
       {"eth_type(0x0800),ipv4(proto=6),tcp_flags(syn|0x10)",
        "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=6),tcp_flags(syn|ack)"},
       {"tunnel(tun_id=0x1,flags(df|0x8))", "tunnel(tun_id=0x1,flags(df|key)),packet_type(ns=0,id=0)"},
-      {"eth_type(0x8100),vlan(vid=5/0xfff,pcp=0/0),encap()", "packet_type(ns=0,id=0),eth_type(0x8100),vlan(vid=5),encap()"},
+      {"eth_type(0x8100),vlan(vid=5/0xfff,pcp=0/0),encap()",
+       "packet_type(ns=0,id=0),eth_type(0x8100),vlan(vid=5),encap()"},
       {"eth_type(0x0806),arp(op=1/0xffff)", "packet_type(ns=0,id=0),eth_type(0x0806),arp(op=1)"},
       {"skb_mark(0x5/0xffffffff)", "skb_mark(0x5),packet_type(ns=0,id=0)"},
       {"tunnel()", "packet_type(ns=0,id=0)"},
@@ -551,8 +565,10 @@ TEST_CASE("dp: a key with values outside its mask prints them, as Open vSwitch p
   DpFlow f;
   {
     auto r = parse_dp_flow(
-        "recirc_id(0),in_port(1),eth(src=00:00:00:00:00:01/00:00:00:00:00:00,dst=00:00:00:00:00:02/00:00:00:00:00:00),"
-        "eth_type(0x0800),ipv4(src=10.0.0.1/0.0.0.0,dst=10.1.2.3/255.0.0.0,proto=17/0,tos=0/0,ttl=64/0,frag=no),"
+        "recirc_id(0),in_port(1),eth(src=00:00:00:00:00:01/00:00:00:00:00:00,"
+        "dst=00:00:00:00:00:02/00:00:00:00:00:00),"
+        "eth_type(0x0800),ipv4(src=10.0.0.1/0.0.0.0,dst=10.1.2.3/255.0.0.0,proto=17/0,tos=0/0,ttl=64/0,"
+        "frag=no),"
         "udp(src=1024/0,dst=4000/0)");
     INFO(r.status().message());
     REQUIRE(r.ok());
@@ -576,7 +592,8 @@ TEST_CASE("dp: a key with values outside its mask prints them, as Open vSwitch p
   CHECK(verbose ==
         "skb_priority(0/0),skb_mark(0/0),ct_state(0/0),ct_zone(0/0),ct_mark(0/0),ct_label(0/0),recirc_id(0),"
         "dp_hash(0/0),in_port(1),packet_type(ns=0,id=0),"
-        "eth(src=00:00:00:00:00:01/00:00:00:00:00:00,dst=00:00:00:00:00:02/00:00:00:00:00:00),eth_type(0x0800),"
+        "eth(src=00:00:00:00:00:01/00:00:00:00:00:00,dst=00:00:00:00:00:02/00:00:00:00:00:00),"
+        "eth_type(0x0800),"
         "ipv4(src=10.0.0.1/0.0.0.0,dst=10.1.2.3/255.0.0.0,proto=17/0,tos=0/0,ttl=64/0,frag=no),"
         "udp(src=1024/0,dst=4000/0)");
   // Reads back to the same match and the same values.
