@@ -52,7 +52,7 @@ struct CommandTree::Impl {
   // Values bound to options and positionals; reset before every parse.
   std::string format, arg1, arg2;
   std::vector<std::string> words;
-  bool flag_m = false, flag_terse = false;
+  bool flag_m = false, flag_terse = false, flag_names = false, flag_no_names = false;
   bool flag_keel = false;  // --keel: keel's own lines after Open vSwitch's
   // Running-config sections (see ConfigSection) and where `write memory`
   // saves (cli/commands_config.cpp; null: no config directory).
@@ -77,7 +77,7 @@ struct CommandTree::Impl {
     arg1.clear();
     arg2.clear();
     words.clear();
-    flag_m = flag_terse = false;
+    flag_m = flag_terse = flag_names = flag_no_names = false;
     flag_keel = false;
     status = {};
     after_parse = nullptr;

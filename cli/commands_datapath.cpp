@@ -47,41 +47,90 @@ std::string fmt2(double v) {
   return buf;
 }
 
-// Parses "KEY/MASK[,] actions:ACTIONS" for add/mod.
-Status parse_flow_with_actions(const std::string& text, flow::DpFlow& flow, flow::DpActions& actions,
-                               bool need_actions) {
-  auto f = flow::parse_dp_flow(text);
+// Port names both ways, for `flow-dump -m` / `--names` and for reading such
+// a line back (dp-flow add/mod/del/get accept names where numbers go, as
+// ovs-dpctl does).
+flow::DpPortName port_namer(const datapath::Datapath& dp) {
+  return [&dp](uint32_t n) -> std::optional<std::string> {
+    hal::Port* p = n < datapath::kMaxPorts ? dp.port(static_cast<uint16_t>(n)) : nullptr;
+    if (!p) return std::nullopt;
+    return p->name();
+  };
+}
+flow::DpPortNumber port_numberer(const datapath::Datapath& dp) {
+  return [&dp](std::string_view name) -> std::optional<uint32_t> {
+    hal::Port* p = dp.find_port(name);
+    if (!p) return std::nullopt;
+    return p->id();
+  };
+}
+
+// Parses "KEY/MASK[,] actions:ACTIONS" for add/mod/del/get.
+Status parse_flow_with_actions(const datapath::Datapath& dp, const std::string& text, flow::DpFlow& flow,
+                               flow::DpActions& actions, bool need_actions) {
+  const flow::DpPortNumber number = port_numberer(dp);
+  flow::DpParseOptions po;
+  po.port_number = number;
+  auto f = flow::parse_dp_flow(text, po);
   if (!f) return std::move(f).take_status();
   flow = std::move(f.value());
   if (!flow.has_actions) {
     if (need_actions) return invalid("missing 'actions:' (e.g. '... actions:2')");
     return {};
   }
-  auto a = flow::parse_dp_actions(flow.actions, flow.actions_column);
+  auto a = flow::parse_dp_actions(flow.actions, flow.actions_column, &number);
   if (!a) return std::move(a).take_status();
   actions = std::move(a.value());
   return {};
 }
 
-// A datapath flow's match as Open vSwitch prints it under the datapath's
+// A datapath flow's match as Open vSwitch prints it: the key that made the
+// flow under its mask (Megaflow::shown_key), VLANs under the datapath's
 // vlan-limit (see DpFormatOptions::ovs_vlan_limit).
-std::string flow_match_text(const datapath::Datapath& dp, const flow::Match& m, bool verbose) {
+std::string flow_match_text(const datapath::Datapath& dp, const datapath::FlowView& v, bool verbose,
+                            bool names) {
   flow::DpFormatOptions fo;
   fo.verbose = verbose;
   fo.ovs_vlan_limit = packet::vlan_tags(dp.vlan_limit());
-  return flow::format_dp_match(m, fo);
+  if (names) fo.port_name = port_namer(dp);
+  flow::Match shown{v.shown_key, v.match.mask};
+  return flow::format_dp_match(shown, fo);
 }
 
+std::string flow_actions_text(const datapath::Datapath& dp, const datapath::FlowView& v, bool names) {
+  if (!names) return v.actions;
+  const flow::DpPortName namer = port_namer(dp);
+  return flow::format_dp_actions(v.action_bytes, &namer);
+}
+
+// dpctl/dump-flows -m's "offloaded:" and "dp:" (format_dpif_flow(); the
+// layer names of dpif-netdev and netdev-offload-dpdk): a flow on the ARM
+// cores is the "ovs" layer; a partially offloaded one (MARK) too, with
+// offloaded:partial; a fully offloaded one is "dpdk", offloaded:yes.
+const char* flow_dp_layer(datapath::FlowOffload o) {
+  return o == datapath::FlowOffload::full ? "dpdk" : "ovs";
+}
+const char* flow_offloaded(datapath::FlowOffload o) {
+  return o == datapath::FlowOffload::full ? "yes" : o == datapath::FlowOffload::partial ? "partial" : "no";
+}
+
+// One line of dpctl/dump-flows (format_dpif_flow()): -m adds the ufid, every
+// field with its mask, offloaded:/dp: and dp-extra-info; names (default with
+// -m) prints ports by name. --terse (keel's) is the ufid and statistics.
 void print_flow(std::string& out, const datapath::Datapath& dp, const datapath::FlowView& v, bool verbose,
-                bool terse) {
+                bool terse, bool names) {
   if (verbose || terse) out += datapath::format_ufid(v.ufid) + ", ";
-  if (!terse) out += flow_match_text(dp, v.match, verbose) + ", ";
+  if (!terse) out += flow_match_text(dp, v, verbose, names) + ", ";
   out += "packets:" + std::to_string(v.packets) + ", bytes:" + std::to_string(v.bytes) +
          ", used:" + used_text(v.used_ns);
   if (v.tcp_flags) out += ", flags:" + tcp_flags_text(v.tcp_flags);
   if (!terse) {
-    if (verbose) out += ", dp:keel";
-    out += ", actions:" + v.actions;
+    if (verbose) {
+      if (v.offload != datapath::FlowOffload::none)
+        out += std::string(", offloaded:") + flow_offloaded(v.offload);
+      out += std::string(", dp:") + flow_dp_layer(v.offload);
+    }
+    out += ", actions:" + flow_actions_text(dp, v, names);
     if (verbose)
       out += ", dp-extra-info:miniflow_bits(" + std::to_string(v.mask_u0) + "," + std::to_string(v.mask_u1) + ")";
   }
@@ -165,18 +214,20 @@ void add_datapath_commands(CommandTree::Impl& t) {
   add->callback([&t] {
     flow::DpFlow f;
     flow::DpActions a;
-    t.status = parse_flow_with_actions(join_words(t.words), f, a, true);
+    t.status = parse_flow_with_actions(t.sys.datapath(), join_words(t.words), f, a, true);
     if (!t.status.ok()) return;
     std::optional<datapath::Ufid> ufid;
     if (!f.ufid.empty()) ufid = datapath::parse_ufid(f.ufid);
-    t.status = t.sys.datapath().flow_put(f.match, a, ufid, false);
+    // flow-dump shows the key as written (values outside the mask too), as
+    // Open vSwitch shows a dpctl/add-flow flow.
+    t.status = t.sys.datapath().flow_put(f.match, a, ufid, false, &f.key_as_written);
   });
   auto* mod = dpf->add_subcommand("mod", "replace the actions of a datapath flow");
   mod->add_option("FLOW", t.words, "flow key/mask and actions")->required();
   mod->callback([&t] {
     flow::DpFlow f;
     flow::DpActions a;
-    t.status = parse_flow_with_actions(join_words(t.words), f, a, true);
+    t.status = parse_flow_with_actions(t.sys.datapath(), join_words(t.words), f, a, true);
     if (t.status.ok()) t.status = t.sys.datapath().flow_put(f.match, a, std::nullopt, true);
   });
   auto* del = dpf->add_subcommand("del", "remove a datapath flow (by key/mask or ufid:UUID)");
@@ -190,7 +241,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
     }
     flow::DpFlow f;
     flow::DpActions a;
-    t.status = parse_flow_with_actions(text, f, a, false);
+    t.status = parse_flow_with_actions(t.sys.datapath(), text, f, a, false);
     if (t.status.ok()) t.status = t.sys.datapath().flow_del(f.match);
   });
   auto* get = dpf->add_subcommand("get", "show one datapath flow (by key/mask or ufid:UUID)");
@@ -207,7 +258,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
       }
     } else {
       flow::DpActions a;
-      t.status = parse_flow_with_actions(text, f, a, false);
+      t.status = parse_flow_with_actions(t.sys.datapath(), text, f, a, false);
       if (!t.status.ok()) return;
       f.match.mask.recirc_id = 0xffffffffu;
       f.match.apply_mask();
@@ -220,14 +271,17 @@ void add_datapath_commands(CommandTree::Impl& t) {
     std::string out;
     for (const datapath::FlowView& v : t.sys.datapath().flow_dump())
       if (ufid ? v.ufid == *ufid : v.match == f.match || v.match == ovs)
-        print_flow(out, t.sys.datapath(), v, true, false);
+        print_flow(out, t.sys.datapath(), v, true, false, true);
     if (out.empty()) t.status = error(Errc::not_found, "no such flow");
     t.print(out);
   });
 
   // --- flow-dump ---
   auto* dump = t.app.add_subcommand("flow-dump", "list the datapath flows (like ovs-appctl dpctl/dump-flows)");
-  dump->add_flag("-m,--more", t.flag_m, "ufid, every field with its mask, lookup shape");
+  dump->add_flag("-m,--more", t.flag_m,
+                 "ufid, every field with its mask, dp layer, lookup shape; ports by name");
+  dump->add_flag("--names", t.flag_names, "ports by name (the default with -m)");
+  dump->add_flag("--no-names", t.flag_no_names, "ports by number (the default without -m)");
   dump->add_flag("--terse", t.flag_terse, "ufid and statistics only");
   dump->add_option("FILTER", t.words, "only flows matching this OpenFlow match, e.g. udp,tp_dst=53");
   t.add_format(dump);
@@ -243,23 +297,46 @@ void add_datapath_commands(CommandTree::Impl& t) {
       }
       filter = *m;
     }
-    auto flows = t.sys.datapath().flow_dump();
+    const datapath::Datapath& dp = t.sys.datapath();
+    // As dpctl: names by default with -m, numbers without; the flags win.
+    const bool names = t.flag_names || (t.flag_m && !t.flag_no_names);
+    auto flows = dp.flow_dump();
+    // As dpctl_dump_flows(): a flow is shown when it and the filter can
+    // match the same packet — the filter's values under the flow's mask and
+    // the filter's own (a field the flow wildcards never excludes it).
     auto keep = [&](const datapath::FlowView& v) {
       if (!filter) return true;
       const uint64_t* k = v.match.key.words();
+      const uint64_t* m = v.match.mask.words();
       const uint64_t* fk = filter->key.words();
       const uint64_t* fm = filter->mask.words();
       for (unsigned i = 0; i < flow::kFlowWords; ++i)
-        if ((k[i] & fm[i]) != fk[i]) return false;
+        if ((k[i] & fm[i]) != (fk[i] & m[i])) return false;
       return true;
     };
     if (t.format == "json") {
+      // Every fact of the text forms: both match texts, names and numbers.
       Json j;
       j.begin_object().begin_array("flows");
       for (const auto& v : flows) {
         if (!keep(v)) continue;
-        j.begin_object().field("ufid", datapath::format_ufid(v.ufid).substr(5)).field("pmd", v.pmd);
-        if (!t.flag_terse) j.field("match", flow_match_text(t.sys.datapath(), v.match, false)).field("actions", v.actions);
+        j.begin_object()
+            .field("ufid", datapath::format_ufid(v.ufid).substr(5))
+            .field("pmd", v.pmd)
+            .field("pmd_core", static_cast<int64_t>(v.pmd_core));
+        if (!t.flag_terse) {
+          hal::Port* in = v.match.key.in_port < datapath::kMaxPorts
+                              ? dp.port(static_cast<uint16_t>(v.match.key.in_port))
+                              : nullptr;
+          j.field("match", flow_match_text(dp, v, false, false))
+              .field("match_verbose", flow_match_text(dp, v, true, true))
+              .field("in_port", v.match.key.in_port)
+              .field("in_port_name", in ? in->name() : std::string())
+              .field("actions", v.actions)
+              .field("actions_names", flow_actions_text(dp, v, true))
+              .field("dp", flow_dp_layer(v.offload))
+              .field("offloaded", flow_offloaded(v.offload));
+        }
         j.field("packets", v.packets).field("bytes", v.bytes);
         j.field("used_ms", v.used_ns ? (hal::now_ns() - v.used_ns) / 1'000'000 : uint64_t{0})
             .field("tcp_flags", tcp_flags_text(v.tcp_flags));
@@ -272,9 +349,19 @@ void add_datapath_commands(CommandTree::Impl& t) {
       t.print(j.str() + "\n");
       return;
     }
+    // dpctl_dump_flows(): a header line whenever the PMD of the next flow
+    // printed differs from the last one's (keel has no non-PMD thread, so
+    // never "flow-dump from the main thread:"). --terse (keel's) has none.
     std::string out;
-    for (const auto& v : flows)
-      if (keep(v)) print_flow(out, t.sys.datapath(), v, t.flag_m, t.flag_terse);
+    std::optional<unsigned> last_pmd;
+    for (const auto& v : flows) {
+      if (!keep(v)) continue;
+      if (!t.flag_terse && last_pmd != v.pmd) {
+        out += "flow-dump from pmd on cpu core: " + std::to_string(v.pmd_core) + "\n";
+        last_pmd = v.pmd;
+      }
+      print_flow(out, dp, v, t.flag_m, t.flag_terse, names);
+    }
     t.print(out);
   });
 

@@ -140,7 +140,7 @@ void Datapath::mask_vlans(flow::Match& m) {
 }
 
 Result<Megaflow*> Datapath::build_megaflow(const flow::Match& match, const flow::DpActions* actions,
-                                           const Ufid& ufid) const {
+                                           const Ufid& ufid, const flow::Miniflow* shown_key) const {
   if (match.mask.in_port != 0xffffffffu) return invalid("in_port must be matched exactly");
   if (match.key.in_port == 0 || !port(static_cast<uint16_t>(std::min<uint32_t>(match.key.in_port, kMaxPorts - 1))) ||
       match.key.in_port >= kMaxPorts)
@@ -154,6 +154,7 @@ Result<Megaflow*> Datapath::build_megaflow(const flow::Match& match, const flow:
   f->in_port = m.key.in_port;
   f->ufid = ufid;
   if (actions) f->actions.store(new flow::DpActions(*actions), std::memory_order_relaxed);
+  if (shown_key) f->shown_key = new flow::Miniflow(*shown_key);
   return f.release();
 }
 
@@ -176,7 +177,7 @@ Ufid ufid_of(const flow::Match& m) {
 }  // namespace
 
 Status Datapath::flow_put(const flow::Match& match, const flow::DpActions& actions, std::optional<Ufid> ufid,
-                          bool modify) {
+                          bool modify, const flow::FlowKey* key_as_written) {
   std::lock_guard lock(flow_mu_);
   reclaim_locked();
   // Every output port must exist.
@@ -205,8 +206,17 @@ Status Datapath::flow_put(const flow::Match& match, const flow::DpActions& actio
   }
 
   const Ufid id = ufid.value_or(ufid_of(match));
+  // The key as written, if it fits a miniflow (else flow-dump shows the
+  // masked key); in_port and recirc_id as the flow has them.
+  std::optional<flow::Miniflow> shown;
+  if (key_as_written) {
+    flow::FlowKey k = *key_as_written;
+    k.in_port = match.key.in_port;
+    k.recirc_id = match.mask.recirc_id ? match.key.recirc_id : 0;
+    if (flow::Miniflow mf; flow::compress(k, mf)) shown = mf;
+  }
   for (size_t i = 0; i < pmds_.size(); ++i) {
-    auto f = build_megaflow(match, &actions, id);
+    auto f = build_megaflow(match, &actions, id, shown ? &*shown : nullptr);
     if (!f) return std::move(f).take_status();
     FlowRequest req;
     req.op = FlowRequest::Op::install;
@@ -341,8 +351,14 @@ std::vector<FlowView> Datapath::flow_dump_locked() const {
       v.ufid = m.ufid;
       flow::expand(m.mask, v.match.mask);
       flow::expand(m.key, v.match.key);
+      if (m.shown_key)
+        flow::expand(*m.shown_key, v.shown_key);
+      else
+        v.shown_key = v.match.key;
+      v.pmd_core = pmd->display_core();
       const flow::DpActions* a = m.actions.load(std::memory_order_acquire);
       v.actions = a ? flow::format_dp_actions(*a) : "drop";
+      if (a) v.action_bytes.assign(a->bytes().begin(), a->bytes().end());
       v.packets = m.packets.load(std::memory_order_relaxed);
       v.bytes = m.bytes.load(std::memory_order_relaxed);
       v.used_ns = m.used_ns.load(std::memory_order_relaxed);

@@ -76,12 +76,21 @@ struct PmdFlowRef {
   flow::Match match;
 };
 
+// Where a datapath flow runs, as dpctl/dump-flows -m says it
+// (`offloaded:partial, dp:ovs` / `offloaded:yes, dp:dpdk`). Every flow is
+// `none` until the offload issue sets the others.
+enum class FlowOffload : uint8_t { none, partial, full };
+
 // A megaflow as the control thread sees it (one per PMD that holds it).
 struct FlowView {
   unsigned pmd;
+  int pmd_core = 0;  // the PMD's Pmd::display_core() (flow-dump's header)
   Ufid ufid;
-  flow::Match match;
-  std::string actions;  // datapath actions text
+  flow::Match match;                  // key & mask (what the flow matches)
+  flow::FlowKey shown_key;            // the unmasked key that made it (Megaflow::shown_key), else match.key
+  std::string actions;                // datapath actions text, ports as numbers
+  std::vector<uint8_t> action_bytes;  // the encoded actions (empty: drop), e.g. to print port names
+  FlowOffload offload = FlowOffload::none;
   uint64_t packets, bytes, used_ns;
   uint16_t tcp_flags;
   unsigned mask_u0, mask_u1;  // miniflow_bits of the mask
@@ -111,8 +120,10 @@ class Datapath {
   // Installs a megaflow (in_port must be exact; recirc_id is made exact).
   // With `modify`, an existing flow with the same key/mask gets the new
   // actions instead (error if there is none, like dpctl/mod-flow).
+  // `key_as_written` (may be null): the unmasked key flow-dump shows for it
+  // (Megaflow::shown_key); null shows match.key.
   Status flow_put(const flow::Match& match, const flow::DpActions& actions, std::optional<Ufid> ufid,
-                  bool modify);
+                  bool modify, const flow::FlowKey* key_as_written = nullptr);
   Status flow_del(const flow::Match& match);
   Status flow_del(const Ufid& ufid);
   std::vector<FlowView> flow_dump() const;
@@ -154,8 +165,10 @@ class Datapath {
   bool upcalls_enabled() const { return upcalls_enabled_.load(std::memory_order_relaxed); }
   // A megaflow for an upcall answer (or a test): in_port must be exact and
   // name a port; recirc_id is made exact. Allocates; free with free_megaflow().
-  Result<Megaflow*> build_megaflow(const flow::Match& match, const flow::DpActions* actions,
-                                   const Ufid& ufid) const;
+  // `shown_key` (may be null) becomes Megaflow::shown_key: the upcall's
+  // packet key, or a key as written (anything outside the mask is kept).
+  Result<Megaflow*> build_megaflow(const flow::Match& match, const flow::DpActions* actions, const Ufid& ufid,
+                                   const flow::Miniflow* shown_key = nullptr) const;
   // VLAN tags in a datapath flow, as Open vSwitch's userspace datapath has
   // them (the upcall handler's megaflows; flow_del() and dp-flow get fall
   // back to it, so that flow-dump's text of such a flow finds it; dp-flow

@@ -6,6 +6,7 @@ namespace keel::datapath {
 
 void free_megaflow(Megaflow* f) {
   delete f->actions.load(std::memory_order_relaxed);
+  delete f->shown_key;
   delete f;
 }
 

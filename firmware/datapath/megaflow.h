@@ -10,7 +10,10 @@
 // has quiesced. Statistics are written by the owning PMD (relaxed load +
 // store) and read by anyone with relaxed loads. `dead` is set by the owning
 // PMD when the flow is removed: caches that still point to it (EMC, SMC)
-// see it and miss.
+// see it and miss. `shown_key` is control-plane data, immutable after
+// install and never read by the PMD: `flow-dump` reads it under the same
+// guarantee as key and mask (the flow is freed only after every PMD
+// quiesced and the dumper holds the datapath's flow mutex).
 #pragma once
 
 #include <atomic>
@@ -45,6 +48,12 @@ struct alignas(64) Megaflow {
 
   flow::Miniflow mask;  // the subtable mask
   flow::Miniflow key;   // masked key, in mask's map
+  // The unmasked key that made this flow, as Open vSwitch keeps a datapath
+  // flow's `struct flow` beside its mask: the upcall's packet key, or the key
+  // as written for `dp-flow add`. flow-dump prints its values under the
+  // mask (`ipv4(src=10.0.0.1/0.0.0.0,...)`). Owned; null: show `key`.
+  // Cold: a separate allocation, so lookups never touch it.
+  const flow::Miniflow* shown_key = nullptr;
 
   // Owning PMD only: accounts a batch of packets that hit this flow.
   void account(uint64_t n, uint64_t nbytes, uint16_t flags, uint64_t now) noexcept {

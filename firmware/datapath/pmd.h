@@ -52,7 +52,9 @@
 // vSwitch's readers). The CPU last seen is one relaxed atomic int.
 // A tx queue shared with another PMD is taken with its spinlock (as Open
 // vSwitch's dynamic txqs); an unshared one takes none. The datapath's VLAN
-// limit is read with one relaxed atomic load per burst. Runts are dropped
+// limit is read with one relaxed atomic load per burst. The CPU last seen
+// (display_core()) is one relaxed atomic the PMD thread stores at start and
+// at housekeeping and anyone loads. Runts are dropped
 // with a length check per packet and counted once per burst, no lock.
 //
 // Offline mode (datapath.h; set before start(), then fixed): this PMD polls

@@ -453,7 +453,7 @@ int hex_value(char c) {
 
 class ActionParser {
  public:
-  explicit ActionParser(DpActionsBuilder& b) : b_(b) {}
+  ActionParser(DpActionsBuilder& b, const DpPortNumber* port_number) : b_(b), port_number_(port_number) {}
 
   // A list: actions separated by delimiters; the whole list `drop` is empty.
   Status list(const Span& s, unsigned depth) {
@@ -510,6 +510,12 @@ class ActionParser {
       if (Status st = parse_u32(tok.name, "port", port); !st) return st;
       b_.output(port);
       return {};
+    }
+    if (!tok.has_args && port_number_ && *port_number_) {
+      if (std::optional<uint32_t> port = (*port_number_)(name)) {
+        b_.output(*port);
+        return {};
+      }
     }
     if (name == "drop") {
       if (Status st = no_args(tok); !st) return st;
@@ -793,13 +799,14 @@ class ActionParser {
   }
 
   DpActionsBuilder& b_;
+  const DpPortNumber* port_number_;
 };
 
 }  // namespace
 
-Result<DpActions> parse_dp_actions(std::string_view text, size_t column) {
+Result<DpActions> parse_dp_actions(std::string_view text, size_t column, const DpPortNumber* port_number) {
   DpActionsBuilder b;
-  ActionParser p(b);
+  ActionParser p(b, port_number);
   if (Status st = p.list(Span{text, column}, 0); !st) return st;
   return b.finish();
 }
@@ -859,9 +866,15 @@ void put_set_field(std::string& out, const SetField& f, const uint8_t* k, const 
   }
 }
 
-void put_action(std::string& out, const DpAction& a) {
+void put_action(std::string& out, const DpAction& a, const DpPortName* port_name) {
   switch (a.type) {
     case DpActionType::kOutput:
+      if (port_name && *port_name) {
+        if (std::optional<std::string> n = (*port_name)(a.port())) {
+          out += *n;
+          return;
+        }
+      }
       put_dec(out, a.port());
       return;
     case DpActionType::kDrop:
@@ -916,7 +929,7 @@ void put_action(std::string& out, const DpAction& a) {
       return;
     case DpActionType::kClone:
       out += "clone(";
-      put_dp_actions(out, a.nested());
+      put_dp_actions(out, a.nested(), port_name);
       out += ')';
       return;
     case DpActionType::kTrunc:
@@ -956,7 +969,7 @@ void put_action(std::string& out, const DpAction& a) {
 
 }  // namespace
 
-void put_dp_actions(std::string& out, std::span<const uint8_t> list) {
+void put_dp_actions(std::string& out, std::span<const uint8_t> list, const DpPortName* port_name) {
   if (list.empty()) {
     out += "drop";
     return;
@@ -966,13 +979,13 @@ void put_dp_actions(std::string& out, std::span<const uint8_t> list) {
   while (!r.done()) {
     if (!first) out += ',';
     first = false;
-    put_action(out, r.next());
+    put_action(out, r.next(), port_name);
   }
 }
 
-std::string format_dp_actions(std::span<const uint8_t> list) {
+std::string format_dp_actions(std::span<const uint8_t> list, const DpPortName* port_name) {
   std::string s;
-  put_dp_actions(s, list);
+  put_dp_actions(s, list, port_name);
   return s;
 }
 

@@ -69,9 +69,13 @@
 //   userspace(pid=N[,userdata(hex)][,actions][,tunnel_out_port=N])
 //   meter(N)
 //
-// Deliberate differences from Open vSwitch: port names are not printed or
-// read (ports are numbers; checking that they exist is the caller's job, see
-// for_each_output_port()); userspace() keeps its userdata opaque and prints
+// Port names: with a DpPortNames callback (flow-dump -m, dp-flow get/del of
+// such a line) an output prints as the port's name and a bare name reads as
+// an output to that port, looked up before any action keyword (as
+// odp_actions_from_string() with port names); without one, ports are
+// numbers. Checking that a number names a port is the caller's job (see
+// for_each_output_port()).
+// Deliberate differences from Open vSwitch: userspace() keeps its userdata opaque and prints
 // it as `userdata(hex)` (OVS decodes its own cookie formats, sFlow(...),
 // slow_path(...), ...; those are refused here); `userspace(pid=N)` has no
 // userdata (OVS would add a zeroed cookie); `set(ipv4(proto=,frag=))` and
@@ -89,6 +93,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -378,11 +384,18 @@ void for_each_output_port(std::span<const uint8_t> list, F&& f) {
 // `column` is the 1-based column of text[0] in the whole input line, so that
 // errors point into the line the user typed (DpFlow::actions_column).
 // Errors: "<what> '<token>' at column <N>[: <detail>]".
-Result<DpActions> parse_dp_actions(std::string_view text, size_t column = 1);
+// `port_number` (may be null) resolves a bare name to an output port.
+using DpPortNumber = std::function<std::optional<uint32_t>(std::string_view)>;
+Result<DpActions> parse_dp_actions(std::string_view text, size_t column = 1,
+                                   const DpPortNumber* port_number = nullptr);
 
-// The list as dpctl/dump-flows prints it ("drop" when empty).
-std::string format_dp_actions(std::span<const uint8_t> list);
-inline std::string format_dp_actions(const DpActions& a) { return format_dp_actions(a.bytes()); }
-void put_dp_actions(std::string& out, std::span<const uint8_t> list);
+// The list as dpctl/dump-flows prints it ("drop" when empty). `port_name`
+// (may be null) names output ports; nullopt from it prints the number.
+using DpPortName = std::function<std::optional<std::string>(uint32_t)>;
+std::string format_dp_actions(std::span<const uint8_t> list, const DpPortName* port_name = nullptr);
+inline std::string format_dp_actions(const DpActions& a, const DpPortName* port_name = nullptr) {
+  return format_dp_actions(a.bytes(), port_name);
+}
+void put_dp_actions(std::string& out, std::span<const uint8_t> list, const DpPortName* port_name = nullptr);
 
 }  // namespace keel::flow

@@ -144,6 +144,19 @@ bool vlan_level_present(const Match& m, unsigned level) {
 }
 
 // --- reading one field ---
+//
+// The parser keeps each value as written, bits outside its mask too (as
+// odp_flow_from_string() keeps a key apart from its mask): DpFlow's
+// key_as_written. The Match it returns is masked at the end.
+
+void put_raw_bytes(Match& m, size_t off, const uint8_t* v, const uint8_t* mask, size_t n) {
+  uint8_t* kp = reinterpret_cast<uint8_t*>(&m.key) + off;
+  uint8_t* mp = reinterpret_cast<uint8_t*>(&m.mask) + off;
+  for (size_t i = 0; i < n; ++i) {
+    kp[i] = v[i];
+    mp[i] = mask[i];
+  }
+}
 
 Status parse_field(Match& m, const FieldDef& f, const Span& value) {
   uint64_t v = 0, mk = 0;
@@ -151,27 +164,27 @@ Status parse_field(Match& m, const FieldDef& f, const Span& value) {
     case Kind::u8:
     case Kind::u8x:
       if (Status st = parse_masked_number(value, 0xff, f.name, v, mk); !st) return st;
-      put_at<uint8_t>(m.key, f.offset, static_cast<uint8_t>(v & mk));
+      put_at<uint8_t>(m.key, f.offset, static_cast<uint8_t>(v));
       put_at<uint8_t>(m.mask, f.offset, static_cast<uint8_t>(mk));
       return {};
     case Kind::be16:
       if (Status st = parse_masked_number(value, 0xffff, f.name, v, mk); !st) return st;
-      put_at<uint16_t>(m.key, f.offset, hton16(static_cast<uint16_t>(v & mk)));
+      put_at<uint16_t>(m.key, f.offset, hton16(static_cast<uint16_t>(v)));
       put_at<uint16_t>(m.mask, f.offset, hton16(static_cast<uint16_t>(mk)));
       return {};
     case Kind::icmp8:
       if (Status st = parse_masked_number(value, 0xff, f.name, v, mk); !st) return st;
-      put_at<uint16_t>(m.key, f.offset, hton16(static_cast<uint16_t>(v & mk)));
+      put_at<uint16_t>(m.key, f.offset, hton16(static_cast<uint16_t>(v)));
       put_at<uint16_t>(m.mask, f.offset, hton16(static_cast<uint16_t>(mk)));
       return {};
     case Kind::be64:
       if (Status st = parse_masked_number(value, UINT64_MAX, f.name, v, mk); !st) return st;
-      put_at<uint64_t>(m.key, f.offset, hton64(v & mk));
+      put_at<uint64_t>(m.key, f.offset, hton64(v));
       put_at<uint64_t>(m.mask, f.offset, hton64(mk));
       return {};
     case Kind::label:
       if (Status st = parse_masked_number(value, 0xfffff, f.name, v, mk); !st) return st;
-      put_at<uint32_t>(m.key, f.offset, hton32(static_cast<uint32_t>(v & mk)));
+      put_at<uint32_t>(m.key, f.offset, hton32(static_cast<uint32_t>(v)));
       put_at<uint32_t>(m.mask, f.offset, hton32(static_cast<uint32_t>(mk)));
       return {};
     case Kind::arp_op: {
@@ -185,27 +198,27 @@ Status parse_field(Match& m, const FieldDef& f, const Span& value) {
         if (Status st = parse_number(ms.mask, 0xffff, "ARP op mask", mk); !st) return st;
         mk &= 0xff;
       }
-      put_at<uint8_t>(m.key, f.offset, static_cast<uint8_t>(v & mk));
+      put_at<uint8_t>(m.key, f.offset, static_cast<uint8_t>(v));
       put_at<uint8_t>(m.mask, f.offset, static_cast<uint8_t>(mk));
       return {};
     }
     case Kind::ipv4: {
       be32 a, am;
       if (Status st = parse_masked_ipv4(value, a, am); !st) return st;
-      put_masked_bytes(m, f.offset, reinterpret_cast<const uint8_t*>(&a),
-                       reinterpret_cast<const uint8_t*>(&am), 4);
+      put_raw_bytes(m, f.offset, reinterpret_cast<const uint8_t*>(&a), reinterpret_cast<const uint8_t*>(&am),
+                    4);
       return {};
     }
     case Kind::ipv6: {
       In6Addr a, am;
       if (Status st = parse_masked_ipv6(value, a, am); !st) return st;
-      put_masked_bytes(m, f.offset, a.b, am.b, 16);
+      put_raw_bytes(m, f.offset, a.b, am.b, 16);
       return {};
     }
     case Kind::mac: {
       EthAddr a, am;
       if (Status st = parse_masked_mac(value, a, am); !st) return st;
-      put_masked_bytes(m, f.offset, a.b, am.b, 6);
+      put_raw_bytes(m, f.offset, a.b, am.b, 6);
       return {};
     }
     case Kind::frag: {
@@ -395,6 +408,8 @@ class DpParser {
     std::vector<Attr> attrs;
     if (Status st = scan(all_, true, allow_tail, out, attrs); !st) return st;
     if (Status st = parse_level(attrs, 0); !st) return st;
+    out.key_as_written = m_.key;
+    m_.apply_mask();
     out.match = m_;
     return {};
   }
@@ -431,6 +446,12 @@ class DpParser {
           while (end > i && (s.text[end - 1] == ' ' || s.text[end - 1] == '\t' || s.text[end - 1] == '\r' ||
                              s.text[end - 1] == '\n'))
             --end;
+          // dpctl/dump-flows -m ends with ", dp-extra-info:..." after the
+          // actions (format_dpif_flow()): not an action, left out.
+          if (size_t x = s.text.find("dp-extra-info:", i); x != std::string_view::npos && x < end) {
+            end = x;
+            while (end > i && (is_delimiter(s.text[end - 1]) || s.text[end - 1] == ' ')) --end;
+          }
           flow.has_actions = true;
           flow.actions = std::string(s.text.substr(i, end - i));
           flow.actions_column = s.column + i;
@@ -533,7 +554,7 @@ class DpParser {
         if (Status st = parse_masked_number(eth_type->body, 0xffff, "eth_type", v, mk); !st) return st;
         if (mk != 0 && (mk != 0xffff || (v != kEthTypeVlan && v != kEthTypeQinQ)))
           return error_at("bad VLAN eth_type", eth_type->body, "before vlan() it must be 0x8100 or 0x88a8");
-        kv.tpid = hton16(static_cast<uint16_t>(v & mk));
+        kv.tpid = hton16(static_cast<uint16_t>(v));
         mv.tpid = hton16(static_cast<uint16_t>(mk));
       }
       if (vlan) {
@@ -551,7 +572,7 @@ class DpParser {
     if (eth_type) {
       uint64_t v, mk;
       if (Status st = parse_masked_number(eth_type->body, 0xffff, "eth_type", v, mk); !st) return st;
-      m_.key.dl_type = hton16(static_cast<uint16_t>(v & mk));
+      m_.key.dl_type = hton16(static_cast<uint16_t>(v));
       m_.mask.dl_type = hton16(static_cast<uint16_t>(mk));
     }
     for (const Attr* a : l3l4)
@@ -562,7 +583,7 @@ class DpParser {
   Status parse_u32(const Attr& a, uint32_t& key, uint32_t& mask) {
     uint64_t v, mk;
     if (Status st = parse_masked_number(a.body, UINT32_MAX, a.name.text, v, mk); !st) return st;
-    key = static_cast<uint32_t>(v & mk);
+    key = static_cast<uint32_t>(v);
     mask = static_cast<uint32_t>(mk);
     return {};
   }
@@ -631,7 +652,7 @@ class DpParser {
         uint32_t f, mk;
         if (Status st = parse_flags(it.value, tun_flag_name, kTunFlagsMax, "tunnel flags", f, mk); !st)
           return st;
-        m_.key.tun_flags = static_cast<uint16_t>(f & mk);
+        m_.key.tun_flags = static_cast<uint16_t>(f);
         m_.mask.tun_flags = static_cast<uint16_t>(mk);
         continue;
       }
@@ -665,7 +686,7 @@ class DpParser {
       k = static_cast<uint16_t>((k & ~field) | (v << shift));
       mk = static_cast<uint16_t>((mk & ~field) | (fm << shift));
     }
-    key.tci = hton16(k & mk);
+    key.tci = hton16(k);
     mask.tci = hton16(mk);
     return {};
   }
@@ -681,9 +702,31 @@ class DpParser {
     // tcp_flags
     uint32_t f, mk;
     if (Status st = parse_flags(a.body, tcp_flag_name, kTcpFlagsMax, "tcp_flags", f, mk); !st) return st;
-    m_.key.tcp_flags = hton16(static_cast<uint16_t>(f & mk));
+    m_.key.tcp_flags = hton16(static_cast<uint16_t>(f));
     m_.mask.tcp_flags = hton16(static_cast<uint16_t>(mk));
     return {};
+  }
+
+  // As odp_flow_key_to_flow(), a prerequisite is the value as written, its
+  // mask aside (`ipv4(proto=17/0),udp(src=1024/0)` from -m reads): m_.key is
+  // not masked yet. But a field of the attribute that is matched needs its
+  // prerequisite matched exactly too, or keel's match would mean something
+  // else than the text.
+  bool proto_written(uint8_t p) const { return is_ip_any(m_) && m_.key.nw_proto == p; }
+  bool nd_written() const {
+    const uint8_t type = ntoh16(m_.key.tp_src) & 0xff;
+    return dl_is(m_, kEthTypeIpv6) && proto_written(kProtoIcmpv6) &&
+           (type == kNdSolicit || type == kNdAdvert) && (ntoh16(m_.key.tp_dst) & 0xff) == 0;
+  }
+  bool attr_matches_something(std::string_view n) const {
+    FieldTable t = table(kPortFields);
+    if (n == "icmp" || n == "icmpv6")
+      t = table(kIcmpFields);
+    else if (n == "nd")
+      t = table(kNdFields);
+    else if (n == "tcp_flags")
+      return m_.mask.tcp_flags != 0;
+    return !table_wildcarded(m_, t);
   }
 
   Status check_prerequisites(const Attr& a) const {
@@ -692,6 +735,13 @@ class DpParser {
       if (ok) return {};
       return error_at("attribute", a.name, what);
     };
+    const bool l4 = one_of(n, {"tcp", "tcp_flags", "udp", "sctp", "icmp", "icmpv6", "nd"});
+    if (l4 && attr_matches_something(n)) {
+      if (m_.mask.nw_proto != 0xff)
+        return error_at("attribute", a.name, "matching an L4 field needs ipv4/ipv6 proto= matched exactly");
+      if (n == "nd" && (ntoh16(m_.mask.tp_src) & 0xff) != 0xff)
+        return error_at("attribute", a.name, "matching nd() needs icmpv6(type=) matched exactly");
+    }
     if (n == "ipv4") return need(dl_is(m_, kEthTypeIp), "ipv4() needs eth_type(0x0800)");
     if (n == "ipv6") return need(dl_is(m_, kEthTypeIpv6), "ipv6() needs eth_type(0x86dd)");
     if (n == "arp")
@@ -700,14 +750,15 @@ class DpParser {
     if (later_fragment(m_))
       return error_at("attribute", a.name, "a later fragment (frag=later) has no L4 header");
     if (n == "tcp" || n == "tcp_flags")
-      return need(proto_is(m_, kProtoTcp), "needs ipv4(proto=6) or ipv6(proto=6)");
-    if (n == "udp") return need(proto_is(m_, kProtoUdp), "udp() needs ipv4(proto=17) or ipv6(proto=17)");
-    if (n == "sctp") return need(proto_is(m_, kProtoSctp), "sctp() needs ipv4(proto=132) or ipv6(proto=132)");
+      return need(proto_written(kProtoTcp), "needs ipv4(proto=6) or ipv6(proto=6)");
+    if (n == "udp") return need(proto_written(kProtoUdp), "udp() needs ipv4(proto=17) or ipv6(proto=17)");
+    if (n == "sctp")
+      return need(proto_written(kProtoSctp), "sctp() needs ipv4(proto=132) or ipv6(proto=132)");
     if (n == "icmp")
-      return need(dl_is(m_, kEthTypeIp) && proto_is(m_, kProtoIcmp), "icmp() needs ipv4(proto=1)");
+      return need(dl_is(m_, kEthTypeIp) && proto_written(kProtoIcmp), "icmp() needs ipv4(proto=1)");
     if (n == "icmpv6")
-      return need(dl_is(m_, kEthTypeIpv6) && proto_is(m_, kProtoIcmpv6), "icmpv6() needs ipv6(proto=58)");
-    return need(is_nd(m_), "nd() needs icmpv6(type=135,code=0) or icmpv6(type=136,code=0)");
+      return need(dl_is(m_, kEthTypeIpv6) && proto_written(kProtoIcmpv6), "icmpv6() needs ipv6(proto=58)");
+    return need(nd_written(), "nd() needs icmpv6(type=135,code=0) or icmpv6(type=136,code=0)");
   }
 
   Span all_;
@@ -725,10 +776,19 @@ class DpPrinter {
     put_u32("skb_priority", m_.key.skb_priority, m_.mask.skb_priority);
     put_tunnel();
     put_u32("skb_mark", m_.key.pkt_mark, m_.mask.pkt_mark);
+    if (o_.verbose) {
+      // keel keys no conntrack state: always wildcarded, printed where
+      // odp_flow_format() puts them.
+      attr("ct_state", "0/0");
+      attr("ct_zone", "0/0");
+      attr("ct_mark", "0/0");
+      attr("ct_label", "0/0");
+    }
     put_u32("recirc_id", m_.key.recirc_id, m_.mask.recirc_id);
     put_u32("dp_hash", m_.key.dp_hash, m_.mask.dp_hash);
     put_in_port();
-    put_table_attr("eth", table(kEthFields), true);  // always: keel's packets are Ethernet
+    attr("packet_type", "ns=0,id=0");  // keel's packets are Ethernet
+    put_table_attr("eth", table(kEthFields), false);
     if (o_.ovs_vlan_limit) {
       put_level_ovs(0);
     } else {
@@ -876,6 +936,12 @@ class DpPrinter {
     put_l3();
   }
 
+  // Open vSwitch's is_nd() on the flow (the key's values, matched or not).
+  bool key_is_nd() const {
+    const uint8_t type = ntoh16(m_.key.tp_src) & 0xff;
+    return (type == kNdSolicit || type == kNdAdvert) && (ntoh16(m_.key.tp_dst) & 0xff) == 0;
+  }
+
   static bool eth_type_is_vlan(be16 t) { return t == hton16(kEthTypeVlan) || t == hton16(kEthTypeQinQ); }
 
   // The innermost EtherType and what follows it.
@@ -887,7 +953,10 @@ class DpPrinter {
       put_table_attr("ipv6", table(kIpv6Fields), false);
     else if (dl_is(m_, kEthTypeArp) || dl_is(m_, kEthTypeRarp))
       put_table_attr("arp", table(kArpFields), false);
-    if (!is_ip_any(m_) || later_fragment(m_) || m_.mask.nw_proto != 0xff) return;
+    // As odp_flow_key_from_flow(): the L4 attribute follows the key's
+    // protocol, matched or not (a packet's key under a mask that wildcards
+    // nw_proto still shows `udp(src=1024/0,dst=4000/0)` with -m).
+    if (!is_ip_any(m_) || later_fragment(m_)) return;
     switch (m_.key.nw_proto) {
       case kProtoTcp:
         put_table_attr("tcp", table(kPortFields), false);
@@ -895,6 +964,8 @@ class DpPrinter {
           std::string b;
           put_flags(b, tcp_flag_name, ntoh16(m_.key.tcp_flags), ntoh16(m_.mask.tcp_flags), kTcpFlagsMax);
           attr("tcp_flags", b);
+        } else if (o_.verbose) {
+          attr("tcp_flags", "0/0");  // format_flags_masked() of a zero mask, whatever the value
         }
         break;
       case kProtoUdp:
@@ -909,7 +980,7 @@ class DpPrinter {
       case kProtoIcmpv6:
         if (!dl_is(m_, kEthTypeIpv6)) break;
         put_table_attr("icmpv6", table(kIcmpFields), false);
-        if (is_nd(m_)) put_table_attr("nd", table(kNdFields), false);
+        if (key_is_nd()) put_table_attr("nd", table(kNdFields), false);
         break;
       default:
         break;

@@ -1,9 +1,9 @@
 // Datapath flow syntax — a Match as Open vSwitch 3.1 writes a datapath flow
 // key and mask (`ovs-appctl dpctl/dump-flows`, `dpctl/add-flow`), both ways:
 //
-//   recirc_id(0),in_port(1),eth(src=02:00:00:00:00:01,dst=02:00:00:00:00:02),
-//   eth_type(0x0800),ipv4(src=10.0.0.1,dst=10.0.1.0/255.255.255.0,proto=17,
-//   frag=no),udp(src=1000,dst=2000)
+//   recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth(src=02:00:00:00:00:01,
+//   dst=02:00:00:00:00:02),eth_type(0x0800),ipv4(src=10.0.0.1,
+//   dst=10.0.1.0/255.255.255.0,proto=17,frag=no),udp(src=1000,dst=2000)
 //
 // keel's `flow-dump` prints megaflows this way and `trace`/`add-flow` on the
 // datapath read them. The key is a list of attributes, each `name(...)`;
@@ -33,7 +33,7 @@
 // -m), and the statistics after the key (`packets:`, `bytes:`, `used:`,
 // `flags:`, `dp:`, `offloaded:`, `dp-extra-info:`). The key ends at
 // `actions:`; the text after it is returned unparsed (datapath actions are
-// parsed elsewhere).
+// parsed elsewhere), up to a `dp-extra-info:` that -m prints after it.
 //
 // Prerequisites are checked as Open vSwitch's odp_flow_key_to_flow() does,
 // because a field's attribute is chosen from them when printing: ipv4()
@@ -41,16 +41,31 @@
 // frag=later, nd() needs icmpv6 type 135/136 with code 0, and so on.
 // Attributes may come in any order inside a level; each at most once.
 //
-// Printing details that follow from keel having no packet_type attribute:
-// eth(...) is always printed, as `eth()` when wildcarded (what
-// odp_flow_format() does for a key without packet_type). Extensions that
-// Open vSwitch's parser does not take but keel's printer may need: a mask on
-// recirc_id, `cfi=0/0` in vlan() when the CFI bit is wildcarded, and an
-// IPv4/IPv6 mask written as a prefix length (`dst=10.0.0.0/8`) on input.
+// Printing details: keel's packets are Ethernet, so packet_type(ns=0,id=0)
+// is always printed (after in_port, where odp_flow_format() puts it) and
+// eth(...) is left out when both MACs are wildcarded, as Open vSwitch does
+// for a key with a packet type. Verbose also prints the conntrack
+// attributes keel does not match, `ct_state(0/0),ct_zone(0/0),ct_mark(0/0),
+// ct_label(0/0)`, in Open vSwitch's place. Extensions that Open vSwitch's
+// parser does not take but keel's printer may need: a mask on recirc_id,
+// `cfi=0/0` in vlan() when the CFI bit is wildcarded, and an IPv4/IPv6 mask
+// written as a prefix length (`dst=10.0.0.0/8`) on input.
+//
+// Values under masks: the key printed may hold bits outside the mask (a
+// datapath flow's unmasked key, Megaflow::shown_key): they are printed as
+// they are, `ipv4(src=10.0.0.1/0.0.0.0,dst=10.1.2.3/255.0.0.0)`, as
+// odp_flow_format() prints a flow's key under its mask, and the attribute
+// structure follows the key's values (the L4 attribute of the key's
+// nw_proto even when nw_proto is wildcarded: `udp(src=1024/0,dst=4000/0)`).
+// The parser keeps the values as written too (DpFlow::key_as_written) and
+// checks prerequisites on them, so that a -m line reads back; a matched L4
+// field still needs its prerequisites matched exactly.
 //
 // Round trip: for every Match this parser produces, parse(format(m)) == m,
-// verbose or not. Fields of a Match the syntax cannot carry (conntrack,
-// Geneve options, GBP, MPLS, ...) are not printed.
+// verbose or not (and for a key with bits outside its mask, the parse of its
+// text is the same masked Match, key_as_written the same key). Fields of a
+// Match the syntax cannot carry (conntrack, Geneve options, GBP, MPLS, ...)
+// are not printed.
 //
 // Thread-safety: stateless functions; the callbacks in the options are
 // called on the caller's thread.
@@ -87,7 +102,8 @@ struct DpFormatOptions {
 
 // A datapath flow as written on one line: key/mask, then maybe actions.
 struct DpFlow {
-  Match match;
+  Match match;                // key & mask
+  FlowKey key_as_written{};   // the key's values as written, bits outside the mask too
   std::string ufid;           // "ufid:<uuid>" if the line started with one, else empty
   bool has_actions = false;   // the line had "actions:"
   std::string actions;        // the text after "actions:", unparsed, trimmed

@@ -288,13 +288,20 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
       // before its install): the install would fail, and a second ukey
       // would reset the first one's pushed counters. The PMD counts the
       // packet (and those riding with it) on the installed megaflow, from
-      // where the revalidator pushes them to the rules.
+      // where the revalidator pushes them to the rules (as Open vSwitch's
+      // PMD would have found that flow by lookup).
       u->account_existing = true;
       ch.answer(u);
       return;
     }
-    auto f = dp_.build_megaflow(m, &t.actions, ufid);
+    auto f = dp_.build_megaflow(m, &t.actions, ufid, &u->key);  // flow-dump shows the packet's key
     if (f) {
+      // As Open vSwitch's handler (xlate with resubmit_stats): the packet
+      // whose upcall installs the megaflow is credited to its rules now;
+      // the megaflow counts only what the PMD forwards on it (this one's
+      // followers, later hits), which the revalidator pushes (should the
+      // install fail, the PMD counts only the followers on the flow there).
+      push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
       u->install = f.value();
       Ukey& k = ukeys_[{u->pmd, ufid}];
       k.cold = std::make_unique<UkeyCold>();

@@ -28,6 +28,9 @@ MASKS = [
     (re.compile(r",\"usage_pct\":\d+"), ""),
     (re.compile(r"\"(idle_cycles|processing_cycles|used_ms|time_ns)\":\d+"), r'"\1":N'),
     (re.compile(r"used:\d+\.\d+s"), "used:Ts"),
+    # An unpinned PMD is named by the CPU it was last seen on (Pmd::display_core).
+    (re.compile(r"flow-dump from pmd on cpu core: \d+"), "flow-dump from pmd on cpu core: C"),
+    (re.compile(r"\"pmd_core\":\d+"), '"pmd_core":N'),
 ]
 
 

@@ -3,6 +3,7 @@ out, compared byte for byte with frames the test computes itself (VLAN
 push/pop, IPv4 rewrites with correct IP and UDP checksums), `flow-dump`
 statistics, and bad flows refused with nothing installed."""
 import os
+import re
 import struct
 
 from harness import check, csum, json_lines, main, read_pcap, run_keel, tmpdir, write_pcap
@@ -141,7 +142,69 @@ def test_mod_and_del():
     check(p.returncode == 1 and "no such flow" in p.stderr, "second delete: no such flow", p)
 
 
+def test_flow_dump_shows_the_key_as_written():
+    """A dp-flow add flow shows its key's values as written, bits outside
+    the mask too (Open vSwitch's dpctl/add-flow keeps the key apart from the
+    mask: `src=10.0.0.1/255.0.0.0`, and with -m `dst=10.1.2.3/0.0.0.0`,
+    `udp(src=5/0,dst=53)`), under a header per PMD."""
+    key = ("recirc_id(0),in_port(1),eth_type(0x0800),ipv4(src=10.0.0.1/255.0.0.0,dst=10.1.2.3/0.0.0.0,proto=17,"
+           "frag=no),udp(src=5/0,dst=53)")
+    p = run_keel("--port", "p0=null", "--port", "p1=null",
+                 stdin="dp-flow add %s actions:2\nflow-dump\nflow-dump -m\n" % key)
+    check(p.returncode == 0, "exit 0", p)
+    lines = p.stdout.splitlines()
+    check(len(lines) == 4 and re.fullmatch(r"flow-dump from pmd on cpu core: \d+", lines[0]) and
+          lines[2] == lines[0], "a header before each dump's flows", p)
+    check(lines[1] == "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x0800),"
+          "ipv4(src=10.0.0.1/255.0.0.0,proto=17,frag=no),udp(dst=53), packets:0, bytes:0, used:never, actions:2",
+          "flow-dump: the values as written", p)
+    check("ipv4(src=10.0.0.1/255.0.0.0,dst=10.1.2.3/0.0.0.0,proto=17,tos=0/0,ttl=0/0,frag=no),"
+          "udp(src=5/0,dst=53), packets:0" in lines[3] and "in_port(p0)" in lines[3] and
+          re.search(r", dp:ovs, actions:p1, dp-extra-info:miniflow_bits\(\d+,\d+\)$", lines[3]),
+          "flow-dump -m: the values as written, ports by name", p)
+
+
+def test_flow_dump_m_lines_read_back():
+    """A whole `flow-dump -m` line of a megaflow the upcall handler made
+    (ufid, packet_type, ct_*(0/0), port names, the packet's values under
+    zero masks, statistics, dp:ovs, actions by name, dp-extra-info) is a
+    key `dp-flow add` reads into the same flow, and one `dp-flow get` and
+    `dp-flow del` find."""
+    d = tmpdir()
+    inp, cfg = os.path.join(d, "in.pcap"), os.path.join(d, "keel.conf")
+    write_pcap(inp, [udp_frame(i) for i in range(3)])
+    with open(cfg, "w") as f:
+        f.write("add-br br0\nadd-port br0 p0 ofport_request=1\nadd-port br0 p1 ofport_request=2\n"
+                "add-flow br0 priority=10,ip,nw_dst=10.0.0.0/8,actions=output:2\n")
+    p = run_keel("--config", cfg, "--config-dir", d, "--port", "p0=pcap:in=" + inp, "--port", "p1=null",
+                 "--exit-when-drained", stdin="flow-dump\nflow-dump -m\n")
+    check(p.returncode == 0, "exit 0", p)
+    lines = p.stdout.splitlines()
+    check(len(lines) == 4, "one flow, two dumps", p)
+    plain, line = lines[1], lines[3]
+    check("in_port(1),packet_type(ns=0,id=0),eth_type(0x0800),ipv4(dst=10.0.1.0/255.0.0.0,frag=no), "
+          "packets:2, bytes:%d," % (2 * len(udp_frame(0))) in plain,
+          "the first packet's nw_dst under the /8; its own packet not counted on the flow", p)
+    check("ct_state(0/0),ct_zone(0/0),ct_mark(0/0),ct_label(0/0),recirc_id(0),dp_hash(0/0),in_port(p0),"
+          "packet_type(ns=0,id=0),eth(src=02:00:00:00:00:01/00:00:00:00:00:00," in line and
+          "udp(src=1000/0,dst=2000/0), packets:2" in line and ", dp:ovs, actions:p1, dp-extra-info:" in line,
+          "-m: names, ct_*, values under zero masks, the L4 attribute, dp:ovs", p)
+    ufid = line.split(",")[0]
+    q = run_keel("--port", "p0=null", "--port", "p1=null",
+                 stdin="dp-flow add %s\nflow-dump -m\ndp-flow get %s\ndp-flow del %s\nflow-dump\n" %
+                 (line, line, line))
+    check(q.returncode == 0, "add, get and del take the whole line", q)
+    out = q.stdout.splitlines()
+    # State aside: statistics, and the lookup shape (keel's: the flow's
+    # subtable mask, which an upcall's megaflow may widen to whole words).
+    strip = lambda l: re.sub(r"(used:\S+|miniflow_bits\(\d+,\d+\))", "S", re.sub(r"packets:\d+, bytes:\d+", "P", l))
+    check(len(out) == 3 and strip(out[1]) == strip(line) and strip(out[2]) == strip(line),
+          "the same line back (its ufid, key as written, actions), from flow-dump -m and dp-flow get", q)
+    check(out[1].startswith(ufid + ", "), "dp-flow add kept the ufid", q)
+
+
 if __name__ == "__main__":
     main([test_forward_by_megaflow_with_stats, test_simple_match_keeps_order_and_falls_back,
           test_push_and_pop_vlan, test_set_ipv4_updates_checksums,
-          test_two_flows_two_masks, test_bad_flows_are_refused_and_nothing_installed, test_mod_and_del])
+          test_two_flows_two_masks, test_bad_flows_are_refused_and_nothing_installed, test_mod_and_del,
+          test_flow_dump_shows_the_key_as_written, test_flow_dump_m_lines_read_back])

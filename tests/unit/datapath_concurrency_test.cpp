@@ -3,6 +3,7 @@
 // dropped by an action, lost on a miss, or dropped by a full tx ring). Run
 // under TSan by the tsan preset.
 #include <doctest/doctest.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -120,4 +121,33 @@ TEST_CASE("flow changes while a PMD forwards") {
   CHECK(injected.load() > 0);
   dp.flow_flush();
   dp.reclaim();
+}
+
+TEST_CASE("an unpinned PMD is named by a CPU its thread may run on (display_core)") {
+  auto be = hal::make_sim_backend({.buffers = 256});
+  REQUIRE(be.ok());
+  datapath::Datapath dp({.pmd_cores = {-1}});
+  auto spec = hal::parse_port_spec("p0", "ring:size=64");
+  REQUIRE(spec.ok());
+  auto port = (*be)->open_port(*spec, 1, 1);
+  REQUIRE(port.ok());
+  REQUIRE(dp.add_port(std::move(port.value())).ok());
+  const datapath::Pmd& pmd = *dp.pmds()[0];
+  CHECK(pmd.core() < 0);
+  CHECK(pmd.display_core() == 0);  // before its thread ever ran
+  REQUIRE(dp.start({be->get()}).ok());
+  // Sampled by the PMD thread as it starts: a CPU of the process's set.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  const int cpu = pmd.display_core();
+  CHECK(cpu >= 0);
+  CHECK(CPU_ISSET(cpu, &allowed));
+  // flow-dump's header names the same core.
+  const flow::Match m = parse_match("in_port(1),eth_type(0x0800)");
+  REQUIRE(dp.flow_put(m, parse_actions("drop"), std::nullopt, false).ok());
+  auto flows = dp.flow_dump();
+  REQUIRE(flows.size() == 1);
+  CHECK(flows[0].pmd_core == pmd.display_core());
+  dp.stop();
 }

@@ -408,3 +408,28 @@ TEST_CASE("for_each_output_port sees nested outputs, in order") {
   for_each_output_port(a->bytes(), [&](uint32_t p) { ports.push_back(p); });
   CHECK(ports == std::vector<uint32_t>{1, 2, 3, 5});
 }
+
+TEST_CASE("port names both ways, as dpctl with names (flow-dump -m)") {
+  const DpPortNumber number = [](std::string_view n) -> std::optional<uint32_t> {
+    if (n == "p1") return 1;
+    if (n == "dpdk0") return 7;
+    return std::nullopt;
+  };
+  const DpPortName name = [](uint32_t p) -> std::optional<std::string> {
+    if (p == 1) return "p1";
+    if (p == 7) return "dpdk0";
+    return std::nullopt;
+  };
+  auto a = parse_dp_actions("push_vlan(vid=5,pcp=0),dpdk0,clone(pop_vlan,p1),9", 1, &number);
+  INFO(a.status().message());
+  REQUIRE(a.ok());
+  CHECK(format_dp_actions(*a) == "push_vlan(vid=5,pcp=0),7,clone(pop_vlan,1),9");
+  CHECK(format_dp_actions(*a, &name) == "push_vlan(vid=5,pcp=0),dpdk0,clone(pop_vlan,p1),9");
+  // Without the callback a name is no action; an unknown name neither.
+  CHECK_FALSE(parse_dp_actions("dpdk0").ok());
+  CHECK_FALSE(parse_dp_actions("nope", 1, &number).ok());
+  // Keywords still read as actions when they name no port.
+  auto d = parse_dp_actions("pop_vlan,drop", 1, &number);
+  REQUIRE(d.ok());
+  CHECK(format_dp_actions(*d, &name) == "pop_vlan,drop");
+}

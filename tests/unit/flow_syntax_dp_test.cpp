@@ -48,8 +48,8 @@ void check_canonical(const std::string& s) {
 }
 
 const char* kBriefExample =
-    "recirc_id(0),in_port(1),eth(src=02:00:00:00:00:01,dst=02:00:00:00:00:02),eth_type(0x0800),"
-    "ipv4(src=10.0.0.1,dst=10.0.1.0/255.255.255.0,proto=17,frag=no),udp(src=1000,dst=2000)";
+    "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth(src=02:00:00:00:00:01,dst=02:00:00:00:00:02),"
+    "eth_type(0x0800),ipv4(src=10.0.0.1,dst=10.0.1.0/255.255.255.0,proto=17,frag=no),udp(src=1000,dst=2000)";
 
 }  // namespace
 
@@ -83,7 +83,8 @@ TEST_CASE("dp: verbose (-m) prints wildcarded fields as /0 and reads back") {
   DpFormatOptions o;
   o.verbose = true;
   CHECK(format_dp_match(m, o) ==
-        "skb_priority(0/0),skb_mark(0/0),recirc_id(0),dp_hash(0/0),in_port(1),"
+        "skb_priority(0/0),skb_mark(0/0),ct_state(0/0),ct_zone(0/0),ct_mark(0/0),ct_label(0/0),"
+        "recirc_id(0),dp_hash(0/0),in_port(1),packet_type(ns=0,id=0),"
         "eth(src=02:00:00:00:00:01,dst=02:00:00:00:00:02),eth_type(0x0800),"
         "ipv4(src=10.0.0.1,dst=10.0.1.0/255.255.255.0,proto=17,tos=0/0,ttl=0/0,frag=no),"
         "udp(src=1000,dst=2000)");
@@ -95,56 +96,66 @@ TEST_CASE("dp: canonical lines for every attribute print back unchanged") {
   // NOLINTBEGIN(bugprone-suspicious-missing-comma)
   const std::vector<std::string> lines = {
       // metadata, hex as %#x, masks
-      "skb_priority(0x5),skb_mark(0x10/0xff),recirc_id(0x1),dp_hash(0xab/0xff),in_port(3),eth()",
-      "in_port(1/0xff),eth()",
-      "recirc_id(0x2),dp_hash(0/0xf),eth()",
+      "skb_priority(0x5),skb_mark(0x10/0xff),recirc_id(0x1),dp_hash(0xab/0xff),in_port(3),packet_type(ns=0,"
+      "id=0)",
+      "in_port(1/0xff),packet_type(ns=0,id=0)",
+      "recirc_id(0x2),dp_hash(0/0xf),packet_type(ns=0,id=0)",
       // tunnel, IPv4 and IPv6 underlays, flags both ways
       "tunnel(tun_id=0x5,src=172.31.1.1,dst=172.31.1.100,ttl=64,tp_dst=4789,flags(-df-csum+key)),"
-      "recirc_id(0),in_port(3),eth(),eth_type(0x0800),ipv4(frag=no)",
+      "recirc_id(0),in_port(3),packet_type(ns=0,id=0),eth_type(0x0800),ipv4(frag=no)",
       "tunnel(tun_id=0x0/0xff,ipv6_src=2001:db8::1,ipv6_dst=2001:db8::/ffff:ffff::,tos=0x10,ttl=64/0xf0,"
-      "tp_src=768/0xff00,flags(df|csum|key)),in_port(1),eth()",
-      "tunnel(src=10.0.0.0/255.255.255.0,flags(0)),eth()",
-      "tunnel(flags(+oam)),eth()",
+      "tp_src=768/0xff00,flags(df|csum|key)),in_port(1),packet_type(ns=0,id=0)",
+      "tunnel(src=10.0.0.0/255.255.255.0,flags(0)),packet_type(ns=0,id=0)",
+      "tunnel(flags(+oam)),packet_type(ns=0,id=0)",
       // Ethernet with masks
-      "eth(src=02:00:00:00:00:00/ff:00:00:00:00:00,dst=01:00:00:00:00:00/01:00:00:00:00:00)",
-      "eth(dst=ff:ff:ff:ff:ff:ff),eth_type(0x88cc)",
-      "eth(),eth_type(0x0800/0xff00)",
+      "packet_type(ns=0,id=0),eth(src=02:00:00:00:00:00/ff:00:00:00:00:00,"
+      "dst=01:00:00:00:00:00/01:00:00:00:00:00)",
+      "packet_type(ns=0,id=0),eth(dst=ff:ff:ff:ff:ff:ff),eth_type(0x88cc)",
+      "packet_type(ns=0,id=0),eth_type(0x0800/0xff00)",
       // VLAN, QinQ, partial VLAN masks, CFI
-      "in_port(1),eth(src=00:00:00:00:00:01,dst=ff:ff:ff:ff:ff:ff),eth_type(0x8100),vlan(vid=10,pcp=0),"
+      "in_port(1),packet_type(ns=0,id=0),eth(src=00:00:00:00:00:01,dst=ff:ff:ff:ff:ff:ff),eth_type(0x8100),"
+      "vlan(vid=10,pcp=0),"
       "encap(eth_type(0x0800),ipv4(src=10.0.0.1,proto=6,frag=no),tcp(dst=80))",
-      "eth(),eth_type(0x88a8),vlan(vid=100),encap(eth_type(0x8100),vlan(vid=10,pcp=3),"
+      "packet_type(ns=0,id=0),eth_type(0x88a8),vlan(vid=100),encap(eth_type(0x8100),vlan(vid=10,pcp=3),"
       "encap(eth_type(0x0800),ipv4(frag=no)))",
-      "eth(),eth_type(0x8100),vlan(vid=16/0xff0,pcp=4/0x4),encap(eth_type(0x86dd))",
-      "eth(),eth_type(0x8100),vlan(),encap()",
-      "eth(),eth_type(0x8100),vlan(cfi=0),encap()",
-      "eth(),vlan(vid=5,cfi=0/0),encap(eth_type(0x0806))",
-      "eth(),eth_type(0x8100)",
+      "packet_type(ns=0,id=0),eth_type(0x8100),vlan(vid=16/0xff0,pcp=4/0x4),encap(eth_type(0x86dd))",
+      "packet_type(ns=0,id=0),eth_type(0x8100),vlan(),encap()",
+      "packet_type(ns=0,id=0),eth_type(0x8100),vlan(cfi=0),encap()",
+      "packet_type(ns=0,id=0),vlan(vid=5,cfi=0/0),encap(eth_type(0x0806))",
+      "packet_type(ns=0,id=0),eth_type(0x8100)",
       // IPv4 / IPv6 fields
-      "eth(),eth_type(0x0800),ipv4(src=1.2.3.4,dst=5.6.7.0/255.255.255.128,proto=47,tos=0x4/0xfc,ttl=64/0xf0,"
+      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(src=1.2.3.4,dst=5.6.7.0/255.255.255.128,proto=47,"
+      "tos=0x4/0xfc,ttl=64/0xf0,"
       "frag=later)",
-      "eth(),eth_type(0x0800),ipv4(tos=0)",
-      "eth(),eth_type(0x86dd),ipv6(src=2001:db8::1,dst=2001:db8::/ffff:ffff::,label=0x12345,proto=17,"
+      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(tos=0)",
+      "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(src=2001:db8::1,dst=2001:db8::/ffff:ffff::,label=0x12345,"
+      "proto=17,"
       "tclass=0x10,hlimit=64,frag=first),udp(src=53)",
-      "eth(),eth_type(0x86dd),ipv6(label=0/0xff,proto=132,frag=no),sctp(src=16/0xfff0,dst=2)",
-      "eth(),eth_type(0x86dd),ipv6(src=::ffff:1.2.3.4)",
+      "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(label=0/0xff,proto=132,frag=no),sctp(src=16/0xfff0,"
+      "dst=2)",
+      "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(src=::ffff:1.2.3.4)",
       // L4
-      "eth(),eth_type(0x0800),ipv4(proto=6,frag=no),tcp(src=16/0xfff0,dst=80),tcp_flags(+syn-ack)",
-      "eth(),eth_type(0x0800),ipv4(proto=6),tcp_flags(syn|ack)",
-      "eth(),eth_type(0x86dd),ipv6(proto=6),tcp(dst=443),tcp_flags(0)",
-      "eth(),eth_type(0x0800),ipv4(proto=6),tcp_flags(fin|syn|rst|psh|ack|urg|ece|cwr|ns|[200]|[400]|[800])",
-      "eth(),eth_type(0x0800),ipv4(proto=17,frag=first),udp(dst=4789)",
-      "eth(),eth_type(0x0800),ipv4(proto=132),sctp(src=9)",
-      "eth(),eth_type(0x0800),ipv4(proto=1,frag=no),icmp(type=8,code=0)",
-      "eth(),eth_type(0x0800),ipv4(proto=1),icmp(type=48/0xf0)",
-      "eth(),eth_type(0x86dd),ipv6(proto=58,frag=no),icmpv6(type=135,code=0),"
+      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=6,frag=no),tcp(src=16/0xfff0,dst=80),"
+      "tcp_flags(+syn-ack)",
+      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=6),tcp_flags(syn|ack)",
+      "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(proto=6),tcp(dst=443),tcp_flags(0)",
+      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=6),"
+      "tcp_flags(fin|syn|rst|psh|ack|urg|ece|cwr|ns|[200]|[400]|[800])",
+      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=17,frag=first),udp(dst=4789)",
+      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=132),sctp(src=9)",
+      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=1,frag=no),icmp(type=8,code=0)",
+      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=1),icmp(type=48/0xf0)",
+      "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(proto=58,frag=no),icmpv6(type=135,code=0),"
       "nd(target=fe80::1,sll=00:11:22:33:44:55)",
-      "eth(),eth_type(0x86dd),ipv6(proto=58),icmpv6(type=136),nd(target=fe80::/ffff:ffff:ffff:ffff::,"
+      "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(proto=58),icmpv6(type=136),"
+      "nd(target=fe80::/ffff:ffff:ffff:ffff::,"
       "tll=00:11:22:00:00:00/ff:ff:ff:00:00:00)",
-      "eth(),eth_type(0x86dd),ipv6(proto=58),icmpv6(type=128)",
+      "packet_type(ns=0,id=0),eth_type(0x86dd),ipv6(proto=58),icmpv6(type=128)",
       // ARP, RARP
-      "eth(src=00:11:22:33:44:55),eth_type(0x0806),arp(sip=10.0.0.1,tip=10.0.0.0/255.255.255.0,op=1,"
+      "packet_type(ns=0,id=0),eth(src=00:11:22:33:44:55),eth_type(0x0806),arp(sip=10.0.0.1,"
+      "tip=10.0.0.0/255.255.255.0,op=1,"
       "sha=00:11:22:33:44:55,tha=00:00:00:00:00:00)",
-      "eth(),eth_type(0x8035),arp(op=3/0xf)",
+      "packet_type(ns=0,id=0),eth_type(0x8035),arp(op=3/0xf)",
   };
   // NOLINTEND(bugprone-suspicious-missing-comma)
   for (const std::string& s : lines) {
@@ -213,21 +224,24 @@ TEST_CASE("dp: non-canonical inputs print in canonical form") {
   };
   const Case cases[] = {
       {"in_port(1), eth_type(0x0800) ,eth(), ipv4(frag=no)",
-       "in_port(1),eth(),eth_type(0x0800),ipv4(frag=no)"},
-      {"udp(dst=53),ipv4(proto=17),eth_type(2048)", "eth(),eth_type(0x0800),ipv4(proto=17),udp(dst=53)"},
-      {"eth_type(0x0800),ipv4(dst=10.0.0.0/8)", "eth(),eth_type(0x0800),ipv4(dst=10.0.0.0/255.0.0.0)"},
-      {"", "eth()"},
-      {"recirc_id(0x0),in_port(0x10)", "recirc_id(0),in_port(16),eth()"},
-      {"packet_type(ns=0,id=0),eth()", "eth()"},
+       "in_port(1),packet_type(ns=0,id=0),eth_type(0x0800),ipv4(frag=no)"},
+      {"udp(dst=53),ipv4(proto=17),eth_type(2048)",
+       "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=17),udp(dst=53)"},
+      {"eth_type(0x0800),ipv4(dst=10.0.0.0/8)",
+       "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(dst=10.0.0.0/255.0.0.0)"},
+      {"", "packet_type(ns=0,id=0)"},
+      {"recirc_id(0x0),in_port(0x10)", "recirc_id(0),in_port(16),packet_type(ns=0,id=0)"},
+      {"packet_type(ns=0,id=0),eth()", "packet_type(ns=0,id=0)"},
       {"eth_type(0x0800),ipv4(proto=6),tcp_flags(0x002/0x012)",
-       "eth(),eth_type(0x0800),ipv4(proto=6),tcp_flags(+syn-ack)"},
+       "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=6),tcp_flags(+syn-ack)"},
       {"eth_type(0x0800),ipv4(proto=6),tcp_flags(syn|0x10)",
-       "eth(),eth_type(0x0800),ipv4(proto=6),tcp_flags(syn|ack)"},
-      {"tunnel(tun_id=0x1,flags(df|0x8))", "tunnel(tun_id=0x1,flags(df|key)),eth()"},
-      {"eth_type(0x8100),vlan(vid=5/0xfff,pcp=0/0),encap()", "eth(),eth_type(0x8100),vlan(vid=5),encap()"},
-      {"eth_type(0x0806),arp(op=1/0xffff)", "eth(),eth_type(0x0806),arp(op=1)"},
-      {"skb_mark(0x5/0xffffffff)", "skb_mark(0x5),eth()"},
-      {"tunnel()", "eth()"},
+       "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(proto=6),tcp_flags(syn|ack)"},
+      {"tunnel(tun_id=0x1,flags(df|0x8))", "tunnel(tun_id=0x1,flags(df|key)),packet_type(ns=0,id=0)"},
+      {"eth_type(0x8100),vlan(vid=5/0xfff,pcp=0/0),encap()",
+       "packet_type(ns=0,id=0),eth_type(0x8100),vlan(vid=5),encap()"},
+      {"eth_type(0x0806),arp(op=1/0xffff)", "packet_type(ns=0,id=0),eth_type(0x0806),arp(op=1)"},
+      {"skb_mark(0x5/0xffffffff)", "skb_mark(0x5),packet_type(ns=0,id=0)"},
+      {"tunnel()", "packet_type(ns=0,id=0)"},
   };
   for (const Case& c : cases) {
     std::string in = c.in;
@@ -251,7 +265,7 @@ TEST_CASE("dp: a whole dump-flows line: ufid, statistics, actions") {
   CHECK(r->actions == "3,push_vlan(vid=5,pcp=0)");
   CHECK(line.substr(r->actions_column - 1) == r->actions);
   CHECK(format_dp_flow(*r) ==
-        "ufid:b7f0c6d0-1234-4a52-8a3b-0123456789ab recirc_id(0),in_port(2),"
+        "ufid:b7f0c6d0-1234-4a52-8a3b-0123456789ab recirc_id(0),in_port(2),packet_type(ns=0,id=0),"
         "eth(src=00:00:00:00:00:01,dst=00:00:00:00:00:02),eth_type(0x0800),ipv4(frag=no), "
         "actions:3,push_vlan(vid=5,pcp=0)");
   auto again = parse_dp_flow(format_dp_flow(*r));
@@ -282,7 +296,7 @@ TEST_CASE("dp: a whole dump-flows line: ufid, statistics, actions") {
   auto n = parse_dp_flow("in_port(1)");
   REQUIRE(n.ok());
   CHECK_FALSE(n->has_actions);
-  CHECK(format_dp_flow(*n) == "in_port(1),eth()");
+  CHECK(format_dp_flow(*n) == "in_port(1),packet_type(ns=0,id=0)");
 }
 
 TEST_CASE("dp: port names through the callbacks") {
@@ -291,7 +305,7 @@ TEST_CASE("dp: port names through the callbacks") {
     if (name == "dpdk0") return 7;
     return std::nullopt;
   };
-  auto r = parse_dp_match("in_port(dpdk0),eth()", po);
+  auto r = parse_dp_match("in_port(dpdk0),packet_type(ns=0,id=0)", po);
   REQUIRE(r.ok());
   CHECK(r->key.in_port == 7);
   DpFormatOptions fo;
@@ -299,8 +313,8 @@ TEST_CASE("dp: port names through the callbacks") {
     if (p == 7) return "dpdk0";
     return std::nullopt;
   };
-  CHECK(format_dp_match(*r, fo) == "in_port(dpdk0),eth()");
-  CHECK(format_dp_match(*r) == "in_port(7),eth()");
+  CHECK(format_dp_match(*r, fo) == "in_port(dpdk0),packet_type(ns=0,id=0)");
+  CHECK(format_dp_match(*r) == "in_port(7),packet_type(ns=0,id=0)");
   CHECK(parse_err("in_port(dpdk0)") == "unknown port 'dpdk0' at column 9");
 }
 
@@ -507,28 +521,28 @@ TEST_CASE("dp: Open vSwitch's datapath view of VLAN stacks (flow-dump), per vlan
     return format_dp_match(m, o);
   };
   const Match untagged = megaflow_of({}, 0x0800);
-  CHECK(ovs(untagged, 1) == "recirc_id(0),in_port(1),eth(),eth_type(0x0800)");
+  CHECK(ovs(untagged, 1) == "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x0800)");
   const Match one = megaflow_of({{0x8100, 0x100a}}, 0x0800);
-  CHECK(ovs(one, 1) == "recirc_id(0),in_port(1),eth(),eth_type(0x8100),vlan(vid=10),encap(eth_type(0x0800))");
+  CHECK(ovs(one, 1) == "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x8100),vlan(vid=10),encap(eth_type(0x0800))");
   CHECK(ovs(one, 2) == ovs(one, 1));
   // vlan-limit 1: a QinQ frame's inner TPID is the EtherType.
   const Match qinq1 = megaflow_of({{0x88a8, 0x100a}}, 0x8100);
-  CHECK(ovs(qinq1, 1) == "recirc_id(0),in_port(1),eth(),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100))");
+  CHECK(ovs(qinq1, 1) == "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100))");
   // vlan-limit 2: the inner level, no vlan() when no TCI bit is matched...
   const Match qinq2 = megaflow_of({{0x88a8, 0x100a}, {0x8100, 0x1014}}, 0x0800);
   CHECK(ovs(qinq2, 2) ==
-        "recirc_id(0),in_port(1),eth(),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100),encap(eth_type(0x0800)))");
+        "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100),encap(eth_type(0x0800)))");
   // ... and vlan() when some are (a rule on the inner tag after pop_vlan).
   const Match qinq2_vid = megaflow_of({{0x88a8, 0x100a}, {0x8100, 0x1014}}, 0x0800, {0, hton16(0xffff)});
-  CHECK(ovs(qinq2_vid, 2) == "recirc_id(0),in_port(1),eth(),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100),"
+  CHECK(ovs(qinq2_vid, 2) == "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100),"
                              "vlan(vid=20,pcp=0),encap(eth_type(0x0800)))");
   // A tag cut short: within the limit eth_type(TPID),vlan(...),encap();
   // beyond it the TPID is just the inner EtherType.
   const Match cut = megaflow_of({}, 0x8100);
-  CHECK(ovs(cut, 1) == "recirc_id(0),in_port(1),eth(),eth_type(0x8100),vlan(vid=0,cfi=0),encap()");
+  CHECK(ovs(cut, 1) == "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x8100),vlan(vid=0,cfi=0),encap()");
   const Match cut_inner = megaflow_of({{0x8100, 0x100a}}, 0x8100);
-  CHECK(ovs(cut_inner, 2) == "recirc_id(0),in_port(1),eth(),eth_type(0x8100),vlan(vid=10),encap(eth_type(0x8100),encap())");
-  CHECK(ovs(cut_inner, 1) == "recirc_id(0),in_port(1),eth(),eth_type(0x8100),vlan(vid=10),encap(eth_type(0x8100))");
+  CHECK(ovs(cut_inner, 2) == "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x8100),vlan(vid=10),encap(eth_type(0x8100),encap())");
+  CHECK(ovs(cut_inner, 1) == "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x8100),vlan(vid=10),encap(eth_type(0x8100))");
   // Open vSwitch's inner level without vlan() reads back as a tag whose TCI
   // is wildcarded.
   auto inner = parse_dp_match("in_port(1),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100),encap(eth_type(0x0800)))");
@@ -537,11 +551,80 @@ TEST_CASE("dp: Open vSwitch's datapath view of VLAN stacks (flow-dump), per vlan
   CHECK(inner->mask.vlans[1].tpid == 0xffff);
   CHECK(inner->mask.vlans[1].tci == 0);
   CHECK(inner->key.dl_type == hton16(0x0800));
-  CHECK(ovs(*inner, 2) == "in_port(1),eth(),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100),encap(eth_type(0x0800)))");
+  CHECK(ovs(*inner, 2) == "in_port(1),packet_type(ns=0,id=0),eth_type(0x88a8),vlan(vid=10),encap(eth_type(0x8100),encap(eth_type(0x0800)))");
   CHECK_FALSE(parse_dp_match("eth_type(0x8100),encap(eth_type(0x8100),encap(eth_type(0x8100),encap()))").ok());
   CHECK_FALSE(parse_dp_match("eth_type(0x8100),encap(eth_type(0x0800)),ipv4()").ok());
   // keel's own text (the default) still shows the levels its mask has: the
   // tags' presence, which Open vSwitch's view leaves implied.
-  CHECK(format_dp_match(untagged) == "recirc_id(0),in_port(1),eth(),eth_type(0x0000),vlan(vid=0,cfi=0),"
+  CHECK(format_dp_match(untagged) == "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x0000),vlan(vid=0,cfi=0),"
                                      "encap(eth_type(0x0800))");
+}
+
+TEST_CASE("dp: a key with values outside its mask prints them, as Open vSwitch prints a flow's key") {
+  // The upcall's packet key under the megaflow's mask (flow-dump).
+  DpFlow f;
+  {
+    auto r = parse_dp_flow(
+        "recirc_id(0),in_port(1),eth(src=00:00:00:00:00:01/00:00:00:00:00:00,"
+        "dst=00:00:00:00:00:02/00:00:00:00:00:00),"
+        "eth_type(0x0800),ipv4(src=10.0.0.1/0.0.0.0,dst=10.1.2.3/255.0.0.0,proto=17/0,tos=0/0,ttl=64/0,"
+        "frag=no),"
+        "udp(src=1024/0,dst=4000/0)");
+    INFO(r.status().message());
+    REQUIRE(r.ok());
+    f = *r;
+  }
+  // The match is masked; the values as written are kept apart.
+  CHECK(f.match.key.nw_src == 0);
+  CHECK(f.match.key.nw_dst == hton32(0x0a000000));
+  CHECK(f.match.mask.nw_proto == 0);
+  CHECK(f.match.mask.tp_src == 0);
+  CHECK(f.key_as_written.nw_src == hton32(0x0a000001));
+  CHECK(f.key_as_written.nw_dst == hton32(0x0a010203));
+  CHECK(f.key_as_written.nw_proto == 17);
+  CHECK(f.key_as_written.tp_dst == hton16(4000));
+  Match shown{f.key_as_written, f.match.mask};
+  CHECK(format_dp_match(shown) ==
+        "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x0800),ipv4(dst=10.1.2.3/255.0.0.0,frag=no)");
+  DpFormatOptions v;
+  v.verbose = true;
+  const std::string verbose = format_dp_match(shown, v);
+  CHECK(verbose ==
+        "skb_priority(0/0),skb_mark(0/0),ct_state(0/0),ct_zone(0/0),ct_mark(0/0),ct_label(0/0),recirc_id(0),"
+        "dp_hash(0/0),in_port(1),packet_type(ns=0,id=0),"
+        "eth(src=00:00:00:00:00:01/00:00:00:00:00:00,dst=00:00:00:00:00:02/00:00:00:00:00:00),"
+        "eth_type(0x0800),"
+        "ipv4(src=10.0.0.1/0.0.0.0,dst=10.1.2.3/255.0.0.0,proto=17/0,tos=0/0,ttl=64/0,frag=no),"
+        "udp(src=1024/0,dst=4000/0)");
+  // Reads back to the same match and the same values.
+  auto again = parse_dp_flow(verbose);
+  REQUIRE(again.ok());
+  CHECK(again->match == f.match);
+  CHECK(again->key_as_written == shown.key);
+
+  // TCP: -m prints tcp_flags(0/0) when the flags are not matched, whatever
+  // the packet's (format_flags_masked()).
+  Match t = parse_ok("eth_type(0x0800),ipv4(proto=6,frag=no),tcp(dst=80)");
+  t.key.tcp_flags = hton16(0x002);
+  CHECK(format_dp_match(t, v).find("tcp(src=0/0,dst=80),tcp_flags(0/0)") != std::string::npos);
+  CHECK(format_dp_match(t).find("tcp_flags") == std::string::npos);
+}
+
+TEST_CASE("dp: a matched L4 field still needs its prerequisite matched exactly") {
+  CHECK(parse_err("eth_type(0x0800),ipv4(proto=17/0),udp(dst=53)") ==
+        "attribute 'udp' at column 35: matching an L4 field needs ipv4/ipv6 proto= matched exactly");
+  CHECK(parse_err("eth_type(0x0800),ipv4(proto=6/0),udp(dst=53/0)") ==
+        "attribute 'udp' at column 34: udp() needs ipv4(proto=17) or ipv6(proto=17)");
+  // Written values satisfy the prerequisite of a wildcarded attribute.
+  CHECK(parse_ok("eth_type(0x86dd),ipv6(proto=58/0),icmpv6(type=135/0,code=0/0),nd(target=::/::)").mask.nw_proto == 0);
+}
+
+TEST_CASE("dp: a whole flow-dump -m line: dp-extra-info after the actions is not an action") {
+  auto r = parse_dp_flow(
+      "ufid:98c0c1df-32c5-4443-bee9-8025e4b2e2e4, skb_priority(0/0),recirc_id(0),in_port(1),"
+      "packet_type(ns=0,id=0),eth_type(0x0800),ipv4(frag=no), packets:2, bytes:124, used:0.501s, "
+      "offloaded:partial, dp:ovs, actions:2,3, dp-extra-info:miniflow_bits(4,2)");
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  CHECK(r->actions == "2,3");
 }
