@@ -186,8 +186,13 @@ class Pmd {
   // core() when pinned, otherwise the CPU the PMD thread was last seen on,
   // sampled with hal::current_cpu() by the PMD thread itself when it starts
   // and in its periodic housekeeping (never per packet), kept in a relaxed
-  // atomic. -1 only before the thread first ran.
-  int display_core() const { return core_ >= 0 ? core_ : last_cpu_.load(std::memory_order_relaxed); }
+  // atomic; 0 before the thread first ran (always a number, as scripts
+  // parsing `core_id N` expect).
+  int display_core() const {
+    if (core_ >= 0) return core_;
+    const int seen = last_cpu_.load(std::memory_order_relaxed);
+    return seen >= 0 ? seen : 0;
+  }
   const std::vector<RxQueue>& rx_queues() const { return rxqs_; }
 
   // Before start() only.
