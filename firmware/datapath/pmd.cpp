@@ -555,7 +555,12 @@ void Pmd::handle_answers() {
           if (cls->lookup(std::span(&k, 1), &rule, &probed) & 1) target = static_cast<Megaflow*>(rule->flow);
         }
       }
-      if (target) target->account(1 + nf, bytes, tcp_flags_of(u->key), now);
+      if (target) {
+        target->account(1 + nf, bytes, tcp_flags_of(u->key), now);
+      } else {  // counted on no megaflow: the handler credits the rules (upcall.h)
+        u->uncounted_packets = static_cast<uint8_t>(1 + nf);
+        u->uncounted_bytes = static_cast<uint32_t>(bytes);
+      }
       execute_actions(*exec_, std::span(eps.data(), 1 + nf), *u->actions);
       after_pass(u->depth);
     } else {

@@ -45,6 +45,7 @@ namespace keel::datapath {
 inline constexpr unsigned kUpcallRecords = 512;        // per PMD
 inline constexpr unsigned kUpcallUserdataMax = 64;     // bytes of userspace() userdata carried
 inline constexpr unsigned kUpcallFollowers = 31;       // packets with the same key riding on one miss
+static_assert(kUpcallFollowers + 1 <= 255, "Upcall::uncounted_packets (uint8_t) holds a packet and its followers");
 
 struct Upcall {
   enum class Type : uint8_t { miss, action };
@@ -79,8 +80,17 @@ struct Upcall {
   // the PMD counts the packets on it (it finds it with its dpcls).
   bool account_existing = false;
   const flow::DpActions* actions = nullptr;     // to run on the packet; null: drop it
+  // The packet (`pkt`, credited_bytes long) was credited to the rules its
+  // translation ran when it was answered (ofproto's statistics).
+  bool credited = false;
+  uint32_t credited_bytes = 0;
   // --- filled by the PMD when it executed ---
   bool install_failed = false;  // the handler frees `install`
+  // Packets executed with the answer that no megaflow counted (nothing was
+  // installed or found for them: the packet and its followers), so the
+  // handler credits them to the rules itself.
+  uint8_t uncounted_packets = 0;
+  uint32_t uncounted_bytes = 0;
 };
 
 class UpcallChannel {
@@ -115,6 +125,10 @@ class UpcallChannel {
     u->actions = nullptr;
     u->install_failed = false;
     u->account_existing = false;
+    u->credited = false;
+    u->credited_bytes = 0;
+    u->uncounted_packets = 0;
+    u->uncounted_bytes = 0;
     u->pkt = nullptr;
     (void)free_.push(u);
   }

@@ -124,6 +124,16 @@ void Udpif::stop() {
   revalidator_.join();
 }
 
+bool Udpif::wait_spent(uint64_t timeout_ms) {
+  const uint64_t want = answered_total_.load(std::memory_order_relaxed);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (recycled_total_.load(std::memory_order_acquire) < want) {
+    if (!running() || std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
+
 void Udpif::kick() {
   {
     std::lock_guard lock(wake_mu_);
@@ -174,11 +184,27 @@ bool Udpif::recycle_spent(datapath::UpcallChannel& ch, OfflineQueue& oq) {
       std::lock_guard lock(mu_);
       ++stats_.install_failed;
     }
+    if (u->uncounted_packets > (u->credited ? 1u : 0u)) credit_uncounted(*u);
     delete u->actions;
     ch.recycle(u);
+    recycled_total_.fetch_add(1, std::memory_order_release);  // after the credit (wait_spent)
     any = true;
   }
   return any;
+}
+
+void Udpif::credit_uncounted(const datapath::Upcall& u) {
+  // The followers of an answer that installed nothing (at the flow limit,
+  // an uncacheable translation): each would have been an upcall of its own
+  // in Open vSwitch, translated and credited when it came. Translated again
+  // (without learning) for the rules to credit; rare, off the PMDs.
+  flow::FlowKey flow;
+  flow::expand(u.key, flow);
+  Translation t;
+  if (!translate_(flow, /*may_learn=*/false, t).ok()) return;
+  const uint64_t pkts = u.uncounted_packets - (u.credited ? 1u : 0u);
+  const uint64_t bytes = u.uncounted_bytes - std::min(u.uncounted_bytes, u.credited ? u.credited_bytes : 0u);
+  push_stats(t.rules, pkts, bytes, hal::now_ns());
 }
 
 bool Udpif::handle_batch() {
@@ -195,6 +221,7 @@ bool Udpif::handle_batch() {
       for (unsigned n = 0; got; ++n) {
         answer(ch, u, nullptr);
         ++oq.answered;
+        answered_total_.fetch_add(1, std::memory_order_relaxed);
         any = true;
         if (n + 1 == 64 || !ch.next(u)) break;
       }
@@ -217,6 +244,7 @@ bool Udpif::handle_batch() {
       oq.backlog.pop_front();
       answer(ch, u, &oq);
       ++oq.answered;
+      answered_total_.fetch_add(1, std::memory_order_relaxed);
       // The answer recirculates: what its packets send up again must be
       // translated before the records behind it (they come back derived).
       // Only this thread pops `spent`, so u stays valid until then.
@@ -271,11 +299,22 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   }
   u->actions = new flow::DpActions(t.actions);
   const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
+  // The packet that missed is credited to the rules it went through now, as
+  // it is translated (Open vSwitch: xlate with the upcall packet's stats),
+  // whether or not a megaflow is installed; the megaflow's later packets
+  // reach the rules through the revalidator.
+  const uint64_t now = hal::now_ns();
+  const uint64_t len = u->pkt->len();
+  auto credit = [&](const std::vector<const OfRule*>& rules) {
+    push_stats(rules, 1, len, now);
+    u->credited = true;
+    u->credited_bytes = static_cast<uint32_t>(len);
+  };
   if (!t.cacheable || !t.bridge) {
-    push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
+    credit(t.rules);
   } else if (std::max(dp_.flow_count(), ukeys_.size()) >= limit) {  // ukeys: answered, maybe not installed yet
     ++stats_.limit_hits;
-    push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
+    credit(t.rules);
   } else {
     const bool exact = !megaflows_.load(std::memory_order_relaxed);
     if (exact) exact_words(u->key, t.wc);
@@ -306,8 +345,13 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
       k.uses_normal = t.uses_normal;
       k.mac_gen = t.mac_gen;
       k.cold->tables = t.tables;
-      k.packets = k.bytes = 0;
-      k.created_ns = hal::now_ns();
+      // The PMD counts this packet on the megaflow it installs (with the
+      // followers riding on the record): the revalidator pushes the
+      // megaflow's counts beyond it.
+      credit(k.cold->rules);
+      k.packets = 1;
+      k.bytes = len;
+      k.created_ns = now;
       k.seen_round = 0;
       k.exact = exact;
       ++stats_.installs;
