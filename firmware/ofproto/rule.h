@@ -38,6 +38,10 @@ struct OfRule : ClsRule {
   uint16_t hard_timeout = 0;
   uint16_t importance = 0;
   bool send_flow_rem = false, no_packet_counts = false, no_byte_counts = false;
+  // Its flow-mod needs OpenFlow 1.1+ (it pushes a VLAN tag), so ovs-ofctl
+  // sends it in OpenFlow 1.3 and Open vSwitch stores what that carries
+  // (bridge.cpp): it shows in dump-flows' text.
+  bool of11 = false;
   flow::OfActions actions;
   uint64_t created_ns = 0;   // hal::now_ns() of the add (kept across modify)
   uint64_t modified_ns = 0;  // hard_timeout counts from here (OVS: from add or modify)
