@@ -537,17 +537,28 @@ void Pmd::handle_answers() {
     const unsigned nf = u->type == Upcall::Type::miss ? u->n_followers : 0;
     if (u->actions) {
       std::array<ExecPacket, 1 + kUpcallFollowers> eps;
-      uint64_t bytes = u->pkt->len();
+      const uint64_t first_bytes = u->pkt->len();
+      uint64_t bytes = 0;
       eps[0] = {u->pkt, &u->ofs, &u->key};
       for (unsigned i = 0; i < nf; ++i) {
         eps[1 + i] = {u->followers[i], &u->follower_ofs[i], &u->key};
         bytes += u->followers[i]->len();
       }
-      // The megaflow the packets count on: the one installed now, or the
-      // same megaflow installed by an earlier answer (found again by key).
+      // The megaflow the packets count on: the one installed now (its
+      // followers only: as in Open vSwitch's userspace datapath, the packet
+      // whose upcall installed a flow is not counted on it; the handler
+      // credits its rules when it translates it, ofproto/udpif.cpp), or the
+      // same megaflow installed by an earlier answer, found again by key
+      // (every packet: Open vSwitch's PMD would have found that flow by
+      // lookup instead of going up).
+      // An install that failed (the flow was there already) was credited
+      // by the handler too: its followers only, on the flow that won.
       Megaflow* target = installed;
+      unsigned n = nf;
       if (!target && u->install_failed) target = table_.find(*u->install);
       if (!target && u->account_existing) {
+        n = 1 + nf;
+        bytes += first_bytes;
         if (Dpcls* cls = table_.dpcls(u->pkt->in_port())) {
           const flow::Miniflow* k = &u->key;
           DpclsRule* rule = nullptr;
@@ -555,14 +566,15 @@ void Pmd::handle_answers() {
           if (cls->lookup(std::span(&k, 1), &rule, &probed) & 1) target = static_cast<Megaflow*>(rule->flow);
         }
       }
-      if (target) {
-        target->account(1 + nf, bytes, tcp_flags_of(u->key), now);
-      } else {  // counted on no megaflow: the handler credits the rules (upcall.h)
-        u->uncounted_packets = static_cast<uint8_t>(1 + nf);
-        u->uncounted_bytes = static_cast<uint32_t>(bytes);
-      }
+      if (target && n) target->account(n, bytes, tcp_flags_of(u->key), now);
       execute_actions(*exec_, std::span(eps.data(), 1 + nf), *u->actions);
       after_pass(u->depth);
+      // Counted on no megaflow (none installed or found): the handler
+      // credits their rules when it takes the record back (upcall.h).
+      if (!target && n) {
+        u->uncounted_packets = static_cast<uint8_t>(n);
+        u->uncounted_bytes = static_cast<uint32_t>(bytes);
+      }
     } else {
       hal::release(u->pkt);
       for (unsigned i = 0; i < nf; ++i) hal::release(u->followers[i]);

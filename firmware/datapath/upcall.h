@@ -80,15 +80,13 @@ struct Upcall {
   // the PMD counts the packets on it (it finds it with its dpcls).
   bool account_existing = false;
   const flow::DpActions* actions = nullptr;     // to run on the packet; null: drop it
-  // The packet (`pkt`, credited_bytes long) was credited to the rules its
-  // translation ran when it was answered (ofproto's statistics).
-  bool credited = false;
-  uint32_t credited_bytes = 0;
   // --- filled by the PMD when it executed ---
   bool install_failed = false;  // the handler frees `install`
-  // Packets executed with the answer that no megaflow counted (nothing was
-  // installed or found for them: the packet and its followers), so the
-  // handler credits them to the rules itself.
+  // Packets executed with the answer that no megaflow counted and the
+  // handler did not credit when it answered (the followers of a miss that
+  // installed nothing; the miss too when the megaflow to count it on was
+  // not found): the handler credits them to the rules when it takes the
+  // record back (ofproto/udpif.cpp).
   uint8_t uncounted_packets = 0;
   uint32_t uncounted_bytes = 0;
 };
@@ -125,8 +123,6 @@ class UpcallChannel {
     u->actions = nullptr;
     u->install_failed = false;
     u->account_existing = false;
-    u->credited = false;
-    u->credited_bytes = 0;
     u->uncounted_packets = 0;
     u->uncounted_bytes = 0;
     u->pkt = nullptr;

@@ -184,7 +184,7 @@ bool Udpif::recycle_spent(datapath::UpcallChannel& ch, OfflineQueue& oq) {
       std::lock_guard lock(mu_);
       ++stats_.install_failed;
     }
-    if (u->uncounted_packets > (u->credited ? 1u : 0u)) credit_uncounted(*u);
+    if (u->uncounted_packets) credit_uncounted(*u);
     delete u->actions;
     ch.recycle(u);
     recycled_total_.fetch_add(1, std::memory_order_release);  // after the credit (wait_spent)
@@ -194,17 +194,17 @@ bool Udpif::recycle_spent(datapath::UpcallChannel& ch, OfflineQueue& oq) {
 }
 
 void Udpif::credit_uncounted(const datapath::Upcall& u) {
-  // The followers of an answer that installed nothing (at the flow limit,
-  // an uncacheable translation): each would have been an upcall of its own
-  // in Open vSwitch, translated and credited when it came. Translated again
-  // (without learning) for the rules to credit; rare, off the PMDs.
+  // Packets the PMD executed with an answer and counted on no megaflow:
+  // the followers of a miss that installed nothing (at the flow limit, an
+  // uncacheable translation; answer() credited the miss itself). Each would
+  // have been an upcall of its own in Open vSwitch, translated and credited
+  // when it came. Translated again (without learning) for the rules to
+  // credit; rare, off the PMDs.
   flow::FlowKey flow;
   flow::expand(u.key, flow);
   Translation t;
   if (!translate_(flow, /*may_learn=*/false, t).ok()) return;
-  const uint64_t pkts = u.uncounted_packets - (u.credited ? 1u : 0u);
-  const uint64_t bytes = u.uncounted_bytes - std::min(u.uncounted_bytes, u.credited ? u.credited_bytes : 0u);
-  push_stats(t.rules, pkts, bytes, hal::now_ns());
+  push_stats(t.rules, u.uncounted_packets, u.uncounted_bytes, hal::now_ns());
 }
 
 bool Udpif::handle_batch() {
@@ -299,22 +299,11 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   }
   u->actions = new flow::DpActions(t.actions);
   const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
-  // The packet that missed is credited to the rules it went through now, as
-  // it is translated (Open vSwitch: xlate with the upcall packet's stats),
-  // whether or not a megaflow is installed; the megaflow's later packets
-  // reach the rules through the revalidator.
-  const uint64_t now = hal::now_ns();
-  const uint64_t len = u->pkt->len();
-  auto credit = [&](const std::vector<const OfRule*>& rules) {
-    push_stats(rules, 1, len, now);
-    u->credited = true;
-    u->credited_bytes = static_cast<uint32_t>(len);
-  };
   if (!t.cacheable || !t.bridge) {
-    credit(t.rules);
+    push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
   } else if (std::max(dp_.flow_count(), ukeys_.size()) >= limit) {  // ukeys: answered, maybe not installed yet
     ++stats_.limit_hits;
-    credit(t.rules);
+    push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
   } else {
     const bool exact = !megaflows_.load(std::memory_order_relaxed);
     if (exact) exact_words(u->key, t.wc);
@@ -325,13 +314,20 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
       // before its install): the install would fail, and a second ukey
       // would reset the first one's pushed counters. The PMD counts the
       // packet (and those riding with it) on the installed megaflow, from
-      // where the revalidator pushes them to the rules.
+      // where the revalidator pushes them to the rules (as Open vSwitch's
+      // PMD would have found that flow by lookup).
       u->account_existing = true;
       ch.answer(u);
       return;
     }
     auto f = dp_.build_megaflow(m, &t.actions, ufid);
     if (f) {
+      // As Open vSwitch's handler (xlate with resubmit_stats): the packet
+      // whose upcall installs the megaflow is credited to its rules now;
+      // the megaflow counts only what the PMD forwards on it (this one's
+      // followers, later hits), which the revalidator pushes (should the
+      // install fail, the PMD counts only the followers on the flow there).
+      push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
       u->install = f.value();
       Ukey& k = ukeys_[{u->pmd, ufid}];
       k.cold = std::make_unique<UkeyCold>();
@@ -345,13 +341,8 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
       k.uses_normal = t.uses_normal;
       k.mac_gen = t.mac_gen;
       k.cold->tables = t.tables;
-      // The PMD counts this packet on the megaflow it installs (with the
-      // followers riding on the record): the revalidator pushes the
-      // megaflow's counts beyond it.
-      credit(k.cold->rules);
-      k.packets = 1;
-      k.bytes = len;
-      k.created_ns = now;
+      k.packets = k.bytes = 0;
+      k.created_ns = hal::now_ns();
       k.seen_round = 0;
       k.exact = exact;
       ++stats_.installs;

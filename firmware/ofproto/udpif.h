@@ -12,12 +12,9 @@
 // packets (the `controller` action) go to the ActionSink (the controller
 // queue) and are consumed. Every installed megaflow gets a ukey: its key,
 // mask, actions, the rules its translation ran and the generations it saw.
-// The packet that missed is credited to the rules its translation ran at
-// once (Open vSwitch's xlate with the upcall's stats), installed or not; the
-// ukey starts counting from it, so the revalidator pushes only the
-// megaflow's packets beyond the first. Packets executed with an answer that
-// no megaflow counted (the followers of a miss at the flow limit) are
-// credited when the PMD hands the record back spent.
+// Packets executed with an answer that no megaflow counted (the followers
+// of a miss at the flow limit) are credited to the rules when the PMD hands
+// the record back spent (Upcall::uncounted_packets).
 //
 // Revalidator: every revalidate_interval_ms a round over the terse dump
 // (flow ids and statistics only, Datapath::flow_stats):
