@@ -716,8 +716,9 @@ void add_ofproto_commands(CommandTree::Impl& t) {
     // ovs-ofctl's reply header (OpenFlow 1.0 with Nicira extensions, its
     // default). Its transaction id is the 4th message ovs-ofctl sends, or
     // the 8th when a FLOW was given (it first asks for the port and table
-    // names to read FLOW with). Rule sets beyond one reply message (64 kB)
-    // still print one header.
+    // names to read FLOW with). Open vSwitch prints the line once per reply
+    // message (64 kB, about 800 simple rules; all but the last end in
+    // " flags=[more]"); keel prints it once.
     std::string out = a->words.empty() || join_words(a->words).empty() ? "NXST_FLOW reply (xid=0x4):\n"
                                                                        : "NXST_FLOW reply (xid=0x8):\n";
     for (const OfRule* r : rules) {
