@@ -252,7 +252,6 @@ const char* reason_text(flow::OfPacketInReason r) {
   return "action";
 }
 
-
 // --- show: what `ovs-vsctl show` prints -------------------------------------
 //
 // ovs-vsctl show (lib/db-ctl-base.c cmd_show_row with ovs-vsctl.c's
@@ -291,13 +290,27 @@ std::string ovsdb_string(std::string_view s) {
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': q += "\\\""; break;
-      case '\\': q += "\\\\"; break;
-      case '\b': q += "\\b"; break;
-      case '\f': q += "\\f"; break;
-      case '\n': q += "\\n"; break;
-      case '\r': q += "\\r"; break;
-      case '\t': q += "\\t"; break;
+      case '"':
+        q += "\\\"";
+        break;
+      case '\\':
+        q += "\\\\";
+        break;
+      case '\b':
+        q += "\\b";
+        break;
+      case '\f':
+        q += "\\f";
+        break;
+      case '\n':
+        q += "\\n";
+        break;
+      case '\r':
+        q += "\\r";
+        break;
+      case '\t':
+        q += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char u[8];
@@ -335,12 +348,17 @@ void describe_interface(const hal::PortSpec& ps, ShowInterface& i) {
     case hal::PortKind::ring:
       if (ps.ring_size != hal::PortSpec{}.ring_size) o.emplace_back("size", std::to_string(ps.ring_size));
       break;
-    case hal::PortKind::tap: o.emplace_back("ifname", ps.ifname); break;
+    case hal::PortKind::tap:
+      o.emplace_back("ifname", ps.ifname);
+      break;
     case hal::PortKind::sample:
       if (ps.pps != hal::PortSpec{}.pps) o.emplace_back("pps", std::to_string(ps.pps));
       break;
-    case hal::PortKind::dpdk: o.emplace_back("dpdk-devargs", ps.devargs); break;
-    case hal::PortKind::null: break;
+    case hal::PortKind::dpdk:
+      o.emplace_back("dpdk-devargs", ps.devargs);
+      break;
+    case hal::PortKind::null:
+      break;
   }
   std::sort(o.begin(), o.end());
 }
@@ -381,11 +399,13 @@ std::string show_switch(CommandTree::Impl& t, bool json) {
         if (auto it = specs.find(pc.name); it != specs.end()) describe_interface(it->second, p.iface);
         sb.ports.push_back(std::move(p));
       }
-      std::sort(sb.ports.begin(), sb.ports.end(), [](const ShowPort& x, const ShowPort& y) { return x.uuid < y.uuid; });
+      std::sort(sb.ports.begin(), sb.ports.end(),
+                [](const ShowPort& x, const ShowPort& y) { return x.uuid < y.uuid; });
       bridges.push_back(std::move(sb));
     }
   }
-  std::sort(bridges.begin(), bridges.end(), [](const ShowBridge& x, const ShowBridge& y) { return x.uuid < y.uuid; });
+  std::sort(bridges.begin(), bridges.end(),
+            [](const ShowBridge& x, const ShowBridge& y) { return x.uuid < y.uuid; });
 
   if (json) {
     Json j;
@@ -395,8 +415,10 @@ std::string show_switch(CommandTree::Impl& t, bool json) {
       j.field("datapath_type", "netdev").begin_array("ports");
       for (const ShowPort& p : b.ports) {
         j.begin_object().field("uuid", p.uuid).field("name", p.name);
-        if (p.tag) j.field("tag", static_cast<uint64_t>(*p.tag));
-        else j.null_field("tag");
+        if (p.tag)
+          j.field("tag", static_cast<uint64_t>(*p.tag));
+        else
+          j.null_field("tag");
         j.begin_array("trunks");
         for (uint16_t v : p.trunks) j.field({}, static_cast<uint64_t>(v));
         j.end_array().begin_array("interfaces");
@@ -688,7 +710,9 @@ void add_ofproto_commands(CommandTree::Impl& t) {
     if (!r) t.status = std::move(r).take_status();
   }));
 
-  auto* dumpflows = cmd("dump-flows", "list rules like ovs-ofctl dump-flows (its NXST_FLOW reply line first): dump-flows BR [FLOW] [--strict]");
+  auto* dumpflows = cmd("dump-flows",
+                        "list rules like ovs-ofctl dump-flows (its NXST_FLOW reply line first): dump-flows "
+                        "BR [FLOW] [--strict]");
   dumpflows->add_option("BR", a->bridge, "bridge name")->required();
   dumpflows->add_option("FLOW", a->words, "only rules matching this (loose unless --strict); table=N, cookie=V/M, out_port=P");
   dumpflows->add_flag("--strict", a->strict, "only the rule with exactly this match and priority");

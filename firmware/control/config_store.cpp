@@ -250,7 +250,8 @@ const std::string& ConfigStore::switch_uuid() const {
   Status st = make_dirs(dir_);
   if (st.ok()) st = write_file_atomic(path, switch_uuid_ + "\n");
   if (!st.ok())
-    KEEL_LOG(log_config, warn, "switch UUID %s is for this boot only: %s", switch_uuid_.c_str(), st.message().c_str());
+    KEEL_LOG(log_config, warn, "switch UUID %s is for this boot only: %s", switch_uuid_.c_str(),
+             st.message().c_str());
   return switch_uuid_;
 }
 

@@ -45,7 +45,8 @@ namespace keel::datapath {
 inline constexpr unsigned kUpcallRecords = 512;        // per PMD
 inline constexpr unsigned kUpcallUserdataMax = 64;     // bytes of userspace() userdata carried
 inline constexpr unsigned kUpcallFollowers = 31;       // packets with the same key riding on one miss
-static_assert(kUpcallFollowers + 1 <= 255, "Upcall::uncounted_packets (uint8_t) holds a packet and its followers");
+static_assert(kUpcallFollowers + 1 <= 255,
+              "Upcall::uncounted_packets (uint8_t) holds a packet and its followers");
 
 struct Upcall {
   enum class Type : uint8_t { miss, action };

@@ -164,7 +164,8 @@ namespace {
 bool has_push_vlan(const flow::OfActions& actions) {
   for (const flow::OfAction& a : actions) {
     if (std::holds_alternative<flow::OfPushVlan>(a)) return true;
-    if (const auto* w = std::get_if<flow::OfWriteActions>(&a); w && has_push_vlan(w->set->actions)) return true;
+    if (const auto* w = std::get_if<flow::OfWriteActions>(&a); w && has_push_vlan(w->set->actions))
+      return true;
   }
   return false;
 }
@@ -182,7 +183,6 @@ void oxm_vlan_match(flow::Match& m) {
   if ((key & mask & 0x1fff) && (mask & 0xe000)) out |= 0xe000;
   m.mask.vlans[0].tci = host(out);
 }
-
 
 std::string table_text(uint8_t t) { return "table " + std::to_string(t); }
 

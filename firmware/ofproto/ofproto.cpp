@@ -55,10 +55,10 @@ std::vector<uint16_t> sorted_trunks(std::vector<uint16_t> t) {
 // 1.0 action and travels as load:V->OXM_OF_SCTP_SRC[] (or _DST) when it
 // is a set_field, or when mod_tp_src/dst came in OpenFlow 1.1+ (which
 // sends it as a set_field of the match's L4 protocol). What is left empty
-// prints as drop. (write_metadata
-// before a goto_table is the one rule Open vSwitch cannot print this way:
-// its decode fails with OFPBAC_UNSUPPORTED_ORDER and the dump stops there;
-// keel prints write_metadata:V/M,resubmit(,N).)
+// prints as drop. (write_metadata before a goto_table is the one rule Open
+// vSwitch cannot print this way: its decode fails with
+// OFPBAC_UNSUPPORTED_ORDER and the dump stops there; keel prints
+// write_metadata:V/M,resubmit(,N).)
 flow::OfActions of10_view(const OfRule& r, const flow::OfActions& actions) {
   const bool sctp = r.match.mask.nw_proto == 0xff && r.match.key.nw_proto == 132;
   auto sctp_load = [&](flow::OfPrereq need) {
@@ -81,7 +81,8 @@ flow::OfActions of10_view(const OfRule& r, const flow::OfActions& actions) {
       } else {
         v.push_back(flow::OfStripVlan{});
       }
-    } else if (!std::holds_alternative<flow::OfClearActions>(a) && !std::holds_alternative<flow::OfWriteActions>(a) &&
+    } else if (!std::holds_alternative<flow::OfClearActions>(a) &&
+               !std::holds_alternative<flow::OfWriteActions>(a) &&
                !std::holds_alternative<flow::OfPushVlan>(a)) {
       v.push_back(a);
     }

@@ -341,14 +341,16 @@ TEST_CASE("dump-flows text: the actions and match as ovs-ofctl's OpenFlow 1.0 re
         "priority=10,ip,vlan_tci=0x0000/0x1fff actions=mod_vlan_vid:6,output:2");
   CHECK(text("priority=11,udp,actions=push_vlan:0x8100,set_field:0x3005->vlan_tci,output:3", 11) ==
         "priority=11,udp actions=mod_vlan_vid:5,mod_vlan_pcp:1,output:3");
-  CHECK(text("priority=12,vlan_tci=0,actions=output:4", 12) == "priority=12,vlan_tci=0x0000 actions=output:4");
+  CHECK(text("priority=12,vlan_tci=0,actions=output:4", 12) ==
+        "priority=12,vlan_tci=0x0000 actions=output:4");
   CHECK(text("priority=13,sctp,actions=set_field:5->sctp_src,mod_tp_dst:7,output:2", 13) ==
         "priority=13,sctp actions=load:0x5->OXM_OF_SCTP_SRC[],mod_tp_dst:7,output:2");
   CHECK(text("priority=14,sctp,actions=push_vlan:0x8100,mod_tp_src:9,output:3", 14) ==
         "priority=14,sctp actions=load:0x9->OXM_OF_SCTP_SRC[],output:3");
   // The rule itself keeps what it was given (running-config replays it).
   for (const OfRule* r : b.dump(nullptr))
-    if (r->priority == 2) CHECK(flow::format_of_actions(r->actions) == "output:1,write_actions(output:2),goto_table:3");
+    if (r->priority == 2)
+      CHECK(flow::format_of_actions(r->actions) == "output:1,write_actions(output:2),goto_table:3");
 }
 
 TEST_CASE("Ofproto: controller queue is bounded and counts drops; bridges; knobs") {

@@ -176,11 +176,11 @@ TEST_CASE("UUID text and name-based UUIDs") {
   const std::string ns = "c3920538-a3bc-4c50-964e-4de36632fbab";
   const std::string a = control::name_uuid(ns, "Port p1");
   CHECK(control::is_uuid(a));
-  CHECK(a[14] == '8');                                  // version 8
+  CHECK(a[14] == '8');                                                    // version 8
   CHECK((a[19] == '8' || a[19] == '9' || a[19] == 'a' || a[19] == 'b'));  // RFC variant
-  CHECK(control::name_uuid(ns, "Port p1") == a);        // stable
+  CHECK(control::name_uuid(ns, "Port p1") == a);                          // stable
   CHECK(control::name_uuid(ns, "Port p2") != a);
   CHECK(control::name_uuid("d3920538-a3bc-4c50-964e-4de36632fbab", "Port p1") != a);
-  CHECK(control::name_uuid(ns + "P", "ort p1") != a);   // the separator keeps ns and name apart
+  CHECK(control::name_uuid(ns + "P", "ort p1") != a);  // the separator keeps ns and name apart
   CHECK(control::random_uuid() != control::random_uuid());
 }
