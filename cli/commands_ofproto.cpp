@@ -45,7 +45,7 @@ struct OfArgs {
   std::vector<std::string> words, columns;
   uint32_t ofport = 0;
   uint16_t tag = 0;
-  bool strict = false, bundle = false, peek = false;
+  bool strict = false, bundle = false, peek = false, no_stats = false;
   void reset() { *this = OfArgs{}; }
 };
 
@@ -716,6 +716,9 @@ void add_ofproto_commands(CommandTree::Impl& t) {
   dumpflows->add_option("BR", a->bridge, "bridge name")->required();
   dumpflows->add_option("FLOW", a->words, "only rules matching this (loose unless --strict); table=N, cookie=V/M, out_port=P");
   dumpflows->add_flag("--strict", a->strict, "only the rule with exactly this match and priority");
+  dumpflows->add_flag(
+      "--no-stats", a->no_stats,
+      "as ovs-ofctl --no-stats: no reply line, no duration, counters or ages (the text only)");
   t.add_format(dumpflows);
   dumpflows->callback(run([&t, a, need_bridge] {
     Bridge* b = need_bridge(a->bridge);
@@ -743,8 +746,10 @@ void add_ofproto_commands(CommandTree::Impl& t) {
     // names to read FLOW with). Open vSwitch prints the line once per reply
     // message (64 kB, about 800 simple rules; all but the last end in
     // " flags=[more]"); keel prints it once.
-    std::string out = a->words.empty() || join_words(a->words).empty() ? "NXST_FLOW reply (xid=0x4):\n"
-                                                                       : "NXST_FLOW reply (xid=0x8):\n";
+    // With --no-stats ovs-ofctl formats the rules itself: no reply line.
+    std::string out = a->no_stats                                        ? ""
+                      : a->words.empty() || join_words(a->words).empty() ? "NXST_FLOW reply (xid=0x4):\n"
+                                                                         : "NXST_FLOW reply (xid=0x8):\n";
     for (const OfRule* r : rules) {
       if (cookie_masked && ((r->cookie ^ meta.cookie) & meta.cookie_mask)) continue;
       if (fm->out_port != flow::kOfppNone) {
@@ -756,7 +761,7 @@ void add_ofproto_commands(CommandTree::Impl& t) {
         if (!hit) continue;
       }
       if (t.format != "json") {
-        out += " " + ofproto::format_flow_stats(*r, now) + "\n";
+        out += " " + ofproto::format_flow_stats(*r, now, !a->no_stats) + "\n";
         continue;
       }
       char cookie[24];

@@ -92,29 +92,39 @@ flow::OfActions of10_view(const OfRule& r, const flow::OfActions& actions) {
 
 }  // namespace
 
-std::string format_flow_stats(const OfRule& r, uint64_t now_ns) {
+std::string format_flow_stats(const OfRule& r, uint64_t now_ns, bool show_stats) {
   auto age_ms = [&](uint64_t t) { return now_ns > t ? (now_ns - t) / 1'000'000 : 0; };
   char buf[160];
   std::string s;
   const uint64_t dur = age_ms(r.created_ns);
-  snprintf(buf, sizeof buf, "cookie=0x%llx, duration=%llu", static_cast<unsigned long long>(r.cookie),
-           static_cast<unsigned long long>(dur / 1000));
-  s += buf;
-  if (dur % 1000) snprintf(buf, sizeof buf, ".%03u", static_cast<unsigned>(dur % 1000)), s += buf;
-  s += "s, table=" + std::to_string(r.table_id) + ", ";
-  const uint64_t pk = r.packets.load(std::memory_order_relaxed), by = r.bytes.load(std::memory_order_relaxed);
-  s += "n_packets=" + (r.no_packet_counts ? std::string("?") : std::to_string(pk)) + ", ";
-  s += "n_bytes=" + (r.no_byte_counts ? std::string("?") : std::to_string(by)) + ", ";
+  if (show_stats || r.cookie) {
+    snprintf(buf, sizeof buf, "cookie=0x%llx, ", static_cast<unsigned long long>(r.cookie));
+    s += buf;
+  }
+  if (show_stats) {
+    s += "duration=" + std::to_string(dur / 1000);
+    if (dur % 1000) snprintf(buf, sizeof buf, ".%03u", static_cast<unsigned>(dur % 1000)), s += buf;
+    s += "s, ";
+  }
+  if (show_stats || r.table_id) s += "table=" + std::to_string(r.table_id) + ", ";
+  if (show_stats) {
+    const uint64_t pk = r.packets.load(std::memory_order_relaxed),
+                   by = r.bytes.load(std::memory_order_relaxed);
+    s += "n_packets=" + (r.no_packet_counts ? std::string("?") : std::to_string(pk)) + ", ";
+    s += "n_bytes=" + (r.no_byte_counts ? std::string("?") : std::to_string(by)) + ", ";
+  }
   if (r.idle_timeout) s += "idle_timeout=" + std::to_string(r.idle_timeout) + ", ";
   if (r.hard_timeout) s += "hard_timeout=" + std::to_string(r.hard_timeout) + ", ";
   if (r.send_flow_rem) s += "send_flow_rem ";
   if (r.no_packet_counts) s += "no_packet_counts ";
   if (r.no_byte_counts) s += "no_byte_counts ";
   if (r.importance) s += "importance=" + std::to_string(r.importance) + ", ";
-  const uint64_t used = std::max(r.used_ns.load(std::memory_order_relaxed), r.created_ns);
-  s += "idle_age=" + std::to_string(age_ms(used) / 1000) + ", ";
-  const uint64_t hard_age = age_ms(r.modified_ns) / 1000;
-  if (hard_age != dur / 1000) s += "hard_age=" + std::to_string(hard_age) + ", ";
+  if (show_stats) {
+    const uint64_t used = std::max(r.used_ns.load(std::memory_order_relaxed), r.created_ns);
+    s += "idle_age=" + std::to_string(age_ms(used) / 1000) + ", ";
+    const uint64_t hard_age = age_ms(r.modified_ns) / 1000;
+    if (hard_age != dur / 1000) s += "hard_age=" + std::to_string(hard_age) + ", ";
+  }
   std::string m = r.priority != flow::kOfDefaultPriority ? "priority=" + std::to_string(r.priority) : "";
   std::string fields = flow::format_of_match(r.match);
   if (!fields.empty()) m += (m.empty() ? "" : ",") + fields;

@@ -100,7 +100,9 @@ struct ControllerQueueStats {
 // ovs-ofctl's default protocol (OpenFlow 1.0 + NXM) carries them: goto_table
 // as resubmit(,N), no clear_actions, write_actions or push_vlan (they have
 // no OpenFlow 1.0 encoding), as Open vSwitch prints them.
-std::string format_flow_stats(const OfRule& rule, uint64_t now_ns);
+// show_stats false: ovs-ofctl --no-stats (no cookie when 0, no duration,
+// no table 0, no counters, no ages; ofputil_flow_stats_format()).
+std::string format_flow_stats(const OfRule& rule, uint64_t now_ns, bool show_stats = true);
 
 class Ofproto {
  public:

@@ -170,6 +170,12 @@ def test_dump_flows_text():
     p = keel(SETUP + "add-flow br0 table=1,actions=drop\ndump-flows br0 table=1\nadd-br br1\ndump-flows br1\n")
     check(p.stdout == "NXST_FLOW reply (xid=0x8):\n" + p.stdout.splitlines()[1] + "\nNXST_FLOW reply (xid=0x4):\n"
           and "table=1" in p.stdout, "reply lines: %r" % p.stdout, p)
+    # --no-stats, as ovs-ofctl's: no reply line, no state.
+    p = keel(script.replace("dump-flows br0\n", "dump-flows br0 --no-stats\n"))
+    want = (" actions=NORMAL\n"
+            " priority=100,ip,nw_dst=10.0.0.0/8 actions=output:2\n"
+            " cookie=0x1f, table=1, idle_timeout=10, tcp,in_port=7,tp_dst=80 actions=output:1\n")
+    check(p.returncode == 0 and p.stdout == want, "--no-stats:\n%s" % p.stdout, p)
 
 
 def test_mod_del_filters():

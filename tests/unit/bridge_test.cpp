@@ -307,6 +307,12 @@ TEST_CASE("dump-flows text follows ovs-ofctl") {
   CHECK(format_flow_stats(*r3, r3->created_ns + 5'000'000) ==
         "cookie=0x1f, duration=0.005s, table=3, n_packets=0, n_bytes=0, idle_timeout=10, hard_timeout=20, "
         "send_flow_rem importance=4, idle_age=0, tcp,tp_dst=80 actions=NORMAL");
+  // --no-stats: no cookie when 0, no duration, no table 0, no counters or ages.
+  CHECK(format_flow_stats(*rules[1], rules[1]->created_ns + 1'234'000'000, false) ==
+        "priority=100,ip,nw_dst=10.0.0.0/8 actions=output:2");
+  CHECK(format_flow_stats(*r3, r3->created_ns + 5'000'000, false) ==
+        "cookie=0x1f, table=3, idle_timeout=10, hard_timeout=20, send_flow_rem importance=4, tcp,tp_dst=80 "
+        "actions=NORMAL");
   // After a modify, hard_age (since the modify) differs from duration.
   apply(b, "table=3,tcp,actions=drop", C::modify);
   const OfRule* m = b.dump(nullptr, 3)[0];
