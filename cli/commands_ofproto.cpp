@@ -13,14 +13,18 @@
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 
 #include "cli/command_tree_impl.h"
 #include "cli/json.h"
+#include "control/config_store.h"
+#include "control/system.h"
 #include "flow/of_actions.h"
 #include "flow/of_match_syntax.h"
 #include "keel/hal/cpu.h"
+#include "keel/hal/port_spec.h"
 #include "ofproto/ofproto.h"
 #include "ofproto/port_columns.h"
 #include "ofproto/udpif.h"
@@ -41,7 +45,7 @@ struct OfArgs {
   std::vector<std::string> words, columns;
   uint32_t ofport = 0;
   uint16_t tag = 0;
-  bool strict = false, bundle = false, peek = false;
+  bool strict = false, bundle = false, peek = false, no_stats = false;
   void reset() { *this = OfArgs{}; }
 };
 
@@ -248,6 +252,209 @@ const char* reason_text(flow::OfPacketInReason r) {
   return "action";
 }
 
+// --- show: what `ovs-vsctl show` prints -------------------------------------
+//
+// ovs-vsctl show (lib/db-ctl-base.c cmd_show_row with ovs-vsctl.c's
+// cmd_show_tables) walks the database from the Open_vSwitch row, printed as
+// its uuid, and prints of each row only these columns, when not at their
+// default: Bridge: controller, fail_mode, datapath_type, ports; Port: tag,
+// trunks, interfaces; Interface: type, options, error, bfd_status. A set of
+// references (Open_vSwitch bridges, Bridge ports, Port interfaces) is an
+// ovsdb set, kept sorted by the referenced rows' uuids: that is the order
+// the rows come out in. Values print as ovsdb_datum_to_string() does.
+//
+// keel's rows: the switch's UUID (ConfigStore::switch_uuid()), and for each
+// bridge, port and interface a name-based UUID under it (control::name_uuid),
+// so the order is Open vSwitch's rule and stays the same across reboots.
+// fail_mode: a keel bridge with no rule for a packet drops it and never
+// adds a rule of its own: Open vSwitch's "secure". datapath_type: netdev
+// (the userspace datapath). The internal port has type internal; a
+// datapath port's type is its --port kind and its options what the spec
+// gives (required parameters, and optional ones not at their default).
+
+// ovsdb_atom_to_string() of a string: bare when it looks like an identifier
+// (ovsdb-data.c string_needs_quotes), else as a JSON string.
+std::string ovsdb_string(std::string_view s) {
+  auto alpha = [](unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  auto digit = [](unsigned char c) { return c >= '0' && c <= '9'; };
+  bool bare = !s.empty() && (alpha(static_cast<unsigned char>(s[0])) || s[0] == '_');
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (!alpha(c) && !digit(c) && c != '_' && c != '-' && c != '.') bare = false;
+  }
+  std::string lower(s);
+  for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (s == "true" || s == "false" || control::is_uuid(lower)) bare = false;
+  if (bare) return std::string(s);
+  std::string q = "\"";
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        q += "\\\"";
+        break;
+      case '\\':
+        q += "\\\\";
+        break;
+      case '\b':
+        q += "\\b";
+        break;
+      case '\f':
+        q += "\\f";
+        break;
+      case '\n':
+        q += "\\n";
+        break;
+      case '\r':
+        q += "\\r";
+        break;
+      case '\t':
+        q += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          char u[8];
+          snprintf(u, sizeof u, "\\u%04x", c);
+          q += u;
+        } else {
+          q += ch;
+        }
+    }
+  }
+  return q + "\"";
+}
+
+struct ShowInterface {
+  std::string uuid, name, type;
+  std::vector<std::pair<std::string, std::string>> options;  // sorted by key
+};
+struct ShowPort {
+  std::string uuid, name;
+  std::optional<uint16_t> tag;
+  std::vector<uint16_t> trunks;
+  ShowInterface iface;
+};
+
+// An Interface's type and options from its datapath port's spec.
+void describe_interface(const hal::PortSpec& ps, ShowInterface& i) {
+  i.type = hal::to_string(ps.kind);
+  auto& o = i.options;
+  switch (ps.kind) {
+    case hal::PortKind::pcap:
+      if (!ps.pcap_in.empty()) o.emplace_back("in", ps.pcap_in);
+      if (ps.loops != 1) o.emplace_back("loop", std::to_string(ps.loops));
+      if (!ps.pcap_out.empty()) o.emplace_back("out", ps.pcap_out);
+      break;
+    case hal::PortKind::ring:
+      if (ps.ring_size != hal::PortSpec{}.ring_size) o.emplace_back("size", std::to_string(ps.ring_size));
+      break;
+    case hal::PortKind::tap:
+      o.emplace_back("ifname", ps.ifname);
+      break;
+    case hal::PortKind::sample:
+      if (ps.pps != hal::PortSpec{}.pps) o.emplace_back("pps", std::to_string(ps.pps));
+      break;
+    case hal::PortKind::dpdk:
+      o.emplace_back("dpdk-devargs", ps.devargs);
+      break;
+    case hal::PortKind::null:
+      break;
+  }
+  std::sort(o.begin(), o.end());
+}
+
+std::string show_switch(CommandTree::Impl& t, bool json) {
+  static const std::string boot_uuid = control::random_uuid();  // no config directory
+  const std::string& sw = t.config_store ? t.config_store->switch_uuid() : boot_uuid;
+  std::map<std::string, hal::PortSpec> specs;  // datapath port name -> spec
+  for (const control::PortView& pv : t.sys.ports())
+    if (auto ps = hal::parse_port_spec(pv.name, pv.spec)) specs[pv.name] = std::move(ps.value());
+
+  struct ShowBridge {
+    std::string uuid, name;
+    std::vector<ShowPort> ports;
+  };
+  std::vector<ShowBridge> bridges;
+  {
+    ofproto::Ofproto& of = t.sys.ofproto();
+    std::lock_guard lk(of.writer_mutex());
+    for (Bridge* b : of.bridges()) {
+      ShowBridge sb{control::name_uuid(sw, "Bridge " + b->name()), b->name(), {}};
+      auto row = [&](const std::string& name) {
+        ShowPort p;
+        p.uuid = control::name_uuid(sw, "Port " + name);
+        p.name = name;
+        p.iface.uuid = control::name_uuid(sw, "Interface " + name);
+        p.iface.name = name;
+        return p;
+      };
+      ShowPort local = row(b->name());
+      local.iface.type = "internal";
+      sb.ports.push_back(std::move(local));
+      for (const auto& pc : b->ports()->ports) {
+        ShowPort p = row(pc.name);
+        if (ofproto::port_has_tag(pc)) p.tag = pc.tag;
+        p.trunks = pc.trunks;
+        std::sort(p.trunks.begin(), p.trunks.end());
+        if (auto it = specs.find(pc.name); it != specs.end()) describe_interface(it->second, p.iface);
+        sb.ports.push_back(std::move(p));
+      }
+      std::sort(sb.ports.begin(), sb.ports.end(),
+                [](const ShowPort& x, const ShowPort& y) { return x.uuid < y.uuid; });
+      bridges.push_back(std::move(sb));
+    }
+  }
+  std::sort(bridges.begin(), bridges.end(),
+            [](const ShowBridge& x, const ShowBridge& y) { return x.uuid < y.uuid; });
+
+  if (json) {
+    Json j;
+    j.begin_object().field("uuid", sw).begin_array("bridges");
+    for (const ShowBridge& b : bridges) {
+      j.begin_object().field("uuid", b.uuid).field("name", b.name).field("fail_mode", "secure");
+      j.field("datapath_type", "netdev").begin_array("ports");
+      for (const ShowPort& p : b.ports) {
+        j.begin_object().field("uuid", p.uuid).field("name", p.name);
+        if (p.tag)
+          j.field("tag", static_cast<uint64_t>(*p.tag));
+        else
+          j.null_field("tag");
+        j.begin_array("trunks");
+        for (uint16_t v : p.trunks) j.field({}, static_cast<uint64_t>(v));
+        j.end_array().begin_array("interfaces");
+        j.begin_object().field("uuid", p.iface.uuid).field("name", p.iface.name).field("type", p.iface.type);
+        j.begin_object("options");
+        for (const auto& [k, v] : p.iface.options) j.field(k, v);
+        j.end_object().end_object().end_array().end_object();
+      }
+      j.end_array().end_object();
+    }
+    j.end_array().end_object();
+    return j.str() + "\n";
+  }
+  std::string s = sw + "\n";
+  for (const ShowBridge& b : bridges) {
+    s += "    Bridge " + ovsdb_string(b.name) + "\n";
+    s += "        fail_mode: secure\n";
+    s += "        datapath_type: netdev\n";
+    for (const ShowPort& p : b.ports) {
+      s += "        Port " + ovsdb_string(p.name) + "\n";
+      if (p.tag) s += "            tag: " + std::to_string(*p.tag) + "\n";
+      if (!p.trunks.empty()) s += "            trunks: [" + trunks_text(p.trunks, ", ") + "]\n";
+      s += "            Interface " + ovsdb_string(p.iface.name) + "\n";
+      if (!p.iface.type.empty()) s += "                type: " + ovsdb_string(p.iface.type) + "\n";
+      if (!p.iface.options.empty()) {
+        s += "                options: {";
+        for (size_t i = 0; i < p.iface.options.size(); ++i)
+          s += (i ? ", " : "") + ovsdb_string(p.iface.options[i].first) + "=" +
+               ovsdb_string(p.iface.options[i].second);
+        s += "}\n";
+      }
+    }
+  }
+  return s;
+}
+
 }  // namespace
 
 void add_ofproto_commands(CommandTree::Impl& t) {
@@ -411,35 +618,14 @@ void add_ofproto_commands(CommandTree::Impl& t) {
     else t.status = of.del_port({}, a->words[0]);
   }));
 
-  // Bare `show`: like `ovs-vsctl show`.
+  // Bare `show`: like `ovs-vsctl show` (see show_switch()).
   CLI::App* show = t.app.get_subcommand("show");
   show->require_subcommand(0, 1);
   show->description("show state: bridges (like ovs-vsctl show), or board, ports, ...");
-  show->callback([&t, &of, show] {
+  t.add_format(show);
+  show->callback([&t, show] {
     if (!show->get_subcommands().empty()) return;  // show board, show ports, ...
-    std::lock_guard lk(of.writer_mutex());
-    std::string s;
-    for (Bridge* b : of.bridges()) {
-      s += "    Bridge " + b->name() + "\n";
-      // Ports sorted by name, the bridge's internal port among them.
-      std::vector<std::pair<std::string, const ofproto::PortConfig*>> ports;
-      auto pm = b->ports();
-      for (const auto& p : pm->ports) ports.emplace_back(p.name, &p);
-      ports.emplace_back(b->name(), nullptr);
-      std::sort(ports.begin(), ports.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-      for (const auto& [name, p] : ports) {
-        s += "        Port " + name + "\n";
-        if (p) {
-          // What ovs-vsctl show prints of a Port: tag and trunks when set
-          // (never vlan_mode: see `show running-config` for it).
-          if (ofproto::port_has_tag(*p)) s += "            tag: " + std::to_string(p->tag) + "\n";
-          if (!p->trunks.empty()) s += "            trunks: [" + trunks_text(p->trunks, ", ") + "]\n";
-        }
-        s += "            Interface " + name + "\n";
-        if (!p) s += "                type: internal\n";
-      }
-    }
-    t.print(s);
+    t.print(show_switch(t, t.format == "json"));
   });
 
   // --- rules ---
@@ -524,10 +710,15 @@ void add_ofproto_commands(CommandTree::Impl& t) {
     if (!r) t.status = std::move(r).take_status();
   }));
 
-  auto* dumpflows = cmd("dump-flows", "list rules like ovs-ofctl dump-flows: dump-flows BR [FLOW] [--strict]");
+  auto* dumpflows = cmd("dump-flows",
+                        "list rules like ovs-ofctl dump-flows (its NXST_FLOW reply line first): dump-flows "
+                        "BR [FLOW] [--strict]");
   dumpflows->add_option("BR", a->bridge, "bridge name")->required();
   dumpflows->add_option("FLOW", a->words, "only rules matching this (loose unless --strict); table=N, cookie=V/M, out_port=P");
   dumpflows->add_flag("--strict", a->strict, "only the rule with exactly this match and priority");
+  dumpflows->add_flag(
+      "--no-stats", a->no_stats,
+      "as ovs-ofctl --no-stats: no reply line, no duration, counters or ages (the text only)");
   t.add_format(dumpflows);
   dumpflows->callback(run([&t, a, need_bridge] {
     Bridge* b = need_bridge(a->bridge);
@@ -549,7 +740,16 @@ void add_ofproto_commands(CommandTree::Impl& t) {
     const uint64_t now = hal::now_ns();
     Json j;
     j.begin_object().field("bridge", b->name()).begin_array("flows");
-    std::string out;
+    // ovs-ofctl's reply header (OpenFlow 1.0 with Nicira extensions, its
+    // default). Its transaction id is the 4th message ovs-ofctl sends, or
+    // the 8th when a FLOW was given (it first asks for the port and table
+    // names to read FLOW with). Open vSwitch prints the line once per reply
+    // message (64 kB, about 800 simple rules; all but the last end in
+    // " flags=[more]"); keel prints it once.
+    // With --no-stats ovs-ofctl formats the rules itself: no reply line.
+    std::string out = a->no_stats                                        ? ""
+                      : a->words.empty() || join_words(a->words).empty() ? "NXST_FLOW reply (xid=0x4):\n"
+                                                                         : "NXST_FLOW reply (xid=0x8):\n";
     for (const OfRule* r : rules) {
       if (cookie_masked && ((r->cookie ^ meta.cookie) & meta.cookie_mask)) continue;
       if (fm->out_port != flow::kOfppNone) {
@@ -561,7 +761,7 @@ void add_ofproto_commands(CommandTree::Impl& t) {
         if (!hit) continue;
       }
       if (t.format != "json") {
-        out += " " + ofproto::format_flow_stats(*r, now) + "\n";
+        out += " " + ofproto::format_flow_stats(*r, now, !a->no_stats) + "\n";
         continue;
       }
       char cookie[24];

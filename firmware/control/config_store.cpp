@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <functional>
+#include <random>
 
 #include "core/log.h"
 
@@ -171,6 +173,86 @@ Status ConfigStore::mark_good(std::string_view text) const {
   if (Status st = write_file_atomic(good_path(), text); !st.ok()) return st;
   KEEL_LOG(log_config, info, "%s booted completely; recorded as %s", startup_path().c_str(), good_path().c_str());
   return {};
+}
+
+namespace {
+
+std::string uuid_text(uint64_t hi, uint64_t lo) {
+  char buf[40];
+  snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
+           static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xffff),
+           static_cast<unsigned>(lo >> 48), static_cast<unsigned long long>(lo & 0xffffffffffffull));
+  return buf;
+}
+
+// Version nibble and RFC 4122 variant bits.
+std::string stamp(uint64_t hi, uint64_t lo, unsigned version) {
+  hi = (hi & ~uint64_t{0xf000}) | (uint64_t{version} << 12);
+  lo = (lo & ~(uint64_t{3} << 62)) | (uint64_t{2} << 62);
+  return uuid_text(hi, lo);
+}
+
+uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+bool is_uuid(std::string_view s) {
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (c != '-') return false;
+    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string random_uuid() {
+  std::random_device rd;  // the kernel's random source
+  auto r64 = [&rd] { return (uint64_t{rd()} << 32) | rd(); };
+  const uint64_t hi = r64(), lo = r64();
+  return stamp(hi, lo, 4);
+}
+
+std::string name_uuid(std::string_view ns, std::string_view name) {
+  // Two independent 64-bit FNV-1a passes over ns, a separator and name,
+  // each finished by a strong mix.
+  uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
+  auto feed = [&](unsigned char c) {
+    a = (a ^ c) * 0x100000001b3ull;
+    b = (b ^ c) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+  };
+  for (char c : ns) feed(static_cast<unsigned char>(c));
+  feed(0);
+  for (char c : name) feed(static_cast<unsigned char>(c));
+  return stamp(mix64(a), mix64(b ^ a), 8);
+}
+
+const std::string& ConfigStore::switch_uuid() const {
+  if (!switch_uuid_.empty()) return switch_uuid_;
+  const std::string path = switch_uuid_path();
+  auto text = read(path);
+  if (text && text->has_value()) {
+    std::string v = **text;
+    while (!v.empty() && (v.back() == '\n' || v.back() == '\r' || v.back() == ' ')) v.pop_back();
+    if (is_uuid(v)) return switch_uuid_ = v;
+    KEEL_LOG(log_config, warn, "%s does not hold a UUID; making a new one", path.c_str());
+  }
+  switch_uuid_ = random_uuid();
+  Status st = make_dirs(dir_);
+  if (st.ok()) st = write_file_atomic(path, switch_uuid_ + "\n");
+  if (!st.ok())
+    KEEL_LOG(log_config, warn, "switch UUID %s is for this boot only: %s", switch_uuid_.c_str(),
+             st.message().c_str());
+  return switch_uuid_;
 }
 
 }  // namespace keel::control

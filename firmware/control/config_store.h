@@ -7,6 +7,8 @@
 //   startup-config       what boot replays (console commands, one per line)
 //   startup-config.bak   the startup config before the last `write memory`
 //   startup-config.good  the last startup config that booted completely
+//   switch-uuid          the switch's UUID (switch_uuid(): the first line of
+//                        `show`, Open vSwitch's Open_vSwitch row uuid)
 //
 // Save protocol (save_startup), each step durable before the next:
 //   1. write startup-config.tmp, fsync it          (the old file untouched)
@@ -65,6 +67,15 @@ class ConfigStore {
 
   static Result<std::optional<std::string>> read(const std::string& path);
 
+  std::string switch_uuid_path() const { return dir_ + "/switch-uuid"; }
+  // The switch's identity, as Open vSwitch's Open_vSwitch row uuid: made
+  // once (random, version 4) and kept in DIR/switch-uuid, so it stays the
+  // same across reboots as the row does in Open vSwitch's conf.db (it is
+  // state, not configuration: a startup config copied to another switch
+  // does not carry it). Read or made on first use; when DIR cannot hold it
+  // the UUID lives for this boot only (logged once).
+  const std::string& switch_uuid() const;
+
  private:
   void step_done(std::string_view step) const {
     if (step_hook_) step_hook_(step);
@@ -72,7 +83,18 @@ class ConfigStore {
 
   std::string dir_;
   StepHook step_hook_;
+  mutable std::string switch_uuid_;  // cached by switch_uuid()
 };
+
+// UUIDs in Open vSwitch's text form (8-4-4-4-12 lowercase hex digits).
+bool is_uuid(std::string_view s);
+std::string random_uuid();  // version 4
+// A name-based UUID (RFC 9562 version 8): the same `ns` and `name` always
+// give the same UUID, different ones differ (a 128-bit hash; not for
+// security). keel's rows that Open vSwitch keeps in its database (bridges,
+// ports, interfaces) get one from the switch's UUID and their names, so
+// what Open vSwitch orders by row uuid keeps one order across reboots.
+std::string name_uuid(std::string_view ns, std::string_view name);
 
 // Writes `text` to `path` atomically: PATH.tmp, fsync, rename, fsync the
 // directory. Used for the good marker and `copy running-config FILE`.

@@ -646,6 +646,12 @@ void Pmd::handle_answers() {
       if (target && n) target->account(n, bytes, tcp_flags_of(u->key), now);
       execute_actions(*exec_, std::span(eps.data(), 1 + nf), *u->actions);
       after_pass(u->depth);
+      // Counted on no megaflow (none installed or found): the handler
+      // credits their rules when it takes the record back (upcall.h).
+      if (!target && n) {
+        u->uncounted_packets = static_cast<uint8_t>(n);
+        u->uncounted_bytes = static_cast<uint32_t>(bytes);
+      }
     } else {
       hal::release(u->pkt);
       for (unsigned i = 0; i < nf; ++i) hal::release(u->followers[i]);

@@ -45,6 +45,8 @@ namespace keel::datapath {
 inline constexpr unsigned kUpcallRecords = 512;        // per PMD
 inline constexpr unsigned kUpcallUserdataMax = 64;     // bytes of userspace() userdata carried
 inline constexpr unsigned kUpcallFollowers = 31;       // packets with the same key riding on one miss
+static_assert(kUpcallFollowers + 1 <= 255,
+              "Upcall::uncounted_packets (uint8_t) holds a packet and its followers");
 
 struct Upcall {
   enum class Type : uint8_t { miss, action };
@@ -81,6 +83,13 @@ struct Upcall {
   const flow::DpActions* actions = nullptr;     // to run on the packet; null: drop it
   // --- filled by the PMD when it executed ---
   bool install_failed = false;  // the handler frees `install`
+  // Packets executed with the answer that no megaflow counted and the
+  // handler did not credit when it answered (the followers of a miss that
+  // installed nothing; the miss too when the megaflow to count it on was
+  // not found): the handler credits them to the rules when it takes the
+  // record back (ofproto/udpif.cpp).
+  uint8_t uncounted_packets = 0;
+  uint32_t uncounted_bytes = 0;
 };
 
 class UpcallChannel {
@@ -115,6 +124,8 @@ class UpcallChannel {
     u->actions = nullptr;
     u->install_failed = false;
     u->account_existing = false;
+    u->uncounted_packets = 0;
+    u->uncounted_bytes = 0;
     u->pkt = nullptr;
     (void)free_.push(u);
   }

@@ -1139,7 +1139,7 @@ namespace {
 
 void as_of11(const OfActions& in, Match& m, OfActions& out) {
   auto load_tci = [&](uint16_t tci) {
-    OfLoad l{OfSubfield::whole(OfFieldId::vlan_tci), tci};
+    OfLoad l{OfSubfield::whole(OfFieldId::vlan_tci), tci, /*from_set_field=*/true};
     write_field(m.key, OfFieldId::vlan_tci, OfValue::from_u64(tci), OfValue::from_u64(0xffff));
     unwildcard_field(m.mask, OfFieldId::vlan_tci, OfValue::from_u64(0xffff));
     out.push_back(l);

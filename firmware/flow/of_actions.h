@@ -209,7 +209,12 @@ struct OfSetL4Dst {
 struct OfLoad {
   OfSubfield dst;
   uint64_t value = 0;
-  bool operator==(const OfLoad&) const = default;
+  // Stored for set_field:V->vlan_tci in an OpenFlow 1.1+ flow
+  // (of_actions_as_stored()): an OpenFlow 1.0 reply carries it as
+  // mod_vlan_vid + mod_vlan_pcp, or strip_vlan (Open vSwitch's
+  // set_field_to_legacy_openflow()). Not part of the value.
+  bool from_set_field = false;
+  bool operator==(const OfLoad& o) const { return dst == o.dst && value == o.value; }
 };
 // move:SRC->DST (src.n_bits == dst.n_bits).
 struct OfMove {

@@ -156,6 +156,34 @@ Status Bridge::del_port(std::string_view name) {
 
 namespace {
 
+// Whether the actions push a VLAN tag (also inside write_actions): the one
+// action of keel's that OpenFlow 1.0 cannot carry (parse_PUSH_VLAN: usable
+// protocols OpenFlow 1.1+), so ovs-ofctl must send the flow in OpenFlow
+// 1.1+ (-O OpenFlow13). Other flows it sends in its default, OpenFlow 1.0
+// with NXM, which carries the match as written (goto_table as resubmit).
+bool has_push_vlan(const flow::OfActions& actions) {
+  for (const flow::OfAction& a : actions) {
+    if (std::holds_alternative<flow::OfPushVlan>(a)) return true;
+    if (const auto* w = std::get_if<flow::OfWriteActions>(&a); w && has_push_vlan(w->set->actions))
+      return true;
+  }
+  return false;
+}
+
+// The outer VLAN match of a flow that only OpenFlow 1.1+ carries, as Open
+// vSwitch stores it: ovs-ofctl sends such a flow in OpenFlow 1.3, whose OXM
+// match has VLAN_VID (VID and the CFI "present" bit) and VLAN_PCP only with
+// a tag present (nx-match.c nx_put_raw: VLAN_PCP is put exact when the VID
+// value is non-zero and some PCP bit was matched, never otherwise). So
+// vlan_tci=0 (no tag) comes back as vlan_tci=0x0000/0x1fff.
+void oxm_vlan_match(flow::Match& m) {
+  auto host = [](uint16_t be) { return static_cast<uint16_t>((be >> 8) | (be << 8)); };
+  const uint16_t key = host(m.key.vlans[0].tci), mask = host(m.mask.vlans[0].tci);
+  uint16_t out = mask & 0x1fff;
+  if ((key & mask & 0x1fff) && (mask & 0xe000)) out |= 0xe000;
+  m.mask.vlans[0].tci = host(out);
+}
+
 std::string table_text(uint8_t t) { return "table " + std::to_string(t); }
 
 bool outputs_to(const OfRule& r, uint32_t port) {
@@ -219,6 +247,7 @@ Status Bridge::apply(const FlowMod& fm, Txn& txn) {
     if (Status st = check_of_actions(fm.actions, fm.flow.match, table); !st.ok()) return st;
     Classifier& cls = *tables_[table];
     flow::Match m = fm.flow.match;
+    if (has_push_vlan(fm.actions)) oxm_vlan_match(m);
     m.apply_mask();
     if (meta.check_overlap) {
       bool clash = false;
@@ -242,6 +271,7 @@ Status Bridge::apply(const FlowMod& fm, Txn& txn) {
     r->no_packet_counts = meta.no_packet_counts;
     r->no_byte_counts = meta.no_byte_counts;
     r->actions = of_actions_as_stored(fm.actions, fm.flow.match);
+    r->of11 = has_push_vlan(fm.actions);
     r->created_ns = r->modified_ns = now;
     if (old) {
       if (!meta.reset_counts) copy_counters(*r, *old);
@@ -300,6 +330,7 @@ Status Bridge::apply(const FlowMod& fm, Txn& txn) {
   for (OfRule* old : hits) {
     OfRule* r = clone_rule(*old);
     r->actions = of_actions_as_stored(fm.actions, old->match);
+    r->of11 = has_push_vlan(fm.actions);
     r->modified_ns = now;
     if (meta.has_cookie && !cookie_masked) r->cookie = meta.cookie;
     if (!meta.reset_counts) copy_counters(*r, *old);

@@ -45,36 +45,91 @@ std::vector<uint16_t> sorted_trunks(std::vector<uint16_t> t) {
   return t;
 }
 
+// The actions as ovs-ofctl's default dump (OpenFlow 1.0 with Nicira
+// extensions) carries them back (ofp-actions.c encode_*() for OFP10):
+// goto_table:N travels as resubmit(,N); clear_actions, write_actions(...)
+// and push_vlan (a side effect of the set that follows, in OpenFlow 1.0)
+// are not encoded at all; set_field:V->vlan_tci (stored as a load) travels
+// as mod_vlan_vid + mod_vlan_pcp, or strip_vlan for 0
+// (set_field_to_legacy_openflow()); a set of an SCTP port has no OpenFlow
+// 1.0 action and travels as load:V->OXM_OF_SCTP_SRC[] (or _DST) when it
+// is a set_field, or when mod_tp_src/dst came in OpenFlow 1.1+ (which
+// sends it as a set_field of the match's L4 protocol). What is left empty
+// prints as drop. (write_metadata before a goto_table is the one rule Open
+// vSwitch cannot print this way: its decode fails with
+// OFPBAC_UNSUPPORTED_ORDER and the dump stops there; keel prints
+// write_metadata:V/M,resubmit(,N).)
+flow::OfActions of10_view(const OfRule& r, const flow::OfActions& actions) {
+  const bool sctp = r.match.mask.nw_proto == 0xff && r.match.key.nw_proto == 132;
+  auto sctp_load = [&](flow::OfPrereq need) {
+    return need == flow::OfPrereq::sctp || (r.of11 && sctp && need == flow::OfPrereq::none);
+  };
+  flow::OfActions v;
+  v.reserve(actions.size());
+  for (const flow::OfAction& a : actions) {
+    const auto* l = std::get_if<flow::OfLoad>(&a);
+    if (const auto* g = std::get_if<flow::OfGotoTable>(&a)) {
+      v.push_back(flow::OfResubmit{flow::kOfppInPort, g->table});
+    } else if (const auto* ts = std::get_if<flow::OfSetL4Src>(&a); ts && sctp_load(ts->need)) {
+      v.push_back(flow::OfLoad{flow::OfSubfield::whole(flow::OfFieldId::sctp_src), ts->port});
+    } else if (const auto* td = std::get_if<flow::OfSetL4Dst>(&a); td && sctp_load(td->need)) {
+      v.push_back(flow::OfLoad{flow::OfSubfield::whole(flow::OfFieldId::sctp_dst), td->port});
+    } else if (l && l->from_set_field && l->dst == flow::OfSubfield::whole(flow::OfFieldId::vlan_tci)) {
+      if (l->value & 0x1000) {  // CFI: a tag
+        v.push_back(flow::OfSetVlanVid{static_cast<uint16_t>(l->value & 0x0fff)});
+        v.push_back(flow::OfSetVlanPcp{static_cast<uint8_t>(l->value >> 13)});
+      } else {
+        v.push_back(flow::OfStripVlan{});
+      }
+    } else if (!std::holds_alternative<flow::OfClearActions>(a) &&
+               !std::holds_alternative<flow::OfWriteActions>(a) &&
+               !std::holds_alternative<flow::OfPushVlan>(a)) {
+      v.push_back(a);
+    }
+  }
+  return v;
+}
+
 }  // namespace
 
-std::string format_flow_stats(const OfRule& r, uint64_t now_ns) {
+std::string format_flow_stats(const OfRule& r, uint64_t now_ns, bool show_stats) {
   auto age_ms = [&](uint64_t t) { return now_ns > t ? (now_ns - t) / 1'000'000 : 0; };
   char buf[160];
   std::string s;
   const uint64_t dur = age_ms(r.created_ns);
-  snprintf(buf, sizeof buf, "cookie=0x%llx, duration=%llu", static_cast<unsigned long long>(r.cookie),
-           static_cast<unsigned long long>(dur / 1000));
-  s += buf;
-  if (dur % 1000) snprintf(buf, sizeof buf, ".%03u", static_cast<unsigned>(dur % 1000)), s += buf;
-  s += "s, table=" + std::to_string(r.table_id) + ", ";
-  const uint64_t pk = r.packets.load(std::memory_order_relaxed), by = r.bytes.load(std::memory_order_relaxed);
-  s += "n_packets=" + (r.no_packet_counts ? std::string("?") : std::to_string(pk)) + ", ";
-  s += "n_bytes=" + (r.no_byte_counts ? std::string("?") : std::to_string(by)) + ", ";
+  if (show_stats || r.cookie) {
+    snprintf(buf, sizeof buf, "cookie=0x%llx, ", static_cast<unsigned long long>(r.cookie));
+    s += buf;
+  }
+  if (show_stats) {
+    s += "duration=" + std::to_string(dur / 1000);
+    if (dur % 1000) snprintf(buf, sizeof buf, ".%03u", static_cast<unsigned>(dur % 1000)), s += buf;
+    s += "s, ";
+  }
+  if (show_stats || r.table_id) s += "table=" + std::to_string(r.table_id) + ", ";
+  if (show_stats) {
+    const uint64_t pk = r.packets.load(std::memory_order_relaxed),
+                   by = r.bytes.load(std::memory_order_relaxed);
+    s += "n_packets=" + (r.no_packet_counts ? std::string("?") : std::to_string(pk)) + ", ";
+    s += "n_bytes=" + (r.no_byte_counts ? std::string("?") : std::to_string(by)) + ", ";
+  }
   if (r.idle_timeout) s += "idle_timeout=" + std::to_string(r.idle_timeout) + ", ";
   if (r.hard_timeout) s += "hard_timeout=" + std::to_string(r.hard_timeout) + ", ";
   if (r.send_flow_rem) s += "send_flow_rem ";
   if (r.no_packet_counts) s += "no_packet_counts ";
   if (r.no_byte_counts) s += "no_byte_counts ";
   if (r.importance) s += "importance=" + std::to_string(r.importance) + ", ";
-  const uint64_t used = std::max(r.used_ns.load(std::memory_order_relaxed), r.created_ns);
-  s += "idle_age=" + std::to_string(age_ms(used) / 1000) + ", ";
-  const uint64_t hard_age = age_ms(r.modified_ns) / 1000;
-  if (hard_age != dur / 1000) s += "hard_age=" + std::to_string(hard_age) + ", ";
+  if (show_stats) {
+    const uint64_t used = std::max(r.used_ns.load(std::memory_order_relaxed), r.created_ns);
+    s += "idle_age=" + std::to_string(age_ms(used) / 1000) + ", ";
+    const uint64_t hard_age = age_ms(r.modified_ns) / 1000;
+    if (hard_age != dur / 1000) s += "hard_age=" + std::to_string(hard_age) + ", ";
+  }
   std::string m = r.priority != flow::kOfDefaultPriority ? "priority=" + std::to_string(r.priority) : "";
   std::string fields = flow::format_of_match(r.match);
   if (!fields.empty()) m += (m.empty() ? "" : ",") + fields;
   if (!m.empty()) s += m + " ";
-  s += "actions=" + flow::format_of_actions(r.actions);
+  s += "actions=" + flow::format_of_actions(of10_view(r, r.actions));
   return s;
 }
 

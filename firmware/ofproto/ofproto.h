@@ -96,8 +96,13 @@ struct ControllerQueueStats {
 // ofputil_flow_stats_format) prints it, without the leading space:
 // "cookie=0x0, duration=1.234s, table=0, n_packets=0, n_bytes=0,
 // idle_age=1, priority=100,ip,nw_dst=10.0.0.0/8 actions=output:2".
-// Port numbers stay numbers (ovs-ofctl without --names).
-std::string format_flow_stats(const OfRule& rule, uint64_t now_ns);
+// Port numbers stay numbers (ovs-ofctl without --names). The actions as
+// ovs-ofctl's default protocol (OpenFlow 1.0 + NXM) carries them: goto_table
+// as resubmit(,N), no clear_actions, write_actions or push_vlan (they have
+// no OpenFlow 1.0 encoding), as Open vSwitch prints them.
+// show_stats false: ovs-ofctl --no-stats (no cookie when 0, no duration,
+// no table 0, no counters, no ages; ofputil_flow_stats_format()).
+std::string format_flow_stats(const OfRule& rule, uint64_t now_ns, bool show_stats = true);
 
 class Ofproto {
  public:

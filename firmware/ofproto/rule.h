@@ -11,8 +11,12 @@
 // the Rcu once no reader can hold them.
 //
 // Thread-safety: every field but the counters is immutable once the rule is
-// inserted. Counters: written by the revalidator (one writer) with relaxed
-// atomics, read by anyone.
+// inserted. Counters: added to by the upcall handler (the packet that missed,
+// credited when its upcall is translated, as Open vSwitch does) and by the
+// revalidator (the megaflows' later packets) — two writers, so each add is
+// an atomic read-modify-write (relaxed: the counters order nothing); read by
+// anyone. Neither adds per packet on the fast path: the handler once per
+// upcall, the revalidator once per rule per run of flows.
 #pragma once
 
 #include <atomic>
@@ -34,6 +38,10 @@ struct OfRule : ClsRule {
   uint16_t hard_timeout = 0;
   uint16_t importance = 0;
   bool send_flow_rem = false, no_packet_counts = false, no_byte_counts = false;
+  // Its flow-mod needs OpenFlow 1.1+ (it pushes a VLAN tag), so ovs-ofctl
+  // sends it in OpenFlow 1.3 and Open vSwitch stores what that carries
+  // (bridge.cpp): it shows in dump-flows' text.
+  bool of11 = false;
   flow::OfActions actions;
   uint64_t created_ns = 0;   // hal::now_ns() of the add (kept across modify)
   uint64_t modified_ns = 0;  // hard_timeout counts from here (OVS: from add or modify)
@@ -42,9 +50,11 @@ struct OfRule : ClsRule {
   std::atomic<uint64_t> used_ns{0};  // last packet; 0 = never
 
   void add_stats(uint64_t pkts, uint64_t nbytes, uint64_t used) noexcept {
-    packets.store(packets.load(std::memory_order_relaxed) + pkts, std::memory_order_relaxed);
-    bytes.store(bytes.load(std::memory_order_relaxed) + nbytes, std::memory_order_relaxed);
-    if (used > used_ns.load(std::memory_order_relaxed)) used_ns.store(used, std::memory_order_relaxed);
+    packets.fetch_add(pkts, std::memory_order_relaxed);
+    bytes.fetch_add(nbytes, std::memory_order_relaxed);
+    uint64_t was = used_ns.load(std::memory_order_relaxed);
+    while (used > was && !used_ns.compare_exchange_weak(was, used, std::memory_order_relaxed)) {
+    }
   }
 };
 

@@ -126,6 +126,16 @@ void Udpif::stop() {
   revalidator_.join();
 }
 
+bool Udpif::wait_spent(uint64_t timeout_ms) {
+  const uint64_t want = answered_total_.load(std::memory_order_relaxed);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (recycled_total_.load(std::memory_order_acquire) < want) {
+    if (!running() || std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
+
 void Udpif::kick() {
   {
     std::lock_guard lock(wake_mu_);
@@ -176,11 +186,27 @@ bool Udpif::recycle_spent(datapath::UpcallChannel& ch, OfflineQueue& oq) {
       std::lock_guard lock(mu_);
       ++stats_.install_failed;
     }
+    if (u->uncounted_packets) credit_uncounted(*u);
     delete u->actions;
     ch.recycle(u);
+    recycled_total_.fetch_add(1, std::memory_order_release);  // after the credit (wait_spent)
     any = true;
   }
   return any;
+}
+
+void Udpif::credit_uncounted(const datapath::Upcall& u) {
+  // Packets the PMD executed with an answer and counted on no megaflow:
+  // the followers of a miss that installed nothing (at the flow limit, an
+  // uncacheable translation; answer() credited the miss itself). Each would
+  // have been an upcall of its own in Open vSwitch, translated and credited
+  // when it came. Translated again (without learning) for the rules to
+  // credit; rare, off the PMDs.
+  flow::FlowKey flow;
+  flow::expand(u.key, flow);
+  Translation t;
+  if (!translate_(flow, /*may_learn=*/false, t).ok()) return;
+  push_stats(t.rules, u.uncounted_packets, u.uncounted_bytes, hal::now_ns());
 }
 
 bool Udpif::handle_batch() {
@@ -197,6 +223,7 @@ bool Udpif::handle_batch() {
       for (unsigned n = 0; got; ++n) {
         answer(ch, u, nullptr);
         ++oq.answered;
+        answered_total_.fetch_add(1, std::memory_order_relaxed);
         any = true;
         if (n + 1 == 64 || !ch.next(u)) break;
       }
@@ -219,6 +246,7 @@ bool Udpif::handle_batch() {
       oq.backlog.pop_front();
       answer(ch, u, &oq);
       ++oq.answered;
+      answered_total_.fetch_add(1, std::memory_order_relaxed);
       // The answer recirculates: what its packets send up again must be
       // translated before the records behind it (they come back derived).
       // Only this thread pops `spent`, so u stays valid until then.

@@ -12,6 +12,9 @@
 // packets (the `controller` action) go to the ActionSink (the controller
 // queue) and are consumed. Every installed megaflow gets a ukey: its key,
 // mask, actions, the rules its translation ran and the generations it saw.
+// Packets executed with an answer that no megaflow counted (the followers
+// of a miss at the flow limit) are credited to the rules when the PMD hands
+// the record back spent (Upcall::uncounted_packets).
 //
 // Revalidator: every revalidate_interval_ms a round over the terse dump
 // (flow ids and statistics only, Datapath::flow_stats):
@@ -152,6 +155,11 @@ class Udpif {
   // Udpif installed (as Open vSwitch flushes on upcall/enable-megaflows).
   static void set_megaflows_enabled(const datapath::Datapath& dp, bool on);
   static bool megaflows_enabled(const datapath::Datapath& dp);
+  // Waits until every record answered so far came back spent and was
+  // freed (so what its packets owe the rules is credited: see above); with
+  // the PMDs drained (Datapath::wait_drained) that is soon. False: not
+  // within timeout_ms, or the threads are not running.
+  bool wait_spent(uint64_t timeout_ms);
   // Wakes the revalidator for a round as soon as possible (after a rule change).
   void kick();
 
@@ -206,6 +214,7 @@ class Udpif {
   void handler_main();
   bool handle_batch();
   bool recycle_spent(datapath::UpcallChannel& ch, OfflineQueue& oq);
+  void credit_uncounted(const datapath::Upcall& u);
   void answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq);
   static bool has_recirc(std::span<const uint8_t> actions);
   void revalidator_main();
@@ -226,6 +235,8 @@ class Udpif {
   bool slots_registered_ = false;
 
   std::vector<OfflineQueue> offline_;  // handler thread only
+  // Records answered and recycled (written by the handler; wait_spent reads).
+  std::atomic<uint64_t> answered_total_{0}, recycled_total_{0};
   std::thread handler_, revalidator_;
   std::atomic<bool> quit_{false};
   std::mutex wake_mu_;

@@ -33,28 +33,108 @@ def dump_lines(stdout):
 SETUP = "add-br br0\nadd-port br0 p0\nadd-port br0 p1 --ofport 7 --tag 10\n"
 
 
+SWITCH_UUID = "5f1a3c4e-8b2d-4e6f-9a0b-1c2d3e4f5a6b"
+
+
 def test_show_like_ovs_vsctl():
-    p = keel(SETUP + "add-port br0 p2 --trunks 20,10 --tag 5 --vlan-mode native-untagged\nadd-br br1\nshow\nshow ports\n")
+    # A config directory whose switch-uuid is known: the port order (by row
+    # uuid, as ovs-vsctl's) is then fixed.
+    d = tmpdir()
+    with open(os.path.join(d, "switch-uuid"), "w") as f:
+        f.write(SWITCH_UUID + "\n")
+    p = keel(SETUP + "add-port br0 p2 --trunks 20,10 --tag 5 --vlan-mode native-untagged\nadd-br br1\nshow\n"
+             "show --format json\nshow ports\n", extra=("--config-dir", d))
     check(p.returncode == 0, "show", p)
-    want = ("    Bridge br0\n"
-            "        Port br0\n"
-            "            Interface br0\n"
-            "                type: internal\n"
-            "        Port p0\n"
-            "            Interface p0\n"
+    want = (SWITCH_UUID + "\n"
+            "    Bridge br0\n"
+            "        fail_mode: secure\n"
+            "        datapath_type: netdev\n"
             "        Port p1\n"
             "            tag: 10\n"
             "            Interface p1\n"
+            "                type: null\n"
             "        Port p2\n"
             "            tag: 5\n"
             "            trunks: [10, 20]\n"
             "            Interface p2\n"
+            "                type: null\n"
+            "        Port p0\n"
+            "            Interface p0\n"
+            "                type: null\n"
+            "        Port br0\n"
+            "            Interface br0\n"
+            "                type: internal\n"
             "    Bridge br1\n"
+            "        fail_mode: secure\n"
+            "        datapath_type: netdev\n"
             "        Port br1\n"
             "            Interface br1\n"
             "                type: internal\n")
     check(p.stdout.startswith(want), "ovs-vsctl show layout:\n" + p.stdout, p)
+    j = json_lines(p.stdout)[0]
+    check(j["uuid"] == SWITCH_UUID, "json: the switch's uuid", p)
+    for b in j["bridges"]:
+        uuids = [x["uuid"] for x in b["ports"]]
+        check(uuids == sorted(uuids) and len(set(uuids)) == len(uuids), "ports in row-uuid order: %s" % uuids, p)
+    check([b["uuid"] for b in j["bridges"]] == sorted(b["uuid"] for b in j["bridges"]), "bridges in uuid order", p)
+    check(j["bridges"][0]["ports"][1] == {"uuid": j["bridges"][0]["ports"][1]["uuid"], "name": "p2", "tag": 5,
+                                          "trunks": [10, 20], "interfaces": [
+                                              {"uuid": j["bridges"][0]["ports"][1]["interfaces"][0]["uuid"],
+                                               "name": "p2", "type": "null", "options": {}}]},
+          "json port: %s" % j["bridges"][0]["ports"][1], p)
     check("Rx-pkts" in p.stdout, "show ports still works", p)
+
+
+def test_show_switch_uuid_kept():
+    """The first line is the switch's UUID: made on first use, kept in the
+    config directory across reboots; a file that holds no UUID is replaced."""
+    d = tmpdir()
+    p1 = keel("show\n", extra=("--config-dir", d))
+    first = p1.stdout.splitlines()[0]
+    check(re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", first),
+          "a version-4 uuid: %r" % first, p1)
+    check(p1.stdout == first + "\n", "no bridge: the uuid line only", p1)
+    check(open(os.path.join(d, "switch-uuid")).read() == first + "\n", "kept in DIR/switch-uuid", p1)
+    p2 = keel("show\n", extra=("--config-dir", d))
+    check(p2.stdout.splitlines()[0] == first, "the same after a reboot", p2)
+    other = tmpdir()
+    check(keel("show\n", extra=("--config-dir", other)).stdout.splitlines()[0] != first, "another switch, another uuid")
+    with open(os.path.join(d, "switch-uuid"), "w") as f:
+        f.write("not a uuid\n")
+    p3 = keel("show\n", extra=("--config-dir", d))
+    new = p3.stdout.splitlines()[0]
+    check(p3.returncode == 0 and new != first and re.fullmatch(r"[0-9a-f-]{36}", new), "garbage replaced", p3)
+    check(open(os.path.join(d, "switch-uuid")).read() == new + "\n", "and saved", p3)
+
+
+def test_show_interfaces():
+    """Interface type and options from the --port spec, quoted as ovs-vsctl
+    quotes strings; names that need quotes get them."""
+    d = tmpdir()
+    pc = os.path.join(d, "in.pcap")
+    with open(pc, "wb") as f:
+        f.write(bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"))
+    ports = ["--port", "p0=pcap:in=%s,out=%s/o.pcap,loop=2" % (pc, d), "--port", "1x=ring:size=64",
+             "--port", "p2=sample:pps=5", "--port", "p3=null", "--port", "p4=ring"]
+    with open(os.path.join(d, "switch-uuid"), "w") as f:
+        f.write(SWITCH_UUID + "\n")
+    empty = os.path.join(d, "empty.cfg")
+    open(empty, "w").close()
+    p = run_keel(*ports, "--config", empty, "--config-dir", d, stdin="add-br br0\nadd-port br0 p0\nadd-port br0 1x\n"
+                 "add-port br0 p2\nadd-port br0 p3\nadd-port br0 p4\nshow\n", timeout=PATIENCE)
+    check(p.returncode == 0, "show", p)
+    blocks = {}
+    for block in p.stdout.split("        Port ")[1:]:
+        name = block.split("\n", 1)[0]
+        blocks[name] = block
+    check(blocks["p0"].endswith('            Interface p0\n                type: pcap\n'
+                                '                options: {in="%s", loop="2", out="%s/o.pcap"}\n' % (pc, d)),
+          "pcap: %r" % blocks["p0"], p)
+    check(blocks['"1x"'] == '"1x"\n            Interface "1x"\n                type: ring\n'
+                            '                options: {size="64"}\n', "ring, quoted name: %r" % blocks.get('"1x"'), p)
+    check(blocks["p2"].endswith("type: sample\n                options: {pps=\"5\"}\n"), "sample: %r" % blocks["p2"], p)
+    check(blocks["p3"].endswith("Interface p3\n                type: null\n"), "null: no options", p)
+    check(blocks["p4"].endswith("Interface p4\n                type: ring\n"), "ring at its defaults", p)
 
 
 def test_port_errors():
@@ -77,6 +157,7 @@ def test_dump_flows_text():
                       "dump-flows br0\n")
     p = keel(script)
     check(p.returncode == 0, "dump-flows", p)
+    check(p.stdout.startswith("NXST_FLOW reply (xid=0x4):\n cookie="), "ovs-ofctl's reply line first", p)
     got = strip("\n".join(dump_lines(p.stdout)))
     want = (" cookie=0x0, table=0, n_packets=0, n_bytes=0, actions=NORMAL\n"
             " cookie=0x0, table=0, n_packets=0, n_bytes=0, priority=100,ip,nw_dst=10.0.0.0/8 actions=output:2\n"
@@ -84,6 +165,17 @@ def test_dump_flows_text():
     check(got == want, "dump-flows text:\n%s\nwant\n%s" % (got, want), p)
     check(re.search(r" cookie=0x0, duration=[0-9]+(\.[0-9]{3})?s, table=0, n_packets=0, n_bytes=0, idle_age=[0-9]+, actions=NORMAL",
                     p.stdout), "duration and idle_age in place", p)
+    # ovs-ofctl's transaction id: 0x8 when it read a FLOW (it asked for the
+    # port names first); a bridge without rules: the reply line alone.
+    p = keel(SETUP + "add-flow br0 table=1,actions=drop\ndump-flows br0 table=1\nadd-br br1\ndump-flows br1\n")
+    check(p.stdout == "NXST_FLOW reply (xid=0x8):\n" + p.stdout.splitlines()[1] + "\nNXST_FLOW reply (xid=0x4):\n"
+          and "table=1" in p.stdout, "reply lines: %r" % p.stdout, p)
+    # --no-stats, as ovs-ofctl's: no reply line, no state.
+    p = keel(script.replace("dump-flows br0\n", "dump-flows br0 --no-stats\n"))
+    want = (" actions=NORMAL\n"
+            " priority=100,ip,nw_dst=10.0.0.0/8 actions=output:2\n"
+            " cookie=0x1f, table=1, idle_timeout=10, tcp,in_port=7,tp_dst=80 actions=output:1\n")
+    check(p.returncode == 0 and p.stdout == want, "--no-stats:\n%s" % p.stdout, p)
 
 
 def test_mod_del_filters():
@@ -180,5 +272,5 @@ def test_running_config_round_trip():
 
 
 if __name__ == "__main__":
-    main([test_show_like_ovs_vsctl, test_port_errors, test_dump_flows_text, test_mod_del_filters,
+    main([test_show_like_ovs_vsctl, test_show_switch_uuid_kept, test_show_interfaces, test_port_errors, test_dump_flows_text, test_mod_del_filters,
           test_bad_input_changes_nothing, test_add_flows_bundle_all_or_nothing, test_running_config_round_trip])

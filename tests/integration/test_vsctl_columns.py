@@ -24,7 +24,10 @@ def keel(script, *extra):
     empty = os.path.join(d, "empty.cfg")
     open(empty, "w").close()
     # A private config dir: its control socket is this run's alone (tests
-    # run in parallel; a shared one makes keel warn on stderr).
+    # run in parallel; a shared one makes keel warn on stderr). Its switch
+    # uuid is fixed, so `show`'s port order (by row uuid) is too.
+    with open(os.path.join(d, "switch-uuid"), "w") as f:
+        f.write("5f1a3c4e-8b2d-4e6f-9a0b-1c2d3e4f5a6b\n")
     return run_keel(*PORTS, "--config", empty, "--config-dir", d, *extra, stdin=script, timeout=PATIENCE)
 
 
@@ -40,9 +43,10 @@ def running_config(stdout):
 
 def test_forms_configure_like_ovs():
     # `ovs-vsctl show` after the same add-port commands (OVS 3.1, ports of
-    # type dummy; the order of OVS's Port lines is a hash order, keel's by
-    # name): tag and trunks on p0 (an access port: OVS warns "ignoring
-    # trunks in favor of implicit vlan"), p1 a native-untagged trunk.
+    # type dummy; the Port lines in row-uuid order, as Open vSwitch's; the
+    # Interface type is the --port kind, which type= only checks): tag and
+    # trunks on p0 (an access port: OVS warns "ignoring trunks in favor of
+    # implicit vlan"), p1 a native-untagged trunk.
     p = keel("add-br br0\n"
              "add-port br0 p0 tag=10 trunks=10,20\n"
              "add-port br0 p1 vlan_mode=native-untagged tag=5 'trunks=[5, 6-7]' -- set Interface p1 ofport_request=9\n"
@@ -51,23 +55,29 @@ def test_forms_configure_like_ovs():
              "show\n")
     check(p.returncode == 0, "every form accepted", p)
     want = ("    Bridge br0\n"
-            "        Port br0\n"
-            "            Interface br0\n"
-            "                type: internal\n"
-            "        Port p0\n"
-            "            tag: 10\n"
-            "            trunks: [10, 20]\n"
-            "            Interface p0\n"
+            "        fail_mode: secure\n"
+            "        datapath_type: netdev\n"
             "        Port p1\n"
             "            tag: 5\n"
             "            trunks: [5, 6, 7]\n"
             "            Interface p1\n"
+            "                type: null\n"
+            "        Port p3\n"
+            "            tag: 3\n"
+            "            Interface p3\n"
+            "                type: null\n"
             "        Port p2\n"
             "            trunks: [30, 40]\n"
             "            Interface p2\n"
-            "        Port p3\n"
-            "            tag: 3\n"
-            "            Interface p3\n")
+            "                type: ring\n"
+            "        Port p0\n"
+            "            tag: 10\n"
+            "            trunks: [10, 20]\n"
+            "            Interface p0\n"
+            "                type: null\n"
+            "        Port br0\n"
+            "            Interface br0\n"
+            "                type: internal\n")
     check(show_section(p.stdout) == want, "show:\n" + p.stdout, p)
     check("port p0: ignoring trunks in favor of implicit vlan" in p.stdout + p.stderr, "OVS's warning", p)
     p = keel("add-br br0\nadd-port br0 p0 tag=10 trunks=10,20\n"
@@ -137,7 +147,8 @@ def test_running_config_round_trip():
         check(line + "\n" in first, "running-config has %r:\n%s" % (line, first), p)
     p = run_keel(*PORTS, "--config-dir", cfg, stdin="show running-config\nshow\n", timeout=PATIENCE)
     check(p.returncode == 0, "boots the saved config", p)
-    again = p.stdout[p.stdout.index("! keel "):p.stdout.index("    Bridge ")]
+    # The running config ends where `show` begins: with the switch's uuid.
+    again = p.stdout[p.stdout.index("! keel "):p.stdout.rindex("\n", 0, p.stdout.index("    Bridge ") - 1) + 1]
     check(again == first, "identical after reboot:\n%s\nvs\n%s" % (first, again), p)
 
 

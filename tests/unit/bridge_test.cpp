@@ -307,12 +307,56 @@ TEST_CASE("dump-flows text follows ovs-ofctl") {
   CHECK(format_flow_stats(*r3, r3->created_ns + 5'000'000) ==
         "cookie=0x1f, duration=0.005s, table=3, n_packets=0, n_bytes=0, idle_timeout=10, hard_timeout=20, "
         "send_flow_rem importance=4, idle_age=0, tcp,tp_dst=80 actions=NORMAL");
+  // --no-stats: no cookie when 0, no duration, no table 0, no counters or ages.
+  CHECK(format_flow_stats(*rules[1], rules[1]->created_ns + 1'234'000'000, false) ==
+        "priority=100,ip,nw_dst=10.0.0.0/8 actions=output:2");
+  CHECK(format_flow_stats(*r3, r3->created_ns + 5'000'000, false) ==
+        "cookie=0x1f, table=3, idle_timeout=10, hard_timeout=20, send_flow_rem importance=4, tcp,tp_dst=80 "
+        "actions=NORMAL");
   // After a modify, hard_age (since the modify) differs from duration.
   apply(b, "table=3,tcp,actions=drop", C::modify);
   const OfRule* m = b.dump(nullptr, 3)[0];
   const_cast<OfRule*>(m)->modified_ns = m->created_ns + 3'000'000'000ull;
   CHECK(format_flow_stats(*m, m->created_ns + 5'000'000'000ull).find("idle_age=5, hard_age=2, tcp") !=
         std::string::npos);
+}
+
+TEST_CASE("dump-flows text: the actions and match as ovs-ofctl's OpenFlow 1.0 reply carries them") {
+  // Captured from Open vSwitch 3.1 (rules added with -O OpenFlow13, dumped
+  // with plain `ovs-ofctl dump-flows`): goto_table travels as resubmit,
+  // clear_actions / write_actions / push_vlan are not carried at all, a
+  // set_field into vlan_tci travels as mod_vlan_vid + mod_vlan_pcp; a flow
+  // that pushes a tag went in OpenFlow 1.3, whose match has no "no tag, any
+  // PCP" but VLAN_VID only: vlan_tci=0 comes back as 0x0000/0x1fff.
+  Bridge b("br0", nullptr);
+  auto text = [&](const std::string& flow, uint16_t prio) {
+    apply(b, flow);
+    for (const OfRule* r : b.dump(nullptr))
+      if (r->priority == prio) {
+        std::string s = format_flow_stats(*r, r->created_ns);
+        return s.substr(s.find("idle_age=0, ") + 12);
+      }
+    return std::string("(none)");
+  };
+  CHECK(text("priority=1,actions=goto_table:2", 1) == "priority=1 actions=resubmit(,2)");
+  CHECK(text("priority=2,actions=output:1,write_actions(output:2),goto_table:3", 2) ==
+        "priority=2 actions=output:1,resubmit(,3)");
+  CHECK(text("priority=3,actions=clear_actions", 3) == "priority=3 actions=drop");
+  CHECK(text("priority=4,actions=write_actions(output:2)", 4) == "priority=4 actions=drop");
+  CHECK(text("priority=10,ip,vlan_tci=0,actions=push_vlan:0x8100,set_field:4102->vlan_vid,output:2", 10) ==
+        "priority=10,ip,vlan_tci=0x0000/0x1fff actions=mod_vlan_vid:6,output:2");
+  CHECK(text("priority=11,udp,actions=push_vlan:0x8100,set_field:0x3005->vlan_tci,output:3", 11) ==
+        "priority=11,udp actions=mod_vlan_vid:5,mod_vlan_pcp:1,output:3");
+  CHECK(text("priority=12,vlan_tci=0,actions=output:4", 12) ==
+        "priority=12,vlan_tci=0x0000 actions=output:4");
+  CHECK(text("priority=13,sctp,actions=set_field:5->sctp_src,mod_tp_dst:7,output:2", 13) ==
+        "priority=13,sctp actions=load:0x5->OXM_OF_SCTP_SRC[],mod_tp_dst:7,output:2");
+  CHECK(text("priority=14,sctp,actions=push_vlan:0x8100,mod_tp_src:9,output:3", 14) ==
+        "priority=14,sctp actions=load:0x9->OXM_OF_SCTP_SRC[],output:3");
+  // The rule itself keeps what it was given (running-config replays it).
+  for (const OfRule* r : b.dump(nullptr))
+    if (r->priority == 2)
+      CHECK(flow::format_of_actions(r->actions) == "output:1,write_actions(output:2),goto_table:3");
 }
 
 TEST_CASE("Ofproto: controller queue is bounded and counts drops; bridges; knobs") {

@@ -133,3 +133,54 @@ TEST_CASE("write memory killed after each step: startup-config is the complete o
     }
   }
 }
+
+TEST_CASE("switch UUID: made once, kept in DIR/switch-uuid, read back at the next boot") {
+  test::TempDir d;
+  const std::string dir = d.file("cfg");  // not there yet: made on first use
+  std::string first;
+  {
+    control::ConfigStore store(dir);
+    first = store.switch_uuid();
+    CHECK(control::is_uuid(first));
+    CHECK(first[14] == '4');  // version 4 (random)
+    CHECK(store.switch_uuid() == first);
+    CHECK(slurp(dir + "/switch-uuid") == first + "\n");
+  }
+  control::ConfigStore again(dir);
+  CHECK(again.switch_uuid() == first);
+  CHECK(control::ConfigStore(d.file("other")).switch_uuid() != first);
+  // A file that holds no UUID is replaced (and the new one saved).
+  {
+    std::ofstream f(dir + "/switch-uuid");
+    f << "garbage\n";
+  }
+  control::ConfigStore replaced(dir);
+  const std::string fresh = replaced.switch_uuid();
+  CHECK(control::is_uuid(fresh));
+  CHECK(fresh != first);
+  CHECK(slurp(dir + "/switch-uuid") == fresh + "\n");
+  // A directory that can't hold it: the UUID lives for this boot only.
+  {
+    std::ofstream f(d.file("file"));
+    f << "x";
+  }
+  control::ConfigStore unusable(d.file("file") + "/sub");
+  CHECK(control::is_uuid(unusable.switch_uuid()));
+}
+
+TEST_CASE("UUID text and name-based UUIDs") {
+  CHECK(control::is_uuid("c3920538-a3bc-4c50-964e-4de36632fbab"));
+  CHECK_FALSE(control::is_uuid("C3920538-a3bc-4c50-964e-4de36632fbab"));  // Open vSwitch prints lowercase
+  CHECK_FALSE(control::is_uuid("c3920538-a3bc-4c50-964e-4de36632fba"));
+  CHECK_FALSE(control::is_uuid("c3920538ba3bc-4c50-964e-4de36632fbab"));
+  const std::string ns = "c3920538-a3bc-4c50-964e-4de36632fbab";
+  const std::string a = control::name_uuid(ns, "Port p1");
+  CHECK(control::is_uuid(a));
+  CHECK(a[14] == '8');                                                    // version 8
+  CHECK((a[19] == '8' || a[19] == '9' || a[19] == 'a' || a[19] == 'b'));  // RFC variant
+  CHECK(control::name_uuid(ns, "Port p1") == a);                          // stable
+  CHECK(control::name_uuid(ns, "Port p2") != a);
+  CHECK(control::name_uuid("d3920538-a3bc-4c50-964e-4de36632fbab", "Port p1") != a);
+  CHECK(control::name_uuid(ns + "P", "ort p1") != a);  // the separator keeps ns and name apart
+  CHECK(control::random_uuid() != control::random_uuid());
+}
