@@ -18,24 +18,24 @@ using flow::kFlowWords;
 
 namespace {
 
-// The stages, as bit masks over the key: metadata (tunnel, conntrack,
-// metadata words 0-58), L2 (59-63), L3 (64-73 but tcp_flags), L4 (tcp_flags,
-// 74-75). A subtable's stage s is its mask ANDed with kStage[s].
+// The stages, as bit masks over the key — Open vSwitch's flow segments
+// (FLOW_SEGMENT_*_ENDS_AT: dl_dst, nw_src, nd_target): metadata (tunnel,
+// conntrack, metadata words 0-58), L2 (59-63), L3 (64-69: addresses, label,
+// frag, tos, ttl, proto), L4 (70-75: ND target, ARP/ND hardware addresses,
+// tcp_flags, ports). A subtable's stage s is its mask ANDed with kStage[s].
 constexpr unsigned kStages = 4;
 constexpr unsigned kStageL3 = 2;
+constexpr unsigned kStageEnd[kStages] = {KEEL_FLOW_WORD(dl_dst), flow::kFlowU0Words, KEEL_FLOW_WORD(nd_target),
+                                         kFlowWords};
+static_assert(KEEL_FLOW_WORD(nd_target) == 70 && KEEL_FLOW_WORD(tcp_flags) > KEEL_FLOW_WORD(nd_target) &&
+                  KEEL_FLOW_WORD(tp_src) > KEEL_FLOW_WORD(nd_target),
+              "L4 stage = nd_target onwards: ND/ARP hardware addresses, tcp_flags and the ports, as in OVS");
 
 const std::array<FlowKey, kStages>& stage_masks() {
   static const std::array<FlowKey, kStages> masks = [] {
     std::array<FlowKey, kStages> s{};
-    auto fill = [](FlowKey& k, size_t from, size_t to) {
-      for (size_t w = from; w < to; ++w) k.words()[w] = ~uint64_t{0};
-    };
-    fill(s[0], 0, KEEL_FLOW_WORD(dl_dst));
-    fill(s[1], KEEL_FLOW_WORD(dl_dst), flow::kFlowU0Words);
-    fill(s[2], flow::kFlowU0Words, KEEL_FLOW_WORD(tp_src));
-    s[2].tcp_flags = 0;
-    fill(s[3], KEEL_FLOW_WORD(tp_src), kFlowWords);
-    s[3].tcp_flags = 0xffff;
+    for (unsigned st = 0, w = 0; st < kStages; ++st)
+      for (; w < kStageEnd[st]; ++w) s[st].words()[w] = ~uint64_t{0};
     return s;
   }();
   return masks;
@@ -52,7 +52,7 @@ constexpr PrefixFieldInfo kPrefixFieldInfo[kNumPrefixFields] = {
     {offsetof(FlowKey, ipv6_dst), 128},
 };
 static_assert(offsetof(FlowKey, nw_src) / 8 >= flow::kFlowU0Words &&
-                  offsetof(FlowKey, ipv6_dst) / 8 < KEEL_FLOW_WORD(tp_src),
+                  offsetof(FlowKey, ipv6_dst) / 8 < KEEL_FLOW_WORD(nd_target),
               "prefix-tracked fields are L3: tries are consulted at a subtable's L3 stage");
 
 inline const uint8_t* field_bytes(const FlowKey& k, unsigned f) {
@@ -94,8 +94,7 @@ struct MaskWord {
 struct ClsSubtable {
   explicit ClsSubtable(datapath::Rcu* rcu) : rules(rcu) {}
 
-  // Mask words in stage order (a word split between stages, tcp_flags' word
-  // 72, appears once per stage with that stage's bits).
+  // Mask words in stage order (the stages are whole words).
   std::vector<MaskWord> words;
   unsigned n_stages = 0;                       // non-empty stages
   std::array<uint8_t, kStages> stage_end{};    // words[0, stage_end[s]) = stages 0..s

@@ -12,14 +12,15 @@
 //     versions) form one priority-ordered list. Subtables are searched in
 //     order of the highest priority they hold, and the search stops once the
 //     best rule found has a priority >= the next subtable's maximum.
-//   * Staged lookup: a subtable's mask is split into stages — metadata
-//     (tunnel, conntrack, in_port, registers...), L2, L3, L4 (tcp_flags
-//     counts as L4) — and for every stage but the last the subtable keeps an
-//     index of the hashes of its rules' masked fields up to that stage. A
-//     lookup hashes the packet stage by stage and leaves the subtable at the
-//     first stage no rule has, un-wildcarding only the stages up to there:
-//     `tcp,nw_dst=10.0.0.1,tp_dst=80` against a packet to 10.0.0.2 consults
-//     nothing of L4.
+//   * Staged lookup: a subtable's mask is split into stages, Open vSwitch's
+//     flow segments — metadata (tunnel, conntrack, in_port, registers...),
+//     L2, L3 (addresses, IPv6 label, frag, tos, ttl, proto), L4 (ND target,
+//     ARP/ND hardware addresses, tcp_flags, ports) — and for every stage but
+//     the last the subtable keeps an index of the hashes of its rules'
+//     masked fields up to that stage. A lookup hashes the packet stage by
+//     stage and leaves the subtable at the first stage no rule has,
+//     un-wildcarding only the stages up to there: `tcp,nw_tos=4,tp_dst=80`
+//     against a packet with tos 0 consults nothing of L4.
 //   * Prefix tracking: a PrefixTrie (prefix_trie.h) per address field
 //     (nw_src, nw_dst, ipv6_src, ipv6_dst) holds the prefixes of the rules
 //     of every subtable whose mask on that field is a CIDR prefix. When a

@@ -41,6 +41,19 @@ struct MatchBuilder {
   MatchBuilder& nw_dst(uint32_t a, unsigned plen) { return set(m.key.nw_dst, m.mask.nw_dst, htonl(a), htonl(plen_mask(plen))); }
   MatchBuilder& nw_proto(uint8_t p) { return set(m.key.nw_proto, m.mask.nw_proto, p, uint8_t{0xff}); }
   MatchBuilder& tp_dst(uint16_t p) { return set(m.key.tp_dst, m.mask.tp_dst, htons(p), uint16_t{0xffff}); }
+  MatchBuilder& tp_dst(uint16_t p, uint16_t mask) { return set(m.key.tp_dst, m.mask.tp_dst, htons(p), htons(mask)); }
+  MatchBuilder& tp_src(uint16_t p, uint16_t mask = 0xffff) {
+    return set(m.key.tp_src, m.mask.tp_src, htons(p), htons(mask));
+  }
+  // ICMP type/code: the low byte of tp_src/tp_dst, mask 0x00ff (as add-flow's icmp_type=).
+  MatchBuilder& icmp_type(uint8_t t) { return set(m.key.tp_src, m.mask.tp_src, htons(t), htons(0x00ff)); }
+  MatchBuilder& icmp_code(uint8_t c) { return set(m.key.tp_dst, m.mask.tp_dst, htons(c), htons(0x00ff)); }
+  MatchBuilder& tcp_flags(uint16_t f, uint16_t mask) {
+    return set(m.key.tcp_flags, m.mask.tcp_flags, htons(f), htons(mask));
+  }
+  MatchBuilder& nw_tos(uint8_t t) { return set(m.key.nw_tos, m.mask.nw_tos, t, uint8_t{0xff}); }
+  MatchBuilder& dl_src_last(uint8_t b) { return set(m.key.dl_src.b[5], m.mask.dl_src.b[5], b, uint8_t{0xff}); }
+  MatchBuilder& arp_sha_last(uint8_t b) { return set(m.key.arp_sha.b[5], m.mask.arp_sha.b[5], b, uint8_t{0xff}); }
   MatchBuilder& ipv6_dst(uint8_t first_byte, unsigned plen) {
     m.key.ipv6_dst.b[0] = first_byte;
     for (unsigned i = 0; i < plen; ++i) m.mask.ipv6_dst.b[i / 8] |= static_cast<uint8_t>(0x80 >> (i % 8));
@@ -362,6 +375,45 @@ TEST_CASE("wc: a lookup that misses everything") {
   wc = FlowKey{};
   CHECK(t.lookup(packet(5, 0x0800, ip(192, 168, 0, 1), ip(192, 168, 0, 2), 17, 53), 0, &wc) == 0);
   CHECK(wc == want);  // the in_port=5 hit (priority 10) ends it before the catch-all
+}
+
+// ------------------------------------------------- stages, address tries --
+
+TEST_CASE("wc: stages are Open vSwitch's segments: ARP hardware addresses and nd_target are L4") {
+  Table t;
+  t.add(match().dl_type(0x0806).nw_proto(1).arp_sha_last(9), 10);
+  FlowKey arp = packet(1, 0x0806, ip(10, 0, 0, 1), ip(10, 0, 0, 2), 2, 0);  // a reply
+  arp.tp_src = arp.tp_dst = 0;
+  FlowKey wc{};
+  CHECK(t.lookup(arp, 0, &wc) == -1);
+  FlowKey want{};
+  want.dl_type = 0xffff;
+  want.nw_proto = 0xff;  // arp_op=2; arp_sha (L4) not consulted
+  CHECK(wc == want);
+
+  // icmp6,icmp_type=135,nd_target=fe80::1 against a solicitation for
+  // another target: the final stage misses on nd_target and is
+  // un-wildcarded, icmp_type (which matches) included.
+  Table n;
+  MatchBuilder b;
+  b.dl_type(0x86dd).nw_proto(58).icmp_type(135);
+  b.m.key.nd_target.b[0] = 0xfe;
+  b.m.key.nd_target.b[1] = 0x80;
+  b.m.key.nd_target.b[15] = 1;
+  for (auto& x : b.m.mask.nd_target.b) x = 0xff;
+  n.add(b, 10);
+  FlowKey ns = packet(1, 0x86dd, 0, 0, 58, 0);
+  ns.tp_src = htons(135);
+  ns.nd_target = b.m.key.nd_target;
+  ns.nd_target.b[15] = 3;
+  wc = FlowKey{};
+  CHECK(n.lookup(ns, 0, &wc) == -1);
+  want = FlowKey{};
+  want.dl_type = 0xffff;
+  want.nw_proto = 0xff;
+  want.tp_src = htons(0x00ff);
+  for (auto& x : want.nd_target.b) x = 0xff;
+  CHECK(wc == want);
 }
 
 TEST_CASE("prefix trie: matched lengths and examined bits") {
