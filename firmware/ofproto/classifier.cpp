@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cassert>
 #include <cstddef>
 #include <map>
@@ -77,6 +78,27 @@ inline void set_prefix_bits(uint8_t* p, unsigned n) noexcept {
   if (n) p[i] |= static_cast<uint8_t>(0xff << (8 - n));
 }
 
+// The L4 ports as one 32-bit word, tp_src in the high half (Open vSwitch's
+// TP_PORTS_OFS32 word, read in network order): what a subtable's ports trie
+// holds.
+constexpr size_t kPortsOffset = offsetof(FlowKey, tp_src);
+static_assert(offsetof(FlowKey, tp_dst) == kPortsOffset + 2, "tp_src|tp_dst: one 32-bit word");
+static_assert(kPortsOffset / 8 == KEEL_FLOW_WORD(tp_src) && kPortsOffset % 8 == 0,
+              "the ports word is the first half of word 74, in the L4 (final) stage");
+
+inline uint32_t get_ports(const FlowKey& k) noexcept {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(&k) + kPortsOffset;
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
+}
+inline void put_be32(uint8_t* p, uint32_t v) noexcept {
+  p[0] = static_cast<uint8_t>(v >> 24);
+  p[1] = static_cast<uint8_t>(v >> 16);
+  p[2] = static_cast<uint8_t>(v >> 8);
+  p[3] = static_cast<uint8_t>(v);
+}
+inline void set_ports(FlowKey& k, uint32_t v) noexcept { put_be32(reinterpret_cast<uint8_t*>(&k) + kPortsOffset, v); }
+inline uint32_t prefix_mask32(unsigned n) noexcept { return n ? ~uint32_t{0} << (32 - n) : 0; }
+
 }  // namespace
 
 // A set of rules with one masked match: their list, priority descending.
@@ -101,6 +123,13 @@ struct ClsSubtable {
   int l3_stage = -1;                           // the stage holding L3 bits, if any
   std::array<uint8_t, kNumPrefixFields> plen{};  // tracked prefix length per field; 0 = none
   bool any_plen = false;
+  // The ports trie (OVS's ports_trie) when the mask has bits in the ports
+  // word: every rule's masked ports, as a prefix of ports_mask_len bits —
+  // the word up to the mask's last bit (tp_dst=53 gives 32, tp_src=1000
+  // gives 16, icmp_type=8 16). Per subtable, as the values of one mask.
+  uint32_t ports_mask = 0;  // get_ports() of the mask
+  unsigned ports_mask_len = 0;
+  std::unique_ptr<PrefixTrie> ports_trie;
   RcuHashMap<ClsGroup*> rules;  // full masked-match hash -> group
   // index[s] (s < n_stages - 1): hashes of the groups' stages 0..s.
   std::array<std::unique_ptr<RcuHashMap<uint8_t>>, kStages - 1> index;
@@ -217,6 +246,11 @@ ClsSubtable* Classifier::create_subtable(const FlowKey& mask, uint32_t mask_hash
     st->plen[f] = static_cast<uint8_t>(cidr_plen(field_bytes(mask, f), kPrefixFieldInfo[f].n_bits));
     st->any_plen |= st->plen[f] != 0;
   }
+  st->ports_mask = get_ports(mask);
+  if (st->ports_mask) {
+    st->ports_mask_len = 32 - static_cast<unsigned>(std::countr_zero(st->ports_mask));
+    st->ports_trie = std::make_unique<PrefixTrie>(32, rcu_);
+  }
   by_mask_.emplace(mask_hash, st);
   return st;
 }
@@ -277,6 +311,11 @@ void Classifier::insert(ClsRule* rule, Version v) {
   }
   for (unsigned f = 0; f < kNumPrefixFields; ++f)
     if (st->plen[f]) tries_[f]->insert(field_bytes(key, f), st->plen[f]);
+  if (st->ports_trie) {
+    uint8_t ports[4];
+    put_be32(ports, get_ports(key));  // masked: bits the mask leaves out are 0, as in every lookup value
+    st->ports_trie->insert(ports, st->ports_mask_len);
+  }
 
   rule->subtable_ = st;
   const int old_max = st->max_priority();
@@ -323,6 +362,11 @@ void Classifier::erase(ClsRule* rule) noexcept {
   }
   for (unsigned f = 0; f < kNumPrefixFields; ++f)
     if (st->plen[f]) tries_[f]->remove(field_bytes(key, f), st->plen[f]);
+  if (st->ports_trie) {
+    uint8_t ports[4];
+    put_be32(ports, get_ports(key));
+    st->ports_trie->remove(ports, st->ports_mask_len);
+  }
 
   rule->subtable_ = nullptr;
   --n_rules_;
@@ -420,6 +464,21 @@ const ClsRule* Classifier::lookup_subtable(const ClsSubtable& st, const FlowKey&
       }
     return true;
   });
+  if (!found && st.ports_trie && wc) {
+    // A miss at the final stage of a mask with ports: the whole mask was
+    // consulted, but of the ports only the bits that tell this packet's
+    // (masked) ports from every rule's are needed — the first maskbits of
+    // the word, by the ports trie. Bits the trie adds are kept to what the
+    // mask has; what other subtables put into the ports word stays.
+    uint8_t value[4];
+    put_be32(value, get_ports(flow) & st.ports_mask);
+    PlenSet plens;
+    const unsigned mbits = st.ports_trie->lookup(value, plens);
+    const uint32_t before = get_ports(*wc);
+    fold(static_cast<unsigned>(st.words.size()));
+    set_ports(*wc, before | (st.ports_mask & prefix_mask32(mbits)));
+    return nullptr;
+  }
   fold(static_cast<unsigned>(st.words.size()));
   return found;
 }

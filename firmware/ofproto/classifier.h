@@ -29,14 +29,32 @@
 //     the packet, the subtable is skipped and only the first min(maskbits,
 //     p) bits of the field are un-wildcarded — a /8 rule costs a megaflow
 //     about 8 bits of the address, not 32.
+//   * Ports tracking: a subtable whose mask has bits in the 32-bit
+//     tp_src|tp_dst word (ICMP type and code included) keeps its own 32-bit
+//     PrefixTrie of its rules' masked ports, as prefixes of the mask's
+//     length up to its last set bit (OVS's ports_trie, ports_mask_len). A
+//     final-stage miss there un-wildcards of the ports only the bits that
+//     tell the packet's masked ports from every rule's — `udp,tp_dst=53`
+//     costs a packet to port 80 `tp_dst=0x40/0xffc0`, not all 16 bits. The
+//     rest of the final stage (tcp_flags, nd_target) is un-wildcarded in
+//     full: the trie proves only that no rule's ports match, and a packet
+//     whose ports do match may miss on those fields (OVS 3.1 with "Fix
+//     missing masks on a final stage with ports trie", CVE-2023-5366, as
+//     Debian's 3.1.0-2+deb12u1 and upstream 3.1.1+ ship it).
 //   * What goes into `wc`, per subtable examined: a hit, or a miss after
-//     every stage, un-wildcards the subtable's whole mask; a miss at stage i
-//     the mask's stages 0..i; a trie skip the trie's bits. A subtable not
-//     examined (priority) adds nothing. Each is a proof that the subtable
-//     gives the same answer for every packet equal to this one on `wc`, so
-//     the lookup does too (subtables are searched in the same order with the
-//     same outcomes). Index entries and trie prefixes may belong to rules
-//     invisible in the lookup's version; that only makes wc narrower.
+//     every stage, un-wildcards the subtable's whole mask — but on a
+//     final-stage miss in a subtable with ports, of the ports word only the
+//     ports trie's first maskbits bits under the mask (what other subtables
+//     put there stays); a miss at stage i the mask's stages 0..i; a trie skip
+//     the trie's bits. A subtable not examined (priority) adds nothing. Each
+//     is a proof that the subtable gives the same answer for every packet
+//     equal to this one on `wc`, so the lookup does too (subtables are
+//     searched in the same order with the same outcomes). Index entries and
+//     trie prefixes (address and ports tries) may belong to rules invisible
+//     in the lookup's version — a version not yet published, or one removed
+//     but not yet erased; that only makes wc narrower: such a prefix can only
+//     stop a skip or lengthen the trie's proof, never make a rule that
+//     matches look absent.
 //
 // Rules. A ClsRule is embedded (intrusive) in the caller's rule object,
 // best as its base class — struct OfRule : ofproto::ClsRule { ...actions,
@@ -87,7 +105,8 @@
 //
 // Costs (tests/bench/bench_classifier.cpp): a lookup hashes each stage of
 // each subtable it examines (one CRC32-C step per mask word) and probes one
-// small hash table per stage; tries are walked once per lookup and field.
+// small hash table per stage; address tries are walked once per lookup and
+// field, a subtable's ports trie once per final-stage miss there (with wc).
 // Insert/remove are O(stages + trie depth) plus an O(subtables) copy of the
 // subtable list when the set of subtables or a maximum priority changes.
 #pragma once

@@ -1,6 +1,7 @@
 // OpenFlow classifier: priority order, overlapping masks, versions,
 // loose/strict iteration, the megaflow masks lookups build (staged lookup,
-// prefix tracking), a property test against a brute-force classifier
+// prefix tracking, ports tracking — each as Open vSwitch 3.1 builds them),
+// a property test against a brute-force classifier
 // (same answer, and a wc that is sufficient), 100k rules, and a reader
 // looking up while the control thread changes rules (run under TSan by the
 // tsan preset, which skips the single-threaded property and scale cases).
@@ -377,6 +378,193 @@ TEST_CASE("wc: a lookup that misses everything") {
   CHECK(wc == want);  // the in_port=5 hit (priority 10) ends it before the catch-all
 }
 
+// ---------------------------------------------------------- ports trie --
+// Every expected wc below is what Open vSwitch 3.1 un-wildcards for the same
+// rules and packet (its ofproto/trace Megaflow line, checked live; see
+// tests/conformance/layout's ports cases).
+
+namespace {
+
+FlowKey l4_packet(uint8_t proto, uint16_t tp_src, uint16_t tp_dst, uint16_t tcp_flags = 0) {
+  FlowKey k = packet(1, 0x0800, ip(192, 168, 0, 1), ip(10, 0, 0, 1), proto, tp_dst);
+  k.tp_src = htons(tp_src);
+  k.tcp_flags = htons(tcp_flags);
+  return k;
+}
+FlowKey udp_packet(uint16_t tp_src, uint16_t tp_dst) { return l4_packet(17, tp_src, tp_dst); }
+
+// dl_type and nw_proto (the L2 and L3 stages of an L4 rule) plus these.
+FlowKey l4_wc(uint16_t tp_src_mask, uint16_t tp_dst_mask, uint16_t tcp_flags_mask = 0) {
+  FlowKey w{};
+  w.dl_type = 0xffff;
+  w.nw_proto = 0xff;
+  w.tp_src = htons(tp_src_mask);
+  w.tp_dst = htons(tp_dst_mask);
+  w.tcp_flags = htons(tcp_flags_mask);
+  return w;
+}
+
+constexpr uint16_t kSyn = 0x002, kAck = 0x010;
+
+}  // namespace
+
+TEST_CASE("wc: ports trie, udp,tp_dst=53 against packets to 80, 52, 53") {
+  Table t;
+  t.add(match().ipv4().nw_proto(17).tp_dst(53), 10);
+  struct {
+    uint16_t port;
+    int want;
+    uint16_t tp_dst_mask;
+  } cases[] = {
+      {80, -1, 0xffc0},      // 0x0050 leaves 0x0035 at bit 9 of tp_dst: OVS's tp_dst=0x40/0xffc0
+      {52, -1, 0xffff},      // 0x34 vs 0x35: only the last bit tells them apart
+      {53, 0, 0xffff},       // a hit: the whole mask
+      {0x8035, -1, 0x8000},  // the first bit already differs
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.port);
+    FlowKey wc{};
+    CHECK(t.lookup(udp_packet(4000, c.port), 0, &wc) == c.want);
+    CHECK(wc == l4_wc(0, c.tp_dst_mask));  // tp_src: not in the mask, never un-wildcarded
+  }
+}
+
+TEST_CASE("wc: ports trie, tp_src and tp_dst in one mask, and tp_src alone") {
+  Table t;
+  t.add(match().ipv4().nw_proto(17).tp_src(1000).tp_dst(53), 10);
+  FlowKey wc{};
+  CHECK(t.lookup(udp_packet(1000, 80), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0xffff, 0xffc0));  // tp_src=1000,tp_dst=0x40/0xffc0
+  wc = FlowKey{};
+  CHECK(t.lookup(udp_packet(999, 53), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0xfff8, 0));  // tp_src=0x3e0/0xfff8: tp_src alone tells 999 from 1000
+  wc = FlowKey{};
+  CHECK(t.lookup(udp_packet(1000, 53), 0, &wc) == 0);
+  CHECK(wc == l4_wc(0xffff, 0xffff));
+
+  // tp_src only: the trie tracks 16 bits, tp_dst is never consulted.
+  Table s;
+  s.add(match().ipv4().nw_proto(17).tp_src(1000), 10);
+  wc = FlowKey{};
+  CHECK(s.lookup(udp_packet(1001, 53), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0xffff, 0));
+  wc = FlowKey{};
+  CHECK(s.lookup(udp_packet(2000, 53), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0xfc00, 0));  // 0x07d0 vs 0x03e8: bit 5
+}
+
+TEST_CASE("wc: ports trie, a tp_dst prefix rule (tp_dst=0x1000/0xf000)") {
+  Table t;
+  t.add(match().ipv4().nw_proto(17).tp_dst(0x1000, 0xf000), 10);
+  FlowKey wc{};
+  CHECK(t.lookup(udp_packet(5, 0x1234), 0, &wc) == 0);
+  CHECK(wc == l4_wc(0, 0xf000));
+  wc = FlowKey{};
+  CHECK(t.lookup(udp_packet(5, 0x2000), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0, 0xe000));  // 0x2 vs 0x1 differ at bit 2: tp_dst=0x2000/0xe000
+  wc = FlowKey{};
+  CHECK(t.lookup(udp_packet(5, 0x0100), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0, 0xf000));  // bit 3: all the mask has
+}
+
+TEST_CASE("wc: ports trie, TCP with tcp_flags in the mask: the rest of the final stage stays un-wildcarded") {
+  // tcp_flags is in the final (L4) stage with the ports. A miss there
+  // un-wildcards the whole final stage but the ports, which get the trie's
+  // bits (OVS 3.1 with "classifier: Fix missing masks on a final stage with
+  // ports trie", CVE-2023-5366): an ACK to port 80 must not get a megaflow
+  // that a SYN to port 80 would hit.
+  Table t;
+  t.add(match().ipv4().nw_proto(6).tcp_flags(kSyn, kSyn).tp_dst(80), 10);
+  FlowKey wc{};
+  CHECK(t.lookup(l4_packet(6, 5, 80, kAck), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0, 0xffff, kSyn));  // tp_dst=80,tcp_flags=-syn
+  wc = FlowKey{};
+  CHECK(t.lookup(l4_packet(6, 5, 81, kSyn), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0, 0xffff, kSyn));  // tp_dst=81,tcp_flags=+syn
+  wc = FlowKey{};
+  CHECK(t.lookup(l4_packet(6, 5, 0x8050, kSyn), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0, 0x8000, kSyn));
+  wc = FlowKey{};
+  CHECK(t.lookup(l4_packet(6, 5, 80, kSyn | kAck), 0, &wc) == 0);
+  CHECK(wc == l4_wc(0, 0xffff, kSyn));
+
+  // A miss at L3 (nw_tos) consults nothing of L4, tcp_flags included.
+  Table u;
+  u.add(match().ipv4().nw_proto(6).nw_tos(4).tcp_flags(kSyn, kSyn).tp_dst(80), 10);
+  wc = FlowKey{};
+  CHECK(u.lookup(l4_packet(6, 5, 80, kSyn), 0, &wc) == -1);
+  FlowKey want = l4_wc(0, 0);
+  want.nw_tos = 0xff;
+  CHECK(wc == want);
+}
+
+TEST_CASE("wc: ports trie, ICMP type and code (tp_src/tp_dst's low bytes)") {
+  Table t;
+  t.add(match().ipv4().nw_proto(1).icmp_type(8).icmp_code(0), 10);
+  FlowKey wc{};
+  CHECK(t.lookup(l4_packet(1, 0, 0), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0x00f8, 0));  // echo reply: icmp_type=0x0/0xf8, the code not consulted
+  wc = FlowKey{};
+  CHECK(t.lookup(l4_packet(1, 8, 1), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0x00ff, 0x00ff));
+  wc = FlowKey{};
+  CHECK(t.lookup(l4_packet(1, 8, 0), 0, &wc) == 0);
+  CHECK(wc == l4_wc(0x00ff, 0x00ff));
+
+  Table s;
+  s.add(match().ipv4().nw_proto(1).icmp_type(8), 10);
+  wc = FlowKey{};
+  CHECK(s.lookup(l4_packet(1, 3, 3), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0x00f8, 0));
+}
+
+TEST_CASE("wc: ports trie follows rules added and removed, in versions") {
+  Table t;
+  Rule* r53 = t.add(match().ipv4().nw_proto(17).tp_dst(53), 10);
+  auto tp_dst_mask = [&](uint16_t port, Version v, int want) {
+    FlowKey wc{};
+    CHECK(t.lookup(udp_packet(4000, port), v, &wc) == want);
+    CHECK(wc.tp_src == 0);
+    return ntohs(wc.tp_dst);
+  };
+  CHECK(tp_dst_mask(80, 0, -1) == 0xffc0);
+  Rule* r67 = t.add(match().ipv4().nw_proto(17).tp_dst(67), 10);  // the same subtable
+  CHECK(t.cls.n_subtables() == 1);
+  CHECK(tp_dst_mask(80, 0, -1) == 0xfff0);  // 0x50 vs 0x43: bit 12
+  t.cls.erase(&r67->cr);
+  CHECK(tp_dst_mask(80, 0, -1) == 0xffc0);
+
+  // A rule of a version not yet visible is in the trie already: lookups of
+  // the older version get a narrower wc (all of tp_dst), never a wrong one.
+  Rule* r81 = t.add(match().ipv4().nw_proto(17).tp_dst(81), 10, 2);
+  CHECK(tp_dst_mask(80, 1, -1) == 0xffff);
+  CHECK(tp_dst_mask(81, 1, -1) == 0xffff);  // the trie finds 81, the rule is invisible: still a miss
+  CHECK(tp_dst_mask(81, 2, r81->id) == 0xffff);
+  // Removed from version 3 on: older versions still see it, and the trie
+  // keeps it until erase().
+  t.cls.remove(&r81->cr, 3);
+  CHECK(tp_dst_mask(81, 2, r81->id) == 0xffff);
+  CHECK(tp_dst_mask(80, 3, -1) == 0xffff);
+  t.cls.erase(&r81->cr);
+  CHECK(tp_dst_mask(80, 3, -1) == 0xffc0);
+
+  t.cls.erase(&r53->cr);
+  CHECK(t.cls.n_subtables() == 0);
+  FlowKey wc{};
+  CHECK(t.lookup(udp_packet(4000, 80), 0, &wc) == -1);
+  CHECK(wc == FlowKey{});
+}
+
+TEST_CASE("wc: ports trie, a final-stage miss adds to what other subtables put in the ports word") {
+  Table t;
+  t.add(match().ipv4().nw_proto(17).tp_src(7), 20);  // higher priority: searched first
+  t.add(match().ipv4().nw_proto(17).tp_dst(53), 10);
+  FlowKey wc{};
+  CHECK(t.lookup(udp_packet(4000, 80), 0, &wc) == -1);
+  // tp_src: 4000 = 0x0fa0 vs 7: bit 4; tp_dst: 0xffc0 from the second.
+  CHECK(wc == l4_wc(0xf800, 0xffc0));
+}
+
 // ------------------------------------------------- stages, address tries --
 
 TEST_CASE("wc: stages are Open vSwitch's segments: ARP hardware addresses and nd_target are L4") {
@@ -482,15 +670,36 @@ struct Gen {
     if (below(2)) b.nw_dst(addr(), plens[below(8)]);
     if (below(3) == 0) b.nw_src(addr(), plens[below(8)]);
     if (below(2)) {
-      b.nw_proto(below(2) ? 6 : 17);
-      if (below(2)) b.tp_dst(below(2) ? 80 : 443);
+      const unsigned proto = below(5);
+      if (proto == 0) {  // ICMP: type/code in tp_src/tp_dst's low bytes
+        b.nw_proto(1).icmp_type(static_cast<uint8_t>(below(2) ? 8 : 0));
+        if (below(2)) b.icmp_code(static_cast<uint8_t>(below(2)));
+        return b;
+      }
+      b.nw_proto(proto <= 2 ? 6 : 17);
+      if (below(2)) b.tp_dst(port());
+      if (below(4) == 0) b.tp_dst(port(), static_cast<uint16_t>(~0u << (16 - 1 - below(16))));  // prefixes
+      if (below(4) == 0) b.tp_src(port(), below(2) ? 0xffff : 0xff00);
+      if (proto <= 2 && below(3) == 0) b.tcp_flags(below(2) ? 0x002 : 0x010, below(2) ? 0x012 : 0x002);
     }
     return b;
   }
+  uint16_t port() {
+    static const uint16_t pool[] = {80, 81, 443, 53, 0x1000, 0x8050, 1000};
+    uint16_t p = pool[below(7)];
+    if (below(4) == 0) p ^= static_cast<uint16_t>(1u << below(16));  // nearby ports
+    return p;
+  }
   FlowKey flow() {
     const uint16_t types[] = {0x0800, 0x0800, 0x0806, 0x86dd, 0x88cc};  // no rule has LLDP
-    FlowKey k = packet(1 + below(4), types[below(5)], addr(), addr(), below(2) ? 6 : 17,
-                       below(3) == 0 ? 443 : 80);
+    static const uint8_t protos[] = {6, 6, 17, 17, 1};
+    FlowKey k = packet(1 + below(4), types[below(5)], addr(), addr(), protos[below(5)], port());
+    k.tp_src = htons(port());
+    k.tcp_flags = htons(static_cast<uint16_t>(below(2) ? 0x002 : 0x012));
+    if (k.nw_proto == 1) {
+      k.tp_src = htons(static_cast<uint16_t>(below(3) ? 8 : below(256)));
+      k.tp_dst = htons(static_cast<uint16_t>(below(2)));
+    }
     k.regs[0] = below(16);
     k.ipv6_dst.b[0] = static_cast<uint8_t>(below(2) ? 0xfe : 0x20);
     k.ipv6_dst.b[1] = static_cast<uint8_t>(rng());
