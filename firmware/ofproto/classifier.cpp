@@ -78,6 +78,21 @@ inline void set_prefix_bits(uint8_t* p, unsigned n) noexcept {
   if (n) p[i] |= static_cast<uint8_t>(0xff << (8 - n));
 }
 
+// Are the first n bits of a field all set?
+inline bool prefix_bits_set(const uint8_t* p, unsigned n) noexcept {
+  unsigned i = 0;
+  for (; n >= 8; n -= 8)
+    if (p[i++] != 0xff) return false;
+  if (n == 0) return true;  // not a byte past the field
+  const uint8_t m = static_cast<uint8_t>(0xff << (8 - n));
+  return (p[i] & m) == m;
+}
+
+// The order a lookup consults the tries in (OVS: the bridge's `prefixes`
+// order, by default nw_dst then nw_src): the first that proves a miss
+// decides which field's bits the miss costs.
+constexpr unsigned kTrieOrder[kNumPrefixFields] = {kPrefixNwDst, kPrefixNwSrc, kPrefixIpv6Dst, kPrefixIpv6Src};
+
 // The L4 ports as one 32-bit word, tp_src in the high half (Open vSwitch's
 // TP_PORTS_OFS32 word, read in network order): what a subtable's ports trie
 // holds.
@@ -426,7 +441,7 @@ const ClsRule* Classifier::lookup_subtable(const ClsSubtable& st, const FlowKey&
   unsigned k = 0;
   for (unsigned s = 0; s < st.n_stages; ++s) {
     if (static_cast<int>(s) == st.l3_stage && st.any_plen) {
-      for (unsigned f = 0; f < kNumPrefixFields; ++f) {
+      for (unsigned f : kTrieOrder) {
         const unsigned plen = st.plen[f];
         if (!plen) continue;
         TrieCtx& c = tries[f];
@@ -434,11 +449,25 @@ const ClsRule* Classifier::lookup_subtable(const ClsSubtable& st, const FlowKey&
           c.maskbits = tries_[f]->lookup(field_bytes(flow, f), c.matched);
           c.done = true;
         }
-        if (!c.matched.test(plen)) {
-          // No rule anywhere has a prefix of length plen that this address
-          // starts with; its first min(maskbits, plen) bits prove it.
-          if (wc) set_prefix_bits(reinterpret_cast<uint8_t*>(wc) + kPrefixFieldInfo[f].offset,
-                                  std::min(c.maskbits, plen));
+        if (c.matched.test(plen)) continue;
+        // No rule anywhere has a prefix of length plen that this address
+        // starts with, and the address's first maskbits bits prove it. As
+        // OVS's check_tries(): skip the subtable on those bits only if they
+        // are no more than the subtable's own (maskbits <= plen) or already
+        // in wc; otherwise go on with the stage, which then misses on its
+        // index and un-wildcards the stage (the trie, shared by every
+        // subtable, must not cost a megaflow bits this subtable wouldn't).
+        // A skip un-wildcards the stages before this one, as OVS's no_match
+        // path does (they were consulted to get here).
+        if (!wc) return nullptr;
+        uint8_t* wf = reinterpret_cast<uint8_t*>(wc) + kPrefixFieldInfo[f].offset;
+        if (c.maskbits <= plen) {
+          set_prefix_bits(wf, c.maskbits);
+          fold(k);
+          return nullptr;
+        }
+        if (prefix_bits_set(wf, c.maskbits)) {
+          fold(k);
           return nullptr;
         }
       }

@@ -22,13 +22,17 @@
 //     un-wildcarding only the stages up to there: `tcp,nw_tos=4,tp_dst=80`
 //     against a packet with tos 0 consults nothing of L4.
 //   * Prefix tracking: a PrefixTrie (prefix_trie.h) per address field
-//     (nw_src, nw_dst, ipv6_src, ipv6_dst) holds the prefixes of the rules
-//     of every subtable whose mask on that field is a CIDR prefix. When a
+//     (nw_src, nw_dst, ipv6_src, ipv6_dst; the bridges track nw_dst and
+//     nw_src, Open vSwitch's default) holds the prefixes of the rules of
+//     every subtable whose mask on that field is a CIDR prefix. When a
 //     lookup reaches the L3 stage of a subtable with prefix length p on such
-//     a field and the trie shows that no rule's prefix of length p matches
-//     the packet, the subtable is skipped and only the first min(maskbits,
-//     p) bits of the field are un-wildcarded — a /8 rule costs a megaflow
-//     about 8 bits of the address, not 32.
+//     a field, the trie shows that no rule's prefix of length p matches the
+//     packet, and the trie's proof — the field's first maskbits bits — is no
+//     wider than the subtable's own (maskbits <= p) or already in wc, the
+//     subtable is skipped on those bits: a /8 rule costs a megaflow about 8
+//     bits of the address, not 32. Otherwise the lookup goes on with the
+//     stage (OVS's check_tries()). Fields are tried nw_dst, nw_src,
+//     ipv6_dst, ipv6_src; the first that skips decides.
 //   * Ports tracking: a subtable whose mask has bits in the 32-bit
 //     tp_src|tp_dst word (ICMP type and code included) keeps its own 32-bit
 //     PrefixTrie of its rules' masked ports, as prefixes of the mask's
@@ -46,15 +50,15 @@
 //     final-stage miss in a subtable with ports, of the ports word only the
 //     ports trie's first maskbits bits under the mask (what other subtables
 //     put there stays); a miss at stage i the mask's stages 0..i; a trie skip
-//     the trie's bits. A subtable not examined (priority) adds nothing. Each
-//     is a proof that the subtable gives the same answer for every packet
-//     equal to this one on `wc`, so the lookup does too (subtables are
-//     searched in the same order with the same outcomes). Index entries and
-//     trie prefixes (address and ports tries) may belong to rules invisible
-//     in the lookup's version — a version not yet published, or one removed
-//     but not yet erased; that only makes wc narrower: such a prefix can only
-//     stop a skip or lengthen the trie's proof, never make a rule that
-//     matches look absent.
+//     at stage i the trie's bits and stages 0..i-1. A subtable not examined
+//     (priority) adds nothing. Each is a proof that the subtable gives the
+//     same answer for every packet equal to this one on `wc`, so the lookup
+//     does too (subtables are searched in the same order with the same
+//     outcomes). Index entries and trie prefixes (address and ports tries)
+//     may belong to rules invisible in the lookup's version — a version not
+//     yet published, or one removed but not yet erased; that only makes wc
+//     narrower: such a prefix can only stop a skip or lengthen the trie's
+//     proof, never make a rule that matches look absent.
 //
 // Rules. A ClsRule is embedded (intrusive) in the caller's rule object,
 // best as its base class — struct OfRule : ofproto::ClsRule { ...actions,
@@ -172,6 +176,9 @@ struct ClsRule {
 enum PrefixField : unsigned { kPrefixNwSrc = 0, kPrefixNwDst = 1, kPrefixIpv6Src = 2, kPrefixIpv6Dst = 3 };
 inline constexpr unsigned kNumPrefixFields = 4;
 inline constexpr unsigned kAllPrefixFields = (1u << kNumPrefixFields) - 1;
+// What Open vSwitch tracks in every OpenFlow table unless configured
+// otherwise (ofproto.c default_prefix_fields: nw_dst, nw_src); the bridges use it.
+inline constexpr unsigned kOvsPrefixFields = (1u << kPrefixNwDst) | (1u << kPrefixNwSrc);
 
 class Classifier {
  public:

@@ -265,10 +265,10 @@ TEST_CASE("wc: a single /8 rule un-wildcards dl_type and 8 bits of nw_dst") {
   want.nw_dst = htonl(0xff000000);
   CHECK(wc == want);
 
-  // A miss: the trie alone proves it with nw_dst's first 8 bits.
+  // A miss: the trie proves it with nw_dst's first 8 bits, and the stage
+  // consulted before L3 (dl_type) is un-wildcarded, as OVS's no_match path.
   wc = FlowKey{};
   CHECK(t.lookup(tcp_to(ip(11, 1, 2, 3), 80), 0, &wc) == -1);
-  want = FlowKey{};
   want.nw_dst = htonl(0xff000000);
   CHECK(wc == want);
   wc = FlowKey{};
@@ -339,6 +339,7 @@ TEST_CASE("wc: staged lookup leaves L4 out when L3 already misses") {
     FlowKey wc{};
     CHECK(t.lookup(tcp_to(ip(10, 0, 0, 2), 80), 0, &wc) == -1);
     FlowKey want{};
+    want.dl_type = 0xffff;  // the L2 stage, consulted before the trie
     want.nw_dst = htonl(0xfffffffe);
     CHECK(wc == want);
   }
@@ -364,9 +365,11 @@ TEST_CASE("wc: a lookup that misses everything") {
   t.add(match().ipv4().nw_src(ip(172, 16, 0, 0), 12), 30);
   FlowKey wc{};
   CHECK(t.lookup(packet(1, 0x0800, ip(192, 168, 0, 1), ip(192, 168, 0, 2), 17, 53), 0, &wc) == -1);
-  // in_port from its subtable; the first bit of each address from the tries.
+  // in_port from its subtable; the first bit of each address from the tries
+  // and dl_type from the L2 stages before them.
   FlowKey want{};
   want.in_port = ~0u;
+  want.dl_type = 0xffff;
   want.nw_dst = htonl(0x80000000);
   want.nw_src = htonl(0xc0000000);  // 192 vs 172: bit 1
   CHECK(wc == want);
@@ -602,6 +605,46 @@ TEST_CASE("wc: stages are Open vSwitch's segments: ARP hardware addresses and nd
   want.tp_src = htons(0x00ff);
   for (auto& x : want.nd_target.b) x = 0xff;
   CHECK(wc == want);
+}
+
+TEST_CASE("wc: address tries skip a subtable as OVS's check_tries() does") {
+  SUBCASE("a trie proof wider than the subtable's prefix does not skip") {
+    // 10.2.0.0 leaves the trie at bit 14 (of 10.1/16): 15 bits prove the
+    // /8 subtable can't match, more than its own 8, so it is looked up
+    // (its L3 index misses: nw_tos and the /8 un-wildcarded); the /16
+    // subtable is skipped on the 15 bits. OVS: nw_dst=10.2.0.0/15,nw_tos=0.
+    Table t(kOvsPrefixFields);
+    t.add(match().ipv4().nw_tos(4).nw_dst(ip(11, 0, 0, 0), 8), 10);
+    t.add(match().ipv4().nw_dst(ip(10, 1, 0, 0), 16), 5);
+    FlowKey wc{};
+    CHECK(t.lookup(tcp_to(ip(10, 2, 0, 0), 80), 0, &wc) == -1);
+    FlowKey want{};
+    want.dl_type = 0xffff;
+    want.nw_tos = 0xff;
+    want.nw_dst = htonl(0xfffe0000);
+    CHECK(wc == want);
+  }
+  SUBCASE("nw_dst is tried before nw_src") {
+    Table t(kOvsPrefixFields);
+    t.add(match().ipv4().nw_src(ip(10, 0, 0, 0), 8).nw_dst(ip(20, 0, 0, 0), 8), 10);
+    FlowKey wc{};
+    CHECK(t.lookup(packet(1, 0x0800, ip(11, 0, 0, 1), ip(21, 0, 0, 1), 17, 2), 0, &wc) == -1);
+    FlowKey want{};
+    want.dl_type = 0xffff;
+    want.nw_dst = htonl(0xff000000);  // 21 vs 20: bit 7; nw_src not consulted
+    CHECK(wc == want);
+  }
+  SUBCASE("a skip un-wildcards the stages before L3") {
+    Table t(kOvsPrefixFields);
+    t.add(match().ipv4().dl_src_last(10).nw_dst(ip(10, 0, 0, 0), 8), 10);
+    FlowKey wc{};
+    CHECK(t.lookup(tcp_to(ip(11, 0, 0, 1), 80), 0, &wc) == -1);  // dl_src ends in 10: L2 hits
+    FlowKey want{};
+    want.dl_src.b[5] = 0xff;
+    want.dl_type = 0xffff;
+    want.nw_dst = htonl(0xff000000);
+    CHECK(wc == want);
+  }
 }
 
 TEST_CASE("prefix trie: matched lengths and examined bits") {
