@@ -441,6 +441,7 @@ const ClsRule* Classifier::lookup_subtable(const ClsSubtable& st, const FlowKey&
   unsigned k = 0;
   for (unsigned s = 0; s < st.n_stages; ++s) {
     if (static_cast<int>(s) == st.l3_stage && st.any_plen) {
+      bool no_rule = false;  // some trie proved no rule here matches, but could not skip
       for (unsigned f : kTrieOrder) {
         const unsigned plen = st.plen[f];
         if (!plen) continue;
@@ -454,11 +455,10 @@ const ClsRule* Classifier::lookup_subtable(const ClsSubtable& st, const FlowKey&
         // starts with, and the address's first maskbits bits prove it. As
         // OVS's check_tries(): skip the subtable on those bits only if they
         // are no more than the subtable's own (maskbits <= plen) or already
-        // in wc; otherwise go on with the stage, which then misses on its
-        // index and un-wildcards the stage (the trie, shared by every
-        // subtable, must not cost a megaflow bits this subtable wouldn't).
-        // A skip un-wildcards the stages before this one, as OVS's no_match
-        // path does (they were consulted to get here).
+        // in wc (the trie, shared by every subtable, must not cost a
+        // megaflow bits this subtable wouldn't); otherwise try the next
+        // field. A skip un-wildcards the stages before this one, as OVS's
+        // no_match path does (they were consulted to get here).
         if (!wc) return nullptr;
         uint8_t* wf = reinterpret_cast<uint8_t*>(wc) + kPrefixFieldInfo[f].offset;
         if (c.maskbits <= plen) {
@@ -470,6 +470,15 @@ const ClsRule* Classifier::lookup_subtable(const ClsSubtable& st, const FlowKey&
           fold(k);
           return nullptr;
         }
+        no_rule = true;
+      }
+      if (no_rule) {
+        // OVS goes on with the stage here, and its index misses: no rule of
+        // this subtable has the packet's plen-bit prefix on that field. The
+        // same outcome without hashing or probing: stages 0..s un-wildcarded
+        // (they hold those plen bits), no match.
+        fold(st.stage_end[s]);
+        return nullptr;
       }
     }
     for (; k < st.stage_end[s]; ++k) h = hash_add64(h, fw[st.words[k].word] & st.words[k].mask);
