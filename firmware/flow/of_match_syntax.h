@@ -115,6 +115,11 @@ struct OfFormatOptions {
   // Names a port number for in_port=; nullopt (or no callback) prints the
   // number, or the reserved name (LOCAL, ...).
   std::function<std::optional<std::string>(uint32_t)> port_name;
+  // ICMP type/code as the 16-bit tp_src/tp_dst they live in: exact only
+  // under 0xffff, else value/mask in hex — how Open vSwitch's match_format()
+  // prints a megaflow (ofproto/trace's Megaflow:), whose ICMP masks are
+  // 0x00ff ("icmp_type=0x8/0xff"). Off: the low byte decides (rules).
+  bool icmp_16bit = false;
 };
 
 // Parses a whole flow line: match fields, rule keys, and "actions=...".

@@ -54,7 +54,9 @@ struct Bridge::Txn {
 Bridge::Bridge(std::string name, datapath::Rcu* rcu)
     : name_(std::move(name)), rcu_(rcu), ports_(std::make_shared<const PortMap>()),
       graveyard_(std::make_shared<Graveyard>()) {
-  for (auto& t : tables_) t = std::make_unique<Classifier>(rcu);
+  // Prefix tracking on nw_dst and nw_src, as Open vSwitch's tables by
+  // default: the megaflows of IPv6 rules are Open vSwitch's too.
+  for (auto& t : tables_) t = std::make_unique<Classifier>(rcu, kOvsPrefixFields);
 }
 
 Bridge::~Bridge() {

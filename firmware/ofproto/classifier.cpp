@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cassert>
 #include <cstddef>
 #include <map>
@@ -18,24 +19,24 @@ using flow::kFlowWords;
 
 namespace {
 
-// The stages, as bit masks over the key: metadata (tunnel, conntrack,
-// metadata words 0-58), L2 (59-63), L3 (64-73 but tcp_flags), L4 (tcp_flags,
-// 74-75). A subtable's stage s is its mask ANDed with kStage[s].
+// The stages, as bit masks over the key — Open vSwitch's flow segments
+// (FLOW_SEGMENT_*_ENDS_AT: dl_dst, nw_src, nd_target): metadata (tunnel,
+// conntrack, metadata words 0-58), L2 (59-63), L3 (64-69: addresses, label,
+// frag, tos, ttl, proto), L4 (70-75: ND target, ARP/ND hardware addresses,
+// tcp_flags, ports). A subtable's stage s is its mask ANDed with kStage[s].
 constexpr unsigned kStages = 4;
 constexpr unsigned kStageL3 = 2;
+constexpr unsigned kStageEnd[kStages] = {KEEL_FLOW_WORD(dl_dst), flow::kFlowU0Words, KEEL_FLOW_WORD(nd_target),
+                                         kFlowWords};
+static_assert(KEEL_FLOW_WORD(nd_target) == 70 && KEEL_FLOW_WORD(tcp_flags) > KEEL_FLOW_WORD(nd_target) &&
+                  KEEL_FLOW_WORD(tp_src) > KEEL_FLOW_WORD(nd_target),
+              "L4 stage = nd_target onwards: ND/ARP hardware addresses, tcp_flags and the ports, as in OVS");
 
 const std::array<FlowKey, kStages>& stage_masks() {
   static const std::array<FlowKey, kStages> masks = [] {
     std::array<FlowKey, kStages> s{};
-    auto fill = [](FlowKey& k, size_t from, size_t to) {
-      for (size_t w = from; w < to; ++w) k.words()[w] = ~uint64_t{0};
-    };
-    fill(s[0], 0, KEEL_FLOW_WORD(dl_dst));
-    fill(s[1], KEEL_FLOW_WORD(dl_dst), flow::kFlowU0Words);
-    fill(s[2], flow::kFlowU0Words, KEEL_FLOW_WORD(tp_src));
-    s[2].tcp_flags = 0;
-    fill(s[3], KEEL_FLOW_WORD(tp_src), kFlowWords);
-    s[3].tcp_flags = 0xffff;
+    for (unsigned st = 0, w = 0; st < kStages; ++st)
+      for (; w < kStageEnd[st]; ++w) s[st].words()[w] = ~uint64_t{0};
     return s;
   }();
   return masks;
@@ -52,7 +53,7 @@ constexpr PrefixFieldInfo kPrefixFieldInfo[kNumPrefixFields] = {
     {offsetof(FlowKey, ipv6_dst), 128},
 };
 static_assert(offsetof(FlowKey, nw_src) / 8 >= flow::kFlowU0Words &&
-                  offsetof(FlowKey, ipv6_dst) / 8 < KEEL_FLOW_WORD(tp_src),
+                  offsetof(FlowKey, ipv6_dst) / 8 < KEEL_FLOW_WORD(nd_target),
               "prefix-tracked fields are L3: tries are consulted at a subtable's L3 stage");
 
 inline const uint8_t* field_bytes(const FlowKey& k, unsigned f) {
@@ -77,6 +78,42 @@ inline void set_prefix_bits(uint8_t* p, unsigned n) noexcept {
   if (n) p[i] |= static_cast<uint8_t>(0xff << (8 - n));
 }
 
+// Are the first n bits of a field all set?
+inline bool prefix_bits_set(const uint8_t* p, unsigned n) noexcept {
+  unsigned i = 0;
+  for (; n >= 8; n -= 8)
+    if (p[i++] != 0xff) return false;
+  if (n == 0) return true;  // not a byte past the field
+  const uint8_t m = static_cast<uint8_t>(0xff << (8 - n));
+  return (p[i] & m) == m;
+}
+
+// The order a lookup consults the tries in (OVS: the bridge's `prefixes`
+// order, by default nw_dst then nw_src): the first that proves a miss
+// decides which field's bits the miss costs.
+constexpr unsigned kTrieOrder[kNumPrefixFields] = {kPrefixNwDst, kPrefixNwSrc, kPrefixIpv6Dst, kPrefixIpv6Src};
+
+// The L4 ports as one 32-bit word, tp_src in the high half (Open vSwitch's
+// TP_PORTS_OFS32 word, read in network order): what a subtable's ports trie
+// holds.
+constexpr size_t kPortsOffset = offsetof(FlowKey, tp_src);
+static_assert(offsetof(FlowKey, tp_dst) == kPortsOffset + 2, "tp_src|tp_dst: one 32-bit word");
+static_assert(kPortsOffset / 8 == KEEL_FLOW_WORD(tp_src) && kPortsOffset % 8 == 0,
+              "the ports word is the first half of word 74, in the L4 (final) stage");
+
+inline uint32_t get_ports(const FlowKey& k) noexcept {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(&k) + kPortsOffset;
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
+}
+inline void put_be32(uint8_t* p, uint32_t v) noexcept {
+  p[0] = static_cast<uint8_t>(v >> 24);
+  p[1] = static_cast<uint8_t>(v >> 16);
+  p[2] = static_cast<uint8_t>(v >> 8);
+  p[3] = static_cast<uint8_t>(v);
+}
+inline void set_ports(FlowKey& k, uint32_t v) noexcept { put_be32(reinterpret_cast<uint8_t*>(&k) + kPortsOffset, v); }
+inline uint32_t prefix_mask32(unsigned n) noexcept { return n ? ~uint32_t{0} << (32 - n) : 0; }
+
 }  // namespace
 
 // A set of rules with one masked match: their list, priority descending.
@@ -94,14 +131,20 @@ struct MaskWord {
 struct ClsSubtable {
   explicit ClsSubtable(datapath::Rcu* rcu) : rules(rcu) {}
 
-  // Mask words in stage order (a word split between stages, tcp_flags' word
-  // 72, appears once per stage with that stage's bits).
+  // Mask words in stage order (the stages are whole words).
   std::vector<MaskWord> words;
   unsigned n_stages = 0;                       // non-empty stages
   std::array<uint8_t, kStages> stage_end{};    // words[0, stage_end[s]) = stages 0..s
   int l3_stage = -1;                           // the stage holding L3 bits, if any
   std::array<uint8_t, kNumPrefixFields> plen{};  // tracked prefix length per field; 0 = none
   bool any_plen = false;
+  // The ports trie (OVS's ports_trie) when the mask has bits in the ports
+  // word: every rule's masked ports, as a prefix of ports_mask_len bits —
+  // the word up to the mask's last bit (tp_dst=53 gives 32, tp_src=1000
+  // gives 16, icmp_type=8 16). Per subtable, as the values of one mask.
+  uint32_t ports_mask = 0;  // get_ports() of the mask
+  unsigned ports_mask_len = 0;
+  std::unique_ptr<PrefixTrie> ports_trie;
   RcuHashMap<ClsGroup*> rules;  // full masked-match hash -> group
   // index[s] (s < n_stages - 1): hashes of the groups' stages 0..s.
   std::array<std::unique_ptr<RcuHashMap<uint8_t>>, kStages - 1> index;
@@ -218,6 +261,11 @@ ClsSubtable* Classifier::create_subtable(const FlowKey& mask, uint32_t mask_hash
     st->plen[f] = static_cast<uint8_t>(cidr_plen(field_bytes(mask, f), kPrefixFieldInfo[f].n_bits));
     st->any_plen |= st->plen[f] != 0;
   }
+  st->ports_mask = get_ports(mask);
+  if (st->ports_mask) {
+    st->ports_mask_len = 32 - static_cast<unsigned>(std::countr_zero(st->ports_mask));
+    st->ports_trie = std::make_unique<PrefixTrie>(32, rcu_);
+  }
   by_mask_.emplace(mask_hash, st);
   return st;
 }
@@ -278,6 +326,11 @@ void Classifier::insert(ClsRule* rule, Version v) {
   }
   for (unsigned f = 0; f < kNumPrefixFields; ++f)
     if (st->plen[f]) tries_[f]->insert(field_bytes(key, f), st->plen[f]);
+  if (st->ports_trie) {
+    uint8_t ports[4];
+    put_be32(ports, get_ports(key));  // masked: bits the mask leaves out are 0, as in every lookup value
+    st->ports_trie->insert(ports, st->ports_mask_len);
+  }
 
   rule->subtable_ = st;
   const int old_max = st->max_priority();
@@ -324,6 +377,11 @@ void Classifier::erase(ClsRule* rule) noexcept {
   }
   for (unsigned f = 0; f < kNumPrefixFields; ++f)
     if (st->plen[f]) tries_[f]->remove(field_bytes(key, f), st->plen[f]);
+  if (st->ports_trie) {
+    uint8_t ports[4];
+    put_be32(ports, get_ports(key));
+    st->ports_trie->remove(ports, st->ports_mask_len);
+  }
 
   rule->subtable_ = nullptr;
   --n_rules_;
@@ -383,7 +441,8 @@ const ClsRule* Classifier::lookup_subtable(const ClsSubtable& st, const FlowKey&
   unsigned k = 0;
   for (unsigned s = 0; s < st.n_stages; ++s) {
     if (static_cast<int>(s) == st.l3_stage && st.any_plen) {
-      for (unsigned f = 0; f < kNumPrefixFields; ++f) {
+      bool no_rule = false;  // some trie proved no rule here matches, but could not skip
+      for (unsigned f : kTrieOrder) {
         const unsigned plen = st.plen[f];
         if (!plen) continue;
         TrieCtx& c = tries[f];
@@ -391,13 +450,35 @@ const ClsRule* Classifier::lookup_subtable(const ClsSubtable& st, const FlowKey&
           c.maskbits = tries_[f]->lookup(field_bytes(flow, f), c.matched);
           c.done = true;
         }
-        if (!c.matched.test(plen)) {
-          // No rule anywhere has a prefix of length plen that this address
-          // starts with; its first min(maskbits, plen) bits prove it.
-          if (wc) set_prefix_bits(reinterpret_cast<uint8_t*>(wc) + kPrefixFieldInfo[f].offset,
-                                  std::min(c.maskbits, plen));
+        if (c.matched.test(plen)) continue;
+        // No rule anywhere has a prefix of length plen that this address
+        // starts with, and the address's first maskbits bits prove it. As
+        // OVS's check_tries(): skip the subtable on those bits only if they
+        // are no more than the subtable's own (maskbits <= plen) or already
+        // in wc (the trie, shared by every subtable, must not cost a
+        // megaflow bits this subtable wouldn't); otherwise try the next
+        // field. A skip un-wildcards the stages before this one, as OVS's
+        // no_match path does (they were consulted to get here).
+        if (!wc) return nullptr;
+        uint8_t* wf = reinterpret_cast<uint8_t*>(wc) + kPrefixFieldInfo[f].offset;
+        if (c.maskbits <= plen) {
+          set_prefix_bits(wf, c.maskbits);
+          fold(k);
           return nullptr;
         }
+        if (prefix_bits_set(wf, c.maskbits)) {
+          fold(k);
+          return nullptr;
+        }
+        no_rule = true;
+      }
+      if (no_rule) {
+        // OVS goes on with the stage here, and its index misses: no rule of
+        // this subtable has the packet's plen-bit prefix on that field. The
+        // same outcome without hashing or probing: stages 0..s un-wildcarded
+        // (they hold those plen bits), no match.
+        fold(st.stage_end[s]);
+        return nullptr;
       }
     }
     for (; k < st.stage_end[s]; ++k) h = hash_add64(h, fw[st.words[k].word] & st.words[k].mask);
@@ -421,6 +502,21 @@ const ClsRule* Classifier::lookup_subtable(const ClsSubtable& st, const FlowKey&
       }
     return true;
   });
+  if (!found && st.ports_trie && wc) {
+    // A miss at the final stage of a mask with ports: the whole mask was
+    // consulted, but of the ports only the bits that tell this packet's
+    // (masked) ports from every rule's are needed — the first maskbits of
+    // the word, by the ports trie. Bits the trie adds are kept to what the
+    // mask has; what other subtables put into the ports word stays.
+    uint8_t value[4];
+    put_be32(value, get_ports(flow) & st.ports_mask);
+    PlenSet plens;
+    const unsigned mbits = st.ports_trie->lookup(value, plens);
+    const uint32_t before = get_ports(*wc);
+    fold(static_cast<unsigned>(st.words.size()));
+    set_ports(*wc, before | (st.ports_mask & prefix_mask32(mbits)));
+    return nullptr;
+  }
   fold(static_cast<unsigned>(st.words.size()));
   return found;
 }

@@ -12,30 +12,53 @@
 //     versions) form one priority-ordered list. Subtables are searched in
 //     order of the highest priority they hold, and the search stops once the
 //     best rule found has a priority >= the next subtable's maximum.
-//   * Staged lookup: a subtable's mask is split into stages — metadata
-//     (tunnel, conntrack, in_port, registers...), L2, L3, L4 (tcp_flags
-//     counts as L4) — and for every stage but the last the subtable keeps an
-//     index of the hashes of its rules' masked fields up to that stage. A
-//     lookup hashes the packet stage by stage and leaves the subtable at the
-//     first stage no rule has, un-wildcarding only the stages up to there:
-//     `tcp,nw_dst=10.0.0.1,tp_dst=80` against a packet to 10.0.0.2 consults
-//     nothing of L4.
+//   * Staged lookup: a subtable's mask is split into stages, Open vSwitch's
+//     flow segments — metadata (tunnel, conntrack, in_port, registers...),
+//     L2, L3 (addresses, IPv6 label, frag, tos, ttl, proto), L4 (ND target,
+//     ARP/ND hardware addresses, tcp_flags, ports) — and for every stage but
+//     the last the subtable keeps an index of the hashes of its rules'
+//     masked fields up to that stage. A lookup hashes the packet stage by
+//     stage and leaves the subtable at the first stage no rule has,
+//     un-wildcarding only the stages up to there: `tcp,nw_tos=4,tp_dst=80`
+//     against a packet with tos 0 consults nothing of L4.
 //   * Prefix tracking: a PrefixTrie (prefix_trie.h) per address field
-//     (nw_src, nw_dst, ipv6_src, ipv6_dst) holds the prefixes of the rules
-//     of every subtable whose mask on that field is a CIDR prefix. When a
+//     (nw_src, nw_dst, ipv6_src, ipv6_dst; the bridges track nw_dst and
+//     nw_src, Open vSwitch's default) holds the prefixes of the rules of
+//     every subtable whose mask on that field is a CIDR prefix. When a
 //     lookup reaches the L3 stage of a subtable with prefix length p on such
-//     a field and the trie shows that no rule's prefix of length p matches
-//     the packet, the subtable is skipped and only the first min(maskbits,
-//     p) bits of the field are un-wildcarded — a /8 rule costs a megaflow
-//     about 8 bits of the address, not 32.
+//     a field, the trie shows that no rule's prefix of length p matches the
+//     packet, and the trie's proof — the field's first maskbits bits — is no
+//     wider than the subtable's own (maskbits <= p) or already in wc, the
+//     subtable is skipped on those bits: a /8 rule costs a megaflow about 8
+//     bits of the address, not 32. Otherwise the lookup goes on with the
+//     stage (OVS's check_tries()). Fields are tried nw_dst, nw_src,
+//     ipv6_dst, ipv6_src; the first that skips decides.
+//   * Ports tracking: a subtable whose mask has bits in the 32-bit
+//     tp_src|tp_dst word (ICMP type and code included) keeps its own 32-bit
+//     PrefixTrie of its rules' masked ports, as prefixes of the mask's
+//     length up to its last set bit (OVS's ports_trie, ports_mask_len). A
+//     final-stage miss there un-wildcards of the ports only the bits that
+//     tell the packet's masked ports from every rule's — `udp,tp_dst=53`
+//     costs a packet to port 80 `tp_dst=0x40/0xffc0`, not all 16 bits. The
+//     rest of the final stage (tcp_flags, nd_target) is un-wildcarded in
+//     full: the trie proves only that no rule's ports match, and a packet
+//     whose ports do match may miss on those fields (OVS 3.1 with "Fix
+//     missing masks on a final stage with ports trie", CVE-2023-5366, as
+//     Debian's 3.1.0-2+deb12u1 and upstream 3.1.1+ ship it).
 //   * What goes into `wc`, per subtable examined: a hit, or a miss after
-//     every stage, un-wildcards the subtable's whole mask; a miss at stage i
-//     the mask's stages 0..i; a trie skip the trie's bits. A subtable not
-//     examined (priority) adds nothing. Each is a proof that the subtable
-//     gives the same answer for every packet equal to this one on `wc`, so
-//     the lookup does too (subtables are searched in the same order with the
-//     same outcomes). Index entries and trie prefixes may belong to rules
-//     invisible in the lookup's version; that only makes wc narrower.
+//     every stage, un-wildcards the subtable's whole mask — but on a
+//     final-stage miss in a subtable with ports, of the ports word only the
+//     ports trie's first maskbits bits under the mask (what other subtables
+//     put there stays); a miss at stage i the mask's stages 0..i; a trie skip
+//     at stage i the trie's bits and stages 0..i-1. A subtable not examined
+//     (priority) adds nothing. Each is a proof that the subtable gives the
+//     same answer for every packet equal to this one on `wc`, so the lookup
+//     does too (subtables are searched in the same order with the same
+//     outcomes). Index entries and trie prefixes (address and ports tries)
+//     may belong to rules invisible in the lookup's version — a version not
+//     yet published, or one removed but not yet erased; that only makes wc
+//     narrower: such a prefix can only stop a skip or lengthen the trie's
+//     proof, never make a rule that matches look absent.
 //
 // Rules. A ClsRule is embedded (intrusive) in the caller's rule object,
 // best as its base class — struct OfRule : ofproto::ClsRule { ...actions,
@@ -86,7 +109,8 @@
 //
 // Costs (tests/bench/bench_classifier.cpp): a lookup hashes each stage of
 // each subtable it examines (one CRC32-C step per mask word) and probes one
-// small hash table per stage; tries are walked once per lookup and field.
+// small hash table per stage; address tries are walked once per lookup and
+// field, a subtable's ports trie once per final-stage miss there (with wc).
 // Insert/remove are O(stages + trie depth) plus an O(subtables) copy of the
 // subtable list when the set of subtables or a maximum priority changes.
 #pragma once
@@ -152,6 +176,9 @@ struct ClsRule {
 enum PrefixField : unsigned { kPrefixNwSrc = 0, kPrefixNwDst = 1, kPrefixIpv6Src = 2, kPrefixIpv6Dst = 3 };
 inline constexpr unsigned kNumPrefixFields = 4;
 inline constexpr unsigned kAllPrefixFields = (1u << kNumPrefixFields) - 1;
+// What Open vSwitch tracks in every OpenFlow table unless configured
+// otherwise (ofproto.c default_prefix_fields: nw_dst, nw_src); the bridges use it.
+inline constexpr unsigned kOvsPrefixFields = (1u << kPrefixNwDst) | (1u << kPrefixNwSrc);
 
 class Classifier {
  public:

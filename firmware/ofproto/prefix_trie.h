@@ -1,7 +1,9 @@
 // PrefixTrie — the prefixes that the OpenFlow classifier's rules have on one
 // address field (nw_src, nw_dst, ipv6_src or ipv6_dst), so that a lookup can
 // tell from a few bits of a packet's address which prefix lengths can match
-// it at all (classifier.h, "prefix tracking").
+// it at all (classifier.h, "prefix tracking"); and, one per subtable whose
+// mask has L4 ports, the masked tp_src|tp_dst words of that subtable's
+// rules as 32-bit prefixes of one length (classifier.h, "ports tracking").
 //
 // A binary trie, path-compressed: a Node holds up to 32 bits of prefix (MSB
 // first), a count of rules whose prefix ends exactly there, and two edges

@@ -1050,9 +1050,12 @@ std::string format_flow(const FlowKey& f) {
 }
 
 // OVS prints "eth" (packet_type=Ethernet, matched by every megaflow) after
-// the leading metadata fields; keel's match syntax has no packet_type.
+// the leading metadata fields; keel's match syntax has no packet_type. ICMP
+// type/code print as the 16-bit fields under a megaflow's 0x00ff masks.
 std::string format_megaflow(const Match& m) {
-  std::string s = format_of_match(m);
+  OfFormatOptions o;
+  o.icmp_16bit = true;
+  std::string s = format_of_match(m, o);
   size_t pos = 0;
   for (const char* lead : {"pkt_mark=", "recirc_id=", "dp_hash=", "skb_priority="}) {
     const size_t n = std::strlen(lead);

@@ -1,6 +1,7 @@
 // OpenFlow classifier: priority order, overlapping masks, versions,
 // loose/strict iteration, the megaflow masks lookups build (staged lookup,
-// prefix tracking), a property test against a brute-force classifier
+// prefix tracking, ports tracking — each as Open vSwitch 3.1 builds them),
+// a property test against a brute-force classifier
 // (same answer, and a wc that is sufficient), 100k rules, and a reader
 // looking up while the control thread changes rules (run under TSan by the
 // tsan preset, which skips the single-threaded property and scale cases).
@@ -41,6 +42,19 @@ struct MatchBuilder {
   MatchBuilder& nw_dst(uint32_t a, unsigned plen) { return set(m.key.nw_dst, m.mask.nw_dst, htonl(a), htonl(plen_mask(plen))); }
   MatchBuilder& nw_proto(uint8_t p) { return set(m.key.nw_proto, m.mask.nw_proto, p, uint8_t{0xff}); }
   MatchBuilder& tp_dst(uint16_t p) { return set(m.key.tp_dst, m.mask.tp_dst, htons(p), uint16_t{0xffff}); }
+  MatchBuilder& tp_dst(uint16_t p, uint16_t mask) { return set(m.key.tp_dst, m.mask.tp_dst, htons(p), htons(mask)); }
+  MatchBuilder& tp_src(uint16_t p, uint16_t mask = 0xffff) {
+    return set(m.key.tp_src, m.mask.tp_src, htons(p), htons(mask));
+  }
+  // ICMP type/code: the low byte of tp_src/tp_dst, mask 0x00ff (as add-flow's icmp_type=).
+  MatchBuilder& icmp_type(uint8_t t) { return set(m.key.tp_src, m.mask.tp_src, htons(t), htons(0x00ff)); }
+  MatchBuilder& icmp_code(uint8_t c) { return set(m.key.tp_dst, m.mask.tp_dst, htons(c), htons(0x00ff)); }
+  MatchBuilder& tcp_flags(uint16_t f, uint16_t mask) {
+    return set(m.key.tcp_flags, m.mask.tcp_flags, htons(f), htons(mask));
+  }
+  MatchBuilder& nw_tos(uint8_t t) { return set(m.key.nw_tos, m.mask.nw_tos, t, uint8_t{0xff}); }
+  MatchBuilder& dl_src_last(uint8_t b) { return set(m.key.dl_src.b[5], m.mask.dl_src.b[5], b, uint8_t{0xff}); }
+  MatchBuilder& arp_sha_last(uint8_t b) { return set(m.key.arp_sha.b[5], m.mask.arp_sha.b[5], b, uint8_t{0xff}); }
   MatchBuilder& ipv6_dst(uint8_t first_byte, unsigned plen) {
     m.key.ipv6_dst.b[0] = first_byte;
     for (unsigned i = 0; i < plen; ++i) m.mask.ipv6_dst.b[i / 8] |= static_cast<uint8_t>(0x80 >> (i % 8));
@@ -251,10 +265,10 @@ TEST_CASE("wc: a single /8 rule un-wildcards dl_type and 8 bits of nw_dst") {
   want.nw_dst = htonl(0xff000000);
   CHECK(wc == want);
 
-  // A miss: the trie alone proves it with nw_dst's first 8 bits.
+  // A miss: the trie proves it with nw_dst's first 8 bits, and the stage
+  // consulted before L3 (dl_type) is un-wildcarded, as OVS's no_match path.
   wc = FlowKey{};
   CHECK(t.lookup(tcp_to(ip(11, 1, 2, 3), 80), 0, &wc) == -1);
-  want = FlowKey{};
   want.nw_dst = htonl(0xff000000);
   CHECK(wc == want);
   wc = FlowKey{};
@@ -325,6 +339,7 @@ TEST_CASE("wc: staged lookup leaves L4 out when L3 already misses") {
     FlowKey wc{};
     CHECK(t.lookup(tcp_to(ip(10, 0, 0, 2), 80), 0, &wc) == -1);
     FlowKey want{};
+    want.dl_type = 0xffff;  // the L2 stage, consulted before the trie
     want.nw_dst = htonl(0xfffffffe);
     CHECK(wc == want);
   }
@@ -350,9 +365,11 @@ TEST_CASE("wc: a lookup that misses everything") {
   t.add(match().ipv4().nw_src(ip(172, 16, 0, 0), 12), 30);
   FlowKey wc{};
   CHECK(t.lookup(packet(1, 0x0800, ip(192, 168, 0, 1), ip(192, 168, 0, 2), 17, 53), 0, &wc) == -1);
-  // in_port from its subtable; the first bit of each address from the tries.
+  // in_port from its subtable; the first bit of each address from the tries
+  // and dl_type from the L2 stages before them.
   FlowKey want{};
   want.in_port = ~0u;
+  want.dl_type = 0xffff;
   want.nw_dst = htonl(0x80000000);
   want.nw_src = htonl(0xc0000000);  // 192 vs 172: bit 1
   CHECK(wc == want);
@@ -362,6 +379,272 @@ TEST_CASE("wc: a lookup that misses everything") {
   wc = FlowKey{};
   CHECK(t.lookup(packet(5, 0x0800, ip(192, 168, 0, 1), ip(192, 168, 0, 2), 17, 53), 0, &wc) == 0);
   CHECK(wc == want);  // the in_port=5 hit (priority 10) ends it before the catch-all
+}
+
+// ---------------------------------------------------------- ports trie --
+// Every expected wc below is what Open vSwitch 3.1 un-wildcards for the same
+// rules and packet (its ofproto/trace Megaflow line, checked live; see
+// tests/conformance/layout's ports cases).
+
+namespace {
+
+FlowKey l4_packet(uint8_t proto, uint16_t tp_src, uint16_t tp_dst, uint16_t tcp_flags = 0) {
+  FlowKey k = packet(1, 0x0800, ip(192, 168, 0, 1), ip(10, 0, 0, 1), proto, tp_dst);
+  k.tp_src = htons(tp_src);
+  k.tcp_flags = htons(tcp_flags);
+  return k;
+}
+FlowKey udp_packet(uint16_t tp_src, uint16_t tp_dst) { return l4_packet(17, tp_src, tp_dst); }
+
+// dl_type and nw_proto (the L2 and L3 stages of an L4 rule) plus these.
+FlowKey l4_wc(uint16_t tp_src_mask, uint16_t tp_dst_mask, uint16_t tcp_flags_mask = 0) {
+  FlowKey w{};
+  w.dl_type = 0xffff;
+  w.nw_proto = 0xff;
+  w.tp_src = htons(tp_src_mask);
+  w.tp_dst = htons(tp_dst_mask);
+  w.tcp_flags = htons(tcp_flags_mask);
+  return w;
+}
+
+constexpr uint16_t kSyn = 0x002, kAck = 0x010;
+
+}  // namespace
+
+TEST_CASE("wc: ports trie, udp,tp_dst=53 against packets to 80, 52, 53") {
+  Table t;
+  t.add(match().ipv4().nw_proto(17).tp_dst(53), 10);
+  struct {
+    uint16_t port;
+    int want;
+    uint16_t tp_dst_mask;
+  } cases[] = {
+      {80, -1, 0xffc0},      // 0x0050 leaves 0x0035 at bit 9 of tp_dst: OVS's tp_dst=0x40/0xffc0
+      {52, -1, 0xffff},      // 0x34 vs 0x35: only the last bit tells them apart
+      {53, 0, 0xffff},       // a hit: the whole mask
+      {0x8035, -1, 0x8000},  // the first bit already differs
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.port);
+    FlowKey wc{};
+    CHECK(t.lookup(udp_packet(4000, c.port), 0, &wc) == c.want);
+    CHECK(wc == l4_wc(0, c.tp_dst_mask));  // tp_src: not in the mask, never un-wildcarded
+  }
+}
+
+TEST_CASE("wc: ports trie, tp_src and tp_dst in one mask, and tp_src alone") {
+  Table t;
+  t.add(match().ipv4().nw_proto(17).tp_src(1000).tp_dst(53), 10);
+  FlowKey wc{};
+  CHECK(t.lookup(udp_packet(1000, 80), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0xffff, 0xffc0));  // tp_src=1000,tp_dst=0x40/0xffc0
+  wc = FlowKey{};
+  CHECK(t.lookup(udp_packet(999, 53), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0xfff8, 0));  // tp_src=0x3e0/0xfff8: tp_src alone tells 999 from 1000
+  wc = FlowKey{};
+  CHECK(t.lookup(udp_packet(1000, 53), 0, &wc) == 0);
+  CHECK(wc == l4_wc(0xffff, 0xffff));
+
+  // tp_src only: the trie tracks 16 bits, tp_dst is never consulted.
+  Table s;
+  s.add(match().ipv4().nw_proto(17).tp_src(1000), 10);
+  wc = FlowKey{};
+  CHECK(s.lookup(udp_packet(1001, 53), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0xffff, 0));
+  wc = FlowKey{};
+  CHECK(s.lookup(udp_packet(2000, 53), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0xfc00, 0));  // 0x07d0 vs 0x03e8: bit 5
+}
+
+TEST_CASE("wc: ports trie, a tp_dst prefix rule (tp_dst=0x1000/0xf000)") {
+  Table t;
+  t.add(match().ipv4().nw_proto(17).tp_dst(0x1000, 0xf000), 10);
+  FlowKey wc{};
+  CHECK(t.lookup(udp_packet(5, 0x1234), 0, &wc) == 0);
+  CHECK(wc == l4_wc(0, 0xf000));
+  wc = FlowKey{};
+  CHECK(t.lookup(udp_packet(5, 0x2000), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0, 0xe000));  // 0x2 vs 0x1 differ at bit 2: tp_dst=0x2000/0xe000
+  wc = FlowKey{};
+  CHECK(t.lookup(udp_packet(5, 0x0100), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0, 0xf000));  // bit 3: all the mask has
+}
+
+TEST_CASE("wc: ports trie, TCP with tcp_flags in the mask: the rest of the final stage stays un-wildcarded") {
+  // tcp_flags is in the final (L4) stage with the ports. A miss there
+  // un-wildcards the whole final stage but the ports, which get the trie's
+  // bits (OVS 3.1 with "classifier: Fix missing masks on a final stage with
+  // ports trie", CVE-2023-5366): an ACK to port 80 must not get a megaflow
+  // that a SYN to port 80 would hit.
+  Table t;
+  t.add(match().ipv4().nw_proto(6).tcp_flags(kSyn, kSyn).tp_dst(80), 10);
+  FlowKey wc{};
+  CHECK(t.lookup(l4_packet(6, 5, 80, kAck), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0, 0xffff, kSyn));  // tp_dst=80,tcp_flags=-syn
+  wc = FlowKey{};
+  CHECK(t.lookup(l4_packet(6, 5, 81, kSyn), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0, 0xffff, kSyn));  // tp_dst=81,tcp_flags=+syn
+  wc = FlowKey{};
+  CHECK(t.lookup(l4_packet(6, 5, 0x8050, kSyn), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0, 0x8000, kSyn));
+  wc = FlowKey{};
+  CHECK(t.lookup(l4_packet(6, 5, 80, kSyn | kAck), 0, &wc) == 0);
+  CHECK(wc == l4_wc(0, 0xffff, kSyn));
+
+  // A miss at L3 (nw_tos) consults nothing of L4, tcp_flags included.
+  Table u;
+  u.add(match().ipv4().nw_proto(6).nw_tos(4).tcp_flags(kSyn, kSyn).tp_dst(80), 10);
+  wc = FlowKey{};
+  CHECK(u.lookup(l4_packet(6, 5, 80, kSyn), 0, &wc) == -1);
+  FlowKey want = l4_wc(0, 0);
+  want.nw_tos = 0xff;
+  CHECK(wc == want);
+}
+
+TEST_CASE("wc: ports trie, ICMP type and code (tp_src/tp_dst's low bytes)") {
+  Table t;
+  t.add(match().ipv4().nw_proto(1).icmp_type(8).icmp_code(0), 10);
+  FlowKey wc{};
+  CHECK(t.lookup(l4_packet(1, 0, 0), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0x00f8, 0));  // echo reply: icmp_type=0x0/0xf8, the code not consulted
+  wc = FlowKey{};
+  CHECK(t.lookup(l4_packet(1, 8, 1), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0x00ff, 0x00ff));
+  wc = FlowKey{};
+  CHECK(t.lookup(l4_packet(1, 8, 0), 0, &wc) == 0);
+  CHECK(wc == l4_wc(0x00ff, 0x00ff));
+
+  Table s;
+  s.add(match().ipv4().nw_proto(1).icmp_type(8), 10);
+  wc = FlowKey{};
+  CHECK(s.lookup(l4_packet(1, 3, 3), 0, &wc) == -1);
+  CHECK(wc == l4_wc(0x00f8, 0));
+}
+
+TEST_CASE("wc: ports trie follows rules added and removed, in versions") {
+  Table t;
+  Rule* r53 = t.add(match().ipv4().nw_proto(17).tp_dst(53), 10);
+  auto tp_dst_mask = [&](uint16_t port, Version v, int want) {
+    FlowKey wc{};
+    CHECK(t.lookup(udp_packet(4000, port), v, &wc) == want);
+    CHECK(wc.tp_src == 0);
+    return ntohs(wc.tp_dst);
+  };
+  CHECK(tp_dst_mask(80, 0, -1) == 0xffc0);
+  Rule* r67 = t.add(match().ipv4().nw_proto(17).tp_dst(67), 10);  // the same subtable
+  CHECK(t.cls.n_subtables() == 1);
+  CHECK(tp_dst_mask(80, 0, -1) == 0xfff0);  // 0x50 vs 0x43: bit 12
+  t.cls.erase(&r67->cr);
+  CHECK(tp_dst_mask(80, 0, -1) == 0xffc0);
+
+  // A rule of a version not yet visible is in the trie already: lookups of
+  // the older version get a narrower wc (all of tp_dst), never a wrong one.
+  Rule* r81 = t.add(match().ipv4().nw_proto(17).tp_dst(81), 10, 2);
+  CHECK(tp_dst_mask(80, 1, -1) == 0xffff);
+  CHECK(tp_dst_mask(81, 1, -1) == 0xffff);  // the trie finds 81, the rule is invisible: still a miss
+  CHECK(tp_dst_mask(81, 2, r81->id) == 0xffff);
+  // Removed from version 3 on: older versions still see it, and the trie
+  // keeps it until erase().
+  t.cls.remove(&r81->cr, 3);
+  CHECK(tp_dst_mask(81, 2, r81->id) == 0xffff);
+  CHECK(tp_dst_mask(80, 3, -1) == 0xffff);
+  t.cls.erase(&r81->cr);
+  CHECK(tp_dst_mask(80, 3, -1) == 0xffc0);
+
+  t.cls.erase(&r53->cr);
+  CHECK(t.cls.n_subtables() == 0);
+  FlowKey wc{};
+  CHECK(t.lookup(udp_packet(4000, 80), 0, &wc) == -1);
+  CHECK(wc == FlowKey{});
+}
+
+TEST_CASE("wc: ports trie, a final-stage miss adds to what other subtables put in the ports word") {
+  Table t;
+  t.add(match().ipv4().nw_proto(17).tp_src(7), 20);  // higher priority: searched first
+  t.add(match().ipv4().nw_proto(17).tp_dst(53), 10);
+  FlowKey wc{};
+  CHECK(t.lookup(udp_packet(4000, 80), 0, &wc) == -1);
+  // tp_src: 4000 = 0x0fa0 vs 7: bit 4; tp_dst: 0xffc0 from the second.
+  CHECK(wc == l4_wc(0xf800, 0xffc0));
+}
+
+// ------------------------------------------------- stages, address tries --
+
+TEST_CASE("wc: stages are Open vSwitch's segments: ARP hardware addresses and nd_target are L4") {
+  Table t;
+  t.add(match().dl_type(0x0806).nw_proto(1).arp_sha_last(9), 10);
+  FlowKey arp = packet(1, 0x0806, ip(10, 0, 0, 1), ip(10, 0, 0, 2), 2, 0);  // a reply
+  arp.tp_src = arp.tp_dst = 0;
+  FlowKey wc{};
+  CHECK(t.lookup(arp, 0, &wc) == -1);
+  FlowKey want{};
+  want.dl_type = 0xffff;
+  want.nw_proto = 0xff;  // arp_op=2; arp_sha (L4) not consulted
+  CHECK(wc == want);
+
+  // icmp6,icmp_type=135,nd_target=fe80::1 against a solicitation for
+  // another target: the final stage misses on nd_target and is
+  // un-wildcarded, icmp_type (which matches) included.
+  Table n;
+  MatchBuilder b;
+  b.dl_type(0x86dd).nw_proto(58).icmp_type(135);
+  b.m.key.nd_target.b[0] = 0xfe;
+  b.m.key.nd_target.b[1] = 0x80;
+  b.m.key.nd_target.b[15] = 1;
+  for (auto& x : b.m.mask.nd_target.b) x = 0xff;
+  n.add(b, 10);
+  FlowKey ns = packet(1, 0x86dd, 0, 0, 58, 0);
+  ns.tp_src = htons(135);
+  ns.nd_target = b.m.key.nd_target;
+  ns.nd_target.b[15] = 3;
+  wc = FlowKey{};
+  CHECK(n.lookup(ns, 0, &wc) == -1);
+  want = FlowKey{};
+  want.dl_type = 0xffff;
+  want.nw_proto = 0xff;
+  want.tp_src = htons(0x00ff);
+  for (auto& x : want.nd_target.b) x = 0xff;
+  CHECK(wc == want);
+}
+
+TEST_CASE("wc: address tries skip a subtable as OVS's check_tries() does") {
+  SUBCASE("a trie proof wider than the subtable's prefix does not skip") {
+    // 10.2.0.0 leaves the trie at bit 14 (of 10.1/16): 15 bits prove the
+    // /8 subtable can't match, more than its own 8, so it is looked up
+    // (its L3 index misses: nw_tos and the /8 un-wildcarded); the /16
+    // subtable is skipped on the 15 bits. OVS: nw_dst=10.2.0.0/15,nw_tos=0.
+    Table t(kOvsPrefixFields);
+    t.add(match().ipv4().nw_tos(4).nw_dst(ip(11, 0, 0, 0), 8), 10);
+    t.add(match().ipv4().nw_dst(ip(10, 1, 0, 0), 16), 5);
+    FlowKey wc{};
+    CHECK(t.lookup(tcp_to(ip(10, 2, 0, 0), 80), 0, &wc) == -1);
+    FlowKey want{};
+    want.dl_type = 0xffff;
+    want.nw_tos = 0xff;
+    want.nw_dst = htonl(0xfffe0000);
+    CHECK(wc == want);
+  }
+  SUBCASE("nw_dst is tried before nw_src") {
+    Table t(kOvsPrefixFields);
+    t.add(match().ipv4().nw_src(ip(10, 0, 0, 0), 8).nw_dst(ip(20, 0, 0, 0), 8), 10);
+    FlowKey wc{};
+    CHECK(t.lookup(packet(1, 0x0800, ip(11, 0, 0, 1), ip(21, 0, 0, 1), 17, 2), 0, &wc) == -1);
+    FlowKey want{};
+    want.dl_type = 0xffff;
+    want.nw_dst = htonl(0xff000000);  // 21 vs 20: bit 7; nw_src not consulted
+    CHECK(wc == want);
+  }
+  SUBCASE("a skip un-wildcards the stages before L3") {
+    Table t(kOvsPrefixFields);
+    t.add(match().ipv4().dl_src_last(10).nw_dst(ip(10, 0, 0, 0), 8), 10);
+    FlowKey wc{};
+    CHECK(t.lookup(tcp_to(ip(11, 0, 0, 1), 80), 0, &wc) == -1);  // dl_src ends in 10: L2 hits
+    FlowKey want{};
+    want.dl_src.b[5] = 0xff;
+    want.dl_type = 0xffff;
+    want.nw_dst = htonl(0xff000000);
+    CHECK(wc == want);
+  }
 }
 
 TEST_CASE("prefix trie: matched lengths and examined bits") {
@@ -430,15 +713,36 @@ struct Gen {
     if (below(2)) b.nw_dst(addr(), plens[below(8)]);
     if (below(3) == 0) b.nw_src(addr(), plens[below(8)]);
     if (below(2)) {
-      b.nw_proto(below(2) ? 6 : 17);
-      if (below(2)) b.tp_dst(below(2) ? 80 : 443);
+      const unsigned proto = below(5);
+      if (proto == 0) {  // ICMP: type/code in tp_src/tp_dst's low bytes
+        b.nw_proto(1).icmp_type(static_cast<uint8_t>(below(2) ? 8 : 0));
+        if (below(2)) b.icmp_code(static_cast<uint8_t>(below(2)));
+        return b;
+      }
+      b.nw_proto(proto <= 2 ? 6 : 17);
+      if (below(2)) b.tp_dst(port());
+      if (below(4) == 0) b.tp_dst(port(), static_cast<uint16_t>(~0u << (16 - 1 - below(16))));  // prefixes
+      if (below(4) == 0) b.tp_src(port(), below(2) ? 0xffff : 0xff00);
+      if (proto <= 2 && below(3) == 0) b.tcp_flags(below(2) ? 0x002 : 0x010, below(2) ? 0x012 : 0x002);
     }
     return b;
   }
+  uint16_t port() {
+    static const uint16_t pool[] = {80, 81, 443, 53, 0x1000, 0x8050, 1000};
+    uint16_t p = pool[below(7)];
+    if (below(4) == 0) p ^= static_cast<uint16_t>(1u << below(16));  // nearby ports
+    return p;
+  }
   FlowKey flow() {
     const uint16_t types[] = {0x0800, 0x0800, 0x0806, 0x86dd, 0x88cc};  // no rule has LLDP
-    FlowKey k = packet(1 + below(4), types[below(5)], addr(), addr(), below(2) ? 6 : 17,
-                       below(3) == 0 ? 443 : 80);
+    static const uint8_t protos[] = {6, 6, 17, 17, 1};
+    FlowKey k = packet(1 + below(4), types[below(5)], addr(), addr(), protos[below(5)], port());
+    k.tp_src = htons(port());
+    k.tcp_flags = htons(static_cast<uint16_t>(below(2) ? 0x002 : 0x012));
+    if (k.nw_proto == 1) {
+      k.tp_src = htons(static_cast<uint16_t>(below(3) ? 8 : below(256)));
+      k.tp_dst = htons(static_cast<uint16_t>(below(2)));
+    }
     k.regs[0] = below(16);
     k.ipv6_dst.b[0] = static_cast<uint8_t>(below(2) ? 0xfe : 0x20);
     k.ipv6_dst.b[1] = static_cast<uint8_t>(rng());

@@ -324,6 +324,27 @@ TEST_CASE("of: port names through the callbacks") {
   CHECK(parse_err("in_port=p0") == "unknown port 'p0' at column 9");
 }
 
+TEST_CASE("of: ICMP type/code as a megaflow prints them (icmp_16bit)") {
+  // A rule's icmp_type=8 has mask 0x00ff (the low byte) and prints exact; a
+  // megaflow's ICMP masks are 0x00ff too, and Open vSwitch's match_format()
+  // prints those as the 16-bit fields they live in: icmp_type=0x8/0xff.
+  auto r = parse_of_match("icmp,icmp_type=8,icmp_code=0");
+  REQUIRE(r.ok());
+  OfFormatOptions mega;
+  mega.icmp_16bit = true;
+  CHECK(format_of_match(*r) == "icmp,icmp_type=8,icmp_code=0");
+  CHECK(format_of_match(*r, mega) == "icmp,icmp_type=0x8/0xff,icmp_code=0x0/0xff");
+  Match m = *r;
+  m.mask.tp_src = hton16(0x00f8);  // a ports-trie miss: icmp_type=0x0/0xf8
+  m.key.tp_src = 0;
+  m.mask.tp_dst = 0;
+  m.key.tp_dst = 0;
+  CHECK(format_of_match(m, mega) == "icmp,icmp_type=0x0/0xf8");
+  auto n = parse_of_match("icmp6,icmp_type=135,nd_target=fe80::1");
+  REQUIRE(n.ok());
+  CHECK(format_of_match(*n, mega) == "icmp6,icmp_type=0x87/0xff,nd_target=fe80::1");
+}
+
 TEST_CASE("of: errors name the token and its column") {
   CHECK(parse_err("in_port=1,nw_dstt=1.2.3.4") == "unknown field 'nw_dstt' at column 11");
   CHECK(parse_err("ip,nw_dst=10.0.0.300") == "bad IPv4 address '10.0.0.300' at column 11");
