@@ -2,9 +2,9 @@
 //
 // Cost per burst: one rx call, parse_burst (see packet/parser.h), one EMC
 // probe per packet, SMC/dpcls only for EMC misses, one execute call per
-// megaflow in the burst, one tx call per output port; per polled queue, a
-// cycle-counter read before its rx call and one after a non-empty burst
-// (the queue's load, pmd.h).
+// megaflow in the burst, one tx call per output port; a cycle-counter read
+// before the queues are polled and one after each non-empty burst (the
+// queues' load, pmd.h).
 #include "datapath/pmd.h"
 
 #include <time.h>
@@ -253,23 +253,30 @@ void Pmd::run() {
   uint64_t iter = 0;
   while (!quit_.load(std::memory_order_relaxed)) {
     unsigned got = 0;
+    // The queues' load (see the top): one cycle-counter read here and one
+    // after each burst, so a queue is charged from the end of the previous
+    // burst (or this read) to the end of its own.
+    uint64_t mark = hal::cycles();
     if (offline_) {
-      const uint64_t t0 = hal::cycles();
+      const uint64_t t0 = mark;
       got = offline_poll(burst);
       if (got) rxq_curr_[offline_rxq_] += hal::cycles() - t0;
     } else {
       for (size_t i = 0; i < rxqs_.size(); ++i) {
         const RxQueue& rxq = rxqs_[i];
-        const uint64_t t0 = hal::cycles();
         uint16_t n = rxq.port->rx(rxq.queue, burst);
         if (n) {
           got += n;
           receive(*rxq.port, rxq.queue, std::span(burst.data(), n));
-          rxq_curr_[i] += hal::cycles() - t0;  // the queue's load (see the top)
+          const uint64_t t = hal::cycles();
+          rxq_curr_[i] += t - mark;
+          mark = t;
         }
       }
     }
-    uint64_t now = hal::cycles();
+    // A busy iteration ends at its last burst's read (the empty polls after
+    // it count in the next iteration: the cycles are all counted once).
+    uint64_t now = got && !offline_ ? mark : hal::cycles();
     bump(got ? c_.busy_cycles : c_.idle_cycles, now - last);
     last = now;
     bump(c_.rx_packets, got);

@@ -21,11 +21,13 @@
 //
 // Rx queue load (pmd-rxq-show, and what cycle-based rx queue assignment
 // weighs), as Open vSwitch 3.1's dpif-netdev measures it: each poll of a
-// queue that returns packets adds the cycles from just before its rx call
-// to the end of its burst's processing (a cycle-counter read before each
-// rx call and one after a non-empty burst, none per packet; empty polls
-// count for no queue; offline, a poll counts for the input it read) to the
-// queue's current interval. Every kPmdIntervalNs (PMD_INTERVAL_LEN) the
+// queue that returns packets adds the cycles from the end of the previous
+// non-empty burst of the same iteration (or the iteration's first rx call)
+// to the end of its own burst's processing (a cycle-counter read before
+// the queues are polled and one after each non-empty burst, none per
+// packet: so the empty polls just before a busy queue's count for it, tens
+// of cycles against the thousands of a burst; offline, a poll counts for
+// the input it read) to the queue's current interval. Every kPmdIntervalNs (PMD_INTERVAL_LEN) the
 // housekeeping closes the interval: each queue's cycles and the PMD's busy
 // cycles of the interval go into a ring of kPmdIntervalMax
 // (PMD_INTERVAL_MAX) slots, and the interval's length in cycles (wall
