@@ -376,7 +376,9 @@ def norm_dp_flow(text, rx_dp_port=None):
         if not mm:
             continue  # packets:, bytes:, used:, flags:, dp:...
         name, inner = mm.group(1), mm.group(2)
-        if name == "encap":  # a tagged flow's inner fields (keel before issue 12 also printed the untagged case as vlan(cfi=0),encap(...); --keel may run such a build)
+        # A tagged flow's inner fields (keel before issue 12 also printed the
+        # untagged case as vlan(cfi=0),encap(...); --keel may run such a build).
+        if name == "encap":
             todo = split_top(inner) + todo
             continue
         if not inner.strip() or name == "packet_type":
