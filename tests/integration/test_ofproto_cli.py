@@ -252,7 +252,8 @@ def test_running_config_round_trip():
               "output:p2,controller:64\n"
               "add-flow br0 priority=1,actions=NORMAL\n"
               "add-flow br1 in_port=LOCAL,actions=drop\n")
-    p = run_keel(*PORTS, "--config", EMPTY_CONFIG, "--config-dir", cfg, stdin=script + "show running-config\nwrite memory\n", timeout=PATIENCE)
+    p = run_keel(*PORTS, "--config", EMPTY_CONFIG, "--config-dir", cfg,
+                 stdin=script + "show running-config\nwrite memory\n", timeout=PATIENCE)
     check(p.returncode == 0, "build + save", p)
     first = p.stdout[p.stdout.index("! keel "):p.stdout.index("saved the running")]
     for line in ("add-br br0", "add-port br0 p1 tag=10 -- set Interface p1 ofport_request=7",

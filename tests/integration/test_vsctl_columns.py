@@ -137,7 +137,8 @@ def test_running_config_round_trip():
               "add-br br1\n"
               "add-port br1 p3 -- set Interface p3 mtu_request=1500 -- set Port p3 vlan_mode=trunk tag=4\n"
               "add-flow br0 in_port=5,actions=output:1\n")
-    p = run_keel(*PORTS, "--config", EMPTY_CONFIG, "--config-dir", cfg, stdin=script + "show running-config\nwrite memory\n", timeout=PATIENCE)
+    p = run_keel(*PORTS, "--config", EMPTY_CONFIG, "--config-dir", cfg,
+                 stdin=script + "show running-config\nwrite memory\n", timeout=PATIENCE)
     check(p.returncode == 0, "build + save", p)
     first = p.stdout[p.stdout.index("! keel "):p.stdout.index("saved the running")]
     for line in ("add-port br0 p0 tag=10 -- set Interface p0 ofport_request=5 mtu_request=9000",
