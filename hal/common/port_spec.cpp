@@ -78,6 +78,22 @@ bool parse_u64(std::string_view s, uint64_t& out) {
   return ec == std::errc{} && p == s.data() + s.size();
 }
 
+// rxq=Q of a ring or pcap port: 1..Port::kMaxQueues, once.
+Status parse_rxq(PortSpec& ps, bool& have, std::string_view kind, std::string_view value,
+                 std::string_view spec) {
+  if (have) return bad(ps.name, std::string(kind) + " option 'rxq' given twice", spec);
+  have = true;
+  uint64_t n = 0;
+  if (!parse_u64(value, n) || n < 1 || n > Port::kMaxQueues) {
+    return bad(ps.name,
+               std::string(kind) + " rxq " + quoted(value) + " must be a number of rx queues from 1 to " +
+                   std::to_string(Port::kMaxQueues),
+               spec);
+  }
+  ps.rxq = static_cast<uint16_t>(n);
+  return {};
+}
+
 struct Option {
   std::string_view key;
   std::string_view value;
@@ -110,7 +126,7 @@ Status parse_pcap(PortSpec& ps, bool has_opts, std::string_view opts, std::strin
   const std::string_view name = ps.name;
   auto needs = [&] { return bad(name, "pcap needs in=FILE, out=FILE or both", spec); };
   if (!has_opts || opts.empty()) return needs();
-  bool have_loop = false;
+  bool have_loop = false, have_rxq = false;
   std::string_view loop_tok;
   Status s = for_each_option(name, "pcap", opts, spec, [&](const Option& o) -> Status {
     if (o.key == "in" || o.key == "out") {
@@ -128,6 +144,7 @@ Status parse_pcap(PortSpec& ps, bool has_opts, std::string_view opts, std::strin
       }
       return {};
     }
+    if (o.key == "rxq") return parse_rxq(ps, have_rxq, "pcap", o.value, spec);
     return bad(name, "unknown pcap option " + quoted(o.key), spec);
   });
   if (!s.ok()) return s;
@@ -135,14 +152,19 @@ Status parse_pcap(PortSpec& ps, bool has_opts, std::string_view opts, std::strin
   if (have_loop && ps.pcap_in.empty()) {
     return bad(name, "pcap loop=" + std::string(loop_tok) + " needs in=FILE", spec);
   }
+  if (have_rxq && ps.pcap_in.empty()) {
+    return bad(name, "pcap rxq=" + std::to_string(ps.rxq) + " needs in=FILE (an output-only port receives nothing)",
+               spec);
+  }
   return {};
 }
 
 Status parse_ring(PortSpec& ps, bool has_opts, std::string_view opts, std::string_view spec) {
   if (!has_opts) return {};
   const std::string_view name = ps.name;
-  bool have_size = false;
+  bool have_size = false, have_rxq = false;
   return for_each_option(name, "ring", opts, spec, [&](const Option& o) -> Status {
+    if (o.key == "rxq") return parse_rxq(ps, have_rxq, "ring", o.value, spec);
     if (o.key != "size") return bad(name, "unknown ring option " + quoted(o.key), spec);
     if (have_size) return bad(name, "ring option 'size' given twice", spec);
     have_size = true;
@@ -163,6 +185,9 @@ Status parse_ring(PortSpec& ps, bool has_opts, std::string_view opts, std::strin
 Status parse_tap(PortSpec& ps, bool has_opts, std::string_view ifname, std::string_view spec) {
   const std::string_view name = ps.name;
   if (!has_opts || ifname.empty()) return bad(name, "tap needs an interface name (tap:IFNAME)", spec);
+  if (ifname.find(",rxq=") != std::string_view::npos || ifname.starts_with("rxq=")) {
+    return bad(name, "tap has one rx queue: it takes no rxq option", spec);
+  }
   // The kernel's dev_valid_name(): < IFNAMSIZ, not "." or "..", no '/', ':'
   // or whitespace.
   if (ifname.size() > kMaxNameLen) {

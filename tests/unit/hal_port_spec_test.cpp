@@ -171,3 +171,42 @@ TEST_CASE("parse_port_arg") {
   REQUIRE_FALSE(r.ok());
   CHECK(has(r.status().message(), "port p0: empty spec"));
 }
+
+TEST_CASE("rxq: ring and pcap in= take 1 to 16 rx queues") {
+  CHECK(parse_port_spec("p0", "ring").value().rxq == 1);
+  CHECK(parse_port_spec("p0", "pcap:in=a.pcap").value().rxq == 1);
+  auto r = parse_port_spec("p0", "ring:rxq=4");
+  REQUIRE(r.ok());
+  CHECK(r.value().rxq == 4);
+  CHECK(r.value().ring_size == 1024);
+  r = parse_port_spec("p0", "ring:size=64,rxq=16");
+  REQUIRE(r.ok());
+  CHECK(r.value().rxq == 16);
+  CHECK(r.value().ring_size == 64);
+  r = parse_port_spec("p0", "pcap:in=a.pcap,rxq=4");
+  REQUIRE(r.ok());
+  CHECK(r.value().rxq == 4);
+  CHECK(r.value().pcap_in == "a.pcap");
+  r = parse_port_spec("p0", "pcap:rxq=2,in=a.pcap,out=b.pcap,loop=3");
+  REQUIRE(r.ok());
+  CHECK(r.value().rxq == 2);
+  CHECK(r.value().loops == 3);
+  CHECK(parse_port_spec("p0", "pcap:in=a.pcap,rxq=1").value().rxq == 1);
+}
+
+TEST_CASE("rxq errors say what is allowed") {
+  for (const char* spec : {"ring:rxq=0", "ring:rxq=17", "ring:rxq=x", "ring:rxq=-1", "pcap:in=a,rxq=0",
+                           "pcap:in=a,rxq=100", "pcap:in=a,rxq=4x"}) {
+    const std::string e = err("p0", spec);
+    CHECK_MESSAGE(has(e, "must be a number of rx queues from 1 to 16"), e);
+    CHECK_MESSAGE(has(e, std::string("in '") + spec + "'"), e);
+  }
+  CHECK(has(err("p0", "ring:rxq=2,rxq=2"), "ring option 'rxq' given twice"));
+  CHECK(has(err("p0", "pcap:in=a,rxq=2,rxq=2"), "pcap option 'rxq' given twice"));
+  CHECK(has(err("p0", "ring:rxq="), "has an empty value"));
+  const std::string out_only = err("p0", "pcap:out=b.pcap,rxq=2");
+  CHECK_MESSAGE(has(out_only, "pcap rxq=2 needs in=FILE"), out_only);
+  CHECK(has(err("p0", "tap:t0,rxq=2"), "tap has one rx queue"));
+  CHECK(has(err("p0", "sample:rxq=2"), "unknown sample option 'rxq'"));
+  CHECK(has(err("p0", "null:rxq=2"), "null takes no options"));
+}

@@ -1,13 +1,17 @@
 // PortSpec — what a --port NAME=SPEC (or a board) says a port is.
 //
-//   pcap:in=FILE[,loop=N]     replay FILE N times (loop=0: forever); default 1
-//   pcap:out=FILE             write every transmitted frame to FILE
-//   pcap:in=A,out=B[,loop=N]  both
-//   ring[:size=N]             in-memory rings, for tests
-//   tap:IFNAME                a Linux TAP device (created if absent)
+//   pcap:in=FILE[,loop=N][,rxq=Q]     replay FILE N times (loop=0: forever); default 1
+//   pcap:out=FILE                     write every transmitted frame to FILE
+//   pcap:in=A,out=B[,loop=N][,rxq=Q]  both
+//   ring[:size=N][,rxq=Q]             in-memory rings, for tests
+//   tap:IFNAME                        a Linux TAP device (created if absent); one rx queue
 //   null                      drops what it is sent, receives nothing
 //   sample[:pps=N]            replays keel's built-in traffic sample forever
 //   dpdk:DEVARGS              an ethdev (vdev string or PCI address + args)
+//
+// rxq=Q (1..16, default 1; Port::kMaxQueues): rx queues, which the sim NIC
+// fills by RSS (keel/hal/rss.h). Refused: 0, more than 16, not a number,
+// given twice, and on a pcap port without in= (it receives nothing).
 //
 // parse_port_spec() validates the syntax only; files and devices are checked
 // when the port is opened.
@@ -34,6 +38,7 @@ struct PortSpec {
   std::string pcap_out;      // pcap
   uint64_t loops = 1;        // pcap: times to replay the input, 0 = forever
   uint32_t ring_size = 1024; // ring
+  uint16_t rxq = 1;          // pcap (in=), ring: rx queues, 1..Port::kMaxQueues
   std::string ifname;        // tap
   uint64_t pps = 1000;       // sample: packets per second, 0 = as fast as possible
   std::string devargs;       // dpdk
