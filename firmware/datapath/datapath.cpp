@@ -401,10 +401,13 @@ Status Datapath::start(std::vector<hal::Backend*> backends) {
   offline_.store(offline, std::memory_order_relaxed);
 
   // rx queues round-robin over the PMDs, port by port; offline, all of them
-  // to PMD 0 (one reader merges the inputs by timestamp), in port order.
+  // to PMD 0 (one reader merges the inputs by timestamp), in port order, a
+  // multi-queue replay read as one queue in file order (merge_rx_queues).
   unsigned next = 0;
-  for (hal::Port* p : ports())
-    for (uint16_t q = 0; q < p->n_rxq(); ++q) pmds_[offline ? 0 : next++ % n]->add_rx_queue(p, q);
+  for (hal::Port* p : ports()) {
+    const uint16_t nq = offline ? p->merge_rx_queues() : p->n_rxq();
+    for (uint16_t q = 0; q < nq; ++q) pmds_[offline ? 0 : next++ % n]->add_rx_queue(p, q);
+  }
   pmds_[0]->set_offline(offline);
 
   // tx queue q = pmd % n_txq; shared when the port has fewer queues than PMDs.

@@ -16,6 +16,20 @@
 //             and releases the packet. Without out=, tx takes nothing and
 //             Port::tx() counts the burst as tx_dropped.
 //
+// rxq=Q > 1 (in= only): the capture is spread over Q rx queues as a NIC
+// spreads traffic by RSS (keel/hal/rss.h). At open, each record's Toeplitz
+// hash is computed once and its queue picked through the 128-entry RETA
+// (entry i = i % Q; records without an IP header: no hash, queue 0); queue q
+// then replays its own records in file order, `loops` times, each packet
+// carrying its RSS hash. Per-flow order is the file's within a queue (a
+// flow's records all hash to one queue); across queues there is no order,
+// as on a NIC. With rxq=1 nothing is hashed (as before, and as Open
+// vSwitch's netdev-dummy): the datapath computes its own hash.
+//
+// merge_rx_queues() (an offline run, datapath.h): queue 0 hands out every
+// record in file order, with the same RSS hashes, and the other queues
+// nothing, so one reader merging inputs by timestamp keeps the input order.
+//
 // input_state(): live without in=; pending until the last loop's last record
 // has been handed out, then drained (an empty capture is drained at once).
 //
@@ -25,18 +39,28 @@
 // the file says, span being its last minus its first timestamp, so that
 // the timestamps of a looped replay keep growing as its records do.
 //
-// Thread-safety: rx state (cursor, loop count) belongs to the thread polling
-// rx queue 0, the writer to the thread owning tx queue 0 and then to the
-// control thread for stop(). input_state is an atomic read by the control
-// thread: the PMD's release store of `drained` follows its last rx, so a
-// reader that sees drained knows every packet has been handed to the
-// datapath.
+// Thread-safety: the rx state of queue q (cursor, loop count) belongs to the
+// thread polling rx queue q (the single-queue cursor, also used merged, to
+// the thread polling queue 0); the per-record hashes and queue lists are
+// written at open and only read afterwards. The writer belongs to the thread
+// owning tx queue 0 and then to the control thread for stop().
+// merge_rx_queues() runs on the control thread before any rx. input_state is
+// an atomic read by the control thread: the PMD's release store of `drained`
+// follows its last rx, so a reader that sees drained knows every packet has
+// been handed to the datapath. With several queues each queue's end is an
+// acq_rel decrement of queues_left_, and the thread whose decrement ends the
+// last queue stores drained: the RMW chain orders every queue's last rx
+// before that store.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <optional>
 #include <string>
 
+#include <vector>
+
+#include "keel/hal/rss.h"
 #include "pcap_file.h"
 #include "sim_ports.h"
 
@@ -55,10 +79,12 @@ class PcapPort final : public Port {
         loops_(spec.loops),
         in_path_(spec.pcap_in),
         out_path_(spec.pcap_out) {
-    set_queues(1, 1);
+    const uint16_t nrxq = reader_ ? spec.rxq : 1;
+    set_queues(nrxq, 1);
     if (reader_ && reader_->size() == 0) state_.store(InputState::drained, std::memory_order_relaxed);
     if (reader_ && reader_->size() != 0)
       loop_stride_ns_ = reader_->timestamp_ns(reader_->size() - 1) - reader_->timestamp_ns(0) + 1;
+    if (nrxq > 1) spread(nrxq);
   }
   ~PcapPort() override { stop(); }
 
@@ -99,7 +125,13 @@ class PcapPort final : public Port {
     if (!in_path_.empty()) d += " in=" + in_path_;
     if (!out_path_.empty()) d += " out=" + out_path_;
     if (!in_path_.empty()) d += " loop=" + std::to_string(loops_);
+    if (n_rxq() > 1) d += " rxq=" + std::to_string(n_rxq());
     return d;
+  }
+
+  uint16_t merge_rx_queues() noexcept override {
+    merged_ = true;
+    return 1;
   }
 
   void stop() noexcept override {
@@ -107,20 +139,38 @@ class PcapPort final : public Port {
   }
 
  protected:
-  uint16_t rx_burst(uint16_t, std::span<Packet*> out) noexcept override {
+  uint16_t rx_burst(uint16_t q, std::span<Packet*> out) noexcept override {
     if (!reader_ || state_.load(std::memory_order_relaxed) != InputState::pending) return 0;
-    const size_t records = reader_->size();
+    if (lists_.empty() || merged_) {
+      if (q != 0) return 0;
+      return replay(out, next_, done_loops_, reader_->size(), nullptr, [](size_t i) { return i; });
+    }
+    RxQueue& rq = queues_[q];
+    if (rq.drained) return 0;
+    const std::vector<uint32_t>& list = lists_[q];
+    return replay(out, rq.next, rq.done_loops, list.size(), &rq.drained,
+                  [&list](size_t i) -> size_t { return list[i]; });
+  }
+
+  // Copies the next records of one cursor (a position `next` in a list of
+  // `records` record numbers, record_of(position) -> record, replayed
+  // `loops_` times) into pool buffers; ends the cursor's replay after the
+  // last loop's last record.
+  template <typename RecordOf>
+  uint16_t replay(std::span<Packet*> out, size_t& next, uint64_t& done_loops, size_t records,
+                  bool* queue_drained, RecordOf record_of) noexcept {
     size_t want = std::min<size_t>(out.size(), kMaxBurst);
     // Stop exactly at the end of the last loop. With more loops left than
     // a burst holds there are more records left than that too (>= 1 each).
-    if (loops_ != 0 && loops_ - done_loops_ <= want) {
-      want = std::min<uint64_t>(want, (loops_ - done_loops_) * records - next_);
+    if (loops_ != 0 && loops_ - done_loops <= want) {
+      want = std::min<uint64_t>(want, (loops_ - done_loops) * records - next);
     }
     Packet* standard[kMaxBurst];
     const unsigned have = pool_->alloc_burst({standard, want});
     unsigned used = 0, n = 0;
     for (; n < want; ++n) {
-      std::span<const uint8_t> f = reader_->frame(next_);
+      const size_t rec = record_of(next);
+      std::span<const uint8_t> f = reader_->frame(rec);
       Packet* p;
       if (f.size() <= kBufferSize) [[likely]] {
         if (used == have) break;
@@ -131,15 +181,56 @@ class PcapPort final : public Port {
       out[n] = p;
       std::memcpy(p->data(), f.data(), f.size());
       p->set_len(static_cast<uint32_t>(f.size()));
-      if (++next_ == records) {
-        next_ = 0;
-        if (++done_loops_ == loops_) {  // never true for loops_ == 0 (forever)
-          state_.store(InputState::drained, std::memory_order_release);
+      if (!hashes_.empty() && (hashes_[rec] >> 32)) p->set_rss_hash(static_cast<uint32_t>(hashes_[rec]));
+      if (++next == records) {
+        next = 0;
+        if (++done_loops == loops_) {  // never true for loops_ == 0 (forever)
+          end_of_cursor(queue_drained);
+          ++n;
+          break;
         }
       }
     }
     for (unsigned i = used; i < have; ++i) pool_->free(standard[i]);  // a jumbo record took their place
     return static_cast<uint16_t>(n);
+  }
+
+  // A cursor's replay ended. The single (or merged) cursor: the input is
+  // drained. A queue's: the queue is, and the input when it was the last.
+  void end_of_cursor(bool* queue_drained) noexcept {
+    if (queue_drained) {
+      *queue_drained = true;  // only the queue's own thread reads it
+      if (queues_left_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    }
+    state_.store(InputState::drained, std::memory_order_release);
+  }
+
+  // Setup (constructor): each record's RSS hash and queue, and the queues'
+  // record lists.
+  void spread(uint16_t nrxq) {
+    const RssReta reta(nrxq);
+    const size_t records = reader_->size();
+    hashes_.assign(records, 0);
+    lists_.assign(nrxq, {});
+    for (size_t i = 0; i < records; ++i) {
+      std::span<const uint8_t> f = reader_->frame(i);
+      uint32_t h = 0;
+      uint16_t q = 0;
+      if (rss_hash_frame(f.data(), static_cast<uint32_t>(f.size()), h)) {
+        hashes_[i] = (uint64_t{1} << 32) | h;
+        q = reta.queue_for(h);
+      }
+      lists_[q].push_back(static_cast<uint32_t>(i));
+    }
+    unsigned left = 0;
+    for (uint16_t q = 0; q < nrxq; ++q) {
+      if (lists_[q].empty()) {
+        queues_[q].drained = true;
+      } else {
+        ++left;
+      }
+    }
+    queues_left_.store(left, std::memory_order_relaxed);
   }
 
   uint64_t stamp(uint64_t loop, size_t i) const noexcept {
@@ -165,10 +256,22 @@ class PcapPort final : public Port {
   const uint64_t loops_;
   uint64_t loop_stride_ns_ = 0;  // see input_kind()
   const std::string in_path_, out_path_;
-  // rx side (rx queue owner)
+  // rx side, one queue or merged (rx queue 0's owner)
   size_t next_ = 0;
   uint64_t done_loops_ = 0;
   std::atomic<InputState> state_{InputState::pending};
+  // rx side, rxq > 1 (see the top): written at open, then read-only
+  std::vector<uint64_t> hashes_;             // per record: bit 32 = has a hash, low 32 = the hash
+  std::vector<std::vector<uint32_t>> lists_;  // per queue: its record numbers, in file order
+  bool merged_ = false;                       // merge_rx_queues(): before any rx
+  // rx side, rxq > 1: queue q's cursor belongs to rx queue q's owner
+  struct alignas(64) RxQueue {
+    size_t next = 0;
+    uint64_t done_loops = 0;
+    bool drained = false;
+  };
+  std::array<RxQueue, kMaxQueues> queues_{};
+  std::atomic<unsigned> queues_left_{0};     // queues not yet drained
 };
 
 }  // namespace

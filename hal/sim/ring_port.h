@@ -3,9 +3,18 @@
 //
 //   test --inject()--> [rx ring] --rx()--> datapath --tx()--> [tx ring] --collect()--> test
 //
-// Both rings are keel::MpmcRing<Packet*> of ring_size slots (a power of two,
-// checked by parse_port_spec). Open one with `ring[:size=N]` through the sim
-// backend and reach these calls with dynamic_cast<sim::RingPort*>(port).
+// The rings are keel::MpmcRing<Packet*> of ring_size slots (a power of two,
+// checked by parse_port_spec). Open one with `ring[:size=N][,rxq=Q]` through
+// the sim backend and reach these calls with dynamic_cast<sim::RingPort*>(port).
+//
+// rxq=Q > 1: Q rx rings, filled as a NIC fills its queues by RSS
+// (keel/hal/rss.h): inject() computes each frame's Toeplitz hash, stores it
+// as the packet's RSS hash and pushes the packet onto the rx ring of queue
+// reta[hash % 128] (entry i = i % Q); frames without one (not IP) get no hash
+// and go to queue 0. rx(q) returns queue q's packets in injection order.
+// With rxq=1 (the default) the port hashes nothing, as before (a NIC with
+// RSS off, or Open vSwitch's netdev-dummy): the datapath computes its own
+// hash.
 //
 // Ownership: inject() takes the packets it accepts (a prefix of its
 // argument; the rest stay the caller's). rx() hands them to the datapath.
@@ -14,11 +23,14 @@
 // releases them. The destructor releases whatever is still in either ring,
 // so the packets' pool must outlive the port (the backend guarantees it).
 //
-// Thread-safety: inject/collect from any thread, concurrently with the PMD's
+// Thread-safety: inject/collect from any thread, concurrently with the PMDs'
 // rx()/tx() (the rings are multi-producer multi-consumer; each push
-// publishes the packet with a release store that the pop acquires).
+// publishes the packet with a release store that the pop acquires). Per-flow
+// order within a queue holds for packets injected by one thread. The RETA is
+// written in the constructor only.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -27,6 +39,7 @@
 
 #include "core/ring.h"
 #include "keel/hal/port.h"
+#include "keel/hal/rss.h"
 
 namespace keel::hal::sim {
 
@@ -36,17 +49,19 @@ class RingPort final : public Port {
  public:
   // `pool` (may be null) is kept alive as long as the port, because the
   // destructor releases packets still in the rings into it.
-  RingPort(std::string name, uint32_t ring_size, std::shared_ptr<Pool> pool = {});
+  RingPort(std::string name, uint32_t ring_size, std::shared_ptr<Pool> pool = {}, uint16_t n_rxq = 1);
   ~RingPort() override;
 
-  // Queues packets for rx; returns how many were taken (a prefix).
-  size_t inject(std::span<Packet* const> pkts) noexcept { return rx_ring_.push_bulk(pkts); }
+  // Queues packets for rx (on their RSS queue when rxq > 1); returns how many
+  // were taken (a prefix: it stops at the first packet whose queue is full).
+  size_t inject(std::span<Packet* const> pkts) noexcept;
   // Takes up to out.size() transmitted packets; the caller releases them.
   size_t collect(std::span<Packet*> out) noexcept { return tx_ring_.pop_bulk(out); }
 
-  size_t rx_pending() const noexcept { return rx_ring_.size(); }  // injected, not yet received
+  size_t rx_pending() const noexcept;                  // injected, not yet received (all queues)
+  size_t rx_pending(uint16_t q) const noexcept { return rx_rings_[q]->size(); }
   size_t tx_pending() const noexcept { return tx_ring_.size(); }  // sent, not yet collected
-  uint32_t ring_size() const { return static_cast<uint32_t>(rx_ring_.capacity()); }
+  uint32_t ring_size() const { return static_cast<uint32_t>(tx_ring_.capacity()); }
 
   LinkState link() const override;
   std::string describe() const override;
@@ -57,8 +72,9 @@ class RingPort final : public Port {
 
  private:
   std::shared_ptr<Pool> pool_;  // first: destroyed after the rings are emptied
-  MpmcRing<Packet*> rx_ring_;
+  std::array<std::unique_ptr<MpmcRing<Packet*>>, kMaxQueues> rx_rings_;  // [0, n_rxq())
   MpmcRing<Packet*> tx_ring_;
+  RssReta reta_;
 };
 
 }  // namespace keel::hal::sim

@@ -5,8 +5,10 @@
 // It owns the sim::Pool (pool.h) and shares it with the ports it opens, so
 // the pool lives until the backend and every port are gone. Port kinds and
 // what they do are described in their files: pcap_port.cpp, ring_port.h,
-// null_port.cpp, sample_port.cpp, tap_port.cpp. Every sim port has one rx and
-// one tx queue whatever was asked; callers read n_rxq()/n_txq().
+// null_port.cpp, sample_port.cpp, tap_port.cpp. Every sim port has one tx
+// queue and one rx queue, except ring and pcap in= ports, which have the
+// spec's rxq= (PortSpec::rxq) filled by RSS; the n_rxq/n_txq arguments are
+// ignored and callers read n_rxq()/n_txq().
 //
 // Life cycle: make_sim_backend() allocates the pool (may fail: memory);
 // open_port() may fail with "port NAME: <reason>"; thread_init() has nothing

@@ -2,7 +2,8 @@
 //
 // Each returns a started port or a Status whose message names what failed
 // ("pcap file 'a.pcap': No such file or directory"); SimBackend::open_port
-// adds the "port NAME: " prefix. Every sim port has one rx and one tx queue
+// adds the "port NAME: " prefix. Every sim port has one tx queue and
+// one rx queue, or spec.rxq for ring and pcap in= ports (RSS, keel/hal/rss.h),
 // and reports its link up at 10 Gb/s.
 //
 // Thread-safety: called on the control thread while the port is not yet

@@ -147,6 +147,12 @@ class Port {
     (void)limit_ns, (void)inclusive;
     return max;
   }
+  // Offline, before the first rx (control thread): makes rx queue 0 hand out
+  // the whole input in arrival order, so that one reader merging inputs by
+  // timestamp keeps that order, and returns how many rx queues are left to
+  // poll (1). A port that cannot merge its queues returns n_rxq() and keeps
+  // them (a single-queue port has nothing to merge).
+  virtual uint16_t merge_rx_queues() noexcept { return n_rxq(); }
   virtual std::string describe() const = 0;  // e.g. "pcap in=a.pcap out=b.pcap"
 
   virtual void stop() noexcept {}  // flushes outputs; idempotent
