@@ -71,8 +71,9 @@ Result<std::unique_ptr<System>> System::boot(const BootOptions& opts) {
 
   for (const hal::PortSpec& s : sys->specs_) {
     hal::Backend& be = s.kind == hal::PortKind::dpdk ? *sys->dpdk_ : *sys->sim_;
-    // One rx queue per port for now (RSS spreading arrives with multi-queue
-    // rx assignment); one tx queue per PMD so PMDs never share one.
+    // One rx queue asked per port for now (sim ring/pcap ports take theirs
+    // from the spec's rxq=, spread by RSS); one tx queue per PMD so PMDs
+    // never share one.
     auto port = be.open_port(s, 1, n_pmds);
     if (!port) {
       sys->shutdown();

@@ -10,8 +10,10 @@
 // --exit-when-drained) and every port that receives anything replays a
 // finite capture (hal::Port::InputKind::finite_replay: a pcap in= with
 // loop>=1), start() puts the datapath in offline mode, for the run's life:
-// keel is then a what-if tool rather than a NIC. All rx queues go to PMD 0,
-// which reads the inputs merged by record timestamp (ties in port order),
+// keel is then a what-if tool rather than a NIC. All rx queues go to PMD 0
+// (a multi-queue replay merged into its queue 0 first, in file order:
+// hal::Port::merge_rx_queues), which reads the inputs merged by record
+// timestamp (ties in port order),
 // never drops a packet for want of an upcall record (it stops reading
 // instead: backpressure), and emits, per output port, the packets in the
 // order their inputs arrived, as Open vSwitch processing them one at a time

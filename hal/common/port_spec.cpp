@@ -153,7 +153,8 @@ Status parse_pcap(PortSpec& ps, bool has_opts, std::string_view opts, std::strin
     return bad(name, "pcap loop=" + std::string(loop_tok) + " needs in=FILE", spec);
   }
   if (have_rxq && ps.pcap_in.empty()) {
-    return bad(name, "pcap rxq=" + std::to_string(ps.rxq) + " needs in=FILE (an output-only port receives nothing)",
+    return bad(name,
+               "pcap rxq=" + std::to_string(ps.rxq) + " needs in=FILE (an output-only port receives nothing)",
                spec);
   }
   return {};

@@ -57,7 +57,6 @@
 #include <cstring>
 #include <optional>
 #include <string>
-
 #include <vector>
 
 #include "keel/hal/rss.h"
@@ -261,7 +260,7 @@ class PcapPort final : public Port {
   uint64_t done_loops_ = 0;
   std::atomic<InputState> state_{InputState::pending};
   // rx side, rxq > 1 (see the top): written at open, then read-only
-  std::vector<uint64_t> hashes_;             // per record: bit 32 = has a hash, low 32 = the hash
+  std::vector<uint64_t> hashes_;              // per record: bit 32 = has a hash, low 32 = the hash
   std::vector<std::vector<uint32_t>> lists_;  // per queue: its record numbers, in file order
   bool merged_ = false;                       // merge_rx_queues(): before any rx
   // rx side, rxq > 1: queue q's cursor belongs to rx queue q's owner
@@ -271,7 +270,7 @@ class PcapPort final : public Port {
     bool drained = false;
   };
   std::array<RxQueue, kMaxQueues> queues_{};
-  std::atomic<unsigned> queues_left_{0};     // queues not yet drained
+  std::atomic<unsigned> queues_left_{0};  // queues not yet drained
 };
 
 }  // namespace

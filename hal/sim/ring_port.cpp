@@ -20,9 +20,10 @@ RingPort::RingPort(std::string name, uint32_t ring_size, std::shared_ptr<Pool> p
 
 RingPort::~RingPort() {
   Packet* p;
-  for (auto& r : rx_rings_)
-    if (r)
-      while (r->pop(p)) hal::release(p);
+  for (auto& r : rx_rings_) {
+    if (!r) continue;
+    while (r->pop(p)) hal::release(p);
+  }
   while (tx_ring_.pop(p)) hal::release(p);
 }
 
@@ -68,7 +69,8 @@ Result<std::unique_ptr<Port>> open_ring_port(const PortSpec& spec, const std::sh
     return invalid("ring size " + std::to_string(spec.ring_size) + " is not a power of two >= 2");
   }
   if (spec.rxq < 1 || spec.rxq > Port::kMaxQueues) {
-    return invalid("rxq " + std::to_string(spec.rxq) + " is not from 1 to " + std::to_string(Port::kMaxQueues));
+    return invalid("rxq " + std::to_string(spec.rxq) + " is not from 1 to " +
+                   std::to_string(Port::kMaxQueues));
   }
   return std::unique_ptr<Port>(new RingPort(spec.name, spec.ring_size, pool, spec.rxq));
 }
