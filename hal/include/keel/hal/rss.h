@@ -29,7 +29,12 @@
 // Cost: the hash is table-driven — one 32-bit XOR per input byte from a
 // 36 x 256 table computed at compile time for the default key (36 KB) — so
 // a 12-byte IPv4/UDP input is 12 loads and XORs; no allocation, no branch
-// per bit.
+// per bit. rss_hash_frame() on 64-byte IPv4/UDP frames (1024 distinct, hot
+// in cache) takes about 14 ns per frame on the shared 2-core dev VM (g++ -O2,
+// a loop over rss_hash_frame; noisy: other builds ran). Where it is paid:
+// a pcap port computes its records' hashes once at open, so a replay pays
+// nothing per packet; a ring port hashes in inject(), on the injecting
+// thread (the "wire"), not the PMD.
 //
 // Thread-safety: pure functions over constant tables; any thread. An
 // RssReta is written by its owner before the port is polled and only read
