@@ -1514,8 +1514,8 @@ def make_table(opt, plan, runs, meta):
     # same row back to back; the verdict is the median of the per-round ratios.
     interleaved = ["| scenario | variant | rounds | keel Mpps median (min-max) | OVS-DPDK Mpps median (min-max) | "
                    "keel/OVS per-round ratio: **median** (min-max) | per-round ratios (round order) | "
-                   "I/O ceiling Mpps median (min-max) |",
-                   "|---|---|---|---|---|---|---|---|"]
+                   "I/O ceiling Mpps median (min-max) | 1-min load average (min-max) |",
+                   "|---|---|---|---|---|---|---|---|---|"]
     for p in plan:
         key = (p["scenario"], p["variant"])
         b = base.get(key)
@@ -1546,12 +1546,14 @@ def make_table(opt, plan, runs, meta):
             ovs_vals = [r["ovs_mpps"] for r in rs if r.get("ovs_mpps")]
             ovs_med, ovs_text, ovs_ratio = statistics.median(ovs_vals), med_range(ovs_vals), ""
             ovs_cyc = med_range([r["ovs_cycles_per_pkt"] for r in rs if r.get("ovs_cycles_per_pkt")], 0)
-            interleaved.append("| %s | %s | %d | %s | %s | **%s** (%s-%s) | %s | %s |" % (
+            load = [float(r[k]) for r in rs for k in ("load_start", "load_end", "ovs_load_end") if k in r]
+            interleaved.append("| %s | %s | %d | %s | %s | **%s** (%s-%s) | %s | %s | %s |" % (
                 p["scenario"], p["variant"], len(round_ratios), med_range(mpps), ovs_text,
                 fmt(statistics.median(round_ratios)), fmt(min(round_ratios)), fmt(max(round_ratios)),
                 ", ".join(fmt(x) for x in round_ratios),
-                med_range([r["io_mpps"] for r in rs if r.get("io_mpps")], 1)) if round_ratios else
-                "| %s | %s | 0 | %s | %s | NA | | |" % (p["scenario"], p["variant"], med_range(mpps), ovs_text))
+                med_range([r["io_mpps"] for r in rs if r.get("io_mpps")], 1),
+                "%.1f-%.1f" % (min(load), max(load)) if load else "NA") if round_ratios else
+                "| %s | %s | 0 | %s | %s | NA | | | |" % (p["scenario"], p["variant"], med_range(mpps), ovs_text))
         elif b:
             ovs_med, ovs_text, ovs_ratio = b["mpps"], b["mpps_text"], b["ratio"]
         else:
@@ -1572,8 +1574,10 @@ def make_table(opt, plan, runs, meta):
                  "pcap in the same round; for OVS, its median cycles/pkt minus TSC Hz / its median "
                  "I/O ceiling (BASELINE.md)")
     if len(interleaved) > 2:
-        lines += ["", "Interleaved keel / Open vSwitch (per round and row: keel, then OVS-DPDK, then the "
-                  "I/O ceiling; ratio = keel Mpps / OVS Mpps of the same round):", ""] + interleaved
+        lines += ["", "Interleaved keel / Open vSwitch (per round and row: keel, then OVS-DPDK%s; "
+                  "ratio = keel Mpps / OVS Mpps of the same round):"
+                  % (", then the I/O ceiling" if any(r.get("io_mpps") for rs in runs.values() for r in rs)
+                     else ""), ""] + interleaved
     return "\n".join(lines), notes
 
 if __name__ == "__main__":
