@@ -28,10 +28,17 @@ translate (p2p-1flow, p2p-10kflows, dpcls-16masks) and each of its variants:
      `show ports --format json`, waits SECONDS, reads it again:
      Mpps = delta of p1's tx packets / elapsed; cycles/pkt =
      processing_cycles / packets_received of `pmd-stats-show --format json`;
-  4. runs shared/bench/io_ceiling (plain rx_burst -> tx_burst) on the same
-     pcap for the same number of seconds, right after keel exited;
-  5. with --ovs and Open vSwitch installed, runs
-     shared/bench/ovs_baseline.sh SCENARIO SECONDS for the same variant.
+  4. with --ovs and Open vSwitch installed, runs
+     shared/bench/ovs_baseline.sh SCENARIO SECONDS for the same variant right
+     after keel exited (keel, OVS, keel, OVS ... round by round), and records
+     the round's keel/OVS Mpps ratio (ratio_ovs);
+  5. runs shared/bench/io_ceiling (plain rx_burst -> tx_burst) on the same
+     pcap for the same number of seconds.
+
+The verdict keel vs Open vSwitch is the median of the per-round ratios with
+its min-max and the number of rounds (the "Interleaved" table): the two runs
+of a pair share the load of the same minute, which the absolute Mpps of rows
+measured minutes apart do not.
 
 Rounds are outermost (every scenario/variant once, then again), as in
 shared/bench/run_all.sh, so that background load drifting over time is spread
@@ -39,7 +46,7 @@ over all rows. Prints one key=value line per run, then a markdown table:
 median (min-max) of keel Mpps, cycles/pkt, cycles/pkt beyond the I/O ceiling's
 own cost, the cache path, the I/O ceiling, keel/ceiling, and OVS-DPDK's figures
 from shared/bench/BASELINE.md (quoted, not re-measured) or from this
-invocation's --ovs runs. Each run is also checked: keel exits 0, tx = rx,
+invocation's --ovs runs (then keel/OVS is the median of the per-round ratios). Each run is also checked: keel exits 0, tx = rx,
 no misses/lost packets, every datapath pass hit a cache (PROBLEM lines and
 exit status 1 otherwise).
 
@@ -1068,12 +1075,15 @@ def load_results(path, plan):
             except ValueError:
                 r[k] = v
         r["problems"] = "" if r.get("problems") in ("-", None) else r["problems"]
+        if isinstance(r.get("ovs_mpps"), float) and "ratio_ovs" not in r and r["ovs_mpps"] > 0:
+            r["ratio_ovs"] = r["mpps"] / r["ovs_mpps"]  # result files older than the ratio field
         for k in ("dp_flows", "dp_masks"):
             r[k] = int(r.get(k, 0))
         runs.setdefault(key, []).append(r)
         if r["problems"]:
             failures.append("%s run %s: %s" % ("/".join(key), kv.get("run"), r["problems"]))
-    return runs, failures, {"timing": "from %s; " % path}
+    ovs_ok = any(isinstance(r.get("ovs_mpps"), float) for rs in runs.values() for r in rs)
+    return runs, failures, {"timing": "from %s; " % path, "ovs_ok": ovs_ok}
 
 
 def measure(opt, plan):
@@ -1115,16 +1125,16 @@ def measure(opt, plan):
                     failures.append(msg)
                     opt.keep = True
                     continue
-                if io_bin:
-                    r["io_mpps"], r["io_cycles_per_pkt"], r["tsc_hz"] = run_io_ceiling(opt, io_bin, p["pcap"])
-                    r["ratio_io"] = r["mpps"] / r["io_mpps"] if r["io_mpps"] else None
-                    if p.get("full_pcap"):
-                        r["io_mpps_full_pcap"], _, _ = run_io_ceiling(opt, io_bin, p["full_pcap"])
+                # Open vSwitch runs right after keel on the same row (A B A B
+                # ...): the pair shares the machine's load of that minute, so
+                # their ratio is the figure that survives the noise.
                 if ovs_ok:
                     o = run_ovs(opt, p["scenario"], p["variant"], rnd)
                     if o:
                         r["ovs_mpps"] = float(o["mpps"])
                         r["ovs_cycles_per_pkt"] = float(o.get("cycles_per_pkt", "nan"))
+                        r["ratio_ovs"] = r["mpps"] / r["ovs_mpps"] if r["ovs_mpps"] > 0 else None
+                        r["ovs_load_end"] = open("/proc/loadavg").read().split()[0]
                         if opt.openflow and o.get("dump") and p.get("keel_dumps"):
                             # Open vSwitch's own dpctl/dump-flows of this round.
                             diff = compare_flows([norm_dp_flow(f) for f in p["keel_dumps"][-1]],
@@ -1133,6 +1143,11 @@ def measure(opt, plan):
                             if diff:
                                 r["problems"] = "; ".join(x for x in (r["problems"],
                                     "megaflows differ from Open vSwitch's dump: " + diff) if x)
+                if io_bin:
+                    r["io_mpps"], r["io_cycles_per_pkt"], r["tsc_hz"] = run_io_ceiling(opt, io_bin, p["pcap"])
+                    r["ratio_io"] = r["mpps"] / r["io_mpps"] if r["io_mpps"] else None
+                    if p.get("full_pcap"):
+                        r["io_mpps_full_pcap"], _, _ = run_io_ceiling(opt, io_bin, p["full_pcap"])
                 r["records"] = p["records"]
                 runs.setdefault(key, []).append(r)
                 line = "scenario=%s variant=%s run=%d " % (p["scenario"], p["variant"], rnd)
@@ -1495,6 +1510,12 @@ def make_table(opt, plan, runs, meta):
              "keel/OVS Mpps |" % ovs_src,
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     notes = []
+    # Interleaved keel / Open vSwitch: per round, keel then Open vSwitch on the
+    # same row back to back; the verdict is the median of the per-round ratios.
+    interleaved = ["| scenario | variant | rounds | keel Mpps median (min-max) | OVS-DPDK Mpps median (min-max) | "
+                   "keel/OVS per-round ratio: **median** (min-max) | per-round ratios (round order) | "
+                   "I/O ceiling Mpps median (min-max) | 1-min load average (min-max) |",
+                   "|---|---|---|---|---|---|---|---|---|"]
     for p in plan:
         key = (p["scenario"], p["variant"])
         b = base.get(key)
@@ -1520,10 +1541,19 @@ def make_table(opt, plan, runs, meta):
         io = [r.get("io_mpps") for r in rs]
         ratio = [r.get("ratio_io") for r in rs if r.get("ratio_io")]
         beyond = [r["cycles_per_pkt"] - r["io_cycles_per_pkt"] for r in rs if r.get("io_cycles_per_pkt")]
+        round_ratios = [r["ratio_ovs"] for r in rs if r.get("ratio_ovs")]
         if ovs_ok and any(r.get("ovs_mpps") for r in rs):
             ovs_vals = [r["ovs_mpps"] for r in rs if r.get("ovs_mpps")]
             ovs_med, ovs_text, ovs_ratio = statistics.median(ovs_vals), med_range(ovs_vals), ""
             ovs_cyc = med_range([r["ovs_cycles_per_pkt"] for r in rs if r.get("ovs_cycles_per_pkt")], 0)
+            load = [float(r[k]) for r in rs for k in ("load_start", "load_end", "ovs_load_end") if k in r]
+            interleaved.append("| %s | %s | %d | %s | %s | **%s** (%s-%s) | %s | %s | %s |" % (
+                p["scenario"], p["variant"], len(round_ratios), med_range(mpps), ovs_text,
+                fmt(statistics.median(round_ratios)), fmt(min(round_ratios)), fmt(max(round_ratios)),
+                ", ".join(fmt(x) for x in round_ratios),
+                med_range([r["io_mpps"] for r in rs if r.get("io_mpps")], 1),
+                "%.1f-%.1f" % (min(load), max(load)) if load else "NA") if round_ratios else
+                "| %s | %s | 0 | %s | %s | NA | | | |" % (p["scenario"], p["variant"], med_range(mpps), ovs_text))
         elif b:
             ovs_med, ovs_text, ovs_ratio = b["mpps"], b["mpps_text"], b["ratio"]
         else:
@@ -1533,6 +1563,7 @@ def make_table(opt, plan, runs, meta):
             p["scenario"], variant, med_range(mpps), med_range([r["cycles_per_pkt"] for r in rs], 0),
             med_range(beyond, 0), path_text(median_run(rs)), med_range(io, 1),
             fmt(statistics.median(ratio)) if ratio else "NA", ovs_text, ovs_cyc, ovs_ratio,
+            "%s (per-round median)" % fmt(statistics.median(round_ratios)) if round_ratios else
             fmt(statistics.median(mpps) / ovs_med) if ovs_med else "NA"))
         if p["cap_note"]:
             full = [r.get("io_mpps_full_pcap") for r in rs if r.get("io_mpps_full_pcap")]
@@ -1542,6 +1573,11 @@ def make_table(opt, plan, runs, meta):
     notes.append("cycles/pkt beyond I/O: keel's cycles/pkt minus io_ceiling's cycles/pkt on the same "
                  "pcap in the same round; for OVS, its median cycles/pkt minus TSC Hz / its median "
                  "I/O ceiling (BASELINE.md)")
+    if len(interleaved) > 2:
+        lines += ["", "Interleaved keel / Open vSwitch (per round and row: keel, then OVS-DPDK%s; "
+                  "ratio = keel Mpps / OVS Mpps of the same round):"
+                  % (", then the I/O ceiling" if any(r.get("io_mpps") for rs in runs.values() for r in rs)
+                     else ""), ""] + interleaved
     return "\n".join(lines), notes
 
 if __name__ == "__main__":
