@@ -3,7 +3,7 @@
 //
 // Handler: takes the PMDs' upcalls (datapath/upcall.h) — the parsed key and
 // its hash travel with the packet, so nothing is parsed or hashed again
-// (stats().reparses stays 0: there is no code path that parses here) —
+// (there is no code path that parses here: no re-parse counter either) —
 // translates each (Translator: xlate through the packet's bridge), and
 // answers with the megaflow to install in the PMD that missed (key & mask
 // exactly as translation consulted, in_port and recirc_id exact) and the
@@ -108,7 +108,7 @@ struct UdpifKnobs {
 
 struct UdpifStats {
   uint64_t upcalls = 0, action_upcalls = 0, installs = 0, install_failed = 0, limit_hits = 0;
-  uint64_t translate_errors = 0, reparses = 0;
+  uint64_t translate_errors = 0;
   uint64_t offline_revalidations = 0;  // offline: rounds run because a translation moved the MAC table
   uint64_t rounds = 0, revalidated = 0, modified = 0, deleted_idle = 0, deleted_changed = 0,
            deleted_limit = 0;
