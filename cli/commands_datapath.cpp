@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 
 #include "cli/command_tree_impl.h"
 #include "cli/json.h"
 #include "datapath/datapath.h"
 #include "flow/dp_actions.h"
 #include "flow/dp_flow_syntax.h"
+#include "flow/flow_text.h"
+#include "flow/miniflow.h"
 #include "flow/of_match_syntax.h"
 #include "keel/hal/cpu.h"
 
@@ -82,6 +85,150 @@ Status parse_flow_with_actions(const datapath::Datapath& dp, const std::string& 
   if (!a) return std::move(a).take_status();
   actions = std::move(a.value());
   return {};
+}
+
+// A dpcls subtable's mask: every field the mask has, by its struct flow
+// name, with the mask bits as its value (numbers in hex, addresses as
+// addresses), in FlowKey order. A mask alone does not say which protocol
+// its L3/L4 words belong to (nw_src is IPv4's or ARP's, tp_src TCP's or
+// ICMP's type): the datapath attribute syntax needs the key's values for
+// that, so the mask is printed by field, not through format_dp_match(),
+// which would choose attributes from the mask bits as if they were a key
+// (eth_type 0xffff is no IPv4, and the IPv4 words vanished).
+std::string subtable_mask_text(const flow::Miniflow& mf) {
+  flow::FlowKey m{};
+  flow::expand(mf, m);
+  enum class K { u8, u16, u32, be16, be32, be64, ipv4, ipv6, mac, bytes };
+  struct F {
+    const char* name;
+    size_t off;
+    size_t len;
+    K kind;
+  };
+#define KEEL_MF(name, field, kind) F{name, offsetof(flow::FlowKey, field), sizeof(flow::FlowKey::field), K::kind}
+#define KEEL_MF_AT(name, field, at, len, kind) F{name, offsetof(flow::FlowKey, field) + (at), len, K::kind}
+  static const F fields[] = {
+      KEEL_MF("tun_id", tun_id, be64),
+      KEEL_MF("tun_src", tun_ipv4_src, ipv4),
+      KEEL_MF("tun_dst", tun_ipv4_dst, ipv4),
+      KEEL_MF("tun_ipv6_src", tun_ipv6_src, ipv6),
+      KEEL_MF("tun_ipv6_dst", tun_ipv6_dst, ipv6),
+      KEEL_MF("tun_flags", tun_flags, u16),
+      KEEL_MF("tun_tos", tun_tos, u8),
+      KEEL_MF("tun_ttl", tun_ttl, u8),
+      KEEL_MF("tun_tp_src", tun_tp_src, be16),
+      KEEL_MF("tun_tp_dst", tun_tp_dst, be16),
+      KEEL_MF("tun_gbp_id", tun_gbp_id, be16),
+      KEEL_MF("tun_gbp_flags", tun_gbp_flags, u8),
+      KEEL_MF("tun_metadata", tun_opts, bytes),
+      KEEL_MF("ct_state", ct_state, u16),
+      KEEL_MF("ct_zone", ct_zone, u16),
+      KEEL_MF("ct_mark", ct_mark, u32),
+      KEEL_MF("ct_label", ct_label, bytes),
+      KEEL_MF("skb_priority", skb_priority, u32),
+      KEEL_MF("pkt_mark", pkt_mark, u32),
+      KEEL_MF("dp_hash", dp_hash, u32),
+      KEEL_MF("conj_id", conj_id, u32),
+      KEEL_MF("in_port", in_port, u32),
+      KEEL_MF("recirc_id", recirc_id, u32),
+      KEEL_MF("metadata", metadata, be64),
+      KEEL_MF_AT("reg0", regs, 0, 4, u32),
+      KEEL_MF_AT("reg1", regs, 4, 4, u32),
+      KEEL_MF_AT("reg2", regs, 8, 4, u32),
+      KEEL_MF_AT("reg3", regs, 12, 4, u32),
+      KEEL_MF_AT("reg4", regs, 16, 4, u32),
+      KEEL_MF_AT("reg5", regs, 20, 4, u32),
+      KEEL_MF_AT("reg6", regs, 24, 4, u32),
+      KEEL_MF_AT("reg7", regs, 28, 4, u32),
+      KEEL_MF("dl_dst", dl_dst, mac),
+      KEEL_MF("dl_src", dl_src, mac),
+      KEEL_MF("dl_type", dl_type, be16),
+      KEEL_MF_AT("vlan_tpid", vlans, 0, 2, be16),
+      KEEL_MF_AT("vlan_tci", vlans, 2, 2, be16),
+      KEEL_MF_AT("vlan_tpid1", vlans, 4, 2, be16),
+      KEEL_MF_AT("vlan_tci1", vlans, 6, 2, be16),
+      KEEL_MF("nw_src", nw_src, ipv4),
+      KEEL_MF("nw_dst", nw_dst, ipv4),
+      KEEL_MF("ipv6_src", ipv6_src, ipv6),
+      KEEL_MF("ipv6_dst", ipv6_dst, ipv6),
+      KEEL_MF("ipv6_label", ipv6_label, be32),
+      KEEL_MF("nw_frag", nw_frag, u8),
+      KEEL_MF("nw_tos", nw_tos, u8),
+      KEEL_MF("nw_ttl", nw_ttl, u8),
+      KEEL_MF("nw_proto", nw_proto, u8),
+      KEEL_MF("nd_target", nd_target, ipv6),
+      KEEL_MF("arp_sha", arp_sha, mac),
+      KEEL_MF("tcp_flags", tcp_flags, be16),
+      KEEL_MF("arp_tha", arp_tha, mac),
+      KEEL_MF("tp_src", tp_src, be16),
+      KEEL_MF("tp_dst", tp_dst, be16),
+  };
+#undef KEEL_MF_AT
+#undef KEEL_MF
+  const auto* base = reinterpret_cast<const uint8_t*>(&m);
+  std::string out;
+  char buf[24];
+  for (const F& f : fields) {
+    const uint8_t* p = base + f.off;
+    if (std::all_of(p, p + f.len, [](uint8_t b) { return b == 0; })) continue;
+    if (!out.empty()) out += ',';
+    out += f.name;
+    out += '=';
+    uint16_t x16;
+    uint32_t x32;
+    uint64_t v = 0;
+    switch (f.kind) {
+      case K::u8:
+        v = p[0];
+        break;
+      case K::u16:
+        memcpy(&x16, p, 2);
+        v = x16;
+        break;
+      case K::u32:
+        memcpy(&x32, p, 4);
+        v = x32;
+        break;
+      case K::be16:
+        memcpy(&x16, p, 2);
+        v = flow::text::ntoh16(x16);
+        break;
+      case K::be32:
+        memcpy(&x32, p, 4);
+        v = flow::text::ntoh32(x32);
+        break;
+      case K::be64:
+        memcpy(&v, p, 8);
+        v = flow::text::ntoh64(v);
+        break;
+      case K::ipv4:
+        memcpy(&x32, p, 4);
+        flow::text::put_ipv4(out, x32);
+        continue;
+      case K::ipv6: {
+        flow::In6Addr a;
+        memcpy(&a, p, 16);
+        flow::text::put_ipv6(out, a);
+        continue;
+      }
+      case K::mac: {
+        flow::EthAddr a;
+        memcpy(&a, p, 6);
+        flow::text::put_mac(out, a);
+        continue;
+      }
+      case K::bytes:
+        out += "0x";
+        for (size_t i = 0; i < f.len; ++i) {
+          snprintf(buf, sizeof buf, "%02x", p[i]);
+          out += buf;
+        }
+        continue;
+    }
+    snprintf(buf, sizeof buf, "%#" PRIx64, v);
+    out += buf;
+  }
+  return out;
 }
 
 // A datapath flow's match as Open vSwitch prints it: the key that made the
@@ -566,16 +713,13 @@ void add_datapath_commands(CommandTree::Impl& t) {
           j.begin_object().field("pmd", pmd->index()).field("port", pname).field("in_port", port);
           j.begin_array("subtables");
           for (const auto& st : subtables) {
-            flow::Match m;
-            flow::expand(st.mask, m.mask);
-            m.key = m.mask;  // print the mask bits as values
             j.begin_object()
                 .field("u0", st.u0)
                 .field("u1", st.u1)
                 .field("lookup", st.lookup)
                 .field("rules", st.n_rules)
                 .field("hits", st.hits)
-                .field("mask", flow::format_dp_match(m))
+                .field("mask", subtable_mask_text(st.mask))
                 .end_object();
           }
           j.end_array().end_object();
@@ -585,12 +729,9 @@ void add_datapath_commands(CommandTree::Impl& t) {
                "): " + std::to_string(subtables.size()) + " subtables\n";
         for (size_t i = 0; i < subtables.size(); ++i) {
           const auto& st = subtables[i];
-          flow::Match m;
-          flow::expand(st.mask, m.mask);
-          m.key = m.mask;  // print the mask bits as values
           out += "  subtable " + std::to_string(i + 1) + ": miniflow_bits(" + std::to_string(st.u0) + "," +
                  std::to_string(st.u1) + ") lookup " + st.lookup + ", rules " + std::to_string(st.n_rules) +
-                 ", hits " + std::to_string(st.hits) + "\n    mask " + flow::format_dp_match(m) + "\n";
+                 ", hits " + std::to_string(st.hits) + "\n    mask " + subtable_mask_text(st.mask) + "\n";
         }
       }
     }

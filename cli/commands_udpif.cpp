@@ -82,8 +82,8 @@ void add_udpif_commands(CommandTree::Impl& t) {
           .field("install_failed", s.install_failed)
           .field("flow_limit_hits", s.limit_hits)
           .field("translate_errors", s.translate_errors)
+          .field("no_bridge_drops", s.no_bridge_drops)
           .field("controller_upcalls", s.action_upcalls)
-          .field("reparses", s.reparses)
           .field("revalidated", s.revalidated)
           .field("modified", s.modified)
           .field("deleted_idle", s.deleted_idle)
@@ -135,7 +135,7 @@ void add_udpif_commands(CommandTree::Impl& t) {
            ", install failed " + std::to_string(s.install_failed) + ", at flow limit " +
            std::to_string(s.limit_hits) + ", errors " + std::to_string(s.translate_errors) + ", controller " +
            std::to_string(s.action_upcalls) + ")\n";
-    out += "  re-parses     : " + std::to_string(s.reparses) + "\n";
+    out += "  no bridge     : " + std::to_string(s.no_bridge_drops) + " packets dropped\n";
     out += "  revalidator   : re-translated " + std::to_string(s.revalidated) + ", modified " +
            std::to_string(s.modified) + ", deleted idle " + std::to_string(s.deleted_idle) + ", changed " +
            std::to_string(s.deleted_changed) + ", over limit " + std::to_string(s.deleted_limit) + "\n";

@@ -48,6 +48,8 @@ struct Bridge::Txn {
   Version v;
   std::vector<OfRule*> inserted;  // new rules (add_version v)
   std::vector<OfRule*> removed;   // rules remove()d at v (old or new)
+  // (old, new): old's counters go to new at commit (OfRule::forward_to).
+  std::vector<std::pair<OfRule*, OfRule*>> forwards;
   FlowModResult result;
 };
 
@@ -221,12 +223,6 @@ OfRule* clone_rule(const OfRule& old) {
   return r;
 }
 
-void copy_counters(OfRule& to, const OfRule& from) {
-  to.packets.store(from.packets.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  to.bytes.store(from.bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  to.used_ns.store(from.used_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
-}
-
 }  // namespace
 
 Status Bridge::apply(const FlowMod& fm, Txn& txn) {
@@ -276,7 +272,7 @@ Status Bridge::apply(const FlowMod& fm, Txn& txn) {
     r->of11 = has_push_vlan(fm.actions);
     r->created_ns = r->modified_ns = now;
     if (old) {
-      if (!meta.reset_counts) copy_counters(*r, *old);
+      if (!meta.reset_counts) txn.forwards.emplace_back(old, r);
       remove_rule(old);
       ++txn.result.modified;
     } else {
@@ -335,7 +331,7 @@ Status Bridge::apply(const FlowMod& fm, Txn& txn) {
     r->of11 = has_push_vlan(fm.actions);
     r->modified_ns = now;
     if (meta.has_cookie && !cookie_masked) r->cookie = meta.cookie;
-    if (!meta.reset_counts) copy_counters(*r, *old);
+    if (!meta.reset_counts) txn.forwards.emplace_back(old, r);
     remove_rule(old);
     tables_[r->table_id]->insert(r, txn.v);
     txn.inserted.push_back(r);
@@ -375,6 +371,8 @@ void Bridge::commit(Txn& txn) {
     }
   }
   rules_gen_.fetch_add(1, std::memory_order_release);
+  // In order: a rule modified twice in one batch forwards along the chain.
+  for (auto [old, next] : txn.forwards) old->forward_to(next);
   bury(std::move(txn.removed));
 }
 
@@ -423,7 +421,7 @@ Result<FlowModResult> Bridge::flow_mod(const FlowMod& fm) { return bundle(std::s
 
 Result<FlowModResult> Bridge::bundle(std::span<const FlowMod> fms, size_t* failed) {
   reclaim();
-  Txn txn{version() + 1, {}, {}, {}};
+  Txn txn{version() + 1, {}, {}, {}, {}};
   for (size_t i = 0; i < fms.size(); ++i) {
     Status st = apply(fms[i], txn);
     if (!st.ok()) {
@@ -477,7 +475,7 @@ size_t Bridge::n_rules() const { return n_rules_; }
 
 size_t Bridge::expire(uint64_t now_ns) {
   reclaim();
-  Txn txn{version() + 1, {}, {}, {}};
+  Txn txn{version() + 1, {}, {}, {}, {}};
   const flow::Match all{};
   for (auto& t : tables_) {
     if (t->empty()) continue;

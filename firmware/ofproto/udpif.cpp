@@ -301,7 +301,10 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   }
   u->actions = new flow::DpActions(t.actions);
   const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
-  if (!t.cacheable || !t.bridge) {
+  // Dropped: its port is in no bridge (counted here unless a drop flow
+  // installed earlier counts it, account_existing below).
+  if (!t.bridge) ++stats_.no_bridge_drops;
+  if (!t.cacheable) {
     push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
   } else if (std::max(dp_.flow_count(), ukeys_.size()) >= limit) {  // ukeys: answered, maybe not installed yet
     ++stats_.limit_hits;
@@ -319,6 +322,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
       // where the revalidator pushes them to the rules (as Open vSwitch's
       // PMD would have found that flow by lookup).
       u->account_existing = true;
+      if (!t.bridge) --stats_.no_bridge_drops;  // the drop flow counts it
       ch.answer(u);
       return;
     }
@@ -495,6 +499,10 @@ uint64_t Udpif::round(bool terse, unsigned rcu_slot) {
   };
   auto push = [&](const Ukey& k, uint64_t pkts, uint64_t bytes, uint64_t used) {
     if (!pkts) return;
+    if (!k.bridge) {  // a port in no bridge: its drop flow's packets (mu_ is held)
+      stats_.no_bridge_drops += pkts;
+      return;
+    }
     if (k.rule1) {
       if (k.rule1 != agg_rule) {
         flush_agg();
@@ -545,6 +553,7 @@ uint64_t Udpif::round(bool terse, unsigned rcu_slot) {
         if (!recheck) k.rules_gen = gen;  // nothing relevant: the translation stands
       }
       recheck |= k.uses_normal && k.bridge && k.bridge->mac().generation() != k.mac_gen;
+      recheck |= !k.bridge;  // a drop flow of a port in no bridge: has the port joined one?
       if (!recheck) {
         if (s.packets > k.packets) {
           push(k, s.packets - k.packets, s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
@@ -579,7 +588,7 @@ uint64_t Udpif::round(bool terse, unsigned rcu_slot) {
     push(k, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
     k.packets = std::max(k.packets, s.packets);
     k.bytes = std::max(k.bytes, s.bytes);
-    if (!st.ok() || !t.cacheable || !t.bridge || !(m == k.cold->match)) {
+    if (!st.ok() || !t.cacheable || !t.bridge != !k.bridge || !(m == k.cold->match)) {
       to_delete.push_back({s.pmd, k.cold->match});
       ukeys_.erase(it);
       ++stats_.deleted_changed;

@@ -3,12 +3,15 @@
 //
 // Handler: takes the PMDs' upcalls (datapath/upcall.h) — the parsed key and
 // its hash travel with the packet, so nothing is parsed or hashed again
-// (stats().reparses stays 0: there is no code path that parses here) —
+// (there is no code path that parses here: no re-parse counter either) —
 // translates each (Translator: xlate through the packet's bridge), and
 // answers with the megaflow to install in the PMD that missed (key & mask
 // exactly as translation consulted, in_port and recirc_id exact) and the
 // actions to run on the packet. At the flow limit it answers with the
-// actions only (the packet is forwarded, nothing installed). Userspace()
+// actions only (the packet is forwarded, nothing installed). A packet of a
+// port in no bridge is dropped and its port gets a drop flow (in_port
+// exact, no actions; counted in stats().no_bridge_drops), re-translated
+// every round so that it goes once the port joins a bridge. Userspace()
 // packets (the `controller` action) go to the ActionSink (the controller
 // queue) and are consumed. Every installed megaflow gets a ukey: its key,
 // mask, actions, the rules its translation ran and the generations it saw.
@@ -84,7 +87,7 @@ class Bridge;
 
 // What translation gives the slow path for one flow.
 struct Translation {
-  Bridge* bridge = nullptr;              // null: the port belongs to no bridge (drop, no install)
+  Bridge* bridge = nullptr;              // null: the port belongs to no bridge (a drop flow on in_port)
   flow::DpActions actions;               // empty: drop
   flow::FlowKey wc{};                    // the bits translation consulted
   std::vector<const OfRule*> rules;      // rules whose actions ran (for statistics)
@@ -108,7 +111,10 @@ struct UdpifKnobs {
 
 struct UdpifStats {
   uint64_t upcalls = 0, action_upcalls = 0, installs = 0, install_failed = 0, limit_hits = 0;
-  uint64_t translate_errors = 0, reparses = 0;
+  uint64_t translate_errors = 0;
+  // Packets of ports in no bridge, dropped: the upcalled ones and those the
+  // port's drop flow (in_port exact, no actions) counted since.
+  uint64_t no_bridge_drops = 0;
   uint64_t offline_revalidations = 0;  // offline: rounds run because a translation moved the MAC table
   uint64_t rounds = 0, revalidated = 0, modified = 0, deleted_idle = 0, deleted_changed = 0,
            deleted_limit = 0;

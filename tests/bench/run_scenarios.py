@@ -681,7 +681,7 @@ def run_keel(opt, workdir, tag, p):
         # The slow path's work since boot (warm-up included) and what it installed.
         res.update({"upcalls_total": upc.get("upcalls", 0), "installs_total": upc.get("installs", 0),
                     "install_failed_total": upc.get("install_failed", 0),
-                    "translate_errors": upc.get("translate_errors", 0), "reparses": upc.get("reparses", 0)})
+                    "translate_errors": upc.get("translate_errors", 0)})
         p.setdefault("keel_dumps", []).append(
             ["%s actions:%s" % (f["match"], f["actions"]) for f in dump["flows"]])
     # Sanity: what went in must come out, every packet must hit a flow.
@@ -697,8 +697,6 @@ def run_keel(opt, workdir, tag, p):
     if res["mpps"] <= 0:
         problems.append("nothing forwarded")
     if opt.openflow:
-        if upc.get("reparses", 0):
-            problems.append("upcalls re-parsed %d packets" % upc["reparses"])
         if p.get("expected") is not None:
             keel_norm = [norm_dp_flow(f) for f in p["keel_dumps"][-1]]
             diff = compare_flows(keel_norm, p["expected"])
@@ -1274,7 +1272,7 @@ def run_flowsetup(opt, workdir, tag, p, infinite):
         "peak_installs_per_s": peak,
         "handler_cpu_s": (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else -1,
         "rx_packets": rx, "misses": tot["misses"], "lost": tot["lost"],
-        "reparses": u["reparses"], "translate_errors": u["translate_errors"], "keel_rc": rc,
+        "translate_errors": u["translate_errors"], "keel_rc": rc,
         "load_end": open("/proc/loadavg").read().split()[0],
     })
     res["handler_us_per_upcall"] = (res["handler_cpu_s"] * 1e6 / u["upcalls"]) if u["upcalls"] and res["handler_cpu_s"] >= 0 else -1
@@ -1282,8 +1280,6 @@ def run_flowsetup(opt, workdir, tag, p, infinite):
     problems = []
     if rc != 0:
         problems.append("keel exit status %d" % rc)
-    if u["reparses"]:
-        problems.append("%d re-parses" % u["reparses"])
     if not u["installs"]:
         problems.append("no flow installed")
     res["problems"] = "; ".join(problems)

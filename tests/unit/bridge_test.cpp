@@ -140,6 +140,38 @@ TEST_CASE("modify keeps counters, creation time and cookie unless told") {
   CHECK(b.dump(nullptr)[0]->cookie == 0x9);
 }
 
+TEST_CASE("packets credited to a modified rule after the modify reach its successor") {
+  // A ukey keeps the old rule until the revalidator re-translates it: the
+  // stats it pushes then (the megaflow's packets before and after the
+  // modify) must land on the rule dump-flows shows, not on the replaced one.
+  datapath::Rcu rcu;
+  const unsigned slot = rcu.register_slot();
+  rcu.online(slot);  // a reader that never quiesces: no rule is freed
+  Bridge b("br0", &rcu);
+  apply(b, "priority=10,ip,actions=output:1");
+  OfRule* old = const_cast<OfRule*>(b.dump(nullptr)[0]);
+  old->add_stats(7, 700, hal::now_ns());
+  apply(b, "ip,actions=output:2", C::modify);
+  const OfRule* mid = b.dump(nullptr)[0];
+  REQUIRE(mid != old);
+  CHECK(mid->packets.load() == 7);
+  old->add_stats(5, 500, hal::now_ns());  // the revalidator's pending delta, pushed late
+  CHECK(mid->packets.load() == 12);
+  CHECK(mid->bytes.load() == 1200);
+  // Twice: the chain is followed; an add over the identical rule carries too.
+  apply(b, "ip,actions=output:3", C::modify);
+  apply(b, "priority=10,ip,actions=output:4");
+  old->add_stats(1, 100, hal::now_ns());
+  const_cast<OfRule*>(mid)->add_stats(1, 100, hal::now_ns());
+  CHECK(b.dump(nullptr)[0]->packets.load() == 14);
+  CHECK(b.dump(nullptr)[0]->bytes.load() == 1400);
+  // reset_counts: the new rule starts from 0, the old one's late adds stay behind.
+  const OfRule* last = b.dump(nullptr)[0];
+  apply(b, "priority=10,ip,reset_counts,actions=output:5");
+  const_cast<OfRule*>(last)->add_stats(3, 300, hal::now_ns());
+  CHECK(b.dump(nullptr)[0]->packets.load() == 0);
+}
+
 TEST_CASE("cookie filters") {
   Bridge b("br0", nullptr);
   apply(b, "priority=1,cookie=0x10,ip,actions=drop");
