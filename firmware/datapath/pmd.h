@@ -135,26 +135,35 @@ struct PmdCounters {
   uint64_t tx_batches = 0, tx_batch_packets = 0;  // output batches sent
   uint64_t invalid_port = 0;      // output to a port that doesn't exist
   uint64_t exec_dropped = 0;      // by the executor (drop action, queue overflow, no headroom ...)
+  // Cycles of the iterations that received packets, and of the others
+  // (their sleep included, as Open vSwitch counts them).
   uint64_t busy_cycles = 0;
   uint64_t idle_cycles = 0;
   uint64_t upcalls = 0;          // misses handed to the slow path ("miss with success upcall")
   uint64_t action_upcalls = 0;   // userspace() packets handed to the slow path
   uint64_t upcall_installs = 0;  // megaflows the slow path installed in this PMD
   uint64_t upcall_followers = 0; // misses that joined an identical miss already up
+  uint64_t install_failed = 0;   // megaflows from the slow path not installed (table full, exists, no memory)
+  uint64_t request_failed = 0;   // flow requests refused (install/remove/modify: no such flow, full, busy)
   // Offline mode only:
   uint64_t ordered_upcalls = 0;  // hits of derived packets sent up behind an upcall (input order)
   uint64_t backpressure = 0;     // times the inputs stopped for want of an upcall record
 };
 
 // A flow request from another thread (see FlowTable for the life cycle).
+// What the PMD writes back is plain data (codes, a POD array the requester
+// allocated): it builds no string and allocates nothing to answer.
 struct FlowRequest {
   enum class Op : uint8_t { install, remove, modify, dpcls_info };
   Op op = Op::install;
   Megaflow* flow = nullptr;  // install: the new flow; remove/modify: a template (in_port, mask, key)
   const flow::DpActions* actions = nullptr;  // modify: the new list; afterwards the old one
-  // dpcls_info: filled with (in_port, subtables in rank order) per classifier.
-  std::vector<std::pair<uint32_t, std::vector<SubtableInfo>>>* info = nullptr;
-  Status result;
+  // dpcls_info: the requester's array (info_cap entries); the PMD fills
+  // min(info_cap, total) entries, in_port order then rank order, and sets
+  // info_n to the total (more than info_cap: ask again with a bigger one).
+  SubtableInfo* info = nullptr;
+  size_t info_cap = 0, info_n = 0;
+  FlowResult result = FlowResult::ok;
   std::atomic<bool> done{false};
 };
 
@@ -263,7 +272,7 @@ class Pmd {
         smc_hits{0}, megaflow_hits{0}, subtable_lookups{0}, misses{0}, lost{0}, recirc_too_deep{0},
         malformed{0}, runts{0}, tx_batches{0}, tx_batch_packets{0}, invalid_port{0}, exec_dropped{0},
         busy_cycles{0}, idle_cycles{0}, upcalls{0}, action_upcalls{0}, upcall_installs{0},
-        upcall_followers{0}, ordered_upcalls{0}, backpressure{0};
+        upcall_followers{0}, ordered_upcalls{0}, backpressure{0}, install_failed{0}, request_failed{0};
   };
   // Which packets of a burst each cache stage found (bit i: packet i).
   struct LookupHits {
