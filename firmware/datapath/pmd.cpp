@@ -309,7 +309,11 @@ void Pmd::run() {
       // A host board shares its CPUs: back off while there is nothing to do.
       timespec ts{0, static_cast<long>(idle_sleep_us_) * 1000};
       nanosleep(&ts, nullptr);
-      last = hal::cycles();  // sleeping is neither busy nor polling
+      // The sleep is part of this idle iteration (as Open vSwitch counts
+      // it): idle, and not carried into the next one, which may be busy.
+      const uint64_t woke = hal::cycles();
+      bump(c_.idle_cycles, woke - last);
+      last = woke;
     }
   }
   // Answers not executed yet: their packets are dropped (the records go
