@@ -39,11 +39,18 @@
 // housekeeping, empty polls in busy iterations). See load().
 //
 // Thread-safety: the PMD thread is the only writer of its caches, flow
-// table and counters. Counters are relaxed atomics written once per burst
-// (single writer: load + store) and read by anyone. Other threads talk to it
-// only through post() (a bounded MPMC ring; the poster waits for `done`,
-// which the PMD sets with a release store after filling `result`). Before
-// start() and after stop(), the control thread may call apply() directly.
+// table and counters. Counters are relaxed atomics written by the PMD alone
+// (load + store, no locked instruction), a few times per burst, and read by
+// anyone; clear_counters() and the baseline it keeps are the control
+// thread's. Other threads talk to it only through post()/request() (a
+// bounded MPMC ring; the poster waits for `done`, which the PMD sets with a
+// release store after filling `result`, a FlowResult code, and for
+// dpcls_info the poster's own array: the PMD allocates and formats nothing).
+// Before start() and after stop(), request() applies on the caller's thread.
+// set_emc_insert_inv_prob / set_smc_enable: relaxed atomics, any thread (the
+// PMD reads the SMC flag per burst and the EMC probability at housekeeping);
+// end_interval(): any thread (a relaxed counter the housekeeping compares).
+// add_rx_queue(), set_offline(): the control thread, before start().
 // The offline state (held packets, records up, marks) is the PMD thread's
 // alone; held() is its count published with a release store at the end of
 // each iteration, before `iterations` (wait_drained reads both).
@@ -51,13 +58,17 @@
 // close — the slots first, then the interval count with a release store —
 // and read by anyone after an acquire load of the count; a reader racing a
 // close may see the oldest slot of a full window half rewritten (as Open
-// vSwitch's readers). The CPU last seen is one relaxed atomic int.
-// A tx queue shared with another PMD is taken with its spinlock (as Open
-// vSwitch's dynamic txqs); an unshared one takes none. The datapath's VLAN
-// limit is read with one relaxed atomic load per burst. The CPU last seen
-// (display_core()) is one relaxed atomic the PMD thread stores at start and
-// at housekeeping and anyone loads. Runts are dropped
-// with a length check per packet and counted once per burst, no lock.
+// vSwitch's readers). The CPU last seen (display_core()) is one relaxed
+// atomic int the PMD thread stores at start and at housekeeping.
+// A tx queue shared with another PMD is taken with its spinlock per burst
+// slice (as Open vSwitch's dynamic txqs), never per packet; an unshared one
+// takes none. The datapath's VLAN limit is read with one relaxed atomic load
+// per burst. Runts are dropped with a length check per packet and counted
+// once per burst, no lock. The PMD is no Rcu reader (rcu.h): the megaflows
+// it reaches are freed only after it handed them over (flow_table.h).
+// Between bursts nothing is allocated: install answers allocate only in the
+// dpcls, nothrow (dpcls.h), and failures are codes plus counters
+// (install_failed, request_failed).
 //
 // Offline mode (datapath.h; set before start(), then fixed): this PMD polls
 // every input, a pcap replay each, merged by record timestamp — each poll
