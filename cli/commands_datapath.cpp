@@ -571,7 +571,8 @@ void add_datapath_commands(CommandTree::Impl& t) {
       flat.resize(want);
       std::vector<std::pair<uint32_t, std::vector<datapath::SubtableInfo>>> info;
       for (const datapath::SubtableInfo& st : flat) {
-        if (info.empty() || info.back().first != st.in_port) info.emplace_back(st.in_port, std::vector<datapath::SubtableInfo>{});
+        if (info.empty() || info.back().first != st.in_port)
+          info.emplace_back(st.in_port, std::vector<datapath::SubtableInfo>{});
         info.back().second.push_back(st);
       }
       for (const auto& [port, subtables] : info) {
@@ -604,8 +605,9 @@ void add_datapath_commands(CommandTree::Impl& t) {
           flow::expand(st.mask, m.mask);
           m.key = m.mask;  // print the mask bits as values
           out += "  subtable " + std::to_string(i + 1) + ": miniflow_bits(" + std::to_string(st.u0) + "," +
-                 std::to_string(st.u1) + ") lookup " + st.lookup_name() + ", rules " + std::to_string(st.n_rules) +
-                 ", hits " + std::to_string(st.hits) + "\n    mask " + flow::format_dp_match(m) + "\n";
+                 std::to_string(st.u1) + ") lookup " + st.lookup_name() + ", rules " +
+                 std::to_string(st.n_rules) + ", hits " + std::to_string(st.hits) + "\n    mask " +
+                 flow::format_dp_match(m) + "\n";
         }
       }
     }

@@ -39,14 +39,20 @@ Megaflow* FlowTable::find(const Megaflow& f) const {
 
 Status flow_result_status(FlowResult r, uint32_t capacity) {
   switch (r) {
-    case FlowResult::ok: return {};
-    case FlowResult::bad_in_port: return invalid("in_port out of range (at most " + std::to_string(kMaxDpPorts - 1) + ")");
+    case FlowResult::ok:
+      return {};
+    case FlowResult::bad_in_port:
+      return invalid("in_port out of range (at most " + std::to_string(kMaxDpPorts - 1) + ")");
     case FlowResult::table_full:
       return error(Errc::resource_exhausted, "flow table full (" + std::to_string(capacity) + " flows)");
-    case FlowResult::exists: return error(Errc::already_exists, "a flow with the same key and mask exists");
-    case FlowResult::no_memory: return error(Errc::resource_exhausted, "classifier out of memory");
-    case FlowResult::not_found: return error(Errc::not_found, "no such flow");
-    case FlowResult::busy: return error(Errc::unavailable, "removed flows not swept yet, try again");
+    case FlowResult::exists:
+      return error(Errc::already_exists, "a flow with the same key and mask exists");
+    case FlowResult::no_memory:
+      return error(Errc::resource_exhausted, "classifier out of memory");
+    case FlowResult::not_found:
+      return error(Errc::not_found, "no such flow");
+    case FlowResult::busy:
+      return error(Errc::unavailable, "removed flows not swept yet, try again");
   }
   return error(Errc::internal, "unknown flow result");
 }

@@ -279,10 +279,10 @@ class Pmd {
 
  private:
   struct AtomicCounters {
-    std::atomic<uint64_t> iterations{0}, rx_packets{0}, recirculations{0}, xconnect_hits{0}, simple_hits{0}, emc_hits{0},
-        smc_hits{0}, megaflow_hits{0}, subtable_lookups{0}, misses{0}, lost{0}, recirc_too_deep{0},
-        malformed{0}, runts{0}, tx_batches{0}, tx_batch_packets{0}, invalid_port{0}, exec_dropped{0},
-        busy_cycles{0}, idle_cycles{0}, upcalls{0}, action_upcalls{0}, upcall_installs{0},
+    std::atomic<uint64_t> iterations{0}, rx_packets{0}, recirculations{0}, xconnect_hits{0}, simple_hits{0},
+        emc_hits{0}, smc_hits{0}, megaflow_hits{0}, subtable_lookups{0}, misses{0}, lost{0},
+        recirc_too_deep{0}, malformed{0}, runts{0}, tx_batches{0}, tx_batch_packets{0}, invalid_port{0},
+        exec_dropped{0}, busy_cycles{0}, idle_cycles{0}, upcalls{0}, action_upcalls{0}, upcall_installs{0},
         upcall_followers{0}, ordered_upcalls{0}, backpressure{0}, install_failed{0}, request_failed{0};
   };
   // Which packets of a burst each cache stage found (bit i: packet i).

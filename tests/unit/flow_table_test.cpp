@@ -1,11 +1,12 @@
 // FlowTable: what the owning PMD's install/remove answer (codes, no
 // message on its thread; the requester's Status names the problem), and the
 // dead list: bounded, nothing lost when the reclaim ring is full.
+#include "datapath/flow_table.h"
+
 #include <doctest/doctest.h>
 
 #include <vector>
 
-#include "datapath/flow_table.h"
 #include "flow/flow_key.h"
 
 using namespace keel;

@@ -1,14 +1,14 @@
 // Rcu: nothing is freed while a reader may hold it; everything is freed once
 // every online reader has quiesced; offline readers hold nothing up. The
 // threaded case runs under TSan in the tsan preset.
+#include "datapath/rcu.h"
+
 #include <doctest/doctest.h>
 
 #include <array>
 #include <atomic>
 #include <thread>
 #include <vector>
-
-#include "datapath/rcu.h"
 
 using keel::datapath::Rcu;
 
@@ -129,14 +129,16 @@ TEST_CASE("readers going offline and online never see a freed object") {
       delete old;
       frees.fetch_add(1, std::memory_order_relaxed);
     });
-    if (round % 16 == 0) rcu.synchronize();
-    else rcu.reclaim();
+    if (round % 16 == 0)
+      rcu.synchronize();
+    else
+      rcu.reclaim();
   }
   stop.store(true, std::memory_order_relaxed);
   for (auto& t : readers) t.join();
   rcu.synchronize();
   delete published.load();
   CHECK(bad.load() == 0);
-  CHECK(frees.load() == kRounds);  // everything retired was freed, once
+  CHECK(frees.load() == kRounds);    // everything retired was freed, once
   CHECK(cycles.load() >= kReaders);  // every reader went through the loop
 }
