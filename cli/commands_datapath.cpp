@@ -698,13 +698,29 @@ void add_datapath_commands(CommandTree::Impl& t) {
     j.begin_object().begin_array("classifiers");
     std::string out;
     for (const auto& pmd : t.sys.datapath().pmds()) {
+      // The PMD copies plain data into this thread's array (it allocates
+      // nothing); asked again with the size it answered if that was more.
+      std::vector<datapath::SubtableInfo> flat;
+      size_t want = 64;
+      for (;;) {
+        flat.resize(want + 8);
+        datapath::FlowRequest req;
+        req.op = datapath::FlowRequest::Op::dpcls_info;
+        req.info = flat.data();
+        req.info_cap = flat.size();
+        if (Status st = pmd->request(req); !st.ok()) {
+          t.status = st;
+          return;
+        }
+        want = req.info_n;
+        if (want <= flat.size()) break;
+      }
+      flat.resize(want);
       std::vector<std::pair<uint32_t, std::vector<datapath::SubtableInfo>>> info;
-      datapath::FlowRequest req;
-      req.op = datapath::FlowRequest::Op::dpcls_info;
-      req.info = &info;
-      if (Status st = pmd->request(req); !st.ok()) {
-        t.status = st;
-        return;
+      for (const datapath::SubtableInfo& st : flat) {
+        if (info.empty() || info.back().first != st.in_port)
+          info.emplace_back(st.in_port, std::vector<datapath::SubtableInfo>{});
+        info.back().second.push_back(st);
       }
       for (const auto& [port, subtables] : info) {
         hal::Port* p = t.sys.datapath().port(static_cast<uint16_t>(port));
@@ -716,7 +732,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
             j.begin_object()
                 .field("u0", st.u0)
                 .field("u1", st.u1)
-                .field("lookup", st.lookup)
+                .field("lookup", st.lookup_name())
                 .field("rules", st.n_rules)
                 .field("hits", st.hits)
                 .field("mask", subtable_mask_text(st.mask))
@@ -730,8 +746,9 @@ void add_datapath_commands(CommandTree::Impl& t) {
         for (size_t i = 0; i < subtables.size(); ++i) {
           const auto& st = subtables[i];
           out += "  subtable " + std::to_string(i + 1) + ": miniflow_bits(" + std::to_string(st.u0) + "," +
-                 std::to_string(st.u1) + ") lookup " + st.lookup + ", rules " + std::to_string(st.n_rules) +
-                 ", hits " + std::to_string(st.hits) + "\n    mask " + subtable_mask_text(st.mask) + "\n";
+                 std::to_string(st.u1) + ") lookup " + st.lookup_name() + ", rules " +
+                 std::to_string(st.n_rules) + ", hits " + std::to_string(st.hits) + "\n    mask " +
+                 subtable_mask_text(st.mask) + "\n";
         }
       }
     }

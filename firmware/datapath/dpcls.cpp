@@ -1,6 +1,7 @@
 // Dpcls: subtables in rank order, burst lookup, resort. See dpcls.h.
 #include "datapath/dpcls.h"
 
+#include <algorithm>
 #include <bit>
 #include <cassert>
 #include <cstring>
@@ -34,11 +35,22 @@ void canonicalize(const flow::Miniflow& mask, flow::Miniflow& out) noexcept {
 }  // namespace
 
 Dpcls::~Dpcls() {
-  for (DpclsSubtable* st : subtables_) DpclsSubtable::destroy(st);
+  for (DpclsSubtable* st : subtables()) DpclsSubtable::destroy(st);
+}
+
+bool Dpcls::reserve_one() noexcept {
+  if (n_subtables_ < cap_subtables_) return true;
+  const size_t cap = cap_subtables_ ? cap_subtables_ * 2 : kInitialSubtables;
+  DpclsSubtable** a = new (std::nothrow) DpclsSubtable*[cap];
+  if (!a) return false;
+  if (n_subtables_) std::memcpy(a, subtables_.get(), n_subtables_ * sizeof(DpclsSubtable*));
+  subtables_.reset(a);
+  cap_subtables_ = cap;
+  return true;
 }
 
 DpclsSubtable* Dpcls::find_subtable(const flow::Miniflow& canonical_mask) const noexcept {
-  for (DpclsSubtable* st : subtables_)
+  for (DpclsSubtable* st : subtables())
     if (st->mask == canonical_mask) return st;
   return nullptr;
 }
@@ -56,25 +68,21 @@ DpclsRule* Dpcls::insert(const flow::Miniflow& mask, const flow::Miniflow& key, 
   DpclsSubtable* st = find_subtable(cm);
   const bool created = st == nullptr;
   if (created) {
+    if (!reserve_one()) return nullptr;
     st = DpclsSubtable::create(cm, force_generic_);
     if (!st) return nullptr;
-    try {
-      subtables_.push_back(st);
-    } catch (const std::bad_alloc&) {
-      DpclsSubtable::destroy(st);
-      return nullptr;
-    }
+    subtables_[n_subtables_++] = st;
   }
   DpclsRule* rule = st->insert(key, flow);
   if (!rule) {
     if (created) {  // leave nothing behind
-      subtables_.pop_back();
+      --n_subtables_;
       DpclsSubtable::destroy(st);
     }
     return nullptr;
   }
   bump(counters_.n_rules, 1);
-  counters_.n_subtables.store(subtables_.size(), std::memory_order_relaxed);
+  counters_.n_subtables.store(n_subtables_, std::memory_order_relaxed);
   return rule;
 }
 
@@ -83,12 +91,13 @@ void Dpcls::remove(DpclsRule* rule) noexcept {
   st->remove(rule);
   counters_.n_rules.store(counters_.n_rules.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   if (st->n_rules > 0) return;
-  for (size_t i = 0; i < subtables_.size(); ++i) {
+  for (size_t i = 0; i < n_subtables_; ++i) {
     if (subtables_[i] != st) continue;
-    subtables_.erase(subtables_.begin() +
-                     static_cast<std::ptrdiff_t>(i));  // keeps the rank order; no allocation
+    // Keeps the rank order; no allocation.
+    std::memmove(&subtables_[i], &subtables_[i + 1], (n_subtables_ - i - 1) * sizeof(DpclsSubtable*));
+    --n_subtables_;
     DpclsSubtable::destroy(st);
-    counters_.n_subtables.store(subtables_.size(), std::memory_order_relaxed);
+    counters_.n_subtables.store(n_subtables_, std::memory_order_relaxed);
     return;
   }
   assert(false && "rule of another classifier");
@@ -104,7 +113,7 @@ uint32_t Dpcls::lookup(std::span<const flow::Miniflow* const> keys, DpclsRule** 
   uint32_t probed = 0;
   uint32_t rank = 0;
   if (left) {
-    for (DpclsSubtable* st : subtables_) {
+    for (DpclsSubtable* st : subtables()) {
       ++rank;
       const uint32_t found = st->lookup(*st, left, keys.data(), out, scratch_);
       if (found) {
@@ -130,31 +139,33 @@ void Dpcls::resort() noexcept {
   auto recent = [](const DpclsSubtable* st) {
     return st->hits.load(std::memory_order_relaxed) - st->hits_at_resort;
   };
-  for (size_t i = 1; i < subtables_.size(); ++i) {
+  for (size_t i = 1; i < n_subtables_; ++i) {
     DpclsSubtable* st = subtables_[i];
     const uint64_t r = recent(st);
     size_t j = i;
     for (; j > 0 && recent(subtables_[j - 1]) < r; --j) subtables_[j] = subtables_[j - 1];
     subtables_[j] = st;
   }
-  for (DpclsSubtable* st : subtables_) st->hits_at_resort = st->hits.load(std::memory_order_relaxed);
+  for (DpclsSubtable* st : subtables()) st->hits_at_resort = st->hits.load(std::memory_order_relaxed);
 }
 
-std::vector<SubtableInfo> Dpcls::info() const {
-  std::vector<SubtableInfo> v;
-  v.reserve(subtables_.size());
-  for (const DpclsSubtable* st : subtables_) {
-    SubtableInfo i;
+size_t Dpcls::info(std::span<SubtableInfo> out) const noexcept {
+  const size_t n = std::min(out.size(), n_subtables_);
+  for (size_t k = 0; k < n; ++k) {
+    const DpclsSubtable* st = subtables_[k];
+    SubtableInfo& i = out[k];
     i.mask = st->mask;
     i.u0 = st->n_u0;
     i.u1 = st->n_u1;
     i.n_rules = st->n_rules;
     i.hits = st->hits.load(std::memory_order_relaxed);
-    i.lookup =
-        st->specialized ? dpcls_lookup_select(st->n_u0, st->n_u1).name() : dpcls_lookup_generic().name();
-    v.push_back(std::move(i));
+    i.specialized = st->specialized;
   }
-  return v;
+  return n_subtables_;
+}
+
+std::string SubtableInfo::lookup_name() const {
+  return specialized ? dpcls_lookup_select(u0, u1).name() : dpcls_lookup_generic().name();
 }
 
 DpclsCounters Dpcls::counters() const noexcept {
@@ -169,7 +180,7 @@ DpclsCounters Dpcls::counters() const noexcept {
 
 void Dpcls::force_generic_lookup(bool on) noexcept {
   force_generic_ = on;
-  for (DpclsSubtable* st : subtables_) st->select_lookup(on);
+  for (DpclsSubtable* st : subtables()) st->select_lookup(on);
 }
 
 }  // namespace keel::datapath

@@ -24,6 +24,13 @@
 // to remove(); the classifier never frees a rule on its own, except all of
 // them in its destructor. `flow` is the caller's: never dereferenced here.
 //
+// Memory: insert() allocates on the owner's thread, between bursts (a rule,
+// and for a new mask a subtable; a subtable's table doubles when 3/4 full;
+// the subtable array starts at 64 entries with the first subtable and
+// doubles when full), all with nothrow allocations: a failure
+// is a nullptr, never an exception. lookup(), remove(), resort() and info()
+// allocate nothing.
+//
 // Thread-safety: one Dpcls belongs to one PMD thread, which is its only
 // writer and its only reader: insert(), remove(), resort(), lookup(),
 // find(), info() and force_generic_lookup() run on that thread (other
@@ -37,9 +44,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "datapath/dpcls_subtable.h"
 #include "flow/miniflow.h"
@@ -55,13 +62,17 @@ struct DpclsCounters {
   uint64_t subtables_probed = 0;  // sum over matched keys of the rank of the subtable that matched
 };
 
-// One subtable, for `dpcls-show` (owner thread; see info()).
+// One subtable, for `dpcls-show`: plain data, filled by the owner thread
+// into an array its reader allocated (see info()); the reader formats it.
 struct SubtableInfo {
+  uint32_t in_port = 0;     // the classifier's port (set by whoever collects several: the PMD)
   flow::Miniflow mask;      // canonical mask: its map and mask words
   unsigned u0 = 0, u1 = 0;  // shape
   uint32_t n_rules = 0;
-  uint64_t hits = 0;   // keys matched here since creation
-  std::string lookup;  // "specialized(U0,U1)" or "generic"
+  uint64_t hits = 0;         // keys matched here since creation
+  bool specialized = false;  // a lookup specialized for (u0, u1), else the generic one
+  // "specialized(U0,U1)" or "generic" (allocates: not for the owner thread).
+  std::string lookup_name() const;
 };
 
 class alignas(64) Dpcls {
@@ -100,13 +111,15 @@ class alignas(64) Dpcls {
   // allocation; O(n) when the ranking has not changed.
   void resort() noexcept;
 
-  // The subtables in rank order (owner thread, or while it is stopped).
-  std::vector<SubtableInfo> info() const;
+  // The subtables in rank order into `out` (owner thread, or while it is
+  // stopped): fills min(out.size(), n_subtables()) entries and returns
+  // n_subtables(). No allocation.
+  size_t info(std::span<SubtableInfo> out) const noexcept;
 
   // Any thread.
   DpclsCounters counters() const noexcept;
 
-  size_t n_subtables() const noexcept { return subtables_.size(); }
+  size_t n_subtables() const noexcept { return n_subtables_; }
   size_t n_rules() const noexcept { return counters_.n_rules.load(std::memory_order_relaxed); }
 
   // Test/bench hook: every subtable (now and later) uses the generic lookup
@@ -115,6 +128,9 @@ class alignas(64) Dpcls {
 
  private:
   DpclsSubtable* find_subtable(const flow::Miniflow& canonical_mask) const noexcept;
+  std::span<DpclsSubtable* const> subtables() const noexcept { return {subtables_.get(), n_subtables_}; }
+  // Room for one more subtable pointer; false when out of memory.
+  bool reserve_one() noexcept;
 
   // Owner-written counters on their own line, so a statistics reader does
   // not pull the line with the subtable list away from the PMD.
@@ -123,7 +139,11 @@ class alignas(64) Dpcls {
     std::atomic<uint64_t> lookups{0}, hits{0}, subtables_probed{0};
   };
 
-  std::vector<DpclsSubtable*> subtables_;  // rank order
+  // Rank order; a plain array grown with a nothrow allocation (no
+  // exception path on the PMD).
+  static constexpr size_t kInitialSubtables = 64;
+  std::unique_ptr<DpclsSubtable*[]> subtables_;
+  size_t n_subtables_ = 0, cap_subtables_ = 0;
   bool force_generic_ = false;
   Counters counters_;
   DpclsScratch scratch_;

@@ -1,3 +1,8 @@
+// Emc: two-probe lookup, insertion, the incremental sweep. See emc.h.
+//
+// Thread-safety: the owning PMD only, as emc.h says; nothing here is atomic
+// but the megaflow's `dead` flag it reads (relaxed: the same thread set it).
+// No allocation: the entries are allocated with the Emc.
 #include "datapath/emc.h"
 
 #include <cstring>

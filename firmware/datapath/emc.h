@@ -12,10 +12,16 @@
 // Cost: one or two cache-line reads of the entry plus the key compare
 // (~n_words 8-byte compares); about 400 KB per PMD.
 //
-// Thread-safety: owned by one PMD, which is its only reader and writer. A
-// megaflow an entry points to is freed only after every PMD has quiesced
-// (datapath reclamation); a dead megaflow is detected by its `dead` flag
-// and the entry replaced.
+// Thread-safety: owned by one PMD, which is its only reader and writer
+// (lookup, insert, sweep, clear, set_insert_inv_prob: the PMD reloads the
+// probability from its own relaxed atomic at housekeeping; the control
+// thread may call them only while the PMD is not running). No Rcu: a
+// megaflow an entry points to is freed by the control thread only after the
+// owning PMD removed it (marking it `dead`, so a lookup that still finds it
+// misses and the entry is replaced) and then swept every entry twice
+// (generation() >= the flow's death generation + 2: no entry can point to
+// it any more), and handed it over through its flow table's reclaim ring
+// (flow_table.h). The entries allocate nothing after construction.
 #pragma once
 
 #include <cstdint>

@@ -64,12 +64,16 @@
 // of the frame.
 //
 // Thread-safety: an ExecContext belongs to one PMD thread, which is its only
-// reader and writer (counters included: plain uint64_t, published by the
-// PMD to its atomics every N iterations). execute_actions() touches only the
-// context, the packets it owns, their offsets, and reads the actions and the
-// keys. The action bytes must stay alive until the context's queues are
-// drained (userdata spans point into them): megaflow actions are freed only
-// after the PMD quiesces, which it does between bursts.
+// reader and writer (counters included: plain uint64_t, which the PMD adds
+// to its relaxed atomics after each execute_actions() call). execute_actions()
+// touches only the context, the packets it owns, their offsets, and reads
+// the actions and the keys; it allocates nothing (fixed-size queues: what
+// does not fit is dropped and counted). The action bytes must stay alive
+// until the context's queues are drained (userdata spans point into them):
+// the PMD drains them in the same burst (after_pass copies the userdata into
+// the upcall record), and a flow's actions are freed only between bursts
+// (a modify's old list once the owning PMD answered, a removed flow's with
+// the flow after the EMC sweep; megaflow.h).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,14 @@
+// FlowTable: install/remove on the owning PMD, the dead list and the
+// reclaim ring to the control thread. See flow_table.h.
+//
+// Thread-safety: as flow_table.h says — install, find, remove and
+// release_swept on the owner (no allocation: the free and dead lists are
+// reserved at construction, the classifier allocates nothrow); reclaim() and
+// clear() on the control thread (clear() only while the owner is stopped).
 #include "datapath/flow_table.h"
+
+#include <new>
+#include <string>
 
 #include "flow/dp_actions.h"
 
@@ -13,6 +23,7 @@ void free_megaflow(Megaflow* f) {
 FlowTable::FlowTable(uint32_t capacity)
     : capacity_(capacity), slots_(std::make_unique<std::atomic<Megaflow*>[]>(capacity)), reclaim_(4096) {
   free_.reserve(capacity);
+  dead_.reserve(capacity);
   for (uint32_t i = capacity; i > 0; --i) free_.push_back(i - 1);  // lowest index first
   for (uint32_t i = 0; i < capacity; ++i) slots_[i].store(nullptr, std::memory_order_relaxed);
 }
@@ -26,46 +37,66 @@ Megaflow* FlowTable::find(const Megaflow& f) const {
   return r ? static_cast<Megaflow*>(r->flow) : nullptr;
 }
 
-Status FlowTable::install(Megaflow* f) {
-  if (f->in_port >= kMaxDpPorts) return invalid("in_port " + std::to_string(f->in_port) + " out of range");
-  if (free_.empty())
-    return error(Errc::resource_exhausted, "flow table full (" + std::to_string(capacity_) + " flows)");
-  if (find(*f)) return error(Errc::already_exists, "a flow with the same key and mask exists");
-  if (!dpcls_[f->in_port]) dpcls_[f->in_port] = std::make_unique<Dpcls>();
+Status flow_result_status(FlowResult r, uint32_t capacity) {
+  switch (r) {
+    case FlowResult::ok:
+      return {};
+    case FlowResult::bad_in_port:
+      return invalid("in_port out of range (at most " + std::to_string(kMaxDpPorts - 1) + ")");
+    case FlowResult::table_full:
+      return error(Errc::resource_exhausted, "flow table full (" + std::to_string(capacity) + " flows)");
+    case FlowResult::exists:
+      return error(Errc::already_exists, "a flow with the same key and mask exists");
+    case FlowResult::no_memory:
+      return error(Errc::resource_exhausted, "classifier out of memory");
+    case FlowResult::not_found:
+      return error(Errc::not_found, "no such flow");
+    case FlowResult::busy:
+      return error(Errc::unavailable, "removed flows not swept yet, try again");
+  }
+  return error(Errc::internal, "unknown flow result");
+}
+
+FlowResult FlowTable::install(Megaflow* f) noexcept {
+  if (f->in_port >= kMaxDpPorts) return FlowResult::bad_in_port;
+  if (free_.empty()) return FlowResult::table_full;
+  if (find(*f)) return FlowResult::exists;
+  if (!dpcls_[f->in_port]) {
+    dpcls_[f->in_port].reset(new (std::nothrow) Dpcls);
+    if (!dpcls_[f->in_port]) return FlowResult::no_memory;
+  }
   DpclsRule* rule = dpcls_[f->in_port]->insert(f->mask, f->key, f);
-  if (!rule) return error(Errc::resource_exhausted, "classifier out of memory");
+  if (!rule) return FlowResult::no_memory;  // not `exists`: find() said no
   f->dpcls_rule = rule;
   f->index = free_.back();
   free_.pop_back();
   slots_[f->index].store(f, std::memory_order_release);  // publish to dump readers
   n_flows_.fetch_add(1, std::memory_order_relaxed);
   simple_->flow_added(f);
-  return {};
+  return FlowResult::ok;
 }
 
-void FlowTable::remove(Megaflow* f, uint64_t emc_generation) {
+FlowResult FlowTable::remove(Megaflow* f, uint64_t emc_generation) noexcept {
+  if (dead_.size() == dead_.capacity()) return FlowResult::busy;  // no allocation, ever
   slots_[f->index].store(nullptr, std::memory_order_release);
   simple_->flow_removed(f);
   dpcls_[f->in_port]->remove(static_cast<DpclsRule*>(f->dpcls_rule));
   f->dpcls_rule = nullptr;
   f->dead.store(true, std::memory_order_relaxed);
   f->dead_sweep = emc_generation;
-  free_.push_back(f->index);
+  free_.push_back(f->index);  // within its reserve: the slot was taken from it
   n_flows_.fetch_sub(1, std::memory_order_relaxed);
-  dead_.push_back(f);
+  dead_.push_back(f);  // within its reserve: checked above
+  return FlowResult::ok;
 }
 
-void FlowTable::release_swept(uint64_t emc_generation) {
+void FlowTable::release_swept(uint64_t emc_generation) noexcept {
   size_t kept = 0;
   for (Megaflow* f : dead_) {
-    if (emc_generation >= f->dead_sweep + 2) {
-      if (!reclaim_.push(f)) overflow_.push_back(f);
-    } else {
-      dead_[kept++] = f;
-    }
+    if (emc_generation >= f->dead_sweep + 2 && reclaim_.push(f)) continue;
+    dead_[kept++] = f;  // still reachable from the EMC, or the ring is full
   }
-  dead_.resize(kept);
-  while (!overflow_.empty() && reclaim_.push(overflow_.back())) overflow_.pop_back();
+  dead_.resize(kept);  // shrinks: no allocation
 }
 
 size_t FlowTable::reclaim() {
@@ -79,9 +110,7 @@ void FlowTable::clear() {
   for (uint32_t i = 0; i < capacity_; ++i)
     if (Megaflow* f = slots_[i].exchange(nullptr, std::memory_order_relaxed)) free_megaflow(f);
   for (Megaflow* f : dead_) free_megaflow(f);
-  for (Megaflow* f : overflow_) free_megaflow(f);
   dead_.clear();
-  overflow_.clear();
   reclaim();
   for (auto& d : dpcls_) d.reset();
   simple_ = std::make_unique<SimpleMatch>();

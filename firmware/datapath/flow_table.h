@@ -12,12 +12,27 @@
 // Actions are replaced the same way: the PMD swaps the pointer between
 // bursts and returns the old list to the requester to free.
 //
+// Memory: nothing the owner does between bursts grows a container. The free
+// slot list and the dead list are allocated with the table (capacity
+// entries each: a slot is on the free list or holds a flow; the dead list
+// holds what was removed and not yet handed over, and a remove that finds it
+// full is refused with FlowResult::busy, counted by the caller, until the
+// sweep catches up); a flow that the reclaim ring has no room for stays on
+// the dead list and goes at the next release_swept(). install() allocates
+// in the dpcls only (nothrow, see dpcls.h) and the Dpcls of a new in_port
+// (nothrow). Failures are FlowResult codes: the owner builds no message;
+// flow_result_status() turns a code into a Status on the requester's thread.
+//
 // Thread-safety: the owning PMD is the only writer (or the control thread
-// while the PMD is not running). The control thread reads slots with
-// acquire loads (pairs with the PMD's release store on publish) and the
-// flows' immutable fields and relaxed statistics; a flow it can reach is not
-// freed under it because the control thread is the one that frees flows, and
-// removals are requested by the control thread itself.
+// while the PMD is not running): install, remove, release_swept, find,
+// dpcls(). The control thread reads slots with acquire loads (for_each:
+// pairs with the PMD's release store on publish) and the flows' immutable
+// fields and relaxed statistics, and drains the reclaim ring (reclaim(), one
+// thread at a time: the datapath's flow mutex). A flow the control thread
+// reached through a slot is not freed under it: only the control thread
+// frees flows (reclaim(), clear()), and a flow reaches the reclaim ring only
+// after its removal, which the control thread requested and waited for.
+// size() is a relaxed atomic anyone may read. clear(): the owner stopped.
 #pragma once
 
 #include <array>
@@ -36,6 +51,20 @@ namespace keel::datapath {
 
 inline constexpr unsigned kMaxDpPorts = 256;
 
+// The outcome of a table change made on the owner's thread: a code, so that
+// the PMD builds no string (see flow_result_status()).
+enum class FlowResult : uint8_t {
+  ok,
+  bad_in_port,  // in_port >= kMaxDpPorts
+  table_full,   // every slot holds a flow
+  exists,       // a flow with the same mask and masked key is installed
+  no_memory,    // the classifier could not allocate
+  not_found,    // remove/modify: no such flow
+  busy,         // remove: the dead list is full (the EMC sweep has not caught up)
+};
+// The requester's Status for a code (allocates: not on the PMD).
+Status flow_result_status(FlowResult r, uint32_t capacity);
+
 class FlowTable {
  public:
   explicit FlowTable(uint32_t capacity);
@@ -47,14 +76,16 @@ class FlowTable {
   uint32_t size() const { return n_flows_.load(std::memory_order_relaxed); }
 
   // --- owner ---
-  // Installs `f` (built by the caller; the table owns it from now on, also
-  // on failure, when it is returned for the caller to free: nullptr = ok).
-  Status install(Megaflow* f);
+  // Installs `f` (built by the caller). On ok the table owns it; on a
+  // failure nothing changed and the caller keeps it. No exception.
+  FlowResult install(Megaflow* f) noexcept;
   // The installed flow with f's mask and masked key on f's in_port, if any.
   Megaflow* find(const Megaflow& f) const;
-  void remove(Megaflow* f, uint64_t emc_generation);
-  // Moves dead flows that no EMC entry can reach any more to the reclaim ring.
-  void release_swept(uint64_t emc_generation);
+  // ok, or busy (nothing changed) when the dead list is full.
+  FlowResult remove(Megaflow* f, uint64_t emc_generation) noexcept;
+  // Moves dead flows that no EMC entry can reach any more to the reclaim
+  // ring (those it has no room for stay dead until the next call).
+  void release_swept(uint64_t emc_generation) noexcept;
   bool has_dead() const { return !dead_.empty(); }
 
   Megaflow* at(uint32_t index) const noexcept { return slots_[index].load(std::memory_order_relaxed); }
@@ -82,13 +113,12 @@ class FlowTable {
  private:
   const uint32_t capacity_;
   std::unique_ptr<std::atomic<Megaflow*>[]> slots_;
-  std::vector<uint32_t> free_;  // owner only
+  std::vector<uint32_t> free_;  // owner only; capacity_ reserved, never exceeded
   std::atomic<uint32_t> n_flows_{0};
   std::array<std::unique_ptr<Dpcls>, kMaxDpPorts> dpcls_;
   std::unique_ptr<SimpleMatch> simple_ = std::make_unique<SimpleMatch>();
-  std::vector<Megaflow*> dead_;  // owner only
+  std::vector<Megaflow*> dead_;  // owner only; capacity_ reserved, never exceeded
   MpmcRing<Megaflow*> reclaim_;
-  std::vector<Megaflow*> overflow_;  // owner only: reclaim ring full
 };
 
 void free_megaflow(Megaflow* f);

@@ -3,17 +3,20 @@
 // and EMC point to.
 //
 // Thread-safety: a megaflow belongs to one PMD (it lives in that PMD's flow
-// table, `index` is its slot there). Key, mask, ufid and in_port are
-// immutable after install. `actions` is swapped by the owning PMD when the
-// flow is modified (release store; readers on the same PMD load relaxed, the
-// control thread loads acquire); the old actions are freed after every PMD
-// has quiesced. Statistics are written by the owning PMD (relaxed load +
-// store) and read by anyone with relaxed loads. `dead` is set by the owning
-// PMD when the flow is removed: caches that still point to it (EMC, SMC)
-// see it and miss. `shown_key` is control-plane data, immutable after
-// install and never read by the PMD: `flow-dump` reads it under the same
-// guarantee as key and mask (the flow is freed only after every PMD
-// quiesced and the dumper holds the datapath's flow mutex).
+// table, `index` is its slot there). Key, mask, ufid, in_port and shown_key
+// are immutable after install. `actions` is swapped by the owning PMD when
+// the flow is modified, between bursts (an acq_rel exchange; the PMD loads
+// it relaxed, the control thread acquire); the old list goes back to the
+// requester, which frees it as soon as the PMD answered: no burst of the
+// PMD still holds it, and the other readers (flow-dump, flow-stats) hold the
+// datapath's flow mutex, as the requester does. Statistics are written by
+// the owning PMD (relaxed load + store) and read by anyone with relaxed
+// loads. `dead` is set by the owning PMD when the flow is removed: caches
+// that still point to it (EMC, SMC) see it and miss; `dead_sweep`,
+// `dpcls_rule` are the owner's. The flow itself is freed by the control
+// thread, under the datapath's flow mutex, once the owner's EMC sweep has
+// passed every entry twice since (flow_table.h); a dumper holding that mutex
+// may read every field of a flow it reached through a slot.
 #pragma once
 
 #include <atomic>

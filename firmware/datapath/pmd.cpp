@@ -109,24 +109,25 @@ Status Pmd::wait(FlowRequest& req) {
     timespec ts{0, 20'000};
     nanosleep(&ts, nullptr);
   }
-  return req.result;
+  // The message is built here, on the requester's thread.
+  return flow_result_status(req.result, table_.capacity());
 }
 
 void Pmd::apply(FlowRequest& req) {
+  req.result = FlowResult::ok;
   switch (req.op) {
     case FlowRequest::Op::install:
       req.result = table_.install(req.flow);
       break;
     case FlowRequest::Op::remove: {
       Megaflow* f = table_.find(*req.flow);
-      if (!f) req.result = error(Errc::not_found, "no such flow");
-      else table_.remove(f, emc_->generation());
+      req.result = f ? table_.remove(f, emc_->generation()) : FlowResult::not_found;
       break;
     }
     case FlowRequest::Op::modify: {
       Megaflow* f = table_.find(*req.flow);
       if (!f) {
-        req.result = error(Errc::not_found, "no such flow");
+        req.result = FlowResult::not_found;
       } else {
         // release: the control thread reading actions sees a complete list.
         req.actions = f->actions.exchange(req.actions, std::memory_order_acq_rel);
@@ -134,11 +135,22 @@ void Pmd::apply(FlowRequest& req) {
       }
       break;
     }
-    case FlowRequest::Op::dpcls_info:
-      for (uint32_t port = 0; port < kMaxDpPorts; ++port)
-        if (const Dpcls* cls = table_.dpcls(port)) req.info->emplace_back(port, cls->info());
+    case FlowRequest::Op::dpcls_info: {
+      size_t n = 0;
+      for (uint32_t port = 0; port < kMaxDpPorts; ++port) {
+        const Dpcls* cls = table_.dpcls(port);
+        if (!cls || cls->n_subtables() == 0) continue;
+        // Into what is left of the requester's array (a POD copy, no allocation).
+        const size_t left = n < req.info_cap ? req.info_cap - n : 0;
+        const size_t total = cls->info(left ? std::span(req.info + n, left) : std::span<SubtableInfo>{});
+        for (size_t k = 0; k < std::min(left, total); ++k) req.info[n + k].in_port = port;
+        n += total;
+      }
+      req.info_n = n;
       break;
+    }
   }
+  if (req.result != FlowResult::ok) bump(c_.request_failed, 1);
   if (!running() && req.op != FlowRequest::Op::dpcls_info) {
     // Nobody will sweep the EMC: forget dead flows now.
     emc_->clear();
@@ -159,8 +171,8 @@ PmdCounters Pmd::counters() const {
                 ld(c_.misses),        ld(c_.lost),             ld(c_.recirc_too_deep), ld(c_.malformed),
                 ld(c_.runts),         ld(c_.tx_batches),    ld(c_.tx_batch_packets), ld(c_.invalid_port),   ld(c_.exec_dropped),
                 ld(c_.busy_cycles),   ld(c_.idle_cycles),      ld(c_.upcalls),        ld(c_.action_upcalls),
-                ld(c_.upcall_installs), ld(c_.upcall_followers), ld(c_.ordered_upcalls),
-                ld(c_.backpressure)};
+                ld(c_.upcall_installs), ld(c_.upcall_followers), ld(c_.install_failed), ld(c_.request_failed),
+                ld(c_.ordered_upcalls), ld(c_.backpressure)};
   const PmdCounters& b = baseline_;
   v.rx_packets -= b.rx_packets, v.recirculations -= b.recirculations, v.xconnect_hits -= b.xconnect_hits;
   v.simple_hits -= b.simple_hits;
@@ -172,6 +184,7 @@ PmdCounters Pmd::counters() const {
   v.exec_dropped -= b.exec_dropped, v.busy_cycles -= b.busy_cycles, v.idle_cycles -= b.idle_cycles;
   v.upcalls -= b.upcalls, v.action_upcalls -= b.action_upcalls, v.upcall_installs -= b.upcall_installs;
   v.upcall_followers -= b.upcall_followers;
+  v.install_failed -= b.install_failed, v.request_failed -= b.request_failed;
   v.ordered_upcalls -= b.ordered_upcalls, v.backpressure -= b.backpressure;
   return v;
 }
@@ -296,7 +309,11 @@ void Pmd::run() {
       // A host board shares its CPUs: back off while there is nothing to do.
       timespec ts{0, static_cast<long>(idle_sleep_us_) * 1000};
       nanosleep(&ts, nullptr);
-      last = hal::cycles();  // sleeping is neither busy nor polling
+      // The sleep is part of this idle iteration (as Open vSwitch counts
+      // it): idle, and not carried into the next one, which may be busy.
+      const uint64_t woke = hal::cycles();
+      bump(c_.idle_cycles, woke - last);
+      last = woke;
     }
   }
   // Answers not executed yet: their packets are dropped (the records go
@@ -611,11 +628,14 @@ void Pmd::handle_answers() {
     }
     Megaflow* installed = nullptr;
     if (u->install) {
-      if (table_.install(u->install).ok()) {
+      if (table_.install(u->install) == FlowResult::ok) {
         installed = u->install;
         bump(c_.upcall_installs, 1);
       } else {
-        u->install_failed = true;  // e.g. another upcall of the same flow won: the handler frees it
+        // e.g. another upcall of the same flow won, or the table is full:
+        // the handler frees it. A code and a counter, no message.
+        u->install_failed = true;
+        bump(c_.install_failed, 1);
       }
     }
     const unsigned nf = u->type == Upcall::Type::miss ? u->n_followers : 0;

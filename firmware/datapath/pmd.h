@@ -39,11 +39,18 @@
 // housekeeping, empty polls in busy iterations). See load().
 //
 // Thread-safety: the PMD thread is the only writer of its caches, flow
-// table and counters. Counters are relaxed atomics written once per burst
-// (single writer: load + store) and read by anyone. Other threads talk to it
-// only through post() (a bounded MPMC ring; the poster waits for `done`,
-// which the PMD sets with a release store after filling `result`). Before
-// start() and after stop(), the control thread may call apply() directly.
+// table and counters. Counters are relaxed atomics written by the PMD alone
+// (load + store, no locked instruction), a few times per burst, and read by
+// anyone; clear_counters() and the baseline it keeps are the control
+// thread's. Other threads talk to it only through post()/request() (a
+// bounded MPMC ring; the poster waits for `done`, which the PMD sets with a
+// release store after filling `result`, a FlowResult code, and for
+// dpcls_info the poster's own array: the PMD allocates and formats nothing).
+// Before start() and after stop(), request() applies on the caller's thread.
+// set_emc_insert_inv_prob / set_smc_enable: relaxed atomics, any thread (the
+// PMD reads the SMC flag per burst and the EMC probability at housekeeping);
+// end_interval(): any thread (a relaxed counter the housekeeping compares).
+// add_rx_queue(), set_offline(): the control thread, before start().
 // The offline state (held packets, records up, marks) is the PMD thread's
 // alone; held() is its count published with a release store at the end of
 // each iteration, before `iterations` (wait_drained reads both).
@@ -51,13 +58,17 @@
 // close — the slots first, then the interval count with a release store —
 // and read by anyone after an acquire load of the count; a reader racing a
 // close may see the oldest slot of a full window half rewritten (as Open
-// vSwitch's readers). The CPU last seen is one relaxed atomic int.
-// A tx queue shared with another PMD is taken with its spinlock (as Open
-// vSwitch's dynamic txqs); an unshared one takes none. The datapath's VLAN
-// limit is read with one relaxed atomic load per burst. The CPU last seen
-// (display_core()) is one relaxed atomic the PMD thread stores at start and
-// at housekeeping and anyone loads. Runts are dropped
-// with a length check per packet and counted once per burst, no lock.
+// vSwitch's readers). The CPU last seen (display_core()) is one relaxed
+// atomic int the PMD thread stores at start and at housekeeping.
+// A tx queue shared with another PMD is taken with its spinlock per burst
+// slice (as Open vSwitch's dynamic txqs), never per packet; an unshared one
+// takes none. The datapath's VLAN limit is read with one relaxed atomic load
+// per burst. Runts are dropped with a length check per packet and counted
+// once per burst, no lock. The PMD is no Rcu reader (rcu.h): the megaflows
+// it reaches are freed only after it handed them over (flow_table.h).
+// Between bursts nothing is allocated: install answers allocate only in the
+// dpcls, nothrow (dpcls.h), and failures are codes plus counters
+// (install_failed, request_failed).
 //
 // Offline mode (datapath.h; set before start(), then fixed): this PMD polls
 // every input, a pcap replay each, merged by record timestamp — each poll
@@ -135,26 +146,35 @@ struct PmdCounters {
   uint64_t tx_batches = 0, tx_batch_packets = 0;  // output batches sent
   uint64_t invalid_port = 0;      // output to a port that doesn't exist
   uint64_t exec_dropped = 0;      // by the executor (drop action, queue overflow, no headroom ...)
+  // Cycles of the iterations that received packets, and of the others
+  // (their sleep included, as Open vSwitch counts them).
   uint64_t busy_cycles = 0;
   uint64_t idle_cycles = 0;
   uint64_t upcalls = 0;          // misses handed to the slow path ("miss with success upcall")
   uint64_t action_upcalls = 0;   // userspace() packets handed to the slow path
   uint64_t upcall_installs = 0;  // megaflows the slow path installed in this PMD
   uint64_t upcall_followers = 0; // misses that joined an identical miss already up
+  uint64_t install_failed = 0;   // megaflows from the slow path not installed (table full, exists, no memory)
+  uint64_t request_failed = 0;   // flow requests refused (install/remove/modify: no such flow, full, busy)
   // Offline mode only:
   uint64_t ordered_upcalls = 0;  // hits of derived packets sent up behind an upcall (input order)
   uint64_t backpressure = 0;     // times the inputs stopped for want of an upcall record
 };
 
 // A flow request from another thread (see FlowTable for the life cycle).
+// What the PMD writes back is plain data (codes, a POD array the requester
+// allocated): it builds no string and allocates nothing to answer.
 struct FlowRequest {
   enum class Op : uint8_t { install, remove, modify, dpcls_info };
   Op op = Op::install;
   Megaflow* flow = nullptr;  // install: the new flow; remove/modify: a template (in_port, mask, key)
   const flow::DpActions* actions = nullptr;  // modify: the new list; afterwards the old one
-  // dpcls_info: filled with (in_port, subtables in rank order) per classifier.
-  std::vector<std::pair<uint32_t, std::vector<SubtableInfo>>>* info = nullptr;
-  Status result;
+  // dpcls_info: the requester's array (info_cap entries); the PMD fills
+  // min(info_cap, total) entries, in_port order then rank order, and sets
+  // info_n to the total (more than info_cap: ask again with a bigger one).
+  SubtableInfo* info = nullptr;
+  size_t info_cap = 0, info_n = 0;
+  FlowResult result = FlowResult::ok;
   std::atomic<bool> done{false};
 };
 
@@ -259,11 +279,11 @@ class Pmd {
 
  private:
   struct AtomicCounters {
-    std::atomic<uint64_t> iterations{0}, rx_packets{0}, recirculations{0}, xconnect_hits{0}, simple_hits{0}, emc_hits{0},
-        smc_hits{0}, megaflow_hits{0}, subtable_lookups{0}, misses{0}, lost{0}, recirc_too_deep{0},
-        malformed{0}, runts{0}, tx_batches{0}, tx_batch_packets{0}, invalid_port{0}, exec_dropped{0},
-        busy_cycles{0}, idle_cycles{0}, upcalls{0}, action_upcalls{0}, upcall_installs{0},
-        upcall_followers{0}, ordered_upcalls{0}, backpressure{0};
+    std::atomic<uint64_t> iterations{0}, rx_packets{0}, recirculations{0}, xconnect_hits{0}, simple_hits{0},
+        emc_hits{0}, smc_hits{0}, megaflow_hits{0}, subtable_lookups{0}, misses{0}, lost{0},
+        recirc_too_deep{0}, malformed{0}, runts{0}, tx_batches{0}, tx_batch_packets{0}, invalid_port{0},
+        exec_dropped{0}, busy_cycles{0}, idle_cycles{0}, upcalls{0}, action_upcalls{0}, upcall_installs{0},
+        upcall_followers{0}, ordered_upcalls{0}, backpressure{0}, install_failed{0}, request_failed{0};
   };
   // Which packets of a burst each cache stage found (bit i: packet i).
   struct LookupHits {
