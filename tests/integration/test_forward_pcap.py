@@ -52,9 +52,10 @@ def test_empty_pcap():
 
 
 def test_no_xconnect_no_flow_is_dropped():
-    """Without a cross-connect, a bridge or flows every packet misses, goes up
-    to the slow path, and is dropped there (its port belongs to no bridge):
-    nothing is installed and nothing forwarded."""
+    """Without a cross-connect, a bridge or flows the packets miss, go up to
+    the slow path and are dropped there (their port belongs to no bridge):
+    one drop flow for the port is installed (test_unbridged_port.py) and
+    nothing is forwarded."""
     d = tmpdir()
     inp, outp, cfg = (os.path.join(d, x) for x in ("in.pcap", "out.pcap", "cfg"))
     write_pcap(inp, varied_frames(10))
@@ -69,7 +70,7 @@ def test_no_xconnect_no_flow_is_dropped():
     pmd = js[1]["pmds"][0]
     check(pmd["misses"] == 10 and pmd["upcalls"] + pmd["upcall_followers"] == 10 and pmd["lost"] == 0,
           "misses went to the slow path", p)
-    check(pmd["upcall_installs"] == 0, "nothing installed", p)
+    check(pmd["upcall_installs"] == 1, "one drop flow installed for the unbridged port", p)
     check(read_pcap(outp) == [], "nothing written", p)
 
 
