@@ -259,10 +259,14 @@ void check_spread(const std::array<Received, 4>& got, size_t flows, size_t per_f
   size_t total = 0;
   for (unsigned q = 0; q < 4; ++q) {
     std::map<uint32_t, uint32_t> next_seq;
-    for (auto [flow, seq] : got[q].pkts) {
-      auto [it, fresh] = queue_of.emplace(flow, q);
-      if (fresh) ++flows_on[q];
-      CHECK_MESSAGE(it->second == q, "flow ", flow, " on queues ", it->second, " and ", q);
+    for (const auto& pkt : got[q].pkts) {
+      // Plain variables, not structured bindings: clang 14 can't capture
+      // those in doctest's message lambdas.
+      const uint32_t flow = pkt.first, seq = pkt.second;
+      const auto ins = queue_of.emplace(flow, q);
+      if (ins.second) ++flows_on[q];
+      const unsigned on = ins.first->second;
+      CHECK_MESSAGE(on == q, "flow ", flow, " on queues ", on, " and ", q);
       CHECK_MESSAGE(next_seq[flow]++ == seq, "flow ", flow, " out of order on queue ", q);
     }
     total += got[q].pkts.size();
