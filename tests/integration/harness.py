@@ -145,6 +145,24 @@ class Failure(Exception):
     pass
 
 
+def ask_live(proc, err, cmd):
+    """Runs one console command in a live keel started with stdin/stdout
+    pipes (text, line-buffered) and returns its output: the command is
+    followed by `version --format json`, whose line marks the end. `err` is
+    keel's stderr file, shown if keel exits."""
+    proc.stdin.write(cmd + "\nversion --format json\n")
+    proc.stdin.flush()
+    cur = []
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            err.seek(0)
+            raise Failure("keel exited:\n" + err.read())
+        if line.startswith('{"version"'):
+            return "".join(cur)
+        cur.append(line)
+
+
 def check(cond, msg, proc=None):
     if not cond:
         if proc is not None:

@@ -25,7 +25,7 @@ import subprocess
 import threading
 import time
 
-from harness import PATIENCE, Failure, check, json_lines, keel_cmd, main, run_keel, tmpdir, udp_frame, \
+from harness import PATIENCE, Failure, ask_live, check, json_lines, keel_cmd, main, run_keel, tmpdir, udp_frame, \
     wait_for, write_pcap_ts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -195,22 +195,7 @@ def keel_measured():
                          bufsize=1)
 
     def ask(cmds):
-        for c in cmds:
-            p.stdin.write(c + "\nversion --format json\n")
-        p.stdin.flush()
-        out = []
-        while len(out) < len(cmds):
-            cur = []
-            while True:
-                line = p.stdout.readline()
-                if not line:
-                    err.seek(0)
-                    raise Failure("keel exited:\n" + err.read())
-                if line.startswith('{"version"'):
-                    break
-                cur.append(line)
-            out.append("".join(cur))
-        return out
+        return [ask_live(p, err, c) for c in cmds]
 
     try:
         wait_for(lambda: json.loads(ask(["pmd-rxq-show --format json"])[0])["pmds"][0]["window_cycles"] > 0,

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import Failure, check, keel_cmd, main, tmpdir, wait_for
+from harness import ask_live, check, keel_cmd, main, tmpdir, wait_for
 
 CONFIG = ("add-br br0\nadd-port br0 p0\nadd-port br0 p1\n"
           "add-flow br0 actions=output:2\n")
@@ -34,17 +34,7 @@ def test_sample_traffic_is_mostly_idle():
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
 
     def ask(cmd):
-        p.stdin.write(cmd + "\nversion --format json\n")
-        p.stdin.flush()
-        cur = []
-        while True:
-            line = p.stdout.readline()
-            if not line:
-                err.seek(0)
-                raise Failure("keel exited:\n" + err.read())
-            if line.startswith('{"version"'):
-                return "".join(cur)
-            cur.append(line)
+        return ask_live(p, err, cmd)
 
     def stats():
         return json.loads(ask("pmd-stats-show --format json"))["pmds"][0]
