@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/version.h"
 #include "datapath/pmd.h"
+#include "datapath/rxq_sched.h"
 
 namespace keel::cli {
 
@@ -88,6 +89,10 @@ void add_core_sections(CommandTree::Impl& t) {
                           const auto& pmds = t.sys.datapath().pmds();
                           if (pmds.empty()) return;
                           const datapath::PmdConfig def;  // every PMD is set alike
+                          const auto& board = t.sys.board().pmd_cores;
+                          const auto& cores = t.sys.datapath().pmd_cores();
+                          if (!std::equal(cores.begin(), cores.end(), board.begin(), board.end()))
+                            lines.push_back("set pmd-cpu-mask " + datapath::format_cpu_mask(cores));
                           if (pmds[0]->emc_insert_inv_prob() != def.emc_insert_inv_prob)
                             lines.push_back("set emc-insert-inv-prob " + std::to_string(pmds[0]->emc_insert_inv_prob()));
                           if (pmds[0]->smc_enabled() != def.smc_enable)
@@ -97,6 +102,8 @@ void add_core_sections(CommandTree::Impl& t) {
                         },
                         [&t] {
                           const datapath::PmdConfig def;
+                          const auto& board = t.sys.board().pmd_cores;
+                          (void)t.sys.datapath().set_pmd_cores({board.begin(), board.end()});
                           for (const auto& pmd : t.sys.datapath().pmds()) {
                             pmd->set_emc_insert_inv_prob(def.emc_insert_inv_prob);
                             pmd->set_smc_enable(def.smc_enable);

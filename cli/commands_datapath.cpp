@@ -11,6 +11,7 @@
 #include "cli/command_tree_impl.h"
 #include "cli/json.h"
 #include "datapath/datapath.h"
+#include "datapath/rxq_sched.h"
 #include "flow/dp_actions.h"
 #include "flow/dp_flow_syntax.h"
 #include "flow/flow_text.h"
@@ -684,6 +685,17 @@ void add_datapath_commands(CommandTree::Impl& t) {
   smc->add_option("BOOL", t.arg1, "true or false")->required()->check(CLI::IsMember({"true", "false"}));
   smc->callback([&t] {
     for (const auto& pmd : t.sys.datapath().pmds()) pmd->set_smc_enable(t.arg1 == "true");
+  });
+  auto* cpu_mask = set->add_subcommand(
+      "pmd-cpu-mask", "the cores that run PMD threads, as a hexadecimal mask (Open vSwitch's other_config:pmd-cpu-mask)");
+  cpu_mask->add_option("MASK", t.arg1, "e.g. 0x3")->required();
+  cpu_mask->callback([&t] {
+    const datapath::CpuMask m = datapath::parse_cpu_mask(t.arg1, hal::online_cores());
+    if (!m.error.empty()) {
+      t.status = invalid("pmd-cpu-mask " + t.arg1 + ": " + m.error);
+      return;
+    }
+    t.status = t.sys.datapath().set_pmd_cores(m.cores).prefix("pmd-cpu-mask");
   });
   auto* vlan_limit = set->add_subcommand(
       "vlan-limit", "VLAN tags the parser keys: 1 (default, as Open vSwitch), 2, or 0 for no limit (2)");

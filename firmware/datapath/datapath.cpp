@@ -44,6 +44,29 @@ Datapath::Datapath(DatapathConfig cfg) : cfg_(std::move(cfg)) {
     pmds_.push_back(std::make_unique<Pmd>(*this, i, cfg_.pmd_cores[i], cfg_.pmd_idle_sleep_us, cfg_.pmd));
 }
 
+Status Datapath::set_pmd_cores(std::vector<int> cores) {
+  if (running_) return error(Errc::unavailable, "the PMD cores can't change while forwarding yet");
+  if (cores.empty()) return invalid("at least one PMD core");
+  // New PMDs take the tunables the others have (every PMD is set alike).
+  PmdConfig pcfg = cfg_.pmd;
+  pcfg.emc_insert_inv_prob = pmds_[0]->emc_insert_inv_prob();
+  pcfg.smc_enable = pmds_[0]->smc_enabled();
+  std::vector<std::unique_ptr<Pmd>> next;
+  for (int core : cores) {
+    std::unique_ptr<Pmd> keep;
+    for (auto& p : pmds_)
+      if (p && p->core() == core) keep = std::move(p);
+    next.push_back(std::move(keep));
+  }
+  pmds_.clear();
+  for (unsigned i = 0; i < next.size(); ++i)
+    if (!next[i] || next[i]->index() != i)  // a PMD's index is fixed: rebuild it (its flows go)
+      next[i] = std::make_unique<Pmd>(*this, i, cores[i], cfg_.pmd_idle_sleep_us, pcfg);
+  pmds_ = std::move(next);
+  cfg_.pmd_cores = std::move(cores);
+  return {};
+}
+
 Datapath::~Datapath() {
   stop();
   stop_ports();

@@ -154,6 +154,11 @@ class Datapath {
   void stop_ports();
 
   const std::vector<std::unique_ptr<Pmd>>& pmds() const { return pmds_; }
+  // The PMD threads, one per core (-1: unpinned), as Open vSwitch's
+  // pmd-cpu-mask sets them. Before start() only, for now: a PMD whose core
+  // stays keeps its flows; a new one starts with an empty table.
+  Status set_pmd_cores(std::vector<int> cores);
+  const std::vector<int>& pmd_cores() const { return cfg_.pmd_cores; }
 
   // Waits until every port whose input can run out has drained and every PMD
   // has finished a whole iteration after that, so everything received has
