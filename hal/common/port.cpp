@@ -46,6 +46,16 @@ Status Port::set_mtu(uint32_t mtu) {
   return {};
 }
 
+Status Port::set_queue_count(uint16_t n_rx, uint16_t n_tx) {
+  if (n_rx < 1 || n_rx > kMaxQueues || n_tx < 1 || n_tx > kMaxQueues)
+    return invalid("port " + name() + ": " + std::to_string(n_rx) + " rx / " + std::to_string(n_tx) +
+                   " tx queues out of range (1.." + std::to_string(kMaxQueues) + ")");
+  if (n_rx == n_rxq() && n_tx == n_txq()) return {};
+  if (Status st = apply_queue_count(n_rx, n_tx); !st.ok()) return st;
+  set_queues(n_rx, n_tx);
+  return {};
+}
+
 uint16_t Port::tx_over_mtu(uint16_t q, std::span<Packet* const> pkts) noexcept {
   const TxFrameLimit lim = tx_frame_limit();
   uint16_t sent = 0;

@@ -157,6 +157,16 @@ class Port {
 
   virtual void stop() noexcept {}  // flushes outputs; idempotent
 
+  // --- queue count at run time (Open vSwitch's options:n_rxq / n_txq) ---
+  // Restarts the device with n_rx rx and n_tx tx queues (1..kMaxQueues):
+  // a DPDK port is stopped, reconfigured (RSS over the rx queues) and
+  // started again; a sim port spreads its input over n_rx queues by RSS.
+  // The caller (the datapath) guarantees that no thread polls or sends on
+  // the port meanwhile. Flows stay (they name the port, not its queues).
+  // On error the port keeps its queues and still works. The default
+  // refuses a change (a port kind with a fixed number of queues).
+  Status set_queue_count(uint16_t n_rx, uint16_t n_tx);
+
  protected:
   // Backends implement the raw burst functions.
   virtual uint16_t rx_burst(uint16_t q, std::span<Packet*> out) noexcept = 0;
@@ -174,6 +184,13 @@ class Port {
   // A backend whose frame_limit_for() differs calls this from its
   // constructor (virtual calls do not reach it from Port's).
   void init_frame_limit() { store_frame_limit(frame_limit_for(mtu())); }
+
+  // set_queue_count()'s backend hook, called with a count in range that
+  // differs from the current one; on success the port then reports it.
+  virtual Status apply_queue_count(uint16_t n_rx, uint16_t n_tx) {
+    (void)n_rx, (void)n_tx;
+    return error(Errc::unsupported, "port " + name_ + " (" + kind_ + "): the number of queues is fixed");
+  }
 
   void set_queues(uint16_t nrx, uint16_t ntx) {
     n_rxq_ = nrx;
