@@ -135,7 +135,13 @@ Result<std::unique_ptr<Port>> DpdkBackend::open_port(const PortSpec& spec, uint1
   std::lock_guard lock(shared_->mu);
   if (shared_->shut_down)
     return Status(Errc::unavailable, "port " + spec.name + ": the DPDK backend is shut down");
-  return DpdkPort::open(shared_, spec, n_rxq, n_txq);
+  // The spec's n_rxq=/n_txq= (port_spec.h) win over what the caller asks
+  // (System asks 1 rx queue and one tx queue per PMD).
+  if (spec.rxq > 1) n_rxq = spec.rxq;
+  if (spec.txq > 0) n_txq = spec.txq;
+  auto r = DpdkPort::open(shared_, spec, n_rxq, n_txq);
+  if (r) r.value()->set_backend(this);
+  return r;
 }
 
 unsigned DpdkBackend::alloc_burst(std::span<Packet*> out, uint32_t len) noexcept {

@@ -72,6 +72,7 @@ class DpdkPort final : public Port {
   uint16_t rx_burst(uint16_t q, std::span<Packet*> out) noexcept override;
   uint16_t tx_burst(uint16_t q, std::span<Packet* const> pkts) noexcept override;
   Status apply_mtu(uint32_t mtu) override;
+  Status apply_queue_count(uint16_t n_rx, uint16_t& n_tx) override;
   TxFrameLimit frame_limit_for(uint32_t mtu) const override {
     return {mtu + kEthHeaderLen + kVlanHeaderLen, mtu + kEthHeaderLen + kVlanHeaderLen};
   }
@@ -79,6 +80,16 @@ class DpdkPort final : public Port {
  private:
   DpdkPort(std::shared_ptr<DpdkShared> shared, const PortSpec& spec, uint16_t port_id, rte_device* device,
            std::string driver, bool watch_input);
+  // What configuring the queues needs, found at open and kept for
+  // set_queue_count() (the same RSS and offloads with other counts).
+  struct QueueSetup {
+    uint64_t rss_hf = 0;       // RSS hash types the device supports among IP/TCP/UDP; 0: no RSS
+    uint64_t rx_offloads = 0;  // RSS_HASH, SCATTER where offered
+    uint16_t max_rxq = 1, max_txq = 1;  // the device's, at most kMaxQueues
+    int socket = 0;
+    rte_mempool* pool = nullptr;
+  };
+  static int setup_queues(uint16_t pid, QueueSetup& qs, uint16_t nrx, uint16_t ntx, std::string& step);
   uint16_t tx_chunk(uint16_t q, std::span<Packet* const> pkts) noexcept;
   // A chained mbuf as one contiguous mbuf (the first segment, or a jumbo
   // copy); nullptr when neither has room (the chain is then freed).
@@ -102,6 +113,7 @@ class DpdkPort final : public Port {
   rte_device* device_;
   std::string devargs_;
   std::string driver_;
+  QueueSetup qs_;
   bool stopped_ = false;
 };
 
