@@ -47,6 +47,12 @@ Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const P
       parsed_(std::make_unique<packet::ParsedPacket[]>((kMaxRecircDepth + 1) * hal::kMaxBurst)),
       intrvl_ns_(cfg.load_interval_ns) {
   exec_->tx.set_flush(&Pmd::flush_cb, this);
+  // Copies for an output come from the output port's backend (execute.h).
+  exec_->port_backend = [](void* arg, uint32_t port) noexcept -> hal::Backend* {
+    hal::Port* p = port < kMaxDpPorts ? static_cast<Pmd*>(arg)->dp_.port_fast(static_cast<uint16_t>(port)) : nullptr;
+    return p ? p->backend() : nullptr;
+  };
+  exec_->port_backend_arg = this;
   emc_->set_insert_inv_prob(cfg.emc_insert_inv_prob);
   upcall_budget_ = cfg.upcall_budget;
 }
