@@ -75,7 +75,11 @@
 // to its relaxed atomics after each execute_actions() call). execute_actions()
 // touches only the context, the packets it owns, their offsets, and reads
 // the actions and the keys; it allocates nothing (fixed-size queues: what
-// does not fit is dropped and counted). The action bytes must stay alive
+// does not fit is dropped and counted). Copies take buffers from a
+// backend's alloc_burst(), which any thread may call (hal/backend.h); the
+// port_backend callback the PMD sets reads the datapath's port table, which
+// does not change while PMDs run, and the port's backend pointer, set when
+// the port was opened. The action bytes must stay alive
 // until the context's queues are drained (userdata spans point into them):
 // the PMD drains them in the same burst (after_pass copies the userdata into
 // the upcall record), and a flow's actions are freed only between bursts

@@ -41,8 +41,9 @@
 // Thread-safety: the PMD thread is the only writer of its caches, flow
 // table and counters. Counters are relaxed atomics written by the PMD alone
 // (load + store, no locked instruction), a few times per burst, and read by
-// anyone; clear_counters() and the baseline it keeps are the control
-// thread's. Other threads talk to it only through post()/request() (a
+// anyone (PmdPerfCounters too); clear_counters() and the baselines it keeps
+// are the control thread's, and so is counters_since_ns() (a relaxed atomic
+// the control thread stores at start() and clear_counters()). Other threads talk to it only through post()/request() (a
 // bounded MPMC ring; the poster waits for `done`, which the PMD sets with a
 // release store after filling `result`, a FlowResult code, and for
 // dpcls_info the poster's own array: the PMD allocates and formats nothing).
