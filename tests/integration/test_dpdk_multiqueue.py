@@ -4,11 +4,18 @@ each, through a bridge to a DPDK port with one tx queue that the two PMDs
 share (XPS-like steering, a lock per burst): every frame leaves once, each
 PMD received its queue, show ports reports the queues; a device that has
 fewer queues than asked gets what it has; a bad n_rxq is refused at boot
-naming the token."""
+naming the token; net_af_packet on a veth with qpairs=2 (the kernel's
+PACKET_FANOUT hash spreads the flows; the device does no RSS of its own)
+feeds both PMDs (skipped where no veth can be made)."""
 import collections
+import json
 import os
+import socket
+import subprocess
+import tempfile
 
-from harness import check, json_lines, main, ports_by_name, read_pcap, run_keel, tmpdir, udp_frame, write_pcap
+from harness import (ask_live, check, json_lines, keel_cmd, main, ports_by_name, read_pcap, run_keel, tmpdir,
+                     udp_frame, wait_for, write_pcap)
 
 CONFIG = """set pmd-cpu-mask 0x3
 add-br br0
@@ -79,5 +86,45 @@ def test_bad_n_rxq():
     check("dpdk n_rxq '0' must be a number of rx queues from 1 to 16" in p.stderr, "names the token", p)
 
 
+def test_af_packet_two_queues_on_a_veth():
+    a, b = "kmq%d" % (os.getpid() % 10000), "kmr%d" % (os.getpid() % 10000)
+    if subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], capture_output=True).returncode:
+        print("SKIP test_af_packet_two_queues_on_a_veth: cannot create a veth pair")
+        return
+    err = tempfile.TemporaryFile(mode="w+")
+    proc = None
+    try:
+        for dev in (a, b):
+            subprocess.run(["ip", "link", "set", dev, "up"], check=True)
+        d = tmpdir()
+        proc = subprocess.Popen(keel_cmd("--config", config(d), "--port",
+                                         "p0=dpdk:net_af_packet0,iface=%s,qpairs=2,n_rxq=2" % a, "--port", "p1=null"),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
+        ports = ports_by_name(json.loads(ask_live(proc, err, "show ports --format json")))
+        check(ports["p0"]["rx_queues"] == 2, "qpairs=2: two rx queues")
+        frames = [udp_frame(i, 64) for i in range(256)]  # 256 flows
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+        s.bind((b, 0))
+        for f in frames:
+            s.send(f)
+        s.close()
+
+        def received():
+            pmds = json.loads(ask_live(proc, err, "pmd-perf-show --format json"))["pmds"]
+            return pmds if sum(x["rx_packets"] for x in pmds) >= len(frames) else None
+        wait_for(received, "the %d frames to arrive" % len(frames))
+        pmds = received()
+        check(all(x["rx_packets"] > 0 for x in pmds), "both PMDs received: %s" % [x["rx_packets"] for x in pmds])
+        out = ports_by_name(json.loads(ask_live(proc, err, "show ports --format json")))["p1"]["tx"]["packets"]
+        check(out >= len(frames), "forwarded: %d" % out)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.stdin.write("exit\n")
+            proc.stdin.flush()
+            proc.wait(timeout=60)
+        subprocess.run(["ip", "link", "del", a], capture_output=True)
+
+
 if __name__ == "__main__":
-    main([test_two_queues_two_pmds_every_frame_once, test_fewer_queues_than_asked, test_bad_n_rxq])
+    main([test_two_queues_two_pmds_every_frame_once, test_fewer_queues_than_asked, test_bad_n_rxq,
+          test_af_packet_two_queues_on_a_veth])
