@@ -22,6 +22,15 @@
 // a NIC delivers as segment chains (jumbo frames over the 2 KB mbufs) are
 // copied into one jumbo-pool mbuf at rx (dpdk_backend.h, kJumboMbufs).
 //
+// Queues (port_spec.h's n_rxq/n_txq): min(asked, what the device has,
+// kMaxQueues); RSS over IP/TCP/UDP (what the device supports of them, its
+// default key) whenever it can hash. set_queue_count() (port.h) stops the
+// device, configures it with the new counts and the same RSS and offloads,
+// sets every queue up and starts it; a failure configures the old counts
+// again and starts it (the port goes on working), and more rx queues than
+// the device has is refused before anything stops. Tx queues are given up
+// to what the device has (the datapath shares them).
+//
 // Life cycle: open() (may fail) -> rx/tx from PMDs -> stop() (never fails,
 // idempotent: rte_eth_dev_stop + rte_eth_dev_close, which is what makes
 // net_pcap flush and close its tx_pcap file; then the device is detached when
@@ -32,8 +41,9 @@
 // thread, tx queue q is used by one thread at a time; the DPDK PMDs rely on
 // the same rule. The input watch (input_state()) is written per rx queue by
 // its polling thread with relaxed atomics and read by the control thread.
-// open(), stop(), link(), describe() and destruction are control-thread
-// calls, and stop() only after the PMDs have stopped using the port.
+// open(), stop(), link(), describe(), set_queue_count() and destruction are
+// control-thread calls, and stop() and set_queue_count() only while no PMD
+// uses the port.
 #pragma once
 
 #include <array>
