@@ -29,7 +29,9 @@
 // sets every queue up and starts it; a failure configures the old counts
 // again and starts it (the port goes on working), and more rx queues than
 // the device has is refused before anything stops. Tx queues are given up
-// to what the device has (the datapath shares them).
+// to what the device has (the datapath shares them). A restart is the
+// driver's: net_pcap closes its files at stop and opens them again at start
+// (a tx_pcap= file starts over), a NIC drops what its rings held.
 //
 // Life cycle: open() (may fail) -> rx/tx from PMDs -> stop() (never fails,
 // idempotent: rte_eth_dev_stop + rte_eth_dev_close, which is what makes
