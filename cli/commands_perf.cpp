@@ -111,11 +111,13 @@ PerfFigures perf_figures(const datapath::Pmd& pmd, uint64_t now_ns) {
   f.used_pct = f.duration_s > 0 && hz > 0 ? 100.0 * (used / f.duration_s) / hz : 0;
   f.idle_pct = used > 0 ? 100.0 * static_cast<double>(f.idle_cycles) / used : 0;
   f.busy_pct = used > 0 ? 100.0 * static_cast<double>(f.busy_cycles) / used : 0;
-  f.sleep_pct = f.iterations ? 100.0 * static_cast<double>(f.sleep_iterations) / static_cast<double>(f.iterations) : 0;
+  f.sleep_pct =
+      f.iterations ? 100.0 * static_cast<double>(f.sleep_iterations) / static_cast<double>(f.iterations) : 0;
   f.sleep_us = static_cast<double>(sleep) * us_per_cycle;
   f.sleep_us_per_iter = f.sleep_iterations ? f.sleep_us / static_cast<double>(f.sleep_iterations) : 0;
-  f.us_per_iteration =
-      f.iterations ? static_cast<double>(f.used_cycles + sleep) * us_per_cycle / static_cast<double>(f.iterations) : 0;
+  f.us_per_iteration = f.iterations ? static_cast<double>(f.used_cycles + sleep) * us_per_cycle /
+                                          static_cast<double>(f.iterations)
+                                    : 0;
   f.rx = c.rx_packets;
   f.passes = c.rx_packets + c.recirculations;
   f.simple = c.xconnect_hits + c.simple_hits;
@@ -124,7 +126,8 @@ PerfFigures perf_figures(const datapath::Pmd& pmd, uint64_t now_ns) {
   f.megaflow = c.megaflow_hits;
   f.upcalls = c.upcalls + c.upcall_followers;
   f.lost = c.lost;
-  f.subtbl_per_hit = c.megaflow_hits ? static_cast<double>(c.subtable_lookups) / static_cast<double>(c.megaflow_hits) : 0;
+  f.subtbl_per_hit =
+      c.megaflow_hits ? static_cast<double>(c.subtable_lookups) / static_cast<double>(c.megaflow_hits) : 0;
   f.rx_kpps = f.duration_s > 0 ? static_cast<double>(f.rx) / f.duration_s / 1000 : 0;
   f.cycles_per_pkt = f.rx ? static_cast<double>(c.busy_cycles) / static_cast<double>(f.rx) : 0;
   f.tx = c.tx_batch_packets;
@@ -152,11 +155,16 @@ void perf_text(std::string& out, const datapath::Pmd& pmd, const PerfFigures& f,
   out += "pmd thread numa_id 0 core_id " + std::to_string(pmd.display_core()) + ":\n\n";
   if (f.duration_s == 0) return;  // Open vSwitch prints no figures for a zero duration
   out += perf_printf("  Iterations:         %12" PRIu64 "  (%.2f us/it)\n", f.iterations, f.us_per_iteration);
-  out += perf_printf("  - Used TSC cycles:  %12" PRIu64 "  (%5.1f %% of total cycles)\n", f.used_cycles, f.used_pct);
-  out += perf_printf("  - idle iterations:  %12" PRIu64 "  (%5.1f %% of used cycles)\n", f.idle_iterations, f.idle_pct);
-  out += perf_printf("  - busy iterations:  %12" PRIu64 "  (%5.1f %% of used cycles)\n", f.busy_iterations, f.busy_pct);
-  out += perf_printf("  - sleep iterations: %12" PRIu64 "  (%5.1f %% of iterations)\n", f.sleep_iterations, f.sleep_pct);
-  out += perf_printf("  Sleep time (us):    %12.0f  (%3.0f us/iteration avg.)\n", f.sleep_us, f.sleep_us_per_iter);
+  out += perf_printf("  - Used TSC cycles:  %12" PRIu64 "  (%5.1f %% of total cycles)\n", f.used_cycles,
+                     f.used_pct);
+  out += perf_printf("  - idle iterations:  %12" PRIu64 "  (%5.1f %% of used cycles)\n", f.idle_iterations,
+                     f.idle_pct);
+  out += perf_printf("  - busy iterations:  %12" PRIu64 "  (%5.1f %% of used cycles)\n", f.busy_iterations,
+                     f.busy_pct);
+  out += perf_printf("  - sleep iterations: %12" PRIu64 "  (%5.1f %% of iterations)\n", f.sleep_iterations,
+                     f.sleep_pct);
+  out += perf_printf("  Sleep time (us):    %12.0f  (%3.0f us/iteration avg.)\n", f.sleep_us,
+                     f.sleep_us_per_iter);
   if (f.rx > 0) {
     out += perf_printf("  Rx packets:         %12" PRIu64 "  (%.0f Kpps, %.0f cycles/pkt)\n", f.rx, f.rx_kpps,
                        f.cycles_per_pkt);
@@ -164,11 +172,12 @@ void perf_text(std::string& out, const datapath::Pmd& pmd, const PerfFigures& f,
                        static_cast<double>(f.passes) / static_cast<double>(f.rx));
     out += perf_printf("  - PHWOL hits:       %12" PRIu64 "  (%5.1f %%)\n", uint64_t{0}, 0.0);
     out += perf_printf("  - MFEX Opt hits:    %12" PRIu64 "  (%5.1f %%)\n", uint64_t{0}, 0.0);
-    out += perf_printf("  - Simple Match hits:%12" PRIu64 "  (%5.1f %%)\n", f.simple, pct(f.simple, f.passes));
+    out +=
+        perf_printf("  - Simple Match hits:%12" PRIu64 "  (%5.1f %%)\n", f.simple, pct(f.simple, f.passes));
     out += perf_printf("  - EMC hits:         %12" PRIu64 "  (%5.1f %%)\n", f.emc, pct(f.emc, f.passes));
     out += perf_printf("  - SMC hits:         %12" PRIu64 "  (%5.1f %%)\n", f.smc, pct(f.smc, f.passes));
-    out += perf_printf("  - Megaflow hits:    %12" PRIu64 "  (%5.1f %%, %.2f subtbl lookups/hit)\n", f.megaflow,
-                       pct(f.megaflow, f.passes), f.subtbl_per_hit);
+    out += perf_printf("  - Megaflow hits:    %12" PRIu64 "  (%5.1f %%, %.2f subtbl lookups/hit)\n",
+                       f.megaflow, pct(f.megaflow, f.passes), f.subtbl_per_hit);
     out += perf_printf("  - Upcalls:          %12" PRIu64 "  (%5.1f %%, %.1f us/upcall)\n", f.upcalls,
                        pct(f.upcalls, f.passes), 0.0);
     out += perf_printf("  - Lost upcalls:     %12" PRIu64 "  (%5.1f %%)\n", f.lost, pct(f.lost, f.passes));
@@ -177,15 +186,17 @@ void perf_text(std::string& out, const datapath::Pmd& pmd, const PerfFigures& f,
   }
   if (f.tx > 0) {
     out += perf_printf("  Tx packets:         %12" PRIu64 "  (%.0f Kpps)\n", f.tx, f.tx_kpps);
-    out += perf_printf("  Tx batches:         %12" PRIu64 "  (%.2f pkts/batch)\n", f.tx_batches, f.pkts_per_batch);
+    out += perf_printf("  Tx batches:         %12" PRIu64 "  (%.2f pkts/batch)\n", f.tx_batches,
+                       f.pkts_per_batch);
   } else {
     out += perf_printf("  Tx packets:         %12d\n\n", 0);
   }
   if (keel_extras) {
     const datapath::PmdPerfCounters& p = f.perf;
     out += "  keel: tx bursts on shared queues: " + std::to_string(p.txq_shared_bursts) + " (lock waits " +
-           std::to_string(p.txq_lock_waits) + perf_printf(", %.1f %%", pct(p.txq_lock_waits, p.txq_shared_bursts)) +
-           ", wait cycles " + std::to_string(p.txq_wait_cycles) + ")\n";
+           std::to_string(p.txq_lock_waits) +
+           perf_printf(", %.1f %%", pct(p.txq_lock_waits, p.txq_shared_bursts)) + ", wait cycles " +
+           std::to_string(p.txq_wait_cycles) + ")\n";
     out += "  keel: tx queue choices (XPS): " + std::to_string(p.txq_steers) + "\n";
   }
 }
@@ -194,7 +205,8 @@ void perf_text(std::string& out, const datapath::Pmd& pmd, const PerfFigures& f,
 std::vector<const datapath::Pmd*> perf_pmds(const datapath::Datapath& dp, const std::string& only) {
   std::vector<const datapath::Pmd*> v;
   for (const auto& pmd : dp.pmds())
-    if (only.empty() || static_cast<long long>(std::stoull(only)) == pmd->display_core()) v.push_back(pmd.get());
+    if (only.empty() || static_cast<long long>(std::stoull(only)) == pmd->display_core())
+      v.push_back(pmd.get());
   std::stable_sort(v.begin(), v.end(), [](const datapath::Pmd* a, const datapath::Pmd* b) {
     return a->display_core() < b->display_core();
   });
@@ -204,9 +216,11 @@ std::vector<const datapath::Pmd*> perf_pmds(const datapath::Datapath& dp, const 
 }  // namespace
 
 void add_perf_commands(CommandTree::Impl& t) {
-  auto* perf = t.app.add_subcommand("pmd-perf-show", "PMD performance summary (like dpif-netdev/pmd-perf-show)");
+  auto* perf =
+      t.app.add_subcommand("pmd-perf-show", "PMD performance summary (like dpif-netdev/pmd-perf-show)");
   perf->add_flag("--keel", t.flag_keel, "keel's tx queue figures (shared queues, lock waits) after each PMD");
-  perf->add_option("--pmd", t.arg2, "only the PMD on this core (OVS's -pmd)")->check(CLI::Range(0.0, 4294967295.0));
+  perf->add_option("--pmd", t.arg2, "only the PMD on this core (OVS's -pmd)")
+      ->check(CLI::Range(0.0, 4294967295.0));
   t.add_format(perf);
   perf->callback([&t] {
     const auto pmds = perf_pmds(t.sys.datapath(), t.arg2);
@@ -250,8 +264,8 @@ void add_perf_commands(CommandTree::Impl& t) {
     }
     std::string out;
     const auto wall = std::chrono::system_clock::now().time_since_epoch();
-    const std::string when =
-        perf_time_of_day(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(wall).count()));
+    const std::string when = perf_time_of_day(
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(wall).count()));
     for (const datapath::Pmd* pmd : pmds) perf_text(out, *pmd, perf_figures(*pmd, now), when, t.flag_keel);
     t.print(out);
   });

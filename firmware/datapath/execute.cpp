@@ -703,7 +703,8 @@ void Executor::run(Batch& b, std::span<const uint8_t> list) noexcept {
         b.max_len = 0;
         break;
       case DpActionType::kRecirc:
-        consume(b, last, false, nullptr, [&](std::span<const ExecPacket> pk) { to_recirc(pk, a.recirc_id()); });
+        consume(b, last, false, nullptr,
+                [&](std::span<const ExecPacket> pk) { to_recirc(pk, a.recirc_id()); });
         b.max_len = 0;
         break;
       case DpActionType::kUserspace:

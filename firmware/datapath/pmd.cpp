@@ -49,7 +49,8 @@ Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const P
   exec_->tx.set_flush(&Pmd::flush_cb, this);
   // Copies for an output come from the output port's backend (execute.h).
   exec_->port_backend = [](void* arg, uint32_t port) noexcept -> hal::Backend* {
-    hal::Port* p = port < kMaxDpPorts ? static_cast<Pmd*>(arg)->dp_.port_fast(static_cast<uint16_t>(port)) : nullptr;
+    hal::Port* p =
+        port < kMaxDpPorts ? static_cast<Pmd*>(arg)->dp_.port_fast(static_cast<uint16_t>(port)) : nullptr;
     return p ? p->backend() : nullptr;
   };
   exec_->port_backend_arg = this;
@@ -75,7 +76,8 @@ Status Pmd::start(std::vector<hal::Backend*> backends) {
   exec_->backend = backends_.empty() ? nullptr : backends_.front();
   xps_timeout_cycles_ = static_cast<uint64_t>(static_cast<double>(hal::cycles_per_second()) *
                                               (static_cast<double>(kXpsTimeoutNs) / 1e9));
-  if (since_ns_.load(std::memory_order_relaxed) == 0) since_ns_.store(hal::now_ns(), std::memory_order_relaxed);
+  if (since_ns_.load(std::memory_order_relaxed) == 0)
+    since_ns_.store(hal::now_ns(), std::memory_order_relaxed);
   quit_.store(false, std::memory_order_relaxed);
   started_.store(0, std::memory_order_relaxed);
   thread_ = std::thread([this] { run(); });

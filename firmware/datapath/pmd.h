@@ -43,11 +43,12 @@
 // (load + store, no locked instruction), a few times per burst, and read by
 // anyone (PmdPerfCounters too); clear_counters() and the baselines it keeps
 // are the control thread's, and so is counters_since_ns() (a relaxed atomic
-// the control thread stores at start() and clear_counters()). Other threads talk to it only through post()/request() (a
-// bounded MPMC ring; the poster waits for `done`, which the PMD sets with a
-// release store after filling `result`, a FlowResult code, and for
-// dpcls_info the poster's own array: the PMD allocates and formats nothing).
-// Before start() and after stop(), request() applies on the caller's thread.
+// the control thread stores at start() and clear_counters()). Other
+// threads talk to it only through post()/request() (a bounded MPMC ring;
+// the poster waits for `done`, which the PMD sets with a release store
+// after filling `result`, a FlowResult code, and for dpcls_info the
+// poster's own array: the PMD allocates and formats nothing). Before
+// start() and after stop(), request() applies on the caller's thread.
 // set_emc_insert_inv_prob / set_smc_enable: relaxed atomics, any thread (the
 // PMD reads the SMC flag per burst and the EMC probability at housekeeping);
 // end_interval(): any thread (a relaxed counter the housekeeping compares).
@@ -176,13 +177,13 @@ struct PmdCounters {
 // shared tx queues. Plain fields in the snapshot; relaxed atomics written
 // by the PMD alone.
 struct PmdPerfCounters {
-  uint64_t busy_iterations = 0;   // iterations that received packets (the others are idle)
-  uint64_t sleep_iterations = 0;  // idle iterations that ended in a sleep (host boards)
-  uint64_t sleep_cycles = 0;      // cycles spent asleep (part of idle_cycles)
-  uint64_t txq_shared_bursts = 0; // tx bursts sent on a queue shared with other PMDs (locked)
-  uint64_t txq_lock_waits = 0;    // of which found the queue's lock held by another PMD
-  uint64_t txq_wait_cycles = 0;   // cycles spent waiting for those locks
-  uint64_t txq_steers = 0;        // times the PMD (re)chose a shared queue (XPS)
+  uint64_t busy_iterations = 0;    // iterations that received packets (the others are idle)
+  uint64_t sleep_iterations = 0;   // idle iterations that ended in a sleep (host boards)
+  uint64_t sleep_cycles = 0;       // cycles spent asleep (part of idle_cycles)
+  uint64_t txq_shared_bursts = 0;  // tx bursts sent on a queue shared with other PMDs (locked)
+  uint64_t txq_lock_waits = 0;     // of which found the queue's lock held by another PMD
+  uint64_t txq_wait_cycles = 0;    // cycles spent waiting for those locks
+  uint64_t txq_steers = 0;         // times the PMD (re)chose a shared queue (XPS)
 };
 
 // Open vSwitch's XPS_TIMEOUT: a PMD that has not sent on a port for this
@@ -471,8 +472,8 @@ class Pmd {
 
   alignas(64) AtomicCounters c_;
   struct AtomicPerfCounters {
-    std::atomic<uint64_t> busy_iterations{0}, sleep_iterations{0}, sleep_cycles{0}, txq_shared_bursts{0}, txq_lock_waits{0},
-        txq_wait_cycles{0}, txq_steers{0};
+    std::atomic<uint64_t> busy_iterations{0}, sleep_iterations{0}, sleep_cycles{0}, txq_shared_bursts{0},
+        txq_lock_waits{0}, txq_wait_cycles{0}, txq_steers{0};
   } pc_;
   PmdCounters baseline_;  // control thread: subtracted by counters() after clear
   PmdPerfCounters perf_baseline_;

@@ -246,7 +246,8 @@ Status DpdkPort::apply_queue_count(uint16_t n_rx, uint16_t& n_tx) {
   // Back to the queues it had, which worked when it was opened.
   (void)rte_eth_dev_stop(port_id_);
   std::string ignored;
-  const bool back = setup_queues(port_id_, qs_, old_rx, old_tx, ignored) == 0 && rte_eth_dev_start(port_id_) == 0;
+  const bool back =
+      setup_queues(port_id_, qs_, old_rx, old_tx, ignored) == 0 && rte_eth_dev_start(port_id_) == 0;
   Status st(errc_of(-r), "port " + name() + ": " + std::to_string(n_rx) + " rx / " + std::to_string(n_tx) +
                              " tx queues: " + step + " failed: " + why);
   return back ? st : st.prefix("(and restoring the old queues failed too: the port is down)");

@@ -95,8 +95,8 @@ class DpdkPort final : public Port {
   // What configuring the queues needs, found at open and kept for
   // set_queue_count() (the same RSS and offloads with other counts).
   struct QueueSetup {
-    uint64_t rss_hf = 0;       // RSS hash types the device supports among IP/TCP/UDP; 0: no RSS
-    uint64_t rx_offloads = 0;  // RSS_HASH, SCATTER where offered
+    uint64_t rss_hf = 0;                // RSS hash types the device supports among IP/TCP/UDP; 0: no RSS
+    uint64_t rx_offloads = 0;           // RSS_HASH, SCATTER where offered
     uint16_t max_rxq = 1, max_txq = 1;  // the device's, at most kMaxQueues
     int socket = 0;
     rte_mempool* pool = nullptr;

@@ -236,7 +236,8 @@ TEST_CASE("dpdk n_rxq/n_txq errors name the token") {
     CHECK_MESSAGE(has(e, "must be a number of rx queues from 1 to 16"), e);
     CHECK_MESSAGE(has(e, std::string("in '") + spec + "'"), e);
   }
-  CHECK(has(err("d0", "dpdk:net_null0,n_txq=99"), "dpdk n_txq '99' must be a number of tx queues from 1 to 16"));
+  CHECK(has(err("d0", "dpdk:net_null0,n_txq=99"),
+            "dpdk n_txq '99' must be a number of tx queues from 1 to 16"));
   CHECK(has(err("d0", "dpdk:net_null0,n_rxq=2,n_rxq=2"), "dpdk option 'n_rxq' given twice"));
   CHECK(has(err("d0", "dpdk:,n_rxq=2"), "dpdk needs device arguments"));
 }

@@ -94,7 +94,8 @@ struct Rig {
 
 }  // namespace
 
-TEST_CASE("three PMDs on two tx queues: XPS spreads them 2 + 1, counts the shared bursts, sends each packet once") {
+TEST_CASE(
+    "three PMDs on two tx queues: XPS spreads them 2 + 1, counts the shared bursts, sends each packet once") {
   Rig r(2);
   REQUIRE(r.out->n_txq() == 2);
   REQUIRE(r.dp.start({r.backend.get()}).ok());
