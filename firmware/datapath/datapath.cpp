@@ -461,7 +461,10 @@ void Datapath::stop_ports() {
 
 void Datapath::lock_txq(uint16_t id, uint16_t q) {
   auto& f = txq_locks_[id * hal::Port::kMaxQueues + q];
+  // Test and test-and-set: wait reading (the line stays shared) until the
+  // holder lets go, then try again.
   while (f.test_and_set(std::memory_order_acquire)) {
+    while (f.test(std::memory_order_relaxed)) hal::cpu_relax();
   }
 }
 
