@@ -40,6 +40,7 @@ Datapath::Datapath(DatapathConfig cfg) : cfg_(std::move(cfg)) {
   if (cfg_.pmd_cores.empty()) cfg_.pmd_cores.push_back(-1);
   for (auto& x : xconnect_) x.store(0, std::memory_order_relaxed);
   txq_locks_ = std::make_unique<std::atomic_flag[]>(kMaxPorts * hal::Port::kMaxQueues);
+  txq_users_ = std::make_unique<std::atomic<uint32_t>[]>(kMaxPorts * hal::Port::kMaxQueues);
   for (unsigned i = 0; i < cfg_.pmd_cores.size(); ++i)
     pmds_.push_back(std::make_unique<Pmd>(*this, i, cfg_.pmd_cores[i], cfg_.pmd_idle_sleep_us, cfg_.pmd));
 }
@@ -460,7 +461,10 @@ void Datapath::stop_ports() {
 
 void Datapath::lock_txq(uint16_t id, uint16_t q) {
   auto& f = txq_locks_[id * hal::Port::kMaxQueues + q];
+  // Test and test-and-set: wait reading (the line stays shared) until the
+  // holder lets go, then try again.
   while (f.test_and_set(std::memory_order_acquire)) {
+    while (f.test(std::memory_order_relaxed)) hal::cpu_relax();
   }
 }
 

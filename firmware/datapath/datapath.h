@@ -220,7 +220,15 @@ class Datapath {
   };
   TxQueue txq(unsigned pmd, uint16_t id) const { return txqs_[pmd][id]; }
   void lock_txq(uint16_t id, uint16_t q);
+  bool try_lock_txq(uint16_t id, uint16_t q) {
+    return !txq_locks_[id * hal::Port::kMaxQueues + q].test_and_set(std::memory_order_acquire);
+  }
   void unlock_txq(uint16_t id, uint16_t q);
+  // How many PMDs steer onto shared tx queue q of port id (pmd.h, XPS):
+  // changed by the PMDs with relaxed RMWs, a hint for the next to choose.
+  std::atomic<uint32_t>& txq_users(uint16_t id, uint16_t q) {
+    return txq_users_[id * hal::Port::kMaxQueues + q];
+  }
 
  private:
   Status flow_del_locked(const flow::Match& match);
@@ -238,6 +246,7 @@ class Datapath {
   std::vector<std::array<TxQueue, kMaxPorts>> txqs_;
   // One spinlock per (port, tx queue), used only for shared queues.
   std::unique_ptr<std::atomic_flag[]> txq_locks_;
+  std::unique_ptr<std::atomic<uint32_t>[]> txq_users_;
   bool running_ = false;
   bool offline_allowed_ = false;
   std::atomic<bool> offline_{false};

@@ -443,8 +443,15 @@ class Executor {
 
  private:
   // Copies b's packets (at most `limit` bytes each, 0: whole) into fresh
-  // buffers; returns how many copies were made (failures counted).
-  unsigned copy(const Batch& b, uint32_t limit, ExecPacket* out, LayerOffsets* ofs) noexcept;
+  // buffers of `from` (null: ctx.backend); returns how many copies were
+  // made (failures counted).
+  unsigned copy(const Batch& b, uint32_t limit, ExecPacket* out, LayerOffsets* ofs,
+                hal::Backend* from = nullptr) noexcept;
+  // The backend for copies that leave through `port`.
+  hal::Backend* backend_for(uint32_t port) const noexcept {
+    hal::Backend* b = ctx_.port_backend ? ctx_.port_backend(ctx_.port_backend_arg, port) : nullptr;
+    return b ? b : ctx_.backend;
+  }
 
   void release(Batch& b, uint64_t& counter) noexcept {
     for (unsigned i = 0; i < b.n; ++i) hal::release(b.pk[i].pkt);
@@ -460,7 +467,7 @@ class Executor {
   // The consuming actions: give b's packets (or copies, when the action is
   // not the list's last) to a queue.
   template <typename Sink>
-  void consume(Batch& b, bool last, bool use_trunc, Sink&& sink) noexcept;
+  void consume(Batch& b, bool last, bool use_trunc, hal::Backend* from, Sink&& sink) noexcept;
 
   void to_tx(std::span<const ExecPacket> pk, uint32_t port) noexcept;
   void to_recirc(std::span<const ExecPacket> pk, uint32_t id) noexcept;
@@ -475,7 +482,23 @@ class Executor {
   ExecCounters& c_;
 };
 
-unsigned Executor::copy(const Batch& b, uint32_t limit, ExecPacket* out, LayerOffsets* ofs) noexcept {
+// The first port a list outputs to, looking into nested clones; false when
+// it outputs nowhere.
+bool first_output(std::span<const uint8_t> list, uint32_t& port) noexcept {
+  flow::DpActionReader r(list);
+  while (!r.done()) {
+    const DpAction a = r.next();
+    if (a.type == DpActionType::kOutput) {
+      port = a.port();
+      return true;
+    }
+    if (a.type == DpActionType::kClone && first_output(a.nested(), port)) return true;
+  }
+  return false;
+}
+
+unsigned Executor::copy(const Batch& b, uint32_t limit, ExecPacket* out, LayerOffsets* ofs,
+                        hal::Backend* from) noexcept {
   hal::Packet* fresh[hal::kMaxBurst];
   // Buffers that hold the longest copy of the batch: jumbo ones when a
   // frame is over 2 KB (hal::Backend::alloc_burst picks the class).
@@ -484,7 +507,8 @@ unsigned Executor::copy(const Batch& b, uint32_t limit, ExecPacket* out, LayerOf
     const uint32_t l = limit && limit < b.pk[i].pkt->len() ? limit : b.pk[i].pkt->len();
     longest = l > longest ? l : longest;
   }
-  const unsigned got = ctx_.backend ? ctx_.backend->alloc_burst({fresh, b.n}, longest) : 0;
+  if (!from) from = ctx_.backend;
+  const unsigned got = from ? from->alloc_burst({fresh, b.n}, longest) : 0;
   unsigned n = 0;
   for (unsigned i = 0; i < got; ++i) {
     const hal::Packet& from = *b.pk[i].pkt;
@@ -505,7 +529,7 @@ unsigned Executor::copy(const Batch& b, uint32_t limit, ExecPacket* out, LayerOf
 }
 
 template <typename Sink>
-void Executor::consume(Batch& b, bool last, bool use_trunc, Sink&& sink) noexcept {
+void Executor::consume(Batch& b, bool last, bool use_trunc, hal::Backend* from, Sink&& sink) noexcept {
   if (last) {
     if (use_trunc) truncate(b);
     sink(std::span<const ExecPacket>(b.pk, b.n));
@@ -514,7 +538,7 @@ void Executor::consume(Batch& b, bool last, bool use_trunc, Sink&& sink) noexcep
   }
   ExecPacket cpk[hal::kMaxBurst];
   LayerOffsets cofs[hal::kMaxBurst];
-  const unsigned n = copy(b, use_trunc ? b.max_len : 0, cpk, cofs);
+  const unsigned n = copy(b, use_trunc ? b.max_len : 0, cpk, cofs, from);
   sink(std::span<const ExecPacket>(cpk, n));
 }
 
@@ -660,7 +684,9 @@ void Executor::clone(Batch& b, std::span<const uint8_t> nested, bool last) noexc
   }
   ExecPacket cpk[hal::kMaxBurst];
   LayerOffsets cofs[hal::kMaxBurst];
-  Batch c{cpk, copy(b, 0, cpk, cofs), b.max_len};
+  uint32_t port = 0;
+  hal::Backend* from = first_output(nested, port) ? backend_for(port) : nullptr;
+  Batch c{cpk, copy(b, 0, cpk, cofs, from), b.max_len};
   b.max_len = 0;  // the copies carry the pending trunc; the originals lose it
   if (c.n) run(c, nested);
 }
@@ -672,15 +698,17 @@ void Executor::run(Batch& b, std::span<const uint8_t> list) noexcept {
     const bool last = r.done();
     switch (a.type) {
       case DpActionType::kOutput:
-        consume(b, last, true, [&](std::span<const ExecPacket> pk) { to_tx(pk, a.port()); });
+        consume(b, last, true, last ? nullptr : backend_for(a.port()),
+                [&](std::span<const ExecPacket> pk) { to_tx(pk, a.port()); });
         b.max_len = 0;
         break;
       case DpActionType::kRecirc:
-        consume(b, last, false, [&](std::span<const ExecPacket> pk) { to_recirc(pk, a.recirc_id()); });
+        consume(b, last, false, nullptr,
+                [&](std::span<const ExecPacket> pk) { to_recirc(pk, a.recirc_id()); });
         b.max_len = 0;
         break;
       case DpActionType::kUserspace:
-        consume(b, last, true, [&](std::span<const ExecPacket> pk) { to_slow_path(pk, a); });
+        consume(b, last, true, nullptr, [&](std::span<const ExecPacket> pk) { to_slow_path(pk, a); });
         b.max_len = 0;
         break;
       case DpActionType::kDrop:

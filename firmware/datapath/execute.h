@@ -14,7 +14,12 @@
 // batch, the recirculation queue, the slow-path queue, or released (and
 // counted). Copies the executor makes (for clone() and for an output,
 // recirc or userspace action that is not the list's last action) come from
-// ctx.backend->alloc_burst(), once per batch, and follow the same rule.
+// a backend's alloc_burst(), once per batch, and follow the same rule: a
+// copy for an output comes from the output port's own backend
+// (ctx.port_backend: an mbuf for a DPDK port, which then sends it as it is
+// instead of copying a sim buffer into an mbuf once more), a clone's copies
+// from the backend of the first port its actions output to, every other
+// copy (recirc, userspace, a clone that outputs nowhere) from ctx.backend.
 // Nothing is ever queued without bound: every queue has a fixed capacity;
 // what does not fit is released and counted. ExecContext::release_all()
 // frees whatever is still queued (shutdown, tests).
@@ -61,14 +66,20 @@
 //
 // Cost: one call per batch; per packet and action a few loads and stores,
 // inlined. A copy costs an allocation from the pool (per batch) and a memcpy
-// of the frame.
+// of the frame, plus one indirect call per batch to find the output port's
+// backend (and for a clone a walk over its nested actions up to the first
+// output).
 //
 // Thread-safety: an ExecContext belongs to one PMD thread, which is its only
 // reader and writer (counters included: plain uint64_t, which the PMD adds
 // to its relaxed atomics after each execute_actions() call). execute_actions()
 // touches only the context, the packets it owns, their offsets, and reads
 // the actions and the keys; it allocates nothing (fixed-size queues: what
-// does not fit is dropped and counted). The action bytes must stay alive
+// does not fit is dropped and counted). Copies take buffers from a
+// backend's alloc_burst(), which any thread may call (hal/backend.h); the
+// port_backend callback the PMD sets reads the datapath's port table, which
+// does not change while PMDs run, and the port's backend pointer, set when
+// the port was opened. The action bytes must stay alive
 // until the context's queues are drained (userdata spans point into them):
 // the PMD drains them in the same burst (after_pass copies the userdata into
 // the upcall record), and a flow's actions are freed only between bursts
@@ -190,8 +201,13 @@ struct SlowPathQueue {
 };
 
 // What one PMD gives the executor: where packets go, and the counters.
+// The backend whose buffers suit output port `port` (null: ctx.backend).
+using PortBackendFn = hal::Backend* (*)(void* arg, uint32_t port) noexcept;
+
 struct alignas(64) ExecContext {
   hal::Backend* backend = nullptr;  // copies come from here; null: every copy fails (copy_failed)
+  PortBackendFn port_backend = nullptr;  // null: every copy from `backend`
+  void* port_backend_arg = nullptr;
   OutputBatches tx;
   RecircQueue recirc;
   SlowPathQueue upcalls;

@@ -47,6 +47,13 @@ Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const P
       parsed_(std::make_unique<packet::ParsedPacket[]>((kMaxRecircDepth + 1) * hal::kMaxBurst)),
       intrvl_ns_(cfg.load_interval_ns) {
   exec_->tx.set_flush(&Pmd::flush_cb, this);
+  // Copies for an output come from the output port's backend (execute.h).
+  exec_->port_backend = [](void* arg, uint32_t port) noexcept -> hal::Backend* {
+    hal::Port* p =
+        port < kMaxDpPorts ? static_cast<Pmd*>(arg)->dp_.port_fast(static_cast<uint16_t>(port)) : nullptr;
+    return p ? p->backend() : nullptr;
+  };
+  exec_->port_backend_arg = this;
   emc_->set_insert_inv_prob(cfg.emc_insert_inv_prob);
   upcall_budget_ = cfg.upcall_budget;
 }
@@ -67,6 +74,10 @@ Status Pmd::start(std::vector<hal::Backend*> backends) {
   intrvl_busy_mark_ = c_.busy_cycles.load(std::memory_order_relaxed);
   intrvl_kicks_seen_ = intrvl_kicks_.load(std::memory_order_relaxed);
   exec_->backend = backends_.empty() ? nullptr : backends_.front();
+  xps_timeout_cycles_ = static_cast<uint64_t>(static_cast<double>(hal::cycles_per_second()) *
+                                              (static_cast<double>(kXpsTimeoutNs) / 1e9));
+  if (since_ns_.load(std::memory_order_relaxed) == 0)
+    since_ns_.store(hal::now_ns(), std::memory_order_relaxed);
   quit_.store(false, std::memory_order_relaxed);
   started_.store(0, std::memory_order_relaxed);
   thread_ = std::thread([this] { run(); });
@@ -242,6 +253,23 @@ void Pmd::clear_counters() {
   baseline_ = {};
   baseline_ = counters();
   baseline_.iterations = 0;
+  perf_baseline_ = {};
+  perf_baseline_ = perf_counters();
+  since_ns_.store(hal::now_ns(), std::memory_order_relaxed);
+}
+
+PmdPerfCounters Pmd::perf_counters() const {
+  auto ld = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  const PmdPerfCounters& b = perf_baseline_;
+  PmdPerfCounters v;
+  v.busy_iterations = ld(pc_.busy_iterations) - b.busy_iterations;
+  v.sleep_iterations = ld(pc_.sleep_iterations) - b.sleep_iterations;
+  v.sleep_cycles = ld(pc_.sleep_cycles) - b.sleep_cycles;
+  v.txq_shared_bursts = ld(pc_.txq_shared_bursts) - b.txq_shared_bursts;
+  v.txq_lock_waits = ld(pc_.txq_lock_waits) - b.txq_lock_waits;
+  v.txq_wait_cycles = ld(pc_.txq_wait_cycles) - b.txq_wait_cycles;
+  v.txq_steers = ld(pc_.txq_steers) - b.txq_steers;
+  return v;
 }
 
 void Pmd::run() {
@@ -293,6 +321,7 @@ void Pmd::run() {
     bump(got ? c_.busy_cycles : c_.idle_cycles, now - last);
     last = now;
     bump(c_.rx_packets, got);
+    if (got) bump(pc_.busy_iterations, 1);
     idle_iters = got ? 0 : idle_iters + 1;
 
     drain_requests();
@@ -308,11 +337,14 @@ void Pmd::run() {
     if (idle_sleep_us_ && idle_iters > kHousekeepingEvery) {
       // A host board shares its CPUs: back off while there is nothing to do.
       timespec ts{0, static_cast<long>(idle_sleep_us_) * 1000};
+      const uint64_t slept = hal::cycles();
       nanosleep(&ts, nullptr);
       // The sleep is part of this idle iteration (as Open vSwitch counts
       // it): idle, and not carried into the next one, which may be busy.
       const uint64_t woke = hal::cycles();
       bump(c_.idle_cycles, woke - last);
+      bump(pc_.sleep_iterations, 1);
+      bump(pc_.sleep_cycles, woke - slept);
       last = woke;
     }
   }
@@ -335,6 +367,7 @@ void Pmd::run() {
   mark_ = submitted_;
   last_up_ = nullptr;
   exec_->release_all();
+  release_txqs();
   for (hal::Backend* b : backends_) b->thread_exit();
 }
 
@@ -1040,13 +1073,56 @@ void Pmd::send(uint32_t port_id, std::span<hal::Packet* const> pkts) noexcept {
   }
   bump(c_.tx_batches, 1);
   bump(c_.tx_batch_packets, pkts.size());
-  Datapath::TxQueue tq = dp_.txq(index_, static_cast<uint16_t>(port_id));
-  // Port::tx takes at most a burst; larger batches go in slices.
+  const auto id = static_cast<uint16_t>(port_id);
+  const Datapath::TxQueue tq = dp_.txq(index_, id);
+  if (!tq.shared) [[likely]] {
+    // A queue of its own: no lock. Port::tx takes at most a burst; larger
+    // batches go in slices.
+    for (size_t off = 0; off < pkts.size(); off += hal::kMaxBurst)
+      out->tx(tq.queue, pkts.subspan(off, std::min<size_t>(hal::kMaxBurst, pkts.size() - off)));
+    return;
+  }
+  const uint16_t q = steer_txq(id, out->n_txq(), hal::cycles());
   for (size_t off = 0; off < pkts.size(); off += hal::kMaxBurst) {
     auto slice = pkts.subspan(off, std::min<size_t>(hal::kMaxBurst, pkts.size() - off));
-    if (tq.shared) dp_.lock_txq(static_cast<uint16_t>(port_id), tq.queue);
-    out->tx(tq.queue, slice);
-    if (tq.shared) dp_.unlock_txq(static_cast<uint16_t>(port_id), tq.queue);
+    bump(pc_.txq_shared_bursts, 1);
+    if (!dp_.try_lock_txq(id, q)) [[unlikely]] {
+      const uint64_t t0 = hal::cycles();
+      dp_.lock_txq(id, q);
+      bump(pc_.txq_lock_waits, 1);
+      bump(pc_.txq_wait_cycles, hal::cycles() - t0);
+    }
+    out->tx(q, slice);
+    dp_.unlock_txq(id, q);
+  }
+}
+
+uint16_t Pmd::steer_txq(uint16_t port, uint16_t n_txq, uint64_t now) noexcept {
+  TxSteer& s = steer_[port];
+  if (s.held && s.queue < n_txq && now - s.last_used < xps_timeout_cycles_) [[likely]] {
+    s.last_used = now;
+    return s.queue;
+  }
+  if (s.held) dp_.txq_users(port, s.queue).fetch_sub(1, std::memory_order_relaxed);
+  // The queue fewest PMDs hold (a relaxed hint: two PMDs choosing at once
+  // may pick the same one, as in Open vSwitch; the lock keeps that correct).
+  uint16_t best = 0;
+  uint32_t fewest = ~0u;
+  for (uint16_t q = 0; q < n_txq; ++q) {
+    const uint32_t users = dp_.txq_users(port, q).load(std::memory_order_relaxed);
+    if (users < fewest) fewest = users, best = q;
+  }
+  dp_.txq_users(port, best).fetch_add(1, std::memory_order_relaxed);
+  s = {now, best, true};
+  bump(pc_.txq_steers, 1);
+  return best;
+}
+
+void Pmd::release_txqs() noexcept {
+  for (uint16_t p = 0; p < kMaxDpPorts; ++p) {
+    TxSteer& s = steer_[p];
+    if (s.held) dp_.txq_users(p, s.queue).fetch_sub(1, std::memory_order_relaxed);
+    s = {};
   }
 }
 

@@ -41,12 +41,14 @@
 // Thread-safety: the PMD thread is the only writer of its caches, flow
 // table and counters. Counters are relaxed atomics written by the PMD alone
 // (load + store, no locked instruction), a few times per burst, and read by
-// anyone; clear_counters() and the baseline it keeps are the control
-// thread's. Other threads talk to it only through post()/request() (a
-// bounded MPMC ring; the poster waits for `done`, which the PMD sets with a
-// release store after filling `result`, a FlowResult code, and for
-// dpcls_info the poster's own array: the PMD allocates and formats nothing).
-// Before start() and after stop(), request() applies on the caller's thread.
+// anyone (PmdPerfCounters too); clear_counters() and the baselines it keeps
+// are the control thread's, and so is counters_since_ns() (a relaxed atomic
+// the control thread stores at start() and clear_counters()). Other
+// threads talk to it only through post()/request() (a bounded MPMC ring;
+// the poster waits for `done`, which the PMD sets with a release store
+// after filling `result`, a FlowResult code, and for dpcls_info the
+// poster's own array: the PMD allocates and formats nothing). Before
+// start() and after stop(), request() applies on the caller's thread.
 // set_emc_insert_inv_prob / set_smc_enable: relaxed atomics, any thread (the
 // PMD reads the SMC flag per burst and the EMC probability at housekeeping);
 // end_interval(): any thread (a relaxed counter the housekeeping compares).
@@ -60,9 +62,19 @@
 // close may see the oldest slot of a full window half rewritten (as Open
 // vSwitch's readers). The CPU last seen (display_core()) is one relaxed
 // atomic int the PMD thread stores at start and at housekeeping.
-// A tx queue shared with another PMD is taken with its spinlock per burst
-// slice (as Open vSwitch's dynamic txqs), never per packet; an unshared one
-// takes none. The datapath's VLAN limit is read with one relaxed atomic load
+// Tx queues (send()): a port with at least as many tx queues as PMDs gives
+// each PMD its own (no lock, Datapath::txq()). Otherwise the PMD steers
+// itself onto a shared queue as Open vSwitch's XPS does (dynamic txqs): the
+// first burst to a port, or the first after kXpsTimeoutNs without one,
+// takes the queue fewest PMDs hold (Datapath::txq_users, a relaxed atomic
+// count per queue; ties: the lowest), and the PMD sticks to it while it
+// keeps sending; a PMD that stops releases what it holds. The queue's
+// spinlock is taken per burst slice (never per packet): a try first, and
+// when another PMD holds it the wait is counted (PmdTxCounters: bursts on a
+// shared queue, waits, the cycles spent waiting; one cycle-counter read
+// before and after a wait, none otherwise). The steering state is the PMD
+// thread's alone; the per-queue counts are a hint (relaxed), read by the
+// other PMDs when they choose. The datapath's VLAN limit is read with one relaxed atomic load
 // per burst. Runts are dropped with a length check per packet and counted
 // once per burst, no lock. The PMD is no Rcu reader (rcu.h): the megaflows
 // it reaches are freed only after it handed them over (flow_table.h).
@@ -161,6 +173,23 @@ struct PmdCounters {
   uint64_t backpressure = 0;     // times the inputs stopped for want of an upcall record
 };
 
+// Counters pmd-perf-show adds to PmdCounters: the idle sleeps and the
+// shared tx queues. Plain fields in the snapshot; relaxed atomics written
+// by the PMD alone.
+struct PmdPerfCounters {
+  uint64_t busy_iterations = 0;    // iterations that received packets (the others are idle)
+  uint64_t sleep_iterations = 0;   // idle iterations that ended in a sleep (host boards)
+  uint64_t sleep_cycles = 0;       // cycles spent asleep (part of idle_cycles)
+  uint64_t txq_shared_bursts = 0;  // tx bursts sent on a queue shared with other PMDs (locked)
+  uint64_t txq_lock_waits = 0;     // of which found the queue's lock held by another PMD
+  uint64_t txq_wait_cycles = 0;    // cycles spent waiting for those locks
+  uint64_t txq_steers = 0;         // times the PMD (re)chose a shared queue (XPS)
+};
+
+// Open vSwitch's XPS_TIMEOUT: a PMD that has not sent on a port for this
+// long gives its shared tx queue back and chooses again on its next burst.
+inline constexpr uint64_t kXpsTimeoutNs = 500'000'000;
+
 // A flow request from another thread (see FlowTable for the life cycle).
 // What the PMD writes back is plain data (codes, a POD array the requester
 // allocated): it builds no string and allocates nothing to answer.
@@ -257,6 +286,10 @@ class Pmd {
   // whole iteration ran after its first read (used to wait for a drain).
   uint64_t iterations() const { return c_.iterations.load(std::memory_order_acquire); }
   PmdCounters counters() const;
+  PmdPerfCounters perf_counters() const;
+  // When the counters were last cleared (or the PMD started): hal::now_ns()
+  // (pmd-perf-show's measurement duration). Relaxed atomic.
+  uint64_t counters_since_ns() const { return since_ns_.load(std::memory_order_relaxed); }
   // Offline mode (see the top): before start() only.
   void set_offline(bool on) { offline_ = on; }
   bool offline() const { return offline_; }
@@ -340,6 +373,9 @@ class Pmd {
   // Slow-path requests and recirculation after a pass at `depth`.
   void after_pass(unsigned depth);
   void send(uint32_t port, std::span<hal::Packet* const> pkts) noexcept;
+  // The shared tx queue this PMD uses on `port` (XPS, see the top).
+  uint16_t steer_txq(uint16_t port, uint16_t n_txq, uint64_t now) noexcept;
+  void release_txqs() noexcept;
   void flush_outputs();
   static void flush_cb(void* arg, uint32_t port, std::span<hal::Packet* const> pkts) noexcept;
 
@@ -424,8 +460,24 @@ class Pmd {
   size_t offline_rxq_ = 0;                   // offline: the queue the last read (or held packets) came from
   std::atomic<int> last_cpu_{-1};
 
+  // XPS state per output port (PMD thread only): the shared queue held and
+  // the cycle counter at its last burst.
+  struct TxSteer {
+    uint64_t last_used = 0;
+    uint16_t queue = 0;
+    bool held = false;
+  };
+  std::array<TxSteer, kMaxDpPorts> steer_{};
+  uint64_t xps_timeout_cycles_ = 0;  // kXpsTimeoutNs in cycles (start())
+
   alignas(64) AtomicCounters c_;
+  struct AtomicPerfCounters {
+    std::atomic<uint64_t> busy_iterations{0}, sleep_iterations{0}, sleep_cycles{0}, txq_shared_bursts{0},
+        txq_lock_waits{0}, txq_wait_cycles{0}, txq_steers{0};
+  } pc_;
   PmdCounters baseline_;  // control thread: subtracted by counters() after clear
+  PmdPerfCounters perf_baseline_;
+  std::atomic<uint64_t> since_ns_{0};
 };
 
 }  // namespace keel::datapath

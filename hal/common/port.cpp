@@ -52,7 +52,7 @@ Status Port::set_queue_count(uint16_t n_rx, uint16_t n_tx) {
                    " tx queues out of range (1.." + std::to_string(kMaxQueues) + ")");
   if (n_rx == n_rxq() && n_tx == n_txq()) return {};
   if (Status st = apply_queue_count(n_rx, n_tx); !st.ok()) return st;
-  set_queues(n_rx, n_tx);
+  set_queues(n_rx, n_tx < 1 ? 1 : n_tx);
   return {};
 }
 

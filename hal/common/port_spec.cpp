@@ -225,6 +225,43 @@ Status parse_sample(PortSpec& ps, bool has_opts, std::string_view opts, std::str
   });
 }
 
+// dpdk:DEVARGS[,n_rxq=N][,n_txq=N]: keel's queue options are taken out of
+// the device arguments (no DPDK driver has keys of those names; the EAL
+// would refuse them as unknown), wherever they stand after the device name.
+Status parse_dpdk(PortSpec& ps, std::string_view opts, std::string_view spec) {
+  const std::string_view name = ps.name;
+  if (opts.empty() || opts.front() == ',')
+    return bad(name, "dpdk needs device arguments (dpdk:DEVARGS: a PCI address or vdev string)", spec);
+  std::string devargs;
+  bool have_rxq = false, have_txq = false;
+  for (size_t at = 0, n = 0; at <= opts.size(); ++n) {
+    size_t comma = opts.find(',', at);
+    if (comma == std::string_view::npos) comma = opts.size();
+    const std::string_view tok = opts.substr(at, comma - at);
+    at = comma + 1;
+    const bool rxq = tok.starts_with("n_rxq="), txq = tok.starts_with("n_txq=");
+    if (n == 0 || (!rxq && !txq)) {
+      if (!devargs.empty()) devargs += ',';
+      devargs += tok;
+      continue;
+    }
+    const std::string_view key = tok.substr(0, 5), value = tok.substr(6);
+    bool& have = rxq ? have_rxq : have_txq;
+    if (have) return bad(name, "dpdk option " + quoted(key) + " given twice", spec);
+    have = true;
+    uint64_t v = 0;
+    if (!parse_u64(value, v) || v < 1 || v > Port::kMaxQueues) {
+      return bad(name,
+                 "dpdk " + std::string(key) + " " + quoted(value) + " must be a number of " +
+                     (rxq ? "rx" : "tx") + " queues from 1 to " + std::to_string(Port::kMaxQueues),
+                 spec);
+    }
+    (rxq ? ps.rxq : ps.txq) = static_cast<uint16_t>(v);
+  }
+  ps.devargs = std::move(devargs);
+  return {};
+}
+
 }  // namespace
 
 Result<PortSpec> parse_port_spec(std::string_view name, std::string_view spec) {
@@ -264,11 +301,7 @@ Result<PortSpec> parse_port_spec(std::string_view name, std::string_view spec) {
     s = parse_sample(ps, has_opts, opts, spec);
   } else if (kind == "dpdk") {
     ps.kind = PortKind::dpdk;
-    if (opts.empty()) {
-      s = bad(name, "dpdk needs device arguments (dpdk:DEVARGS: a PCI address or vdev string)", spec);
-    } else {
-      ps.devargs = std::string(opts);
-    }
+    s = parse_dpdk(ps, opts, spec);
   } else {
     s = bad(name, "unknown port type " + quoted(kind) + " (expected pcap, ring, tap, null, sample or dpdk)",
             spec);

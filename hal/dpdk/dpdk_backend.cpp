@@ -33,7 +33,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <string_view>
+#include <vector>
 #include <new>
 
 #include "dpdk/dpdk_port.h"
@@ -95,17 +97,24 @@ uint64_t pcap_records(const std::string& path) {
   return n;
 }
 
-// The value of `key=` in a devargs string ("net_pcap0,rx_pcap=x,infinite_rx=1").
-std::string devarg(const std::string& devargs, std::string_view key) {
+// Every value of `key=` in a devargs string ("net_pcap0,rx_pcap=x,rx_pcap=y,infinite_rx=1").
+std::vector<std::string> devargs_of(const std::string& devargs, std::string_view key) {
+  std::vector<std::string> v;
   size_t pos = 0;
   while ((pos = devargs.find(',', pos)) != std::string::npos) {
     ++pos;
     if (devargs.compare(pos, key.size(), key) == 0 && devargs[pos + key.size()] == '=') {
       size_t start = pos + key.size() + 1;
-      return devargs.substr(start, devargs.find(',', start) - start);
+      v.push_back(devargs.substr(start, devargs.find(',', start) - start));
     }
   }
-  return {};
+  return v;
+}
+
+// The first value of `key=`, or "".
+std::string devarg(const std::string& devargs, std::string_view key) {
+  std::vector<std::string> v = devargs_of(devargs, key);
+  return v.empty() ? std::string() : v.front();
 }
 
 }  // namespace
@@ -113,8 +122,13 @@ std::string devarg(const std::string& devargs, std::string_view key) {
 unsigned pool_mbufs_for(const std::vector<PortSpec>& ports) {
   uint64_t n = kPoolMbufs;
   for (const PortSpec& p : ports) {
-    if (p.kind != PortKind::dpdk || devarg(p.devargs, "infinite_rx") != "1") continue;
-    if (std::string file = devarg(p.devargs, "rx_pcap"); !file.empty()) n += pcap_records(file);
+    if (p.kind != PortKind::dpdk) continue;
+    // Rx queues beyond the first pin their descriptors' worth each (the
+    // base covers a few ports' first queues, and queues added at run time
+    // by set_queue_count come out of its slack).
+    if (p.rxq > 1) n += uint64_t{p.rxq - 1u} * kRxDescriptors;
+    if (devarg(p.devargs, "infinite_rx") != "1") continue;
+    for (const std::string& file : devargs_of(p.devargs, "rx_pcap")) n += pcap_records(file);  // one queue each
   }
   return static_cast<unsigned>(std::min<uint64_t>(n, 1u << 24));
 }
@@ -135,7 +149,13 @@ Result<std::unique_ptr<Port>> DpdkBackend::open_port(const PortSpec& spec, uint1
   std::lock_guard lock(shared_->mu);
   if (shared_->shut_down)
     return Status(Errc::unavailable, "port " + spec.name + ": the DPDK backend is shut down");
-  return DpdkPort::open(shared_, spec, n_rxq, n_txq);
+  // The spec's n_rxq=/n_txq= (port_spec.h) win over what the caller asks
+  // (System asks 1 rx queue and one tx queue per PMD).
+  if (spec.rxq > 1) n_rxq = spec.rxq;
+  if (spec.txq > 0) n_txq = spec.txq;
+  auto r = DpdkPort::open(shared_, spec, n_rxq, n_txq);
+  if (r) r.value()->set_backend(this);
+  return r;
 }
 
 unsigned DpdkBackend::alloc_burst(std::span<Packet*> out, uint32_t len) noexcept {

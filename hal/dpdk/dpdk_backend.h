@@ -67,9 +67,10 @@ class DpdkBackend final : public Backend {
 };
 
 // Mbufs in the pool: kPoolMbufs for the rings, caches and packets in flight
-// (every rx queue pins its descriptors' worth, 1024), plus, for every
-// `net_pcap` port replaying a file with infinite_rx=1, one mbuf per record of
-// that file: the driver keeps the whole file resident in mbufs, and a pool it
+// (every rx queue pins its descriptors' worth, 1024), plus kRxDescriptors
+// for each rx queue a port's n_rxq= asks beyond its first, plus, for every
+// `net_pcap` port replaying files with infinite_rx=1, one mbuf per record of
+// those files: the driver keeps the whole file resident in mbufs, and a pool it
 // fills leaves nothing to receive into. About 2.3 KB of EAL memory per mbuf
 // (37 MB for the base; a 100k-record pcap adds 230 MB).
 inline constexpr unsigned kPoolMbufs = 16384;

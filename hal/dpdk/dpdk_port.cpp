@@ -186,6 +186,73 @@ bool reads_pcap_file_once(const std::string& devargs) {
 
 }  // namespace
 
+// rte_eth_dev_configure with RSS when the device hashes, then every queue;
+// returns 0 or -errno, with the step that failed in `step`.
+int DpdkPort::setup_queues(uint16_t pid, QueueSetup& qs, uint16_t nrx, uint16_t ntx, std::string& step) {
+  rte_eth_conf conf;
+  std::memset(&conf, 0, sizeof(conf));
+  if (qs.rss_hf != 0) {
+    // As netdev-dpdk: RSS whenever the device can hash (with one queue too,
+    // for the hash), over what it supports of IP/TCP/UDP, with its own
+    // default key (rss_key NULL).
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_key = nullptr;
+    conf.rx_adv_conf.rss_conf.rss_hf = qs.rss_hf;
+  }
+  conf.rxmode.offloads = qs.rx_offloads;
+  if (int r = rte_eth_dev_configure(pid, nrx, ntx, &conf); r != 0) {
+    step = "configure (" + std::to_string(nrx) + " rx, " + std::to_string(ntx) + " tx queues)";
+    return r;
+  }
+  uint16_t nb_rxd = kRxDescriptors, nb_txd = kTxDescriptors;
+  if (int r = rte_eth_dev_adjust_nb_rx_tx_desc(pid, &nb_rxd, &nb_txd); r != 0) {
+    step = "adjusting descriptor counts";
+    return r;
+  }
+  for (uint16_t q = 0; q < nrx; ++q) {
+    if (int r = rte_eth_rx_queue_setup(pid, q, nb_rxd, qs.socket, nullptr, qs.pool); r != 0) {
+      step = "rx queue " + std::to_string(q) + " setup";
+      return r;
+    }
+  }
+  for (uint16_t q = 0; q < ntx; ++q) {
+    if (int r = rte_eth_tx_queue_setup(pid, q, nb_txd, qs.socket, nullptr); r != 0) {
+      step = "tx queue " + std::to_string(q) + " setup";
+      return r;
+    }
+  }
+  return 0;
+}
+
+Status DpdkPort::apply_queue_count(uint16_t n_rx, uint16_t& n_tx) {
+  if (stopped_) return error(Errc::unavailable, "port " + name() + ": the port is stopped");
+  if (n_rx > qs_.max_rxq) {
+    return invalid("port " + name() + ": n_rxq " + std::to_string(n_rx) + ": the device (driver " + driver_ +
+                   ") has at most " + std::to_string(qs_.max_rxq) + " rx queues");
+  }
+  n_tx = std::min(n_tx, qs_.max_txq);  // fewer tx queues: the datapath shares them
+  const uint16_t old_rx = n_rxq(), old_tx = n_txq();
+  LogCapture log;
+  (void)rte_eth_dev_stop(port_id_);
+  std::string step;
+  int r = setup_queues(port_id_, qs_, n_rx, n_tx, step);
+  if (r == 0 && (r = rte_eth_dev_start(port_id_)) != 0) step = "start";
+  if (r == 0) {
+    (void)log.finish();
+    return {};
+  }
+  std::string why = log.finish();
+  why = why.empty() ? rte_strerror(-r) : std::string(rte_strerror(-r)) + " (" + why + ")";
+  // Back to the queues it had, which worked when it was opened.
+  (void)rte_eth_dev_stop(port_id_);
+  std::string ignored;
+  const bool back =
+      setup_queues(port_id_, qs_, old_rx, old_tx, ignored) == 0 && rte_eth_dev_start(port_id_) == 0;
+  Status st(errc_of(-r), "port " + name() + ": " + std::to_string(n_rx) + " rx / " + std::to_string(n_tx) +
+                             " tx queues: " + step + " failed: " + why);
+  return back ? st : st.prefix("(and restoring the old queues failed too: the port is down)");
+}
+
 Result<std::unique_ptr<Port>> DpdkPort::open(const std::shared_ptr<DpdkShared>& shared, const PortSpec& spec,
                                              uint16_t n_rxq, uint16_t n_txq) {
   const std::string& devargs = spec.devargs;
@@ -261,36 +328,23 @@ Result<std::unique_ptr<Port>> DpdkPort::open(const std::shared_ptr<DpdkShared>& 
   uint64_t meta = RTE_ETH_RX_METADATA_USER_MARK | RTE_ETH_RX_METADATA_USER_FLAG;
   (void)rte_eth_rx_metadata_negotiate(pid, &meta);
 
-  rte_eth_conf conf;
-  std::memset(&conf, 0, sizeof(conf));
-  const uint64_t rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
-  if (rss_hf != 0) {
-    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
-    conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
-    conf.rxmode.offloads |= info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_RSS_HASH;
-  }
+  QueueSetup qs;
+  qs.rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
+  if (qs.rss_hf != 0) qs.rx_offloads |= info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_RSS_HASH;
   // Jumbo frames arrive as chains of 2 KB segments (rx linearizes them).
-  conf.rxmode.offloads |= info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER;
-  if (int r = rte_eth_dev_configure(pid, nrx, ntx, &conf); r != 0) return fail_undo("configure", -r);
-
-  uint16_t nb_rxd = kRxDescriptors, nb_txd = kTxDescriptors;
-  if (int r = rte_eth_dev_adjust_nb_rx_tx_desc(pid, &nb_rxd, &nb_txd); r != 0)
-    return fail_undo("adjusting descriptor counts", -r);
-
-  int socket = rte_eth_dev_socket_id(pid);
-  for (uint16_t q = 0; q < nrx; ++q) {
-    if (int r = rte_eth_rx_queue_setup(pid, q, nb_rxd, socket, nullptr, shared->pool); r != 0)
-      return fail_undo(("rx queue " + std::to_string(q) + " setup").c_str(), -r);
-  }
-  for (uint16_t q = 0; q < ntx; ++q) {
-    if (int r = rte_eth_tx_queue_setup(pid, q, nb_txd, socket, nullptr); r != 0)
-      return fail_undo(("tx queue " + std::to_string(q) + " setup").c_str(), -r);
-  }
+  qs.rx_offloads |= info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER;
+  qs.max_rxq = std::min<uint16_t>(std::max<uint16_t>(info.max_rx_queues, 1), kMaxQueues);
+  qs.max_txq = std::min<uint16_t>(std::max<uint16_t>(info.max_tx_queues, 1), kMaxQueues);
+  qs.socket = rte_eth_dev_socket_id(pid);
+  qs.pool = shared->pool;
+  std::string step;
+  if (int r = setup_queues(pid, qs, nrx, ntx, step); r != 0) return fail_undo(step.c_str(), -r);
   if (int r = rte_eth_dev_start(pid); r != 0) return fail_undo("start", -r);
   (void)rte_eth_promiscuous_enable(pid);  // -ENOTSUP on some vdevs: fine
 
   std::unique_ptr<DpdkPort> port(
       new DpdkPort(shared, spec, pid, device, driver, reads_pcap_file_once(devargs)));
+  port->qs_ = qs;
   port->set_queues(nrx, ntx);
   const uint64_t now = now_ns();
   for (auto& w : port->watch_) w.last_rx_ns.store(now, std::memory_order_relaxed);
@@ -352,7 +406,11 @@ InputState DpdkPort::input_state() const {
 }
 
 std::string DpdkPort::describe() const {
-  return "dpdk " + devargs_ + " (driver " + driver_ + ", port " + std::to_string(port_id_) + ")";
+  // The queues, and whether the NIC spreads them by RSS (the device hashes
+  // IP/TCP/UDP: rss_hf is what it supports of those).
+  return "dpdk " + devargs_ + " (driver " + driver_ + ", port " + std::to_string(port_id_) +
+         ", rxq=" + std::to_string(n_rxq()) + " txq=" + std::to_string(n_txq()) +
+         (qs_.rss_hf != 0 ? ", rss" : ", no rss") + ")";
 }
 
 uint16_t DpdkPort::rx_burst(uint16_t q, std::span<Packet*> out) noexcept {

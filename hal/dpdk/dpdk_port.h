@@ -22,6 +22,17 @@
 // a NIC delivers as segment chains (jumbo frames over the 2 KB mbufs) are
 // copied into one jumbo-pool mbuf at rx (dpdk_backend.h, kJumboMbufs).
 //
+// Queues (port_spec.h's n_rxq/n_txq): min(asked, what the device has,
+// kMaxQueues); RSS over IP/TCP/UDP (what the device supports of them, its
+// default key) whenever it can hash. set_queue_count() (port.h) stops the
+// device, configures it with the new counts and the same RSS and offloads,
+// sets every queue up and starts it; a failure configures the old counts
+// again and starts it (the port goes on working), and more rx queues than
+// the device has is refused before anything stops. Tx queues are given up
+// to what the device has (the datapath shares them). A restart is the
+// driver's: net_pcap closes its files at stop and opens them again at start
+// (a tx_pcap= file starts over), a NIC drops what its rings held.
+//
 // Life cycle: open() (may fail) -> rx/tx from PMDs -> stop() (never fails,
 // idempotent: rte_eth_dev_stop + rte_eth_dev_close, which is what makes
 // net_pcap flush and close its tx_pcap file; then the device is detached when
@@ -32,8 +43,9 @@
 // thread, tx queue q is used by one thread at a time; the DPDK PMDs rely on
 // the same rule. The input watch (input_state()) is written per rx queue by
 // its polling thread with relaxed atomics and read by the control thread.
-// open(), stop(), link(), describe() and destruction are control-thread
-// calls, and stop() only after the PMDs have stopped using the port.
+// open(), stop(), link(), describe(), set_queue_count() and destruction are
+// control-thread calls, and stop() and set_queue_count() only while no PMD
+// uses the port.
 #pragma once
 
 #include <array>
@@ -72,6 +84,7 @@ class DpdkPort final : public Port {
   uint16_t rx_burst(uint16_t q, std::span<Packet*> out) noexcept override;
   uint16_t tx_burst(uint16_t q, std::span<Packet* const> pkts) noexcept override;
   Status apply_mtu(uint32_t mtu) override;
+  Status apply_queue_count(uint16_t n_rx, uint16_t& n_tx) override;
   TxFrameLimit frame_limit_for(uint32_t mtu) const override {
     return {mtu + kEthHeaderLen + kVlanHeaderLen, mtu + kEthHeaderLen + kVlanHeaderLen};
   }
@@ -79,6 +92,16 @@ class DpdkPort final : public Port {
  private:
   DpdkPort(std::shared_ptr<DpdkShared> shared, const PortSpec& spec, uint16_t port_id, rte_device* device,
            std::string driver, bool watch_input);
+  // What configuring the queues needs, found at open and kept for
+  // set_queue_count() (the same RSS and offloads with other counts).
+  struct QueueSetup {
+    uint64_t rss_hf = 0;                // RSS hash types the device supports among IP/TCP/UDP; 0: no RSS
+    uint64_t rx_offloads = 0;           // RSS_HASH, SCATTER where offered
+    uint16_t max_rxq = 1, max_txq = 1;  // the device's, at most kMaxQueues
+    int socket = 0;
+    rte_mempool* pool = nullptr;
+  };
+  static int setup_queues(uint16_t pid, QueueSetup& qs, uint16_t nrx, uint16_t ntx, std::string& step);
   uint16_t tx_chunk(uint16_t q, std::span<Packet* const> pkts) noexcept;
   // A chained mbuf as one contiguous mbuf (the first segment, or a jumbo
   // copy); nullptr when neither has room (the chain is then freed).
@@ -102,6 +125,7 @@ class DpdkPort final : public Port {
   rte_device* device_;
   std::string devargs_;
   std::string driver_;
+  QueueSetup qs_;
   bool stopped_ = false;
 };
 

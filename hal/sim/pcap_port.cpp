@@ -55,6 +55,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -230,6 +231,43 @@ class PcapPort final : public Port {
       }
     }
     queues_left_.store(left, std::memory_order_relaxed);
+  }
+
+  // set_queue_count() (port.h). One tx queue always (the writer is one
+  // stream: the datapath shares it between PMDs). The rx queues can change
+  // before the replay has handed out a record or once it has drained:
+  // in between, each queue is at its own place in its own share of the
+  // file, and no cursor of a new spread would say which records are left
+  // (Open vSwitch's dummy ports start over on a reconfigure; a NIC drops
+  // what its rings held). A replay in progress refuses, saying so.
+  Status apply_queue_count(uint16_t n_rx, uint16_t& n_tx) override {
+    n_tx = 1;
+    if (n_rx == n_rxq()) return {};
+    if (!reader_) {
+      return invalid("port " + name() + ": pcap rxq=" + std::to_string(n_rx) +
+                     " needs in=FILE (an output-only port receives nothing)");
+    }
+    if (merged_) return invalid("port " + name() + ": an offline run reads its pcap inputs as one queue");
+    const InputState st = state_.load(std::memory_order_acquire);
+    bool started = next_ != 0 || done_loops_ != 0;
+    for (const RxQueue& rq : queues_) started |= rq.next != 0 || rq.done_loops != 0;
+    if (st == InputState::pending && started) {
+      return error(Errc::unsupported, "port " + name() +
+                                          ": the rx queues of a pcap replay can change before it starts "
+                                          "or once it has drained, not while in progress");
+    }
+    try {
+      queues_ = {};
+      hashes_.clear();
+      lists_.clear();
+      if (n_rx > 1) spread(n_rx);
+    } catch (const std::bad_alloc&) {
+      // Read as one queue in file order (rx_burst with no lists) until asked again.
+      hashes_.clear();
+      lists_.clear();
+      return error(Errc::resource_exhausted, "port " + name() + ": out of memory spreading the capture");
+    }
+    return {};
   }
 
   uint64_t stamp(uint64_t loop, size_t i) const noexcept {

@@ -16,6 +16,20 @@
 // RSS off, or Open vSwitch's netdev-dummy): the datapath computes its own
 // hash.
 //
+// Tx queues: n_txq of them (what the datapath asks at open, one per PMD,
+// up to kMaxQueues), all pushing onto the one tx ring, which is
+// multi-producer: so PMDs each get a queue of their own and send without a
+// lock, as on a NIC with a tx queue per core. collect() sees the packets of
+// one tx queue in the order that queue sent them.
+//
+// set_queue_count() (port.h): the packets injected and not yet received are
+// taken off the old rx rings queue by queue, in order, and spread again over
+// the new ones by their RSS hash (computed now if the port hashed nothing
+// before; with one queue they all go to queue 0 and keep their hash), so a
+// flow's packets stay in order. One that finds its new ring full (the rings
+// keep ring_size slots each) is released and counted as rx_dropped. The new
+// rings are allocated before anything moves: no memory, nothing changed.
+//
 // Ownership: inject() takes the packets it accepts (a prefix of its
 // argument; the rest stay the caller's). rx() hands them to the datapath.
 // tx() puts what fits into the tx ring and Port::tx() releases and counts
@@ -26,8 +40,10 @@
 // Thread-safety: inject/collect from any thread, concurrently with the PMDs'
 // rx()/tx() (the rings are multi-producer multi-consumer; each push
 // publishes the packet with a release store that the pop acquires). Per-flow
-// order within a queue holds for packets injected by one thread. The RETA is
-// written in the constructor only.
+// order within a queue holds for packets injected by one thread. The RETA and
+// the set of rx rings are written in the constructor and by
+// set_queue_count(), which the datapath calls only while no PMD uses the
+// port and no test injects (the caller's guarantee).
 #pragma once
 
 #include <array>
@@ -49,7 +65,8 @@ class RingPort final : public Port {
  public:
   // `pool` (may be null) is kept alive as long as the port, because the
   // destructor releases packets still in the rings into it.
-  RingPort(std::string name, uint32_t ring_size, std::shared_ptr<Pool> pool = {}, uint16_t n_rxq = 1);
+  RingPort(std::string name, uint32_t ring_size, std::shared_ptr<Pool> pool = {}, uint16_t n_rxq = 1,
+           uint16_t n_txq = 1);
   ~RingPort() override;
 
   // Queues packets for rx (on their RSS queue when rxq > 1); returns how many
@@ -69,6 +86,7 @@ class RingPort final : public Port {
  protected:
   uint16_t rx_burst(uint16_t q, std::span<Packet*> out) noexcept override;
   uint16_t tx_burst(uint16_t q, std::span<Packet* const> pkts) noexcept override;
+  Status apply_queue_count(uint16_t n_rx, uint16_t& n_tx) override;
 
  private:
   std::shared_ptr<Pool> pool_;  // first: destroyed after the rings are emptied

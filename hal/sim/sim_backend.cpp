@@ -5,10 +5,11 @@
 // It owns the sim::Pool (pool.h) and shares it with the ports it opens, so
 // the pool lives until the backend and every port are gone. Port kinds and
 // what they do are described in their files: pcap_port.cpp, ring_port.h,
-// null_port.cpp, sample_port.cpp, tap_port.cpp. Every sim port has one tx
-// queue and one rx queue, except ring and pcap in= ports, which have the
-// spec's rxq= (PortSpec::rxq) filled by RSS; the n_rxq/n_txq arguments are
-// ignored and callers read n_rxq()/n_txq().
+// null_port.cpp, sample_port.cpp, tap_port.cpp. Every sim port has one rx
+// queue, except ring and pcap in= ports, which have the spec's rxq=
+// (PortSpec::rxq) filled by RSS (the n_rxq argument is ignored); one tx
+// queue, except ring ports, which take the n_txq asked (one tx ring that
+// every queue may push onto). Callers read n_rxq()/n_txq().
 //
 // Life cycle: make_sim_backend() allocates the pool (may fail: memory);
 // open_port() may fail with "port NAME: <reason>"; thread_init() has nothing
@@ -35,9 +36,10 @@ class SimBackend final : public Backend {
 
   const char* name() const override { return "sim"; }
 
-  Result<std::unique_ptr<Port>> open_port(const PortSpec& spec, uint16_t, uint16_t) override {
-    auto r = open(spec);
+  Result<std::unique_ptr<Port>> open_port(const PortSpec& spec, uint16_t, uint16_t n_txq) override {
+    auto r = open(spec, n_txq);
     if (!r) return std::move(r).take_status().prefix("port " + spec.name);
+    r.value()->set_backend(this);
     return r;
   }
 
@@ -46,7 +48,7 @@ class SimBackend final : public Backend {
   }
 
  private:
-  Result<std::unique_ptr<Port>> open(const PortSpec& spec) {
+  Result<std::unique_ptr<Port>> open(const PortSpec& spec, uint16_t n_txq) {
     // Setup-time code: a failed allocation (a 2^20-slot ring, a path string)
     // becomes a message instead of escaping.
     try {
@@ -54,7 +56,7 @@ class SimBackend final : public Backend {
         case PortKind::pcap:
           return sim::open_pcap_port(spec, pool_);
         case PortKind::ring:
-          return sim::open_ring_port(spec, pool_);
+          return sim::open_ring_port(spec, pool_, n_txq);
         case PortKind::null:
           return sim::open_null_port(spec, pool_);
         case PortKind::sample:

@@ -2,9 +2,10 @@
 //
 // Each returns a started port or a Status whose message names what failed
 // ("pcap file 'a.pcap': No such file or directory"); SimBackend::open_port
-// adds the "port NAME: " prefix. Every sim port has one tx queue and
-// one rx queue, or spec.rxq for ring and pcap in= ports (RSS, keel/hal/rss.h),
-// and reports its link up at 10 Gb/s.
+// adds the "port NAME: " prefix. Every sim port has one rx queue, or
+// spec.rxq for ring and pcap in= ports (RSS, keel/hal/rss.h); one tx queue,
+// or for a ring port the tx queues the caller asks (its tx ring is
+// multi-producer); and reports its link up at 10 Gb/s.
 //
 // Thread-safety: called on the control thread while the port is not yet
 // visible to any PMD.
@@ -24,7 +25,9 @@ inline constexpr uint32_t kSimLinkSpeedMbps = 10000;
 inline LinkState sim_link_up() { return LinkState{true, kSimLinkSpeedMbps, true}; }
 
 Result<std::unique_ptr<Port>> open_pcap_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool);
-Result<std::unique_ptr<Port>> open_ring_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool);
+// n_txq: the tx queues the caller asks (Backend::open_port), 1..kMaxQueues.
+Result<std::unique_ptr<Port>> open_ring_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool,
+                                             uint16_t n_txq = 1);
 Result<std::unique_ptr<Port>> open_null_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool);
 Result<std::unique_ptr<Port>> open_sample_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool);
 Result<std::unique_ptr<Port>> open_tap_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool);

@@ -2,7 +2,11 @@
 // -> file out byte for byte, the datapath's edits written back into mbufs,
 // oversized (chained) frames dropped and counted, net_ring loopback on
 // several queues, a registered PMD thread, sim buffers copied into mbufs,
-// errors and rollback, no mbuf leaked, and one EAL per process.
+// errors and rollback, the spec's n_rxq/n_txq and which vdevs take several
+// queues and RSS (net_null: any, RSS accepted; net_ring: 16 pairs, no RSS;
+// net_pcap: one rx queue per rx_pcap= file), set_queue_count restarting a
+// device with other counts (and refusing more than it has, unchanged), no
+// mbuf leaked, and one EAL per process.
 //
 // The EAL can be initialised once per process, so every test case shares one
 // backend (made on first use, with --no-huge, --no-shconf and a per-process
@@ -520,6 +524,118 @@ TEST_CASE("dpdk: foreign (sim) buffers are copied into mbufs and released once s
   CHECK(n_sim == 2048);
   hal::release_burst(std::span<hal::Packet* const>(all.data(), n_sim));
   sim.shutdown();
+}
+
+namespace {
+
+std::unique_ptr<hal::Port> open_spec(const std::string& name, const std::string& spec, uint16_t ntx = 1) {
+  auto ps = hal::parse_port_spec(name, spec);
+  REQUIRE_MESSAGE(ps.ok(), ps.status().message());
+  auto r = backend().open_port(ps.value(), 1, ntx);
+  REQUIRE_MESSAGE(r.ok(), r.status().message());
+  return std::move(r).value();
+}
+
+// Loops `count` frames through queue q of a net_ring port (tx q -> rx q).
+void loop_through(hal::Port& r, uint16_t q, unsigned count) {
+  std::array<hal::Packet*, hal::kMaxBurst> pkts{};
+  REQUIRE(count <= pkts.size());
+  REQUIRE(backend().alloc_burst(std::span<hal::Packet*>(pkts.data(), count)) == count);
+  for (unsigned i = 0; i < count; ++i) {
+    REQUIRE(pkts[i]->set_len(60));
+    pkts[i]->data()[0] = static_cast<uint8_t>(q);
+  }
+  CHECK(r.tx(q, std::span<hal::Packet* const>(pkts.data(), count)) == count);
+  const uint16_t n = r.rx(q, pkts);
+  CHECK(n == count);
+  for (uint16_t i = 0; i < n; ++i) CHECK(pkts[i]->data()[0] == q);
+  hal::release_burst(std::span<hal::Packet* const>(pkts.data(), n));
+}
+
+}  // namespace
+
+TEST_CASE("dpdk: n_rxq/n_txq from the spec; which vdevs take several queues and RSS") {
+  // net_null: any number of queues, and it accepts RSS over IP/TCP/UDP (its
+  // flow_type_rss_offloads; it computes no hash, being a null device).
+  auto n = open_spec("n4", "dpdk:net_null4,n_rxq=4,n_txq=2");
+  MESSAGE(n->describe());
+  CHECK(n->n_rxq() == 4);
+  CHECK(n->n_txq() == 2);
+  CHECK(n->describe().find("net_null4 (driver net_null") != std::string::npos);  // n_rxq= not passed on
+  CHECK(n->describe().find("rxq=4 txq=2, rss)") != std::string::npos);
+  // Without n_txq the datapath's count (one per PMD).
+  auto n2 = open_spec("n5", "dpdk:net_null5,n_rxq=2", 3);
+  CHECK(n2->n_txq() == 3);
+  // net_ring: up to 16 queue pairs (tx q loops to rx q), no RSS.
+  auto r = open_spec("r4", "dpdk:net_ring4,n_rxq=4,n_txq=4");
+  MESSAGE(r->describe());
+  CHECK(r->n_rxq() == 4);
+  CHECK(r->describe().find(", no rss)") != std::string::npos);
+  for (uint16_t q = 0; q < 4; ++q) loop_through(*r, q, 8);
+  // net_pcap: one rx queue per rx_pcap= file, no RSS; asking more gives what it has.
+  const auto a = tmpdir() / "qa.pcap", b = tmpdir() / "qb.pcap";
+  write_pcap(a, make_frames(20));
+  write_pcap(b, make_frames(30));
+  auto pc = open_spec("pc", "dpdk:net_pcap9,rx_pcap=" + a.string() + ",rx_pcap=" + b.string() + ",n_rxq=4");
+  MESSAGE(pc->describe());
+  CHECK(pc->n_rxq() == 2);
+  unsigned got[2] = {0, 0};
+  for (int round = 0; round < 100; ++round) {
+    for (uint16_t q = 0; q < 2; ++q) {
+      std::array<hal::Packet*, hal::kMaxBurst> in{};
+      const uint16_t k = pc->rx(q, in);
+      got[q] += k;
+      hal::release_burst(std::span<hal::Packet* const>(in.data(), k));
+    }
+  }
+  CHECK(got[0] == 20);
+  CHECK(got[1] == 30);
+}
+
+TEST_CASE("dpdk: set_queue_count restarts the device with the new queues; a refusal changes nothing") {
+  auto r = open_spec("rq", "dpdk:net_ring5");
+  CHECK(r->n_rxq() == 1);
+  loop_through(*r, 0, 4);
+  REQUIRE(r->set_queue_count(4, 4).ok());
+  CHECK(r->n_rxq() == 4);
+  CHECK(r->n_txq() == 4);
+  for (uint16_t q = 0; q < 4; ++q) loop_through(*r, q, 8);
+  CHECK(r->link().up);
+  REQUIRE(r->set_queue_count(2, 1).ok());
+  CHECK(r->n_rxq() == 2);
+  CHECK(r->n_txq() == 1);
+  loop_through(*r, 0, 8);
+
+  // More rx queues than the device has (net_pcap: one per rx_pcap= file):
+  // refused before anything stops; the port goes on receiving.
+  const auto q1 = tmpdir() / "q1.pcap";
+  write_pcap(q1, make_frames(10));
+  auto pc = open_spec("q1", "dpdk:net_pcap10,rx_pcap=" + q1.string());
+  const keel::Status st = pc->set_queue_count(2, 1);
+  REQUIRE_FALSE(st.ok());
+  MESSAGE(st.message());
+  CHECK(st.message() == "port q1: n_rxq 2: the device (driver net_pcap) has at most 1 rx queues");
+  CHECK(pc->n_rxq() == 1);
+  unsigned got = 0;
+  for (int round = 0; round < 50 && got < 10; ++round) {
+    std::array<hal::Packet*, hal::kMaxBurst> pkts{};
+    const uint16_t k = pc->rx(0, pkts);
+    got += k;
+    hal::release_burst(std::span<hal::Packet* const>(pkts.data(), k));
+  }
+  CHECK(got == 10);
+
+  // net_null with RSS: the same configuration, other counts.
+  auto n = open_spec("nq", "dpdk:net_null6,n_rxq=2");
+  REQUIRE(n->set_queue_count(8, 2).ok());
+  CHECK(n->n_rxq() == 8);
+  CHECK(n->describe().find("rxq=8 txq=2, rss)") != std::string::npos);
+  std::array<hal::Packet*, hal::kMaxBurst> in{};
+  for (uint16_t q = 0; q < 8; ++q) {
+    const uint16_t k = n->rx(q, in);  // net_null receives empty frames on every queue
+    CHECK(k > 0);
+    hal::release_burst(std::span<hal::Packet* const>(in.data(), k));
+  }
 }
 
 TEST_CASE("dpdk: no mbuf leaked once the ports are closed") {

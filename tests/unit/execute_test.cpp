@@ -169,9 +169,11 @@ class PoolBackend final : public hal::Backend {
     const size_t n = std::min<size_t>(out.size(), budget);
     const unsigned got = pool_->alloc_burst(out.first(n), len);
     if (budget != UINT_MAX) budget -= got;
+    ++calls, given += got;
     return got;
   }
   unsigned budget = UINT_MAX;  // buffers it will still hand out
+  unsigned calls = 0, given = 0;  // alloc_burst calls, buffers handed out
 
  private:
   std::shared_ptr<hal::sim::Pool> pool_;
@@ -661,6 +663,40 @@ TEST_CASE("clone duplicates; the original continues unchanged") {
   w.run("clone(set(ipv4(ttl=1))),2");
   CHECK(w.tx(2).size() == 1);
   CHECK(w.ctx->counters.dropped == 1);
+}
+
+TEST_CASE("copies come from the output port's backend; a clone's from its first output's") {
+  // Port 3 is "another NIC" (a DPDK port: its copies would be mbufs); the
+  // rest use ctx.backend.
+  Exec x;
+  auto pool3 = hal::sim::Pool::create(64).value();
+  PoolBackend nic(pool3);
+  struct Arg {
+    PoolBackend* nic;
+  } arg{&nic};
+  x.ctx->port_backend = [](void* a, uint32_t port) noexcept -> hal::Backend* {
+    return port == 3 ? static_cast<Arg*>(a)->nic : nullptr;
+  };
+  x.ctx->port_backend_arg = &arg;
+  const Bytes orig = ipv4_udp();
+  x.add(orig);
+  x.add(orig);
+  x.run("3,2,clone(push_vlan(vid=7,pcp=0),3),clone(set(ipv4(ttl=1)),4),recirc(5),2");
+  // 3 (not last): copies from the NIC; 2 (not last): default; the first
+  // clone outputs to 3: the NIC; the second to 4: default; recirc: default;
+  // the last output takes the originals.
+  CHECK(nic.calls == 2);
+  CHECK(nic.given == 4);
+  CHECK(x.backend.calls == 3);
+  CHECK(x.backend.given == 6);
+  REQUIRE(x.tx(3).size() == 4);
+  for (hal::Packet* p : x.tx(3)) CHECK(p->owner() == pool3.get());
+  for (hal::Packet* p : x.tx(4)) CHECK(p->owner() != pool3.get());
+  CHECK(Exec::bytes(x.tx(3)[0]) == orig);
+  CHECK(Exec::bytes(x.tx(3)[2]).size() == orig.size() + 4);
+  CHECK(x.tx(2).size() == 4);
+  x.ctx->release_all();
+  CHECK(pool3->available() == 64);
 }
 
 TEST_CASE("hash(l4) sets dp_hash from the key; recirc queues the packet with its id") {

@@ -210,3 +210,34 @@ TEST_CASE("rxq errors say what is allowed") {
   CHECK(has(err("p0", "sample:rxq=2"), "unknown sample option 'rxq'"));
   CHECK(has(err("p0", "null:rxq=2"), "null takes no options"));
 }
+
+TEST_CASE("dpdk n_rxq/n_txq are keel's: taken out of the device arguments") {
+  auto r = parse_port_spec("d0", "dpdk:net_pcap0,rx_pcap=a.pcap,n_rxq=4,rx_pcap=b.pcap,n_txq=2");
+  REQUIRE(r.ok());
+  CHECK(r->devargs == "net_pcap0,rx_pcap=a.pcap,rx_pcap=b.pcap");
+  CHECK(r->rxq == 4);
+  CHECK(r->txq == 2);
+  r = parse_port_spec("d0", "dpdk:net_null0");
+  REQUIRE(r.ok());
+  CHECK(r->rxq == 1);
+  CHECK(r->txq == 0);  // as the datapath asks
+  r = parse_port_spec("d0", "dpdk:0000:03:00.0,n_txq=16");
+  REQUIRE(r.ok());
+  CHECK(r->devargs == "0000:03:00.0");
+  CHECK(r->txq == 16);
+  // The device name itself is never taken for an option.
+  CHECK(parse_port_spec("d0", "dpdk:n_rxq=2").value().devargs == "n_rxq=2");
+}
+
+TEST_CASE("dpdk n_rxq/n_txq errors name the token") {
+  for (const char* spec : {"dpdk:net_null0,n_rxq=0", "dpdk:net_null0,n_rxq=17", "dpdk:net_null0,n_rxq=x",
+                           "dpdk:net_null0,n_rxq="}) {
+    const std::string e = err("d0", spec);
+    CHECK_MESSAGE(has(e, "must be a number of rx queues from 1 to 16"), e);
+    CHECK_MESSAGE(has(e, std::string("in '") + spec + "'"), e);
+  }
+  CHECK(has(err("d0", "dpdk:net_null0,n_txq=99"),
+            "dpdk n_txq '99' must be a number of tx queues from 1 to 16"));
+  CHECK(has(err("d0", "dpdk:net_null0,n_rxq=2,n_rxq=2"), "dpdk option 'n_rxq' given twice"));
+  CHECK(has(err("d0", "dpdk:,n_rxq=2"), "dpdk needs device arguments"));
+}

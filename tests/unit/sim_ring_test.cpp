@@ -65,10 +65,10 @@ TEST_CASE("inject -> rx -> tx -> collect") {
   sim::RingPort& ring = ring_of(*port);
   port->set_id(3);
   CHECK(port->kind() == "ring");
-  CHECK(port->describe() == "ring size=64");
+  CHECK(port->describe() == "ring size=64 txq=4");
   CHECK(ring.ring_size() == 64);
-  CHECK(port->n_rxq() == 1);  // asked for 4: sim ports have one of each
-  CHECK(port->n_txq() == 1);
+  CHECK(port->n_rxq() == 1);  // asked for 4: the spec's rxq= (1) decides
+  CHECK(port->n_txq() == 4);  // asked for 4: a ring port gives each PMD a tx queue
   CHECK(port->link().up);
   CHECK(port->link().speed_mbps == 10000);
   CHECK(port->input_state() == InputState::live);

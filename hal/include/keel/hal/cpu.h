@@ -27,6 +27,17 @@ inline uint64_t cycles() noexcept {
 #endif
 }
 
+// A spin-wait hint (PAUSE / YIELD): in a loop that waits for another core
+// to release a lock, so the waiter yields the pipeline to its sibling
+// thread and does not flood the lock's cache line.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield" ::: "memory");
+#endif
+}
+
 // Ticks of cycles() per second (measured once, then cached).
 uint64_t cycles_per_second();
 

@@ -40,6 +40,8 @@
 
 namespace keel::hal {
 
+class Backend;
+
 enum class PortRole : uint8_t { uplink, host_representor, vf, internal };
 const char* to_string(PortRole r);
 
@@ -80,6 +82,12 @@ class Port {
   uint16_t n_txq() const { return n_txq_; }
   uint16_t id() const { return id_; }  // datapath port number, set by the datapath
   void set_id(uint16_t id) { id_ = id; }
+  // The backend that opened the port (set by Backend::open_port; it outlives
+  // the port): where a copy of a packet that leaves through this port is
+  // best taken from (an mbuf for a DPDK port, which then sends it without
+  // another copy). Null for a port made by hand (tests).
+  Backend* backend() const { return backend_; }
+  void set_backend(Backend* b) { backend_ = b; }
 
   // Receives up to out.size() (<= kMaxBurst) packets from rx queue q. The
   // packets' in_port is set to id(). Ownership passes to the caller.
@@ -163,8 +171,11 @@ class Port {
   // started again; a sim port spreads its input over n_rx queues by RSS.
   // The caller (the datapath) guarantees that no thread polls or sends on
   // the port meanwhile. Flows stay (they name the port, not its queues).
-  // On error the port keeps its queues and still works. The default
-  // refuses a change (a port kind with a fixed number of queues).
+  // n_rx is what the port gets or the call fails; n_tx is a request, as at
+  // open: a port may give fewer tx queues (a pcap writer is one stream: 1),
+  // so read n_txq() afterwards. On error the port keeps its queues and
+  // still works. The default refuses a change (a port kind with a fixed
+  // number of queues: TAP, null, sample).
   Status set_queue_count(uint16_t n_rx, uint16_t n_tx);
 
  protected:
@@ -185,9 +196,10 @@ class Port {
   // constructor (virtual calls do not reach it from Port's).
   void init_frame_limit() { store_frame_limit(frame_limit_for(mtu())); }
 
-  // set_queue_count()'s backend hook, called with a count in range that
-  // differs from the current one; on success the port then reports it.
-  virtual Status apply_queue_count(uint16_t n_rx, uint16_t n_tx) {
+  // set_queue_count()'s backend hook, called with counts in range of which
+  // one at least differs from the current; it may lower n_tx to what the
+  // port can give. On success the port then reports n_rx and n_tx.
+  virtual Status apply_queue_count(uint16_t n_rx, uint16_t& n_tx) {
     (void)n_rx, (void)n_tx;
     return error(Errc::unsupported, "port " + name_ + " (" + kind_ + "): the number of queues is fixed");
   }
@@ -232,6 +244,7 @@ class Port {
   std::string kind_;
   uint16_t n_rxq_ = 1, n_txq_ = 1;
   uint16_t id_ = kInvalidPort;
+  Backend* backend_ = nullptr;
   // Written by set_mtu() (control thread), read by tx() with relaxed loads:
   // a burst in flight may still use the old limit.
   std::atomic<uint32_t> mtu_{kDefaultMtu};
