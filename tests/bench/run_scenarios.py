@@ -1897,7 +1897,8 @@ def report_offline(opt, plan):
             loads = [float(r[k]) for r in rs for k in ("load_start", "load_end")]
             print("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f-%.1f |" % (
                 p["variant"], n, len(rs), v("wall_s", 2), v("packets_per_s_wall"), v("upcalls_per_s"),
-                v("installs_per_s"), v("installs"), v("lost"), v("backpressure"), rs[-1]["rx_per_pmd"],
+                v("installs_per_s"), v("installs"), v("lost"), v("backpressure"),
+                "%d" % rs[-1]["rx_per_pmd"] if isinstance(rs[-1]["rx_per_pmd"], float) else rs[-1]["rx_per_pmd"],
                 "; ".join(sorted({str(r.get("out_check", r.get("problems"))).replace("_", " ") for r in rs})),
                 min(loads), max(loads)))
     print("\nkeel --exit-when-drained, p0=pcap:in=PCAP,rxq=2 (read once) -> p1=pcap:out; `set pmd-cpu-mask` "
