@@ -817,8 +817,8 @@ unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
     return 0;
   }
   rx_paused_ = false;
-  // 2. The queue whose next record is oldest (ties: the first in port, then queue,
-  // order), and the oldest next record of the others.
+  // 2. The queue whose next record is oldest (ties: the first in rxqs_,
+  // i.e. port then queue order), and the oldest next record of the others.
   constexpr uint64_t kNone = hal::Port::kNoRecord;
   uint64_t best_ts = kNone, next_ts = kNone;
   size_t best = 0, next = 0;

@@ -46,8 +46,9 @@
 // thread polling rx queue q (the single-queue cursor, also used merged, to
 // the thread polling queue 0), which alone calls rx(q),
 // next_rx_timestamp_ns(q) and rx_records_before(q); the relaxed loads of
-// state_ there only end the answers early once the whole input is drained; the per-record hashes and queue lists are
-// written at open and only read afterwards. The writer belongs to the thread
+// state_ there only end the answers early once the whole input is
+// drained. The per-record hashes and queue lists are written at open and
+// only read afterwards. The writer belongs to the thread
 // owning tx queue 0 and then to the control thread for stop().
 // merge_rx_queues() runs on the control thread before any rx. input_state is
 // an atomic read by the control thread: the PMD's release store of `drained`
@@ -112,7 +113,8 @@ class PcapPort final : public Port {
     return stamp(rq.done_loops, lists_[q][rq.next]);
   }
 
-  unsigned rx_records_before(uint16_t q, uint64_t limit_ns, bool inclusive, unsigned max) const noexcept override {
+  unsigned rx_records_before(uint16_t q, uint64_t limit_ns, bool inclusive,
+                             unsigned max) const noexcept override {
     if (!reader_ || state_.load(std::memory_order_relaxed) != InputState::pending) return 0;
     if (lists_.empty() || merged_) {
       if (q != 0) return 0;

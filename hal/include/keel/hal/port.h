@@ -148,7 +148,8 @@ class Port {
     (void)q;
     return kNoRecord;
   }
-  virtual unsigned rx_records_before(uint16_t q, uint64_t limit_ns, bool inclusive, unsigned max) const noexcept {
+  virtual unsigned rx_records_before(uint16_t q, uint64_t limit_ns, bool inclusive,
+                                     unsigned max) const noexcept {
     (void)q, (void)limit_ns, (void)inclusive;
     return max;
   }
