@@ -12,6 +12,8 @@ lossless (backpressure, never a drop) with 2 PMDs:
   KEEL_OFFLINE_FLOWS=1000000 by hand (figures: tests/bench/RESULTS.md);
 * single-queue inputs keep one reader (PMD 0) and the exact timestamp
   order, with 2 PMDs as with one;
+* NORMAL with MAC learning over two 2-queue inputs and 2 PMDs: lossless,
+  every packet out once on the other port, each flow in order;
 * a multi-queue replay with one PMD is still merged into file order."""
 import collections
 import os
@@ -158,6 +160,42 @@ def test_single_queue_inputs_keep_one_reader_and_timestamp_order():
     check(out == order, "output in timestamp order (%d frames)" % len(out), proc)
 
 
+def test_normal_mac_learning_two_pmds():
+    # NORMAL between two ports, each a 2-queue input read by both PMDs: the
+    # first packets of each MAC are flooded and learned (a MAC-table change:
+    # the handler's offline revalidation round, with the other PMD's flows
+    # in flight). With two ports a flood and a learned unicast both go to
+    # the other port, so every packet leaves there exactly once, each flow
+    # in order.
+    n = 6000
+    ins = {"p1": [], "p2": []}
+    sent = {"p1": [], "p2": []}
+    for i in range(n):
+        port = "p1" if i % 2 == 0 else "p2"
+        fr = bytearray(frame(LONG_FLOWS + (i % 1500), i))
+        fr[0:12] = (b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01" if port == "p1" else
+                    b"\x02\x00\x00\x00\x00\x01\x02\x00\x00\x00\x00\x02")
+        fr = bytes(fr)
+        ins[port].append((i, fr))
+        sent[port].append(fr)
+    d = tmpdir()
+    args = []
+    for p in ("p1", "p2"):
+        path = os.path.join(d, p + ".pcap")
+        write_pcap_ts(path, ins[p])
+        args += ["--port", "%s=pcap:in=%s,out=%s,rxq=2" % (p, path, os.path.join(d, p + ".out.pcap"))]
+    cfg = os.path.join(d, "keel.conf")
+    with open(cfg, "w") as f:
+        f.write("add-br br0\nadd-port br0 p1\nadd-port br0 p2\nadd-flow br0 actions=NORMAL\nset pmd-cpu-mask 0x3\n")
+    proc = run_keel("--config", cfg, *args, "--exit-when-drained", stdin=SCRIPT, timeout=600)
+    check(proc.returncode == 0, "keel exits 0", proc)
+    up = [j for j in json_lines(proc.stdout) if "upcalls" in j][0]
+    check(up["offline"] is True and up["lost"] == 0, "offline, lost 0", proc)
+    check(up["offline_revalidations"] >= 1, "MAC learning ran offline revalidation rounds", proc)
+    check_once_in_flow_order(sent["p1"], read_pcap(os.path.join(d, "p2.out.pcap")), proc)
+    check_once_in_flow_order(sent["p2"], read_pcap(os.path.join(d, "p1.out.pcap")), proc)
+
+
 def test_multiqueue_replay_one_pmd_stays_in_file_order():
     sent = traffic(5000)
     proc, up, stats, rxq, out = run(SETUP, {"p1": ",rxq=2"}, {"p1": [(i, f) for i, f in enumerate(sent)]})
@@ -168,5 +206,5 @@ def test_multiqueue_replay_one_pmd_stays_in_file_order():
 
 if __name__ == "__main__":
     main([test_multiqueue_replay_two_pmds_lossless_per_flow_order, test_four_queues_two_pmds_megaflows_on,
-          test_single_queue_inputs_keep_one_reader_and_timestamp_order,
+          test_single_queue_inputs_keep_one_reader_and_timestamp_order, test_normal_mac_learning_two_pmds,
           test_multiqueue_replay_one_pmd_stays_in_file_order])
