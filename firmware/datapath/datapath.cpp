@@ -424,15 +424,16 @@ Status Datapath::start(std::vector<hal::Backend*> backends) {
   const bool offline = offline_allowed_ && any_input && all_replay;
   offline_.store(offline, std::memory_order_relaxed);
 
-  // rx queues round-robin over the PMDs, port by port; offline, all of them
-  // to PMD 0 (one reader merges the inputs by timestamp), in port order, a
-  // multi-queue replay read as one queue in file order (merge_rx_queues).
-  unsigned next = 0;
-  for (hal::Port* p : ports()) {
-    const uint16_t nq = offline ? p->merge_rx_queues() : p->n_rxq();
-    for (uint16_t q = 0; q < nq; ++q) pmds_[offline ? 0 : next++ % n]->add_rx_queue(p, q);
+  // rx queues round-robin over the PMDs, port by port; offline, as
+  // assign_offline_rxqs() says.
+  if (offline) {
+    assign_offline_rxqs();
+  } else {
+    unsigned next = 0;
+    for (hal::Port* p : ports())
+      for (uint16_t q = 0; q < p->n_rxq(); ++q) pmds_[next++ % n]->add_rx_queue(p, q);
   }
-  pmds_[0]->set_offline(offline);
+  for (auto& pmd : pmds_) pmd->set_offline(offline);
 
   // tx queue q = pmd % n_txq; shared when the port has fewer queues than PMDs.
   txqs_.assign(n, {});
@@ -448,6 +449,26 @@ Status Datapath::start(std::vector<hal::Backend*> backends) {
   }
   running_ = true;
   return {};
+}
+
+// Offline rx queues (see the top, "Offline runs"). One reader, PMD 0, for
+// every single-queue input and, with one PMD, for every input, a
+// multi-queue replay merged into one queue in file order
+// (merge_rx_queues): the inputs are read merged by timestamp, so outputs get
+// Open vSwitch's order. With several PMDs, a multi-queue replay (the user
+// asked for an RSS spread) keeps its queues and queue q goes to PMD q % n:
+// a 5-tuple's records are all in one queue, so each flow is read by one PMD
+// in file order, and every PMD merges its own queues by timestamp.
+void Datapath::assign_offline_rxqs() {
+  const size_t n = pmds_.size();
+  for (hal::Port* p : ports()) {
+    if (n == 1 || p->n_rxq() <= 1) {
+      const uint16_t nq = p->merge_rx_queues();
+      for (uint16_t q = 0; q < nq; ++q) pmds_[0]->add_rx_queue(p, q);
+      continue;
+    }
+    for (uint16_t q = 0; q < p->n_rxq(); ++q) pmds_[q % n]->add_rx_queue(p, q);
+  }
 }
 
 void Datapath::stop() {

@@ -10,14 +10,23 @@
 // --exit-when-drained) and every port that receives anything replays a
 // finite capture (hal::Port::InputKind::finite_replay: a pcap in= with
 // loop>=1), start() puts the datapath in offline mode, for the run's life:
-// keel is then a what-if tool rather than a NIC. All rx queues go to PMD 0
-// (a multi-queue replay merged into its queue 0 first, in file order:
-// hal::Port::merge_rx_queues), which reads the inputs merged by record
-// timestamp (ties in port order),
-// never drops a packet for want of an upcall record (it stops reading
-// instead: backpressure), and emits, per output port, the packets in the
-// order their inputs arrived, as Open vSwitch processing them one at a time
+// keel is then a what-if tool rather than a NIC. Every PMD with rx queues
+// reads its inputs merged by record timestamp (ties in port order), never
+// drops a packet for want of an upcall record (it stops reading instead:
+// backpressure), and emits, per output port, its packets in the order
+// their inputs arrived, as Open vSwitch processing them one at a time
 // would (pmd.h, "Offline mode"; the handler's part is in ofproto/udpif.h).
+// Which PMD reads what (assign_offline_rxqs()):
+//   * single-queue inputs, and every input when there is one PMD: PMD 0,
+//     a multi-queue replay merged into its queue 0 first, in file order
+//     (hal::Port::merge_rx_queues). One reader: the exact Open vSwitch
+//     order on every output port (what tests/conformance relies on);
+//   * with several PMDs, a multi-queue replay (`pcap:in=X,rxq=N`: the user
+//     asked for an RSS spread) keeps its queues, queue q on PMD q % n. A
+//     5-tuple hashes to one queue, so per-flow order is kept on every
+//     output port; the order across flows read by different PMDs is not
+//     (as on a NIC), and neither is the timestamp merge across PMDs. Still
+//     lossless: each PMD applies backpressure to its own queues only.
 // Otherwise (any live input) nothing changes: PMDs never wait; what the
 // slow path can't take is dropped and counted.
 //
@@ -234,6 +243,8 @@ class Datapath {
   Status flow_del_locked(const flow::Match& match);
   std::vector<FlowView> flow_dump_locked() const;
   void reclaim_locked();
+  // start(), offline: which PMD polls which rx queue (see the top).
+  void assign_offline_rxqs();
 
   DatapathConfig cfg_;
   std::atomic<bool> upcalls_enabled_{false};

@@ -850,13 +850,13 @@ unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
     return 0;
   }
   rx_paused_ = false;
-  // 2. The input whose next record is oldest (ties: the first in port
-  // order), and the oldest next record of the others.
+  // 2. The queue whose next record is oldest (ties: the first in rxqs_,
+  // i.e. port then queue order), and the oldest next record of the others.
   constexpr uint64_t kNone = hal::Port::kNoRecord;
   uint64_t best_ts = kNone, next_ts = kNone;
   size_t best = 0, next = 0;
   for (size_t i = 0; i < rxqs_.size(); ++i) {
-    const uint64_t ts = rxqs_[i].port->next_rx_timestamp_ns();
+    const uint64_t ts = rxqs_[i].port->next_rx_timestamp_ns(rxqs_[i].queue);
     if (ts < best_ts) {
       next_ts = best_ts, next = best;
       best_ts = ts, best = i;
@@ -872,7 +872,8 @@ unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
   // Only the records before the other inputs' next one (at it too, when
   // this input comes first in port order).
   unsigned want = hal::kMaxBurst;
-  if (next_ts != kNone) want = std::max(1u, in.rx_records_before(next_ts, best < next, hal::kMaxBurst));
+  if (next_ts != kNone)
+    want = std::max(1u, in.rx_records_before(rxqs_[best].queue, next_ts, best < next, hal::kMaxBurst));
   const uint16_t got = in.rx(rxqs_[best].queue, burst.first(want));
   if (!got) return 0;
   // Runts go nowhere, as in receive().

@@ -82,11 +82,19 @@
 // dpcls, nothrow (dpcls.h), and failures are codes plus counters
 // (install_failed, request_failed).
 //
-// Offline mode (datapath.h; set before start(), then fixed): this PMD polls
-// every input, a pcap replay each, merged by record timestamp — each poll
-// reads from the input whose next record is oldest only the records older
-// than every other input's next one (ties: the lower port first), two
-// virtual calls per input per burst. Processing keeps the input order:
+// Offline mode (datapath.h; set before start(), then fixed, on every PMD):
+// this PMD polls its rx queues — every input with one PMD; with several, a
+// multi-queue replay's queues are spread over the PMDs (datapath.h) — each
+// a queue of a pcap replay, merged by record timestamp: each poll reads
+// from the queue whose next record is oldest only the records older than
+// every other queue's next one (ties: the lower port, then queue, first),
+// two virtual calls per queue per burst. It asks a port only about its own
+// queues (hal::Port::next_rx_timestamp_ns(q)), so PMDs reading queues of
+// one input never share a cursor; all the state below is per PMD (records
+// up, held packets, marks), and so is the order it keeps: with several
+// PMDs, per output port, each PMD's packets are in its inputs' order
+// (hence per-flow order), not the PMDs' packets among each other.
+// Processing keeps the input order:
 //   * a run of consecutive packets with the same megaflow executes at once,
 //     with its recirculations and slow-path requests, before the next run
 //     (live mode groups a burst's packets by megaflow instead);

@@ -26,9 +26,12 @@
 // as on a NIC. With rxq=1 nothing is hashed (as before, and as Open
 // vSwitch's netdev-dummy): the datapath computes its own hash.
 //
-// merge_rx_queues() (an offline run, datapath.h): queue 0 hands out every
-// record in file order, with the same RSS hashes, and the other queues
-// nothing, so one reader merging inputs by timestamp keeps the input order.
+// Offline runs (datapath.h): next_rx_timestamp_ns(q) / rx_records_before(q)
+// read queue q's cursor and its record list, so each queue's reader merges
+// its queues by timestamp without touching another queue's state. With one
+// reader, merge_rx_queues() makes queue 0 hand out every record in file
+// order, with the same RSS hashes, and the other queues nothing, so one
+// reader merging inputs by timestamp keeps the input order.
 //
 // input_state(): live without in=; pending until the last loop's last record
 // has been handed out, then drained (an empty capture is drained at once).
@@ -41,8 +44,11 @@
 //
 // Thread-safety: the rx state of queue q (cursor, loop count) belongs to the
 // thread polling rx queue q (the single-queue cursor, also used merged, to
-// the thread polling queue 0); the per-record hashes and queue lists are
-// written at open and only read afterwards. The writer belongs to the thread
+// the thread polling queue 0), which alone calls rx(q),
+// next_rx_timestamp_ns(q) and rx_records_before(q); the relaxed loads of
+// state_ there only end the answers early once the whole input is
+// drained. The per-record hashes and queue lists are written at open and
+// only read afterwards. The writer belongs to the thread
 // owning tx queue 0 and then to the control thread for stop().
 // merge_rx_queues() runs on the control thread before any rx. input_state is
 // an atomic read by the control thread: the PMD's release store of `drained`
@@ -100,24 +106,27 @@ class PcapPort final : public Port {
     return loops_ == 0 ? InputKind::live : InputKind::finite_replay;
   }
 
-  uint64_t next_rx_timestamp_ns() const noexcept override {
+  uint64_t next_rx_timestamp_ns(uint16_t q) const noexcept override {
     if (!reader_ || state_.load(std::memory_order_relaxed) != InputState::pending) return kNoRecord;
-    return stamp(done_loops_, next_);
+    if (lists_.empty() || merged_) return q == 0 ? stamp(done_loops_, next_) : kNoRecord;
+    const RxQueue& rq = queues_[q];
+    if (rq.drained) return kNoRecord;
+    return stamp(rq.done_loops, lists_[q][rq.next]);
   }
 
-  unsigned rx_records_before(uint64_t limit_ns, bool inclusive, unsigned max) const noexcept override {
+  unsigned rx_records_before(uint16_t q, uint64_t limit_ns, bool inclusive,
+                             unsigned max) const noexcept override {
     if (!reader_ || state_.load(std::memory_order_relaxed) != InputState::pending) return 0;
-    const size_t records = reader_->size();
-    size_t i = next_;
-    uint64_t loop = done_loops_;
-    unsigned n = 0;
-    while (n < max && (loops_ == 0 || loop < loops_)) {
-      const uint64_t ts = stamp(loop, i);
-      if (inclusive ? ts > limit_ns : ts >= limit_ns) break;
-      ++n;
-      if (++i == records) i = 0, ++loop;
+    if (lists_.empty() || merged_) {
+      if (q != 0) return 0;
+      return records_before(next_, done_loops_, reader_->size(), limit_ns, inclusive, max,
+                            [](size_t i) { return i; });
     }
-    return n;
+    const RxQueue& rq = queues_[q];
+    if (rq.drained) return 0;
+    const std::vector<uint32_t>& list = lists_[q];
+    return records_before(rq.next, rq.done_loops, list.size(), limit_ns, inclusive, max,
+                          [&list](size_t i) -> size_t { return list[i]; });
   }
 
   std::string describe() const override {
@@ -268,6 +277,21 @@ class PcapPort final : public Port {
       return error(Errc::resource_exhausted, "port " + name() + ": out of memory spreading the capture");
     }
     return {};
+  }
+
+  // How many of a cursor's next records (see replay()), at most `max`, are
+  // stamped before limit_ns (or at it, if inclusive).
+  template <typename RecordOf>
+  unsigned records_before(size_t next, uint64_t loop, size_t records, uint64_t limit_ns, bool inclusive,
+                          unsigned max, RecordOf record_of) const noexcept {
+    unsigned n = 0;
+    while (n < max && (loops_ == 0 || loop < loops_)) {
+      const uint64_t ts = stamp(loop, record_of(next));
+      if (inclusive ? ts > limit_ns : ts >= limit_ns) break;
+      ++n;
+      if (++next == records) next = 0, ++loop;
+    }
+    return n;
   }
 
   uint64_t stamp(uint64_t loop, size_t i) const noexcept {

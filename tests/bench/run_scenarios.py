@@ -60,6 +60,23 @@ python3 stdlib only. Must run as root (DPDK EAL). Example:
   tests/bench/run_scenarios.py --scenarios dpcls-16masks --variants emc-off --runs 1
   tests/bench/run_scenarios.py --show-flows          # print the configs, run nothing
   tests/bench/run_scenarios.py --results r.txt ...; tests/bench/run_scenarios.py --from-results r.txt
+
+Several PMDs (issue 13; their own tables, run instead of the others):
+
+  --scaling: p2p-10kflows and dpcls-16masks (--variants) with 1 and 2 PMDs,
+    the input with 2 rx queues. keel on sim ports (pcap:in=X,rxq=2,loop=0 ->
+    null: keel's DPDK ports open one rx queue until n_rxq lands), `set
+    pmd-cpu-mask 0x2` / `0x3`; with --ovs, Open vSwitch right after each keel
+    run with net_pcap0 given one rx_pcap per queue (the pcap split by
+    5-tuple), options:n_rxq=2 and pmd-cpu-mask 0x2 / 0x3, through a patched
+    copy of ovs_baseline.sh (it adds the rx port itself; see ovs_script_copy).
+  --flowsetup-offline: flow-setup's pcap read once by keel
+    --exit-when-drained (offline: lossless) with 1 and 2 PMDs, rxq=2; checks
+    lost 0, every packet out once, per-flow order.
+
+  tests/bench/run_scenarios.py --scaling --ovs --scenarios p2p-10kflows,dpcls-16masks \
+      --variants default,emc-off --runs 5 --seconds 3 --warmup 2 --results s.txt
+  tests/bench/run_scenarios.py --flowsetup-offline --scenarios flow-setup --runs 3 --results o.txt
 """
 
 import argparse
@@ -610,15 +627,21 @@ def probe_commands(keel_bin, cmds):
     return ok
 
 
-def run_keel(opt, workdir, tag, p):
-    pcap, config_text, rx_name, tx_name = p["pcap"], p["config"], p["rx"], p["tx"]
+def run_keel(opt, workdir, tag, p, ports=None, extra_config="", pin=True):
+    """One throughput run. ports: the --port values instead of the harness's
+    DPDK vdevs; extra_config: appended to the row's config; pin=False: no
+    taskset (the PMDs are placed by `set pmd-cpu-mask` in extra_config)."""
+    pcap, config_text, rx_name, tx_name = p["pcap"], p["config"] + extra_config, p["rx"], p["tx"]
     cfg = os.path.join(workdir, tag + ".conf")
     with open(cfg, "w") as f:
         f.write(config_text)
-    argv = ["taskset", "-c", str(opt.pmd_core)] if opt.pmd_core >= 0 else []
-    argv += [opt.keel, "--config", cfg,
-            "--port", "%s=dpdk:net_pcap0,rx_pcap=%s,infinite_rx=1" % (rx_name, pcap),
-            "--port", "%s=dpdk:net_null1,no-rx=1" % tx_name]
+    argv = ["taskset", "-c", str(opt.pmd_core)] if opt.pmd_core >= 0 and pin else []
+    if ports is None:
+        ports = ["%s=dpdk:net_pcap0,rx_pcap=%s,infinite_rx=1" % (rx_name, pcap),
+                 "%s=dpdk:net_null1,no-rx=1" % tx_name]
+    argv += [opt.keel, "--config", cfg]
+    for spec in ports:
+        argv += ["--port", spec]
     errf = os.path.join(workdir, tag + ".stderr")
     res = {"load_start": open("/proc/loadavg").read().split()[0]}
     k = Keel(argv, errf)
@@ -741,14 +764,15 @@ def run_io_ceiling(opt, binary, pcap):
 OVS_VSWITCHD = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
 
 
-def run_ovs(opt, scenario, variant, round_no, seconds=None, fields=("mpps", "cycles_per_pkt")):
+def run_ovs(opt, scenario, variant, round_no, seconds=None, fields=("mpps", "cycles_per_pkt"), env_extra=None,
+            script=None):
     """One ovs_baseline.sh run of one variant -> its key=value fields (those
     named in `fields`; all with fields=None) and, if it saved one,
     "dump": the lines of its dpctl/dump-flows (the work dir is kept with
     KEEP=1 just long enough to read it)."""
     env = dict(os.environ, RUNS="1", RUN_ID=str(round_no), VARIANTS=variant,
-               WARMUP=str(int(opt.warmup)), IO_CEILING="0", KEEP="1")
-    script = os.path.join(opt.shared, "bench", "ovs_baseline.sh")
+               WARMUP=str(int(opt.warmup)), IO_CEILING="0", KEEP="1", **(env_extra or {}))
+    script = script or os.path.join(opt.shared, "bench", "ovs_baseline.sh")
     secs = str(int(opt.seconds if seconds is None else seconds))
     p = subprocess.run([script, scenario, secs], capture_output=True, text=True,
                        env=env, timeout=float(secs) + opt.warmup + 900)
@@ -870,6 +894,14 @@ def main():
                     help="flow-setup: also a keel-only run with the pcap replayed (infinite_rx=1), "
                     "the handler's sustained rate until every 5-tuple has its flow (needs a DPDK pool "
                     "of one mbuf per record: 1M records = 2.2 GB, more than keel's EAL memory today)")
+    ap.add_argument("--scaling", action="store_true",
+                    help="only the scaling table: p2p-10kflows and dpcls-16masks (--variants) with 1 and 2 "
+                    "PMDs, 2 rx queues on the input; keel on sim ports (pcap:in=X,rxq=2,loop=0 -> null), "
+                    "with --ovs Open vSwitch (pmd-cpu-mask, options:n_rxq=2) right after each keel run")
+    ap.add_argument("--flowsetup-offline", action="store_true",
+                    help="only the offline flow-setup table: the flow-setup pcap read once by keel "
+                    "--exit-when-drained (lossless offline mode) with 1 and 2 PMDs (rxq=2); checks 0 lost, "
+                    "every packet out once, per-flow order")
     ap.add_argument("--reval-samples", type=int, default=5,
                     help="revalidate-100k: terse and full rounds timed per run (5)")
     ap.add_argument("--from-results", default="", metavar="FILE",
@@ -1014,7 +1046,16 @@ def main():
 
 def dispatch(opt, plan):
     """Throughput rows (rounds outermost, one table), then the slow-path
-    scenarios (flow-setup, revalidate-100k: their own tables)."""
+    scenarios (flow-setup, revalidate-100k: their own tables). --scaling /
+    --flowsetup-offline: only those tables (multi_pmd.py's section below)."""
+    if opt.scaling or opt.flowsetup_offline:
+        rc = 0
+        if opt.scaling:
+            rc |= report_scaling(opt, [p for p in plan if p["measure"] == "throughput" and
+                                       p["scenario"] in SCALING_SCENARIOS])
+        if opt.flowsetup_offline:
+            rc |= report_offline(opt, [p for p in plan if p["measure"] == "flowsetup"])
+        return rc
     rc = 0
     tp = [p for p in plan if p["measure"] == "throughput"]
     slow = [p for p in plan if p["measure"] != "throughput"]
@@ -1575,6 +1616,297 @@ def make_table(opt, plan, runs, meta):
                   % (", then the I/O ceiling" if any(r.get("io_mpps") for rs in runs.values() for r in rs)
                      else ""), ""] + interleaved
     return "\n".join(lines), notes
+
+# ---------------------------------------------------------------------------
+# several PMDs (issue 13): scaling (--scaling) and offline flow-setup
+# (--flowsetup-offline)
+# ---------------------------------------------------------------------------
+SCALING_SCENARIOS = ("p2p-10kflows", "dpcls-16masks")
+PMD_MASKS = {1: "0x2", 2: "0x3"}  # 1 PMD on core 1 (as ovs_baseline.sh's PMD_CORE=1), 2 on cores 0 and 1
+
+
+def split_pcap_by_flow(pcap, cache, nq=2):
+    """Open vSwitch's side of a 2-queue input: net_pcap has one rx queue per
+    rx_pcap, so the pcap is split by a hash of the 5-tuple (each flow on one
+    queue, as RSS would) into nq files (cached). keel's sim port spreads the
+    one pcap itself (Toeplitz + RETA)."""
+    import zlib
+    outs = [os.path.join(cache, "%s.q%dof%d.pcap" % (os.path.basename(pcap)[:-5], q, nq)) for q in range(nq)]
+    if all(os.path.exists(o) and os.path.getmtime(o) >= os.path.getmtime(pcap) for o in outs):
+        return outs
+    data = open(pcap, "rb").read()
+    files = [open(o + ".tmp", "wb") for o in outs]
+    for f in files:
+        f.write(data[:24])
+    e = "<" if struct.unpack_from("<I", data, 0)[0] in (0xa1b2c3d4, 0xa1b23c4d) else ">"
+    off = 24
+    while off < len(data):
+        incl = struct.unpack_from(e + "I", data, off + 8)[0]
+        rec = data[off:off + 16 + incl]
+        fr = rec[16:]
+        l3 = 18 if fr[12:14] == b"\x81\x00" else 14
+        key = fr[l3 + 9:l3 + 10] + fr[l3 + 12:l3 + 24]  # proto, addresses, ports (IPv4)
+        files[zlib.crc32(key) % nq].write(rec)
+        off += 16 + incl
+    for f, o in zip(files, outs):
+        f.close()
+        os.replace(o + ".tmp", o)
+    return outs
+
+
+def ovs_script_copy(opt, workdir):
+    """A copy of shared/bench whose ovs_baseline.sh takes the rx port's
+    devargs and Interface options from the environment (RX_PCAP_ARGS,
+    RX_IFACE_OPTS): the script adds p0 at measurement start, after
+    EXTRA_VSCTL, so options:n_rxq can't be set from outside. The original
+    is not changed; the patch is checked to apply."""
+    dst = os.path.join(workdir, "bench")
+    if not os.path.exists(dst):
+        shutil.copytree(os.path.join(opt.shared, "bench"), dst,
+                        ignore=shutil.ignore_patterns("*.pcap", "ovsbench-*"))
+        path = os.path.join(dst, "ovs_baseline.sh")
+        text = open(path).read()
+        a = 'local devargs="net_pcap0,rx_pcap=$1"'
+        b = '"ofport_request=$RX_OFPORT" >>"$WORK/log/setup.log"'
+        if a not in text or b not in text:
+            raise KeelError("ovs_baseline.sh changed: cannot add n_rxq to its rx port")
+        text = text.replace(a, 'local devargs="net_pcap0,${RX_PCAP_ARGS:-rx_pcap=$1}"')
+        text = text.replace(b, '"ofport_request=$RX_OFPORT" ${RX_IFACE_OPTS:-} >>"$WORK/log/setup.log"')
+        open(path, "w").write(text)
+    return os.path.join(dst, "ovs_baseline.sh")
+
+
+def results_lines(path, kind):
+    out = []
+    for line in open(path):
+        if line.startswith("scenario=") and " kind=%s " % kind in line:
+            kv = dict(t.split("=", 1) for t in line.split() if "=" in t)
+            r = {}
+            for k, v in kv.items():
+                try:
+                    r[k] = float(v)
+                except ValueError:
+                    r[k] = v
+            out.append(r)
+    return out
+
+
+def emit(opt, fields):
+    line = " ".join("%s=%s" % (k, fmtv(v)) for k, v in fields.items())
+    print(line, flush=True)
+    if opt.results:
+        with open(opt.results, "a") as f:
+            f.write(line + "\n")
+
+
+def report_scaling(opt, plan):
+    """Per round and row: keel 1 PMD, OVS 1 PMD, keel 2 PMDs, OVS 2 PMDs
+    (A B A B), the input with 2 rx queues in all four."""
+    rows = [p for p in plan if not p["skip"]]
+    failures = []
+    if opt.from_results:
+        recs = results_lines(opt.from_results, "scaling")
+    else:
+        recs = []
+        ovs_ok = opt.ovs and os.access(OVS_VSWITCHD, os.X_OK)
+        workdir = tempfile.mkdtemp(prefix="keel-scaling-")
+        opt.keel = os.path.join(workdir, "keel")
+        shutil.copy2(opt.keel_src, opt.keel)
+        script = ovs_script_copy(opt, workdir) if ovs_ok else None
+        for rnd in range(1, opt.runs + 1):
+            for p in rows:
+                q = split_pcap_by_flow(p["pcap"], opt.cache) if ovs_ok else None
+                for n in (1, 2):
+                    tag = "%s-%s-%dpmd-%d" % (p["scenario"], p["variant"], n, rnd)
+                    rec = {"scenario": p["scenario"], "variant": p["variant"], "run": rnd, "kind": "scaling",
+                           "pmds": n}
+                    try:
+                        r = run_keel(opt, workdir, tag, p,
+                                     ports=["%s=pcap:in=%s,rxq=2,loop=0" % (p["rx"], p["pcap"]), "%s=null" % p["tx"]],
+                                     extra_config="set pmd-cpu-mask %s\n" % PMD_MASKS[n], pin=False)
+                    except KeelError as e:
+                        failures.append("%s: %s" % (tag, e))
+                        log(failures[-1])
+                        continue
+                    rec.update({"mpps": r["mpps"], "cycles_per_pkt": r["cycles_per_pkt"], "keel_pmds": r["pmds"],
+                                "load_start": r["load_start"], "load_end": r["load_end"]})
+                    if r["problems"]:
+                        failures.append("%s: %s" % (tag, r["problems"]))
+                    if r["pmds"] != n:
+                        failures.append("%s: keel ran %d PMDs" % (tag, r["pmds"]))
+                    if ovs_ok:
+                        env = {"RX_PCAP_ARGS": ",".join("rx_pcap=" + f for f in q),
+                               "RX_IFACE_OPTS": "options:n_rxq=2"}
+                        if n == 2:
+                            # OVS's cycles assignment, with no cycles measured
+                            # yet, put both queues on one PMD (seen in its
+                            # log): pin them as keel places them, queue q on
+                            # core q (pmd-rxq-affinity; the cores are then
+                            # isolated, which p1, no-rx, doesn't mind).
+                            env["EXTRA_VSCTL"] = "set Open_vSwitch . other_config:pmd-cpu-mask=0x3"
+                            env["RX_IFACE_OPTS"] += " other_config:pmd-rxq-affinity=0:0,1:1"
+                        o = run_ovs(opt, p["scenario"], p["variant"], rnd, env_extra=env, script=script)
+                        if o:
+                            rec["ovs_mpps"] = float(o["mpps"])
+                            rec["ovs_load_end"] = open("/proc/loadavg").read().split()[0]
+                    emit(opt, rec)
+                    recs.append(rec)
+        if not opt.keep and not failures:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            log("work dir kept: " + workdir)
+    print()
+    print("| scenario | variant | rounds | keel 1 PMD Mpps | keel 2 PMDs Mpps | keel 2/1 per round: **median** "
+          "(min-max) | OVS 1 PMD Mpps | OVS 2 PMDs Mpps | OVS 2/1 per round: **median** (min-max) | "
+          "keel/OVS at 2 PMDs (per round) | 1-min load (min-max) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for p in rows:
+        rs = [r for r in recs if r["scenario"] == p["scenario"] and r["variant"] == p["variant"]]
+        by = {}
+        for r in rs:
+            by.setdefault(int(r["run"]), {})[int(r["pmds"])] = r
+        k1 = [b[1]["mpps"] for b in by.values() if 1 in b]
+        k2 = [b[2]["mpps"] for b in by.values() if 2 in b]
+        kr = [b[2]["mpps"] / b[1]["mpps"] for b in by.values() if 1 in b and 2 in b and b[1]["mpps"]]
+        o1 = [b[1]["ovs_mpps"] for b in by.values() if 1 in b and "ovs_mpps" in b[1]]
+        o2 = [b[2]["ovs_mpps"] for b in by.values() if 2 in b and "ovs_mpps" in b[2]]
+        orr = [b[2]["ovs_mpps"] / b[1]["ovs_mpps"] for b in by.values()
+               if 1 in b and 2 in b and b[1].get("ovs_mpps") and b[2].get("ovs_mpps")]
+        ko = [b[2]["mpps"] / b[2]["ovs_mpps"] for b in by.values() if 2 in b and b[2].get("ovs_mpps")]
+        loads = [float(r[k]) for r in rs for k in ("load_start", "load_end", "ovs_load_end") if k in r]
+        mm = lambda v: "**%s** (%s-%s)" % (fmt(statistics.median(v)), fmt(min(v)), fmt(max(v))) if v else "NA"
+        print("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            p["scenario"], p["variant"], len(by), med_range(k1) if k1 else "NA", med_range(k2) if k2 else "NA",
+            mm(kr), med_range(o1) if o1 else "NA", med_range(o2) if o2 else "NA", mm(orr), mm(ko),
+            "%.1f-%.1f" % (min(loads), max(loads)) if loads else "NA"))
+    print("\nkeel: sim ports p0=pcap:in=PCAP,rxq=2,loop=0 -> p1=null, `set pmd-cpu-mask` 0x2 (1 PMD, both "
+          "queues) / 0x3 (2 PMDs); Open vSwitch: net_pcap0 with one rx_pcap per queue (the pcap split by "
+          "5-tuple), options:n_rxq=2, pmd-cpu-mask 0x2 / 0x3 (2 PMDs: pmd-rxq-affinity=0:0,1:1, queue q on core q as keel places them). %d cores: with 2 PMDs the main, handler and "
+          "revalidator threads share the PMDs' cores." % os.cpu_count())
+    for f in failures:
+        print("PROBLEM: " + f)
+    return 1 if failures else 0
+
+
+def check_output_once_in_flow_order(in_pcap, out_pcap):
+    """'' if out holds every record of in exactly once and each 5-tuple's
+    records in input order; else what differs."""
+    def records(path):
+        data = open(path, "rb").read()
+        e = "<" if struct.unpack_from("<I", data, 0)[0] in (0xa1b2c3d4, 0xa1b23c4d) else ">"
+        off, out = 24, []
+        while off < len(data):
+            incl = struct.unpack_from(e + "I", data, off + 8)[0]
+            out.append(data[off + 16:off + 16 + incl])
+            off += 16 + incl
+        return out
+    a, b = records(in_pcap), records(out_pcap)
+    if len(a) != len(b):
+        return "%d records out of %d" % (len(b), len(a))
+    if sorted(a) != sorted(b):
+        return "the output is not the input's records once each"
+    def flows(frames):
+        d = {}
+        for fr in frames:
+            d.setdefault(fr[23:24] + fr[26:38], []).append(fr)
+        return d
+    fa, fb = flows(a), flows(b)
+    bad = sum(1 for k in fa if fa[k] != fb.get(k))
+    return "%d flows out of order" % bad if bad else ""
+
+
+def report_offline(opt, plan):
+    """flow-setup's pcap read once, offline (keel --exit-when-drained), with
+    1 and 2 PMDs (the input with 2 rx queues), alternating per round."""
+    rows = [p for p in plan if not p["skip"]]
+    failures = []
+    if opt.from_results:
+        recs = results_lines(opt.from_results, "offline")
+    else:
+        recs = []
+        workdir = tempfile.mkdtemp(prefix="keel-offline-")
+        opt.keel = os.path.join(workdir, "keel")
+        shutil.copy2(opt.keel_src, opt.keel)
+        for rnd in range(1, opt.runs + 1):
+            for p in rows:
+                for n in ((1, 2) if rnd % 2 else (2, 1)):
+                    tag = "%s-%s-%dpmd-%d" % (p["scenario"], p["variant"], n, rnd)
+                    cfg = os.path.join(workdir, tag + ".conf")
+                    outp = os.path.join(workdir, tag + ".out.pcap")
+                    with open(cfg, "w") as f:
+                        f.write(p["config"] + "set pmd-cpu-mask %s\n" % PMD_MASKS[n])
+                    load0 = open("/proc/loadavg").read().split()[0]
+                    t0 = time.monotonic()
+                    pr = subprocess.run([opt.keel, "--config", cfg,
+                                         "--port", "%s=pcap:in=%s,rxq=2" % (p["rx"], p["pcap"]),
+                                         "--port", "%s=pcap:out=%s" % (p["tx"], outp), "--exit-when-drained"],
+                                        input="upcall-show --format json\npmd-stats-show --format json\n",
+                                        capture_output=True, text=True, timeout=1800)
+                    wall = time.monotonic() - t0
+                    js = [json.loads(l) for l in pr.stdout.splitlines() if l.startswith("{")]
+                    up = next((j for j in js if "upcalls" in j), {})
+                    st = next((j for j in js if "pmds" in j), {"pmds": []})
+                    span = up.get("upcall_span_us", 0) / 1e6
+                    rec = {"scenario": p["scenario"], "variant": p["variant"], "run": rnd, "kind": "offline",
+                           "pmds": n, "keel_pmds": len(st["pmds"]), "rc": pr.returncode, "wall_s": wall,
+                           "upcalls": up.get("upcalls", 0), "installs": up.get("installs", 0),
+                           "limit_hits": up.get("flow_limit_hits", 0), "upcall_span_s": span,
+                           "upcalls_per_s": up.get("upcalls", 0) / span if span else 0.0,
+                           "installs_per_s": up.get("installs", 0) / span if span else 0.0,
+                           "packets_per_s_wall": p["records"] / wall if wall else 0.0,
+                           "lost": sum(x.get("lost", 0) for x in st["pmds"]) + up.get("lost", 0),
+                           "backpressure": up.get("backpressure_pauses", 0),
+                           "rx_per_pmd": "/".join(str(x.get("packets_received", 0)) for x in st["pmds"]),
+                           "offline": up.get("offline"), "load_start": load0,
+                           "load_end": open("/proc/loadavg").read().split()[0]}
+                    problems = []
+                    if pr.returncode != 0:
+                        problems.append("keel exit status %d: %s" % (pr.returncode, pr.stderr.strip()[-300:]))
+                    if up.get("offline") is not True:
+                        problems.append("not offline")
+                    if rec["lost"]:
+                        problems.append("lost %d" % rec["lost"])
+                    if not problems:
+                        bad = check_output_once_in_flow_order(p["pcap"], outp)
+                        rec["out_check"] = "every packet once, per-flow order" if not bad else bad
+                        if bad:
+                            problems.append(bad)
+                    if os.path.exists(outp):
+                        os.unlink(outp)
+                    rec["problems"] = "; ".join(problems)
+                    if problems:
+                        failures.append("%s: %s" % (tag, rec["problems"]))
+                    emit(opt, rec)
+                    recs.append(rec)
+        if not opt.keep and not failures:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            log("work dir kept: " + workdir)
+    print()
+    print("| variant | PMDs | runs | wall time s | packets/s (wall) | upcalls/s (handler busy span) | "
+          "installs/s (span) | flows installed | lost | backpressure pauses | rx per PMD (last run) | "
+          "output check | 1-min load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for p in rows:
+        for n in (1, 2):
+            rs = [r for r in recs if r["scenario"] == p["scenario"] and r["variant"] == p["variant"]
+                  and int(r["pmds"]) == n]
+            if not rs:
+                continue
+            v = lambda k, nd=0: med_range([float(r[k]) for r in rs], nd)
+            loads = [float(r[k]) for r in rs for k in ("load_start", "load_end")]
+            print("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f-%.1f |" % (
+                p["variant"], n, len(rs), v("wall_s", 2), v("packets_per_s_wall"), v("upcalls_per_s"),
+                v("installs_per_s"), v("installs"), v("lost"), v("backpressure"),
+                "%d" % rs[-1]["rx_per_pmd"] if isinstance(rs[-1]["rx_per_pmd"], float) else rs[-1]["rx_per_pmd"],
+                "; ".join(sorted({str(r.get("out_check", r.get("problems"))).replace("_", " ") for r in rs})),
+                min(loads), max(loads)))
+    print("\nkeel --exit-when-drained, p0=pcap:in=PCAP,rxq=2 (read once) -> p1=pcap:out; `set pmd-cpu-mask` "
+          "0x2 (1 PMD: the 2 queues merged, file order) / 0x3 (2 PMDs, one queue each); %d cores shared "
+          "with the handler, revalidator and main threads." % os.cpu_count())
+    for f in failures:
+        print("PROBLEM: " + f)
+    return 1 if failures else 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -438,6 +438,49 @@ TEST_CASE("pcap:in=X,rxq=4: each queue replays its flows in file order; merged, 
     CHECK(port->input_state() == InputState::drained);
   }
 
+  SUBCASE("offline with several readers: each queue's timestamps are its own") {
+    // The same records stamped 1 us apart (record i at i + 1 us), read by
+    // queue without merging, as an offline run with several PMDs does.
+    const std::string ts_path = dir.file("ts.pcap");
+    {
+      auto w = sim::PcapWriter::create(ts_path);
+      REQUIRE(w.ok());
+      for (size_t i = 0; i < frames.size(); ++i) REQUIRE(w.value()->write(frames[i], (i + 1) * 1000));
+      REQUIRE(w.value()->close().ok());
+    }
+    const RssReta reta(4);
+    std::array<std::vector<uint64_t>, 4> stamps;  // per queue, its records' stamps in file order
+    for (size_t i = 0; i < frames.size(); ++i)
+      stamps[hashes(frames[i]) ? reta.queue_for(frame_hash(frames[i])) : 0].push_back((i + 1) * 1000);
+    auto port = keel::test::open_ok(*be, "p0", "pcap:in=" + ts_path + ",rxq=4");
+    REQUIRE(port->input_kind() == Port::InputKind::finite_replay);
+    for (uint16_t q = 0; q < 4; ++q) {
+      REQUIRE(stamps[q].size() > 40);
+      CHECK(port->next_rx_timestamp_ns(q) == stamps[q][0]);
+      // Records of this queue only: its 5th record's stamp has 4 before it.
+      CHECK(port->rx_records_before(q, stamps[q][4], false, 32) == 4);
+      CHECK(port->rx_records_before(q, stamps[q][4], true, 32) == 5);
+    }
+    // Reading queue 0 moves queue 0's answers only.
+    std::array<Packet*, kMaxBurst> burst;
+    REQUIRE(port->rx(0, std::span(burst.data(), 3)) == 3);
+    release_burst(std::span(burst.data(), 3));
+    CHECK(port->next_rx_timestamp_ns(0) == stamps[0][3]);
+    CHECK(port->rx_records_before(0, stamps[0][4], false, 32) == 1);
+    CHECK(port->next_rx_timestamp_ns(1) == stamps[1][0]);
+    // Drained queue by queue: a drained queue has no next record, the others still do.
+    uint16_t n;
+    while ((n = port->rx(1, burst)) > 0) release_burst(std::span(burst.data(), n));
+    CHECK(port->next_rx_timestamp_ns(1) == Port::kNoRecord);
+    CHECK(port->rx_records_before(1, ~uint64_t{0} - 1, true, 32) == 0);
+    CHECK(port->next_rx_timestamp_ns(2) == stamps[2][0]);
+    CHECK(port->input_state() == InputState::pending);
+    for (uint16_t q : {0, 2, 3})
+      while ((n = port->rx(q, burst)) > 0) release_burst(std::span(burst.data(), n));
+    CHECK(port->input_state() == InputState::drained);
+    for (uint16_t q = 0; q < 4; ++q) CHECK(port->next_rx_timestamp_ns(q) == Port::kNoRecord);
+  }
+
   SUBCASE("an output-only pcap port and a TAP keep one queue") {
     auto out = keel::test::open_ok(*be, "p1", "pcap:out=" + dir.file("out.pcap"));
     CHECK(out->n_rxq() == 1);

@@ -436,24 +436,24 @@ TEST_CASE("an offline replay: input kind, the next record's timestamp, records b
   auto p = open_ok(*b, "p0", "pcap:in=" + path + ",loop=2");
   CHECK(p->input_kind() == Port::InputKind::finite_replay);
 
-  CHECK(p->next_rx_timestamp_ns() == t0);
-  CHECK(p->rx_records_before(t0, false, 32) == 0);
-  CHECK(p->rx_records_before(t0, true, 32) == 1);
-  CHECK(p->rx_records_before(t0 + 100'000, false, 32) == 1);
-  CHECK(p->rx_records_before(t0 + 100'000, true, 32) == 3);  // both equal stamps
-  CHECK(p->rx_records_before(t0 + 100'000, true, 2) == 2);   // at most max
+  CHECK(p->next_rx_timestamp_ns(0) == t0);
+  CHECK(p->rx_records_before(0, t0, false, 32) == 0);
+  CHECK(p->rx_records_before(0, t0, true, 32) == 1);
+  CHECK(p->rx_records_before(0, t0 + 100'000, false, 32) == 1);
+  CHECK(p->rx_records_before(0, t0 + 100'000, true, 32) == 3);  // both equal stamps
+  CHECK(p->rx_records_before(0, t0 + 100'000, true, 2) == 2);   // at most max
   // The second loop comes 300 us + 1 ns after the first (the span + 1 ns).
   const uint64_t loop2 = t0 + 300'001;
-  CHECK(p->rx_records_before(loop2, false, 32) == 4);
-  CHECK(p->rx_records_before(loop2, true, 32) == 5);
-  CHECK(p->rx_records_before(~uint64_t{0} - 1, true, 32) == 8);  // no further than the last loop
+  CHECK(p->rx_records_before(0, loop2, false, 32) == 4);
+  CHECK(p->rx_records_before(0, loop2, true, 32) == 5);
+  CHECK(p->rx_records_before(0, ~uint64_t{0} - 1, true, 32) == 8);  // no further than the last loop
 
   CHECK(receive(*p, 3).size() == 3);
-  CHECK(p->next_rx_timestamp_ns() == t0 + 300'000);
+  CHECK(p->next_rx_timestamp_ns(0) == t0 + 300'000);
   CHECK(receive(*p, 2).size() == 2);
-  CHECK(p->next_rx_timestamp_ns() == loop2 + 100'000);
+  CHECK(p->next_rx_timestamp_ns(0) == loop2 + 100'000);
   CHECK(receive(*p).size() == 3);
   CHECK(p->input_state() == InputState::drained);
-  CHECK(p->next_rx_timestamp_ns() == Port::kNoRecord);
-  CHECK(p->rx_records_before(~uint64_t{0} - 1, true, 32) == 0);
+  CHECK(p->next_rx_timestamp_ns(0) == Port::kNoRecord);
+  CHECK(p->rx_records_before(0, ~uint64_t{0} - 1, true, 32) == 0);
 }

@@ -146,20 +146,27 @@ class Port {
   enum class InputKind : uint8_t { none, finite_replay, live };
   virtual InputKind input_kind() const { return InputKind::live; }
   static constexpr uint64_t kNoRecord = ~uint64_t{0};
-  // finite_replay only, called by the thread polling rx queue 0, once per
-  // burst: the timestamp (ns) of the record rx would hand out next
-  // (kNoRecord when none is left), and how many of the next records, at
-  // most `max`, are stamped before `limit_ns` (or at it, if `inclusive`).
-  virtual uint64_t next_rx_timestamp_ns() const noexcept { return kNoRecord; }
-  virtual unsigned rx_records_before(uint64_t limit_ns, bool inclusive, unsigned max) const noexcept {
-    (void)limit_ns, (void)inclusive;
+  // finite_replay only, called by the thread polling rx queue q, once per
+  // burst: the timestamp (ns) of the record rx(q) would hand out next
+  // (kNoRecord when none is left), and how many of queue q's next records,
+  // at most `max`, are stamped before `limit_ns` (or at it, if
+  // `inclusive`). Each queue's answers concern its own records only, so
+  // two threads polling two queues may ask concurrently.
+  virtual uint64_t next_rx_timestamp_ns(uint16_t q) const noexcept {
+    (void)q;
+    return kNoRecord;
+  }
+  virtual unsigned rx_records_before(uint16_t q, uint64_t limit_ns, bool inclusive,
+                                     unsigned max) const noexcept {
+    (void)q, (void)limit_ns, (void)inclusive;
     return max;
   }
-  // Offline, before the first rx (control thread): makes rx queue 0 hand out
-  // the whole input in arrival order, so that one reader merging inputs by
-  // timestamp keeps that order, and returns how many rx queues are left to
-  // poll (1). A port that cannot merge its queues returns n_rxq() and keeps
-  // them (a single-queue port has nothing to merge).
+  // Offline with one reader, before the first rx (control thread): makes
+  // rx queue 0 hand out the whole input in arrival order, so that one
+  // reader merging inputs by timestamp keeps that order, and returns how
+  // many rx queues are left to poll (1). A port that cannot merge its
+  // queues returns n_rxq() and keeps them (a single-queue port has nothing
+  // to merge). Not called when the queues go to several readers.
   virtual uint16_t merge_rx_queues() noexcept { return n_rxq(); }
   virtual std::string describe() const = 0;  // e.g. "pcap in=a.pcap out=b.pcap"
 
