@@ -8,9 +8,12 @@
 
 #include "core/hash.h"
 #include "flow/flow_text.h"
+#include "core/log.h"
 #include "keel/hal/cpu.h"
 
 namespace keel::datapath {
+
+KEEL_LOG_MODULE(log_dpif, "dpif_netdev");
 
 std::string format_ufid(const Ufid& u) {
   char buf[64];
@@ -44,27 +47,253 @@ Datapath::Datapath(DatapathConfig cfg) : cfg_(std::move(cfg)) {
     pmds_.push_back(std::make_unique<Pmd>(*this, i, cfg_.pmd_cores[i], cfg_.pmd_idle_sleep_us, cfg_.pmd));
 }
 
-Status Datapath::set_pmd_cores(std::vector<int> cores) {
-  if (running_) return error(Errc::unavailable, "the PMD cores can't change while forwarding yet");
+Status Datapath::set_pmd_cores(std::vector<int> cores, std::vector<unsigned>* forgotten) {
   if (cores.empty()) return invalid("at least one PMD core");
+  if (running_ && offline()) return error(Errc::unavailable, "the PMD cores can't change in an offline run");
+  if (cores == cfg_.pmd_cores) return {};
+  std::lock_guard lock(flow_mu_);  // nobody else should be here (see the top), but flows stay consistent
   // New PMDs take the tunables the others have (every PMD is set alike).
   PmdConfig pcfg = cfg_.pmd;
   pcfg.emc_insert_inv_prob = pmds_[0]->emc_insert_inv_prob();
   pcfg.smc_enable = pmds_[0]->smc_enabled();
+  // While forwarding: every PMD parked (no rx, no tx) until the new set runs.
+  if (running_)
+    for (auto& p : pmds_) p->pause();
+  const size_t old_n = pmds_.size();
   std::vector<std::unique_ptr<Pmd>> next;
   for (int core : cores) {
     std::unique_ptr<Pmd> keep;
     for (auto& p : pmds_)
-      if (p && p->core() == core) keep = std::move(p);
+      if (p && p->core() == core && !keep) keep = std::move(p);
     next.push_back(std::move(keep));
   }
-  pmds_.clear();
+  // A PMD's index is fixed (upcall records, ukeys and flow stats name it):
+  // one whose index would change is rebuilt (its flows go).
+  std::vector<std::unique_ptr<Pmd>> gone;
+  for (auto& p : pmds_)
+    if (p) gone.push_back(std::move(p));
   for (unsigned i = 0; i < next.size(); ++i)
-    if (!next[i] || next[i]->index() != i)  // a PMD's index is fixed: rebuild it (its flows go)
-      next[i] = std::make_unique<Pmd>(*this, i, cores[i], cfg_.pmd_idle_sleep_us, pcfg);
+    if (next[i] && next[i]->index() != i) gone.push_back(std::move(next[i]));
+  for (auto& p : gone) {
+    // Parked: its last burst is done; stopping releases what it held. Its
+    // queues are handed to the others below, before anyone polls again.
+    p->stop();
+    drop_pending_upcalls(*p);
+    if (forgotten) forgotten->push_back(p->index());
+  }
+  std::vector<unsigned> fresh;
+  for (unsigned i = 0; i < next.size(); ++i) {
+    if (next[i]) continue;
+    next[i] = std::make_unique<Pmd>(*this, i, cores[i], cfg_.pmd_idle_sleep_us, pcfg);
+    next[i]->hold_rx(rx_held_);
+    fresh.push_back(i);
+    if (forgotten && i < old_n) forgotten->push_back(i);
+  }
   pmds_ = std::move(next);
   cfg_.pmd_cores = std::move(cores);
+  gone.clear();  // their megaflows are freed with their tables
+  if (!running_) return {};
+
+  // The queues of the removed PMDs move to the others, the new ones get
+  // some; the tx queue table is redone for the new count.
+  compute_txqs();
+  Status st = reschedule_parked(true);
+  for (unsigned i : fresh) {
+    if (Status s = pmds_[i]->start(backends_); !s.ok() && st.ok()) st = s;
+  }
+  for (auto& p : pmds_) p->resume();
+  return st;
+}
+
+void Datapath::hold_rx(bool on) {
+  rx_held_ = on;
+  for (auto& p : pmds_) p->hold_rx(on);
+}
+
+bool Datapath::wait_upcalls_idle(uint64_t timeout_ms) {
+  const uint64_t deadline = hal::now_ns() + timeout_ms * 1'000'000;
+  // Two iterations each: whatever burst was under way when the hold began
+  // has been processed (and went up, if it missed).
+  std::vector<uint64_t> seen;
+  for (auto& pmd : pmds_) seen.push_back(pmd->iterations());
+  for (size_t i = 0; i < pmds_.size(); ++i)
+    while (pmds_[i]->running() && pmds_[i]->iterations() < seen[i] + 2) {
+      if (hal::now_ns() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  for (auto& pmd : pmds_)
+    while (pmd->upcall_channel().in_flight() != 0) {
+      if (hal::now_ns() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  return true;
+}
+
+Result<Datapath::RxqAffinity> Datapath::parse_rxq_affinity(std::string_view text) {
+  // Open vSwitch's parse_affinity_list(): "rxq:core" pairs, ','-separated.
+  RxqAffinity out;
+  if (text.empty()) return out;
+  const std::string bad = "pmd-rxq-affinity \"" + std::string(text) + "\": ";
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t end = text.find(',', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view item = text.substr(at, end - at);
+    const size_t colon = item.find(':');
+    auto num = [](std::string_view v, unsigned long max) -> std::optional<unsigned long> {
+      if (v.empty() || v.size() > 9) return std::nullopt;
+      unsigned long n = 0;
+      for (char c : v) {
+        if (c < '0' || c > '9') return std::nullopt;
+        n = n * 10 + static_cast<unsigned long>(c - '0');
+      }
+      return n <= max ? std::optional(n) : std::nullopt;
+    };
+    if (colon == std::string_view::npos) return invalid(bad + "expected queue:core pairs, e.g. 0:3,1:7");
+    auto q = num(item.substr(0, colon), hal::Port::kMaxQueues - 1);
+    auto c = num(item.substr(colon + 1), 4095);
+    if (!q) return invalid(bad + "queue '" + std::string(item.substr(0, colon)) + "' is not 0.." +
+                           std::to_string(hal::Port::kMaxQueues - 1));
+    if (!c) return invalid(bad + "core '" + std::string(item.substr(colon + 1)) + "' is not a core number");
+    for (auto& [oq, oc] : out)
+      if (oq == *q) return invalid(bad + "queue " + std::to_string(*q) + " is given twice");
+    out.emplace_back(static_cast<uint16_t>(*q), static_cast<int>(*c));
+    at = end + 1;
+  }
+  return out;
+}
+
+std::string Datapath::format_rxq_affinity(const RxqAffinity& a) {
+  std::string s;
+  for (auto& [q, c] : a) s += (s.empty() ? "" : ",") + std::to_string(q) + ":" + std::to_string(c);
+  return s;
+}
+
+Status Datapath::set_rxq_affinity(uint16_t id, RxqAffinity a) {
+  if (!port(id)) return error(Errc::not_found, "no datapath port " + std::to_string(id));
+  affinity_[id] = std::move(a);
   return {};
+}
+
+std::vector<SchedRxq> Datapath::sched_rxqs() const {
+  std::vector<SchedRxq> v;
+  for (hal::Port* p : ports()) {
+    for (uint16_t q = 0; q < p->n_rxq(); ++q) {
+      SchedRxq r;
+      r.port = p->id();
+      r.queue = q;
+      r.port_name = p->name();
+      r.cycles = rxq_load(p->id(), q).sum(kPmdIntervalMax);
+      for (auto& [aq, core] : affinity_[p->id()])
+        if (aq == q) r.affinity = core;
+      v.push_back(std::move(r));
+    }
+  }
+  return v;
+}
+
+std::vector<int> Datapath::current_pmd_of(std::span<const SchedRxq> rxqs) const {
+  std::vector<int> v(rxqs.size(), -1);
+  for (size_t i = 0; i < rxqs.size(); ++i)
+    for (const auto& pmd : pmds_)
+      for (const Pmd::RxQueue& q : pmd->rx_queues())
+        if (q.port->id() == rxqs[i].port && q.queue == rxqs[i].queue) v[i] = static_cast<int>(pmd->index());
+  return v;
+}
+
+void Datapath::apply_plan(std::span<const SchedRxq> rxqs, const SchedPlan& plan, bool parked) {
+  for (const std::string& m : plan.messages) KEEL_LOG(log_dpif, info, "%s", m.c_str());
+  std::vector<std::vector<Pmd::RxQueue>> lists(pmds_.size());
+  for (size_t i = 0; i < rxqs.size() && i < plan.pmd_of.size(); ++i) {
+    const int k = plan.pmd_of[i];
+    if (k < 0 || static_cast<size_t>(k) >= pmds_.size()) continue;
+    lists[k].push_back({port(rxqs[i].port), rxqs[i].queue, &rxq_load(rxqs[i].port, rxqs[i].queue)});
+  }
+  // Every PMD that loses or gains a queue is parked before any list
+  // changes: a moving queue is never polled by two PMDs.
+  std::vector<Pmd*> changed;
+  for (size_t k = 0; k < pmds_.size(); ++k) {
+    pmds_[k]->set_isolated(k < plan.isolated.size() && plan.isolated[k]);
+    if (lists[k] != pmds_[k]->rx_queues()) changed.push_back(pmds_[k].get());
+  }
+  if (!parked)
+    for (Pmd* p : changed) p->pause();
+  for (Pmd* p : changed) p->set_rx_queues(std::move(lists[p->index()]));
+  if (!parked)
+    for (Pmd* p : changed) p->resume();
+}
+
+Status Datapath::reschedule_parked(bool parked) {
+  const std::vector<SchedRxq> rxqs = sched_rxqs();
+  const SchedPlan plan = plan_rxqs(rxqs, sched_config());
+  apply_plan(rxqs, plan, parked);
+  return {};
+}
+
+Status Datapath::reschedule() {
+  if (offline()) return error(Errc::unavailable, "the rx queues can't be reassigned in an offline run");
+  if (!running_) return {};  // start() assigns them
+  return reschedule_parked(false);
+}
+
+void Datapath::configure_auto_lb(const AutoLbConfig& c) {
+  const AutoLbConfig old = auto_lb_.config();
+  auto_lb_.configure(c);
+  // Open vSwitch's set_pmd_auto_lb() messages.
+  if (c.enabled != old.enabled || (c.enabled && (c.load_threshold_pct != old.load_threshold_pct ||
+                                                 c.improvement_threshold_pct != old.improvement_threshold_pct ||
+                                                 c.rebal_interval_ms != old.rebal_interval_ms))) {
+    if (c.enabled)
+      KEEL_LOG(log_dpif, info,
+               "PMD auto load balance is enabled, interval %llu mins, pmd load threshold %u%%, "
+               "improvement threshold %u%%.",
+               static_cast<unsigned long long>(c.rebal_interval_ms / 60'000), c.load_threshold_pct,
+               c.improvement_threshold_pct);
+    else
+      KEEL_LOG(log_dpif, info, "PMD auto load balance is disabled.");
+  }
+}
+
+bool Datapath::auto_lb_tick(uint64_t now_ms) {
+  if (!running_ || offline() || !auto_lb_.config().enabled) return false;
+  const std::vector<SchedRxq> rxqs = sched_rxqs();
+  const std::vector<int> cur = current_pmd_of(rxqs);
+  std::vector<PmdLoadSample> loads;
+  for (const auto& pmd : pmds_) {
+    const Pmd::Load l = pmd->load(kPmdIntervalMax);
+    loads.push_back({l.window_cycles, l.busy_cycles, pmd->isolated()});
+  }
+  if (!auto_lb_.tick(now_ms, rxqs, cur, loads, sched_config())) return false;
+  const AutoLbEstimate& e = auto_lb_.last();
+  KEEL_LOG(log_dpif, info,
+           "PMD auto load balance performing dry run. Current variance %llu, estimated variance %llu. "
+           "Variance improvement %u%%.",
+           static_cast<unsigned long long>(e.current_variance), static_cast<unsigned long long>(e.new_variance),
+           e.improvement_pct);
+  KEEL_LOG(log_dpif, info, "PMD auto load balance dry run. Requesting datapath reconfigure.");
+  (void)reschedule_parked(false);
+  auto_lb_.rebalanced(now_ms);
+  return true;
+}
+
+Status Datapath::set_port_rxqs(uint16_t id, uint16_t n_rx) {
+  hal::Port* p = port(id);
+  if (!p) return error(Errc::not_found, "no datapath port " + std::to_string(id));
+  if (n_rx < 1 || n_rx > hal::Port::kMaxQueues)
+    return invalid("n_rxq " + std::to_string(n_rx) + ": 1.." + std::to_string(hal::Port::kMaxQueues));
+  if (n_rx == p->n_rxq()) return {};
+  if (running_ && offline()) return error(Errc::unavailable, "a port's queues can't change in an offline run");
+  // Nobody polls or sends on the port while it restarts.
+  if (running_)
+    for (auto& pmd : pmds_) pmd->pause();
+  Status st = p->set_queue_count(n_rx, p->n_txq());
+  if (st.ok() && running_) {
+    compute_txqs();
+    (void)reschedule_parked(true);
+  }
+  if (running_)
+    for (auto& pmd : pmds_) pmd->resume();
+  return st;
 }
 
 Datapath::~Datapath() {
@@ -79,6 +308,7 @@ Result<uint16_t> Datapath::add_port(std::unique_ptr<hal::Port> port) {
   if (n_ports_ + 1u >= kMaxPorts) return error(Errc::resource_exhausted, "too many ports");
   uint16_t id = ++n_ports_;
   port->set_id(id);
+  rxq_loads_[id] = std::make_unique<std::array<RxqLoad, hal::Port::kMaxQueues>>();
   ports_[id] = std::move(port);
   return id;
 }
@@ -114,20 +344,22 @@ std::optional<uint16_t> Datapath::xconnect(uint16_t in) const {
 }
 
 void Datapath::drop_pending_upcalls() {
-  for (const auto& pmd : pmds_) {
-    UpcallChannel& ch = pmd->upcall_channel();
-    Upcall* u;
-    while (ch.next(u)) {
-      hal::release(u->pkt);
-      for (unsigned i = 0; u->type == Upcall::Type::miss && i < u->n_followers; ++i) hal::release(u->followers[i]);
-      u->n_followers = 0;
-      ch.recycle(u);
-    }
-    while (ch.next_spent(u)) {
-      if (u->install_failed) free_megaflow(u->install);
-      delete u->actions;
-      ch.recycle(u);
-    }
+  for (const auto& pmd : pmds_) drop_pending_upcalls(*pmd);
+}
+
+void Datapath::drop_pending_upcalls(Pmd& pmd) {
+  UpcallChannel& ch = pmd.upcall_channel();
+  Upcall* u;
+  while (ch.next(u)) {
+    hal::release(u->pkt);
+    for (unsigned i = 0; u->type == Upcall::Type::miss && i < u->n_followers; ++i) hal::release(u->followers[i]);
+    u->n_followers = 0;
+    ch.recycle(u);
+  }
+  while (ch.next_spent(u)) {
+    if (u->install_failed) free_megaflow(u->install);
+    delete u->actions;
+    ch.recycle(u);
   }
 }
 
@@ -423,20 +655,23 @@ Status Datapath::start(std::vector<hal::Backend*> backends) {
   const bool offline = offline_allowed_ && any_input && all_replay;
   offline_.store(offline, std::memory_order_relaxed);
 
-  // rx queues round-robin over the PMDs, port by port; offline, all of them
-  // to PMD 0 (one reader merges the inputs by timestamp), in port order, a
-  // multi-queue replay read as one queue in file order (merge_rx_queues).
-  unsigned next = 0;
-  for (hal::Port* p : ports()) {
-    const uint16_t nq = offline ? p->merge_rx_queues() : p->n_rxq();
-    for (uint16_t q = 0; q < nq; ++q) pmds_[offline ? 0 : next++ % n]->add_rx_queue(p, q);
+  backends_ = backends;
+  if (offline) {
+    // --- offline: all rx queues to PMD 0 (one reader merges the inputs by
+    // timestamp), in port order, a multi-queue replay read as one queue in
+    // file order (merge_rx_queues). No reconfiguration afterwards.
+    for (hal::Port* p : ports()) {
+      const uint16_t nq = p->merge_rx_queues();
+      for (uint16_t q = 0; q < nq; ++q) pmds_[0]->add_rx_queue({p, q, &rxq_load(p->id(), q)});
+    }
+    pmds_[0]->set_offline(offline);
+  } else {
+    // --- live: the scheduler's plan (pmd-rxq-assign, affinity, isolate).
+    const std::vector<SchedRxq> rxqs = sched_rxqs();
+    apply_plan(rxqs, plan_rxqs(rxqs, sched_config()), /*parked=*/true);
   }
-  pmds_[0]->set_offline(offline);
-
-  // tx queue q = pmd % n_txq; shared when the port has fewer queues than PMDs.
-  txqs_.assign(n, {});
-  for (hal::Port* p : ports())
-    for (unsigned i = 0; i < n; ++i) txqs_[i][p->id()] = {static_cast<uint16_t>(i % p->n_txq()), p->n_txq() < n};
+  (void)n;
+  compute_txqs();
 
   for (auto& pmd : pmds_) {
     Status st = pmd->start(backends);
@@ -447,6 +682,14 @@ Status Datapath::start(std::vector<hal::Backend*> backends) {
   }
   running_ = true;
   return {};
+}
+
+void Datapath::compute_txqs() {
+  // tx queue q = pmd % n_txq; shared when the port has fewer queues than PMDs.
+  const unsigned n = static_cast<unsigned>(pmds_.size());
+  txqs_.assign(n, {});
+  for (hal::Port* p : ports())
+    for (unsigned i = 0; i < n; ++i) txqs_[i][p->id()] = {static_cast<uint16_t>(i % p->n_txq()), p->n_txq() < n};
 }
 
 void Datapath::stop() {
