@@ -110,7 +110,8 @@ void add_core_sections(CommandTree::Impl& t) {
                             lines.push_back("set pmd-auto-lb-improvement-threshold " +
                                             std::to_string(lb.improvement_threshold_pct));
                           if (lb.rebal_interval_ms != lb_def.rebal_interval_ms)
-                            lines.push_back("set pmd-auto-lb-rebal-interval " + std::to_string(lb.rebal_interval_ms / 60'000));
+                            lines.push_back("set pmd-auto-lb-rebal-interval " +
+                                            std::to_string(lb.rebal_interval_ms / 60'000));
                           if (lb.enabled != lb_def.enabled) lines.push_back("set pmd-auto-lb true");
                         },
                         [&t] {

@@ -726,7 +726,8 @@ void add_datapath_commands(CommandTree::Impl& t) {
     }
   });
   auto* isolate = set->add_subcommand(
-      "pmd-rxq-isolate", "whether a PMD with a pinned rx queue (pmd-rxq-affinity) polls only pinned ones (default true)");
+      "pmd-rxq-isolate",
+      "whether a PMD with a pinned rx queue (pmd-rxq-affinity) polls only pinned ones (default true)");
   isolate->add_option("BOOL", t.arg1, "true or false")->required()->check(CLI::IsMember({"true", "false"}));
   isolate->callback([&t] {
     datapath::Datapath& dp = t.sys.datapath();
@@ -744,11 +745,12 @@ void add_datapath_commands(CommandTree::Impl& t) {
     change(c);
     t.sys.datapath().configure_auto_lb(c);
   };
-  auto* lb = set->add_subcommand("pmd-auto-lb", "rebalance the rx queues automatically when a PMD is overloaded (default false)");
+  auto* lb = set->add_subcommand("pmd-auto-lb",
+                                 "rebalance the rx queues automatically when a PMD is overloaded (default false)");
   lb->add_option("BOOL", t.arg1, "true or false")->required()->check(CLI::IsMember({"true", "false"}));
   lb->callback([&t, lb_set] { lb_set([&](datapath::AutoLbConfig& c) { c.enabled = t.arg1 == "true"; }); });
-  auto* lb_load = set->add_subcommand("pmd-auto-lb-load-threshold",
-                                      "busy % of a non-isolated PMD above which auto-lb may rebalance (0..100, default 95)");
+  auto* lb_load = set->add_subcommand(
+      "pmd-auto-lb-load-threshold", "busy % of a non-isolated PMD above which auto-lb may rebalance (0..100, default 95)");
   lb_load->add_option("N", t.arg1, "0..100")->required()->check(CLI::Range(0, 100));
   lb_load->callback([&t, lb_set] {
     lb_set([&](datapath::AutoLbConfig& c) { c.load_threshold_pct = static_cast<unsigned>(std::stoul(t.arg1)); });
@@ -760,8 +762,8 @@ void add_datapath_commands(CommandTree::Impl& t) {
   lb_impr->callback([&t, lb_set] {
     lb_set([&](datapath::AutoLbConfig& c) { c.improvement_threshold_pct = static_cast<unsigned>(std::stoul(t.arg1)); });
   });
-  auto* lb_intvl = set->add_subcommand("pmd-auto-lb-rebal-interval",
-                                       "minimum minutes between two auto-lb rebalances (0..20000; 0 means the default, 1)");
+  auto* lb_intvl = set->add_subcommand(
+      "pmd-auto-lb-rebal-interval", "minimum minutes between two auto-lb rebalances (0..20000; 0 means the default, 1)");
   lb_intvl->add_option("MINUTES", t.arg1, "0..20000")->required()->check(CLI::Range(0, 20000));
   lb_intvl->callback([&t, lb_set] {
     const uint64_t mins = std::stoull(t.arg1);

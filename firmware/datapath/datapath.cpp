@@ -239,19 +239,31 @@ Status Datapath::reschedule() {
 void Datapath::configure_auto_lb(const AutoLbConfig& c) {
   const AutoLbConfig old = auto_lb_.config();
   auto_lb_.configure(c);
-  // Open vSwitch's set_pmd_auto_lb() messages.
-  if (c.enabled != old.enabled || (c.enabled && (c.load_threshold_pct != old.load_threshold_pct ||
-                                                 c.improvement_threshold_pct != old.improvement_threshold_pct ||
-                                                 c.rebal_interval_ms != old.rebal_interval_ms))) {
-    if (c.enabled)
-      KEEL_LOG(log_dpif, info,
-               "PMD auto load balance is enabled, interval %llu mins, pmd load threshold %u%%, "
-               "improvement threshold %u%%.",
-               static_cast<unsigned long long>(c.rebal_interval_ms / 60'000), c.load_threshold_pct,
-               c.improvement_threshold_pct);
-    else
-      KEEL_LOG(log_dpif, info, "PMD auto load balance is disabled.");
+  // Open vSwitch's dpif_netdev_set_config() / set_pmd_auto_lb() messages:
+  // each parameter that changed, then the state when it or any changed.
+  bool changed = false;
+  if (c.rebal_interval_ms != old.rebal_interval_ms) {
+    KEEL_LOG(log_dpif, info, "PMD auto load balance interval set to %llu mins",
+             static_cast<unsigned long long>(c.rebal_interval_ms / 60'000));
+    changed = true;
   }
+  if (c.improvement_threshold_pct != old.improvement_threshold_pct) {
+    KEEL_LOG(log_dpif, info, "PMD auto load balance improvement threshold set to %u%%", c.improvement_threshold_pct);
+    changed = true;
+  }
+  if (c.load_threshold_pct != old.load_threshold_pct) {
+    KEEL_LOG(log_dpif, info, "PMD auto load balance load threshold set to %u%%", c.load_threshold_pct);
+    changed = true;
+  }
+  if (!changed && c.enabled == old.enabled) return;
+  if (c.enabled)
+    KEEL_LOG(log_dpif, info,
+             "PMD auto load balance is enabled, interval %llu mins, pmd load threshold %u%%, "
+             "improvement threshold %u%%.",
+             static_cast<unsigned long long>(c.rebal_interval_ms / 60'000), c.load_threshold_pct,
+             c.improvement_threshold_pct);
+  else
+    KEEL_LOG(log_dpif, info, "PMD auto load balance is disabled.");
 }
 
 bool Datapath::auto_lb_tick(uint64_t now_ms) {
@@ -264,12 +276,14 @@ bool Datapath::auto_lb_tick(uint64_t now_ms) {
     loads.push_back({l.window_cycles, l.busy_cycles, pmd->isolated()});
   }
   if (!auto_lb_.tick(now_ms, rxqs, cur, loads, sched_config())) return false;
+  // Open vSwitch's pmd_rebalance_dry_run() messages (keel has one NUMA node).
   const AutoLbEstimate& e = auto_lb_.last();
-  KEEL_LOG(log_dpif, info,
-           "PMD auto load balance performing dry run. Current variance %llu, estimated variance %llu. "
-           "Variance improvement %u%%.",
+  KEEL_LOG(log_dpif, dbg, "PMD auto load balance performing dry run.");
+  KEEL_LOG(log_dpif, dbg, "Numa node 0. Current variance %llu Estimated variance %llu. Variance improvement %u%%.",
            static_cast<unsigned long long>(e.current_variance), static_cast<unsigned long long>(e.new_variance),
            e.improvement_pct);
+  KEEL_LOG(log_dpif, dbg, "PMD load variance improvement threshold %u%% is met.",
+           auto_lb_.config().improvement_threshold_pct);
   KEEL_LOG(log_dpif, info, "PMD auto load balance dry run. Requesting datapath reconfigure.");
   (void)reschedule_parked(false);
   auto_lb_.rebalanced(now_ms);

@@ -52,13 +52,17 @@
 // destroyed only after it was stopped and its upcall records released.
 // The PMDs' poll lists, the tx queue table (txq()) and a port's queue count
 // change only while every PMD that could read them is parked
-// (Pmd::pause(): a release/acquire handshake, no lock on the fast path). The cross-connect table is written by the control thread and
-// read by the PMDs: one atomic port number per entry, release store /
+// (Pmd::pause(): a release/acquire handshake, no lock on the fast path).
+// The cross-connect table is written by the control thread and read by the
+// PMDs: one atomic port number per entry, release store /
 // relaxed load (the port object it names is immutable while PMDs run). The
 // VLAN limit is one atomic the control thread stores and each PMD loads
 // (relaxed) once per burst; a burst is parsed under one limit.
 // offline() is an atomic written by start() before the PMDs start and read
 // by the slow path's handler (after it popped a record from a PMD).
+// The scheduling settings (pmd-rxq-assign, -isolate, affinities) and the
+// AutoLb are the control thread's; the RxqLoads are allocated by add_port()
+// and freed with the Datapath (pmd.h says who writes them).
 #pragma once
 
 #include <array>

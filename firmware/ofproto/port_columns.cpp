@@ -464,7 +464,7 @@ Status apply_port_column(std::string_view word, PortTable table, PortOptions& po
     if (c == "options")
       return invalid(
           "options:" + first +
-          ": keel takes no such Interface option (only n_rxq; a port's device and its settings are its --port spec)");
+          ": keel takes no Interface options but n_rxq (a port's device and its settings are its --port spec)");
     return invalid("other_config:" + first + ": keel knows no " + tbl + " other_config key \"" + first +
                    "\"");
   }

@@ -272,8 +272,35 @@ def test_rebalance_roundrobin_vs_cycles():
     check_once_in_order(sent, read_pcap(outp))
 
 
+def test_port_rx_queue_count_at_run_time():
+    """options:n_rxq on add-port and `set interface` (Open vSwitch's
+    options:n_rxq): the port restarts with that many queues, all polled,
+    printed back in the running config; a bad count changes nothing.
+    Needs the sim backend's apply_queue_count (ring ports)."""
+    d = tmpdir()
+    cfg = write_cfg(d, "set pmd-cpu-mask 0x3\nadd-br br0\n"
+                       "add-port br0 p0 -- set Interface p0 options:n_rxq=2\nadd-port br0 p1\n")
+    p = run_keel("--config", cfg, "--config-dir", d, "--port", "p0=ring", "--port", "p1=ring",
+                 "--exit-when-drained",
+                 stdin="show ports --format json\npmd-rxq-show --format json\n"
+                       "set interface p0 options:n_rxq=3\nshow ports --format json\npmd-rxq-show --format json\n"
+                       "show running-config\nset interface p0 options:n_rxq=0\nshow ports --format json\n")
+    js = json_lines(p.stdout)
+    check(len(js) == 5, "every command answered", p)
+
+    def polled(rxq):
+        return sorted(q["queue"] for pmd in rxq["pmds"] for q in pmd["rx_queues"] if q["port"] == "p0")
+
+    check(ports_by_name(js[0])["p0"]["rx_queues"] == 2 and polled(js[1]) == [0, 1], "n_rxq=2 on add-port", p)
+    check(ports_by_name(js[2])["p0"]["rx_queues"] == 3 and polled(js[3]) == [0, 1, 2], "n_rxq=3 at run time", p)
+    check("options:n_rxq=3" in p.stdout, "the running config prints n_rxq", p)
+    check(ports_by_name(js[4])["p0"]["rx_queues"] == 3, "n_rxq=0 refused, nothing changed", p)
+    check("options:n_rxq=0" in p.stderr and p.returncode != 0, "n_rxq=0 refused with a message", p)
+
+
 if __name__ == "__main__":
     main([test_four_queues_two_pmds_every_packet_once_both_busy,
           test_rxq_show_golden_affinity_isolated_and_empty_pmd,
           test_cpu_mask_changes_while_traffic_flows,
-          test_rebalance_roundrobin_vs_cycles])
+          test_rebalance_roundrobin_vs_cycles,
+          test_port_rx_queue_count_at_run_time])
