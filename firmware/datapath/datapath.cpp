@@ -15,6 +15,31 @@ namespace keel::datapath {
 
 KEEL_LOG_MODULE(log_dpif, "dpif_netdev");
 
+namespace {
+// rxq_sched.h grows with its full implementation (the newest closed
+// interval per PMD for auto-lb's overload check; the plan's INFO lines
+// apart from its WARN ones): filled / logged when the header has them, so
+// this file builds against the interface's first cut and the full one.
+template <class Sample>
+void fill_interval(Sample& s, const Pmd& pmd) {
+  if constexpr (requires { s.intervals_closed; s.interval_cycles; s.interval_busy_cycles; }) {
+    const Pmd::Load newest = pmd.load(1);
+    s.intervals_closed = pmd.intervals_closed();
+    s.interval_cycles = newest.window_cycles;
+    s.interval_busy_cycles = newest.busy_cycles;
+  }
+}
+template <class Plan>
+void log_plan(const Plan& plan) {
+  if constexpr (requires { plan.info; }) {
+    for (const std::string& m : plan.messages) KEEL_LOG(log_dpif, warn, "%s", m.c_str());
+    for (const std::string& m : plan.info) KEEL_LOG(log_dpif, info, "%s", m.c_str());
+  } else {
+    for (const std::string& m : plan.messages) KEEL_LOG(log_dpif, info, "%s", m.c_str());
+  }
+}
+}  // namespace
+
 std::string format_ufid(const Ufid& u) {
   char buf[64];
   snprintf(buf, sizeof buf, "ufid:%08x-%04x-%04x-%04x-%04x%08x", static_cast<unsigned>(u.hi >> 32),
@@ -202,7 +227,10 @@ std::vector<int> Datapath::current_pmd_of(std::span<const SchedRxq> rxqs) const 
 }
 
 void Datapath::apply_plan(std::span<const SchedRxq> rxqs, const SchedPlan& plan, bool parked) {
-  for (const std::string& m : plan.messages) KEEL_LOG(log_dpif, info, "%s", m.c_str());
+  // Open vSwitch's dpif_netdev_set_config() warning (isolation stays on).
+  if (!sched_isolate_ && sched_mode_ != RxqAssignMode::group)
+    KEEL_LOG(log_dpif, warn, "pmd-rxq-isolate can only be set false when using pmd-rxq-assign=group");
+  log_plan(plan);
   std::vector<std::vector<Pmd::RxQueue>> lists(pmds_.size());
   for (size_t i = 0; i < rxqs.size() && i < plan.pmd_of.size(); ++i) {
     const int k = plan.pmd_of[i];
@@ -227,6 +255,8 @@ Status Datapath::reschedule_parked(bool parked) {
   const std::vector<SchedRxq> rxqs = sched_rxqs();
   const SchedPlan plan = plan_rxqs(rxqs, sched_config());
   apply_plan(rxqs, plan, parked);
+  // The PMDs reloaded: auto-lb's overload runs start again (AutoLb::rebalanced).
+  auto_lb_.rebalanced(hal::now_ns() / 1'000'000);
   return {};
 }
 
@@ -273,7 +303,12 @@ bool Datapath::auto_lb_tick(uint64_t now_ms) {
   std::vector<PmdLoadSample> loads;
   for (const auto& pmd : pmds_) {
     const Pmd::Load l = pmd->load(kPmdIntervalMax);
-    loads.push_back({l.window_cycles, l.busy_cycles, pmd->isolated()});
+    PmdLoadSample sample;
+    sample.window_cycles = l.window_cycles;
+    sample.busy_cycles = l.busy_cycles;
+    sample.isolated = pmd->isolated();
+    fill_interval(sample, *pmd);
+    loads.push_back(sample);
   }
   if (!auto_lb_.tick(now_ms, rxqs, cur, loads, sched_config())) return false;
   // Open vSwitch's pmd_rebalance_dry_run() messages (keel has one NUMA node).
@@ -286,7 +321,6 @@ bool Datapath::auto_lb_tick(uint64_t now_ms) {
            auto_lb_.config().improvement_threshold_pct);
   KEEL_LOG(log_dpif, info, "PMD auto load balance dry run. Requesting datapath reconfigure.");
   (void)reschedule_parked(false);
-  auto_lb_.rebalanced(now_ms);
   return true;
 }
 
