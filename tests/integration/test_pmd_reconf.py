@@ -107,16 +107,20 @@ def test_four_queues_two_pmds_every_packet_once_both_busy():
     once, in flow order, with both PMDs' pmd-rxq-show usage non-zero."""
     d = tmpdir()
     inp, outp = os.path.join(d, "in.pcap"), os.path.join(d, "out.pcap")
-    flows, per_flow = 256, 40
+    flows, per_flow = 256, 100
     sent = [flow_frame(f, s) for s in range(per_flow) for f in range(flows)]
     write_pcap(inp, sent)
     cfg = write_cfg(d, "set pmd-cpu-mask 0x3\n" + BRIDGE)
+    # The load window: two closes after the replay drained, read over 10 s
+    # (2 intervals: the one with the traffic and the short one between the
+    # closes, whose length x 2 is the window): usage = the traffic's cycles
+    # over twice the gap between the two closes, far above 1 %.
     # The ring port p2 keeps the run live (not offline) although the pcap
     # drains, so the PMDs poll their queues as on a NIC.
     p = run_keel("--config", cfg, "--config-dir", d, "--port", "p0=pcap:in=%s,rxq=4" % inp,
                  "--port", "p1=pcap:out=" + outp, "--port", "p2=ring", "--exit-when-drained",
                  stdin="pmd-load-interval-close\npmd-load-interval-close\n"
-                       "pmd-rxq-show --format json\npmd-rxq-show --secs 10\nshow ports --format json\n")
+                       "pmd-rxq-show --secs 10 --format json\npmd-rxq-show --secs 10\nshow ports --format json\n")
     check(p.returncode == 0, "keel exited %d" % p.returncode, p)
     js = json_lines(p.stdout)
     rxq, ports = js[0], ports_by_name(js[1])
