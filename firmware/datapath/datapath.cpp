@@ -76,7 +76,23 @@ Status Datapath::set_pmd_cores(std::vector<int> cores, std::vector<unsigned>* fo
   if (cores.empty()) return invalid("at least one PMD core");
   if (running_ && offline()) return error(Errc::unavailable, "the PMD cores can't change in an offline run");
   if (cores == cfg_.pmd_cores) return {};
-  std::lock_guard lock(flow_mu_);  // nobody else should be here (see the top), but flows stay consistent
+  const std::vector<int> old = cfg_.pmd_cores;
+  Status st;
+  {
+    std::lock_guard lock(flow_mu_);  // nobody else should be here (see the top), but flows stay consistent
+    st = change_pmds(std::move(cores), forgotten);
+  }
+  if (!st.ok() && running_) {
+    // A new PMD could not start (its core refused the pinning): back to the
+    // cores there were, so that every queue is polled again (PMDs removed
+    // meanwhile come back with empty tables).
+    std::lock_guard lock(flow_mu_);
+    (void)change_pmds(old, forgotten);
+  }
+  return st;
+}
+
+Status Datapath::change_pmds(std::vector<int> cores, std::vector<unsigned>* forgotten) {
   // New PMDs take the tunables the others have (every PMD is set alike).
   PmdConfig pcfg = cfg_.pmd;
   pcfg.emc_insert_inv_prob = pmds_[0]->emc_insert_inv_prob();

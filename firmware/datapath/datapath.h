@@ -302,6 +302,8 @@ class Datapath {
   std::vector<FlowView> flow_dump_locked() const;
   void reclaim_locked();
   void compute_txqs();
+  // set_pmd_cores()'s change, under flow_mu_.
+  Status change_pmds(std::vector<int> cores, std::vector<unsigned>* forgotten);
   // Hands each PMD its list of `plan` (the PMDs already parked when
   // `parked`; new PMDs not running yet are simply set).
   void apply_plan(std::span<const SchedRxq> rxqs, const SchedPlan& plan, bool parked);

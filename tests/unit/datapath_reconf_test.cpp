@@ -154,6 +154,22 @@ TEST_CASE("reconf: PMDs added and removed while a 4-queue port forwards: every p
   for (const auto& [flow, next] : r.next_seq) CHECK(next == r.round);
 }
 
+TEST_CASE("reconf: a new PMD that can't start (no such core) is an error and the old PMDs poll everything") {
+  Rig r({-1});
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  Status st = r.dp.set_pmd_cores({-1, 4095});
+  CHECK(!st.ok());
+  CHECK(st.message().find("pmd1") != std::string::npos);
+  REQUIRE(r.dp.pmds().size() == 1);
+  CHECK(r.dp.pmd_cores() == std::vector<int>{-1});
+  CHECK(r.dp.pmds()[0]->running());
+  for (uint16_t q = 0; q < 4; ++q) CHECK(r.pmd_of(r.in_id, q) == 0);
+  for (int i = 0; i < 5; ++i) r.inject_round(32);
+  REQUIRE(eventually([&] { return r.all_out(); }));
+  r.dp.stop();
+  CHECK(r.duplicates_or_reordered == 0);
+}
+
 TEST_CASE("reconf: a queue's load history follows it to another PMD") {
   Rig r({-1});
   REQUIRE(r.dp.start({r.backend.get()}).ok());
