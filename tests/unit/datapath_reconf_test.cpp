@@ -4,8 +4,12 @@
 // a queue's load history follows it to its new PMD; a PMD with no queue
 // sleeps (idle cycles only); a port's queue count changes at run time with
 // every PMD parked (a test-only port kind that supports it), and a refused
-// change leaves the port as it was, polled again.
-// The interval clock is driven with Pmd::end_interval(), never by sleeping.
+// change leaves the port as it was, polled again; a PMD that can't start
+// is an error and the old cores come back; pmd-auto-lb rebalances an
+// overloaded PMD from the control thread's ticks (needs rxq_sched's full
+// implementation: the first cut's AutoLb never says rebalance).
+// The interval clock is driven with Pmd::end_interval(), never by sleeping,
+// and auto-lb's clock through auto_lb_tick's argument.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -17,6 +21,7 @@
 #include "eventually.h"
 #include "hal/sim/ring_port.h"
 #include "keel/hal/backend.h"
+#include "keel/hal/rss.h"
 
 using namespace keel;
 using keel::test::eventually;
@@ -329,4 +334,46 @@ TEST_CASE("reconf: a port's rx queue count changes at run time; a refused change
   CHECK(!dp.set_port_rxqs(*id, 0).ok());
   CHECK(!port->bad_poll.load());
   dp.stop();
+}
+
+TEST_CASE("reconf: pmd-auto-lb rebalances an overloaded PMD on the control thread's ticks (driven clock)") {
+  // Traffic on queues 0 and 2 of p0 only; roundrobin put both on PMD 0.
+  // Thresholds 0 (every interval overloaded, any improvement enough), the
+  // clock driven through auto_lb_tick's argument, intervals closed by hand.
+  Rig r({-1, -1});
+  r.dp.set_rxq_assign(datapath::RxqAssignMode::roundrobin);
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  REQUIRE(r.pmd_of(r.in_id, 0) == r.pmd_of(r.in_id, 2));
+  r.dp.set_rxq_assign(datapath::RxqAssignMode::cycles);  // no reassignment yet
+  r.dp.configure_auto_lb({.enabled = true, .load_threshold_pct = 0, .improvement_threshold_pct = 0,
+                          .rebal_interval_ms = 60'000});
+  std::vector<uint32_t> busy_flows;  // flows RSS puts on queues 0 and 2
+  for (uint32_t f = 0; f < 4096 && busy_flows.size() < 64; ++f) {
+    hal::Packet* p;
+    REQUIRE(r.backend->alloc_burst(std::span(&p, 1)) == 1);
+    fill(p, f, 0);
+    uint32_t hash = 0;
+    REQUIRE(hal::rss_hash_frame(p->data(), p->len(), hash));
+    const uint16_t q = hal::RssReta(4).queue_for(hash);
+    hal::release(p);
+    if (q == 0 || q == 2) busy_flows.push_back(f);
+  }
+  REQUIRE(busy_flows.size() == 64);
+  CHECK(!r.dp.auto_lb_tick(1'000));  // starts the rebalance timer
+  for (unsigned i = 0; i < datapath::kPmdIntervalMax + 1; ++i) {
+    hal::Packet* pkts[64];
+    REQUIRE(r.backend->alloc_burst(std::span(pkts, 64)) == 64);
+    for (unsigned j = 0; j < 64; ++j) fill(pkts[j], busy_flows[j], r.round);
+    ++r.round;
+    size_t done = 0;
+    while (done < 64) done += r.in->inject(std::span(pkts + done, 64 - done));
+    r.sent += 64;
+    REQUIRE(eventually([&] { return r.all_out(); }));
+    for (const auto& pmd : r.dp.pmds()) r.close_interval(*pmd);
+    CHECK(!r.dp.auto_lb_tick(2'000 + i));  // the interval (1 minute) has not passed
+  }
+  CHECK(r.dp.auto_lb_tick(62'000));
+  CHECK(r.pmd_of(r.in_id, 0) != r.pmd_of(r.in_id, 2));
+  r.dp.stop();
+  CHECK(r.duplicates_or_reordered == 0);
 }
