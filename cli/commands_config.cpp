@@ -99,16 +99,37 @@ void add_core_sections(CommandTree::Impl& t) {
                             lines.push_back(std::string("set smc-enable ") + (pmds[0]->smc_enabled() ? "true" : "false"));
                           if (t.sys.datapath().vlan_limit() != packet::kDefaultVlanLimit)
                             lines.push_back("set vlan-limit " + std::to_string(t.sys.datapath().vlan_limit()));
+                          datapath::Datapath& dp = t.sys.datapath();
+                          if (dp.rxq_assign() != datapath::RxqAssignMode::cycles)
+                            lines.push_back("set pmd-rxq-assign " + std::string(datapath::to_string(dp.rxq_assign())));
+                          if (!dp.rxq_isolate()) lines.push_back("set pmd-rxq-isolate false");
+                          const datapath::AutoLbConfig lb = dp.auto_lb().config(), lb_def;
+                          if (lb.load_threshold_pct != lb_def.load_threshold_pct)
+                            lines.push_back("set pmd-auto-lb-load-threshold " + std::to_string(lb.load_threshold_pct));
+                          if (lb.improvement_threshold_pct != lb_def.improvement_threshold_pct)
+                            lines.push_back("set pmd-auto-lb-improvement-threshold " +
+                                            std::to_string(lb.improvement_threshold_pct));
+                          if (lb.rebal_interval_ms != lb_def.rebal_interval_ms)
+                            lines.push_back("set pmd-auto-lb-rebal-interval " +
+                                            std::to_string(lb.rebal_interval_ms / 60'000));
+                          if (lb.enabled != lb_def.enabled) lines.push_back("set pmd-auto-lb true");
                         },
                         [&t] {
                           const datapath::PmdConfig def;
                           const auto& board = t.sys.board().pmd_cores;
-                          (void)t.sys.datapath().set_pmd_cores({board.begin(), board.end()});
+                          (void)t.sys.set_pmd_cores({board.begin(), board.end()});
                           for (const auto& pmd : t.sys.datapath().pmds()) {
                             pmd->set_emc_insert_inv_prob(def.emc_insert_inv_prob);
                             pmd->set_smc_enable(def.smc_enable);
                           }
                           t.sys.datapath().set_vlan_limit(packet::kDefaultVlanLimit);
+                          datapath::Datapath& dp = t.sys.datapath();
+                          dp.configure_auto_lb({});
+                          if (dp.rxq_assign() != datapath::RxqAssignMode::cycles || !dp.rxq_isolate()) {
+                            dp.set_rxq_assign(datapath::RxqAssignMode::cycles);
+                            dp.set_rxq_isolate(true);
+                            (void)dp.reschedule();
+                          }
                         }});
 }
 

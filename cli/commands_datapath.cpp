@@ -4,9 +4,11 @@
 // `flow-dump` is `ovs-appctl dpctl/dump-flows`, `pmd-stats-show` is
 // `ovs-appctl dpif-netdev/pmd-stats-show`, `pmd-rxq-show` likewise.
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "cli/command_tree_impl.h"
 #include "cli/json.h"
@@ -614,7 +616,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
             .field("pmd", pmd->index())
             .field("core", static_cast<int64_t>(pmd->display_core()))
             .field("pinned", pmd->core() >= 0)
-            .field("isolated", false)
+            .field("isolated", pmd->isolated())
             .field("window_cycles", load.window_cycles)
             .field("busy_cycles", load.busy_cycles)
             .field("overhead_cycles", load.busy_cycles > attributed ? load.busy_cycles - attributed : 0)
@@ -641,7 +643,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
     if (!pmds.empty()) out += "Displaying last " + std::to_string(secs) + " seconds pmd usage %\n";
     for (const datapath::Pmd* pmd : pmds) {
       const datapath::Pmd::Load load = pmd->load(intervals);
-      out += pmd_thread_label(*pmd) + ":\n  isolated : false\n";
+      out += pmd_thread_label(*pmd) + ":\n  isolated : " + (pmd->isolated() ? "true" : "false") + "\n";
       uint64_t attributed = 0;
       for (size_t i : sorted_queues(*pmd)) {
         const auto& rxq = pmd->rx_queues()[i];
@@ -695,12 +697,107 @@ void add_datapath_commands(CommandTree::Impl& t) {
       t.status = invalid("pmd-cpu-mask " + t.arg1 + ": " + m.error);
       return;
     }
-    t.status = t.sys.datapath().set_pmd_cores(m.cores).prefix("pmd-cpu-mask");
+    t.status = t.sys.set_pmd_cores(m.cores).prefix("pmd-cpu-mask");
   });
   auto* vlan_limit = set->add_subcommand(
       "vlan-limit", "VLAN tags the parser keys: 1 (default, as Open vSwitch), 2, or 0 for no limit (2)");
   vlan_limit->add_option("N", t.arg1, "0, 1 or 2")->required()->check(CLI::IsMember({"0", "1", "2"}));
   vlan_limit->callback([&t] { t.sys.datapath().set_vlan_limit(static_cast<unsigned>(std::stoul(t.arg1))); });
+
+  // --- rx queue scheduling (Open vSwitch's other_config names) ---
+  auto* assign = set->add_subcommand(
+      "pmd-rxq-assign", "how rx queues are assigned to PMDs: cycles (default), roundrobin or group");
+  assign->add_option("MODE", t.arg1, "cycles, roundrobin or group")
+      ->required()
+      ->check(CLI::IsMember({"cycles", "roundrobin", "group"}));
+  assign->callback([&t] {
+    datapath::Datapath& dp = t.sys.datapath();
+    const auto m = datapath::parse_rxq_assign(t.arg1);
+    if (!m) {
+      t.status = invalid("pmd-rxq-assign " + t.arg1 + ": cycles, roundrobin or group");
+      return;
+    }
+    if (*m == dp.rxq_assign()) return;
+    const datapath::RxqAssignMode old = dp.rxq_assign();
+    dp.set_rxq_assign(*m);
+    if (Status st = dp.reschedule(); !st.ok()) {
+      dp.set_rxq_assign(old);
+      t.status = st.prefix("pmd-rxq-assign");
+    }
+  });
+  auto* isolate = set->add_subcommand(
+      "pmd-rxq-isolate",
+      "whether a PMD with a pinned rx queue (pmd-rxq-affinity) polls only pinned ones (default true)");
+  isolate->add_option("BOOL", t.arg1, "true or false")->required()->check(CLI::IsMember({"true", "false"}));
+  isolate->callback([&t] {
+    datapath::Datapath& dp = t.sys.datapath();
+    const bool on = t.arg1 == "true";
+    if (on == dp.rxq_isolate()) return;
+    dp.set_rxq_isolate(on);
+    if (Status st = dp.reschedule(); !st.ok()) {
+      dp.set_rxq_isolate(!on);
+      t.status = st.prefix("pmd-rxq-isolate");
+    }
+  });
+  // pmd-auto-lb and its thresholds (Open vSwitch's ranges and defaults).
+  auto lb_set = [&t](auto&& change) {
+    datapath::AutoLbConfig c = t.sys.datapath().auto_lb().config();
+    change(c);
+    t.sys.datapath().configure_auto_lb(c);
+  };
+  auto* lb = set->add_subcommand("pmd-auto-lb",
+                                 "rebalance the rx queues automatically when a PMD is overloaded (default false)");
+  lb->add_option("BOOL", t.arg1, "true or false")->required()->check(CLI::IsMember({"true", "false"}));
+  lb->callback([&t, lb_set] { lb_set([&](datapath::AutoLbConfig& c) { c.enabled = t.arg1 == "true"; }); });
+  auto* lb_load = set->add_subcommand(
+      "pmd-auto-lb-load-threshold", "busy % of a non-isolated PMD above which auto-lb may rebalance (0..100, default 95)");
+  lb_load->add_option("N", t.arg1, "0..100")->required()->check(CLI::Range(0, 100));
+  lb_load->callback([&t, lb_set] {
+    lb_set([&](datapath::AutoLbConfig& c) { c.load_threshold_pct = static_cast<unsigned>(std::stoul(t.arg1)); });
+  });
+  auto* lb_impr = set->add_subcommand(
+      "pmd-auto-lb-improvement-threshold",
+      "estimated % improvement of the load variance auto-lb needs to rebalance (0..100, default 25)");
+  lb_impr->add_option("N", t.arg1, "0..100")->required()->check(CLI::Range(0, 100));
+  lb_impr->callback([&t, lb_set] {
+    lb_set([&](datapath::AutoLbConfig& c) { c.improvement_threshold_pct = static_cast<unsigned>(std::stoul(t.arg1)); });
+  });
+  auto* lb_intvl = set->add_subcommand(
+      "pmd-auto-lb-rebal-interval", "minimum minutes between two auto-lb rebalances (0..20000; 0 means the default, 1)");
+  lb_intvl->add_option("MINUTES", t.arg1, "0..20000")->required()->check(CLI::Range(0, 20000));
+  lb_intvl->callback([&t, lb_set] {
+    const uint64_t mins = std::stoull(t.arg1);
+    lb_set([&](datapath::AutoLbConfig& c) { c.rebal_interval_ms = (mins ? mins : 1) * 60'000; });
+  });
+
+  t.app.add_subcommand("pmd-rxq-rebalance",
+                       "assign the rx queues to the PMDs again now (like dpif-netdev/pmd-rxq-rebalance)")
+      ->callback([&t] {
+        if (Status st = t.sys.datapath().reschedule(); !st.ok()) {
+          t.status = st;
+          return;
+        }
+        t.print("pmd rxq rebalance requested.\n");
+      });
+  // Test seam (hidden): closes every PMD's load interval now, as if its
+  // 5 s had passed, and waits for it — the load window without sleeping.
+  auto* close_intvl =
+      t.app.add_subcommand("pmd-load-interval-close", "close the PMDs' load interval now (tests)")->group("");
+  close_intvl->callback([&t] {
+    const auto& pmds = t.sys.datapath().pmds();
+    std::vector<uint32_t> before;
+    for (const auto& pmd : pmds) before.push_back(pmd->intervals_closed());
+    for (const auto& pmd : pmds) pmd->end_interval();
+    const uint64_t deadline = hal::now_ns() + 5'000'000'000ull;
+    for (size_t i = 0; i < pmds.size(); ++i)
+      while (pmds[i]->intervals_closed() == before[i]) {
+        if (hal::now_ns() > deadline) {
+          t.status = error(Errc::unavailable, "pmd" + std::to_string(i) + " did not close its interval");
+          return;
+        }
+        std::this_thread::yield();  // a short wait: the next interval's length is the gap between two calls
+      }
+  });
 
   // --- dpcls-show ---
   auto* dpcls = t.app.add_subcommand("dpcls-show", "megaflow classifier subtables per PMD and input port");

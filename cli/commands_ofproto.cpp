@@ -553,19 +553,34 @@ void add_ofproto_commands(CommandTree::Impl& t) {
   // column it sets). `set` itself is the datapath tunables' command.
   if (CLI::App* set = t.app.get_subcommand("set")) {
     auto* setif =
-        set->add_subcommand("interface", "set an interface column: set interface PORT mtu_request=N|[]");
+        set->add_subcommand("interface",
+                            "set an interface column: set interface PORT mtu_request=N|[] | "
+                            "other_config:pmd-rxq-affinity=Q:CORE,... | options:n_rxq=N");
     setif->preparse_callback([a](size_t) { a->reset(); });
     setif->add_option("PORT", a->port, "port name")->required();
     setif
         ->add_option(
             "COLUMN", a->columns,
-            "mtu_request=N (68..9216), or mtu_request=[] to drop the request (the MTU stays until del-port)")
+            "mtu_request=N (68..9216), or mtu_request=[] to drop the request (the MTU stays until del-port); "
+            "other_config:pmd-rxq-affinity=Q:CORE,... (rx queue Q on the PMD of core CORE; \"\" removes it); "
+            "options:n_rxq=N (1..16 rx queues)")
         ->required()
         ->expected(1);
     setif->callback(run([&t, &of, a] {
       const std::string& c = a->columns.at(0);
+      if (c.rfind("other_config", 0) == 0 || c.rfind("options", 0) == 0) {
+        // other_config:pmd-rxq-affinity=Q:CORE,... / options:n_rxq=N
+        ofproto::PortOptions po;
+        if (Status st = ofproto::apply_port_column(c, ofproto::PortTable::interface, po); !st.ok()) {
+          t.status = std::move(st);
+          return;
+        }
+        t.status = of.set_interface_queues(a->port, po);
+        return;
+      }
       if (c.rfind("mtu_request=", 0) != 0) {
-        t.status = invalid("set interface: unknown column '" + c + "' (expected mtu_request=N)");
+        t.status = invalid("set interface: unknown column '" + c +
+                           "' (expected mtu_request=N, other_config:pmd-rxq-affinity=Q:CORE,... or options:n_rxq=N)");
         return;
       }
       auto m = parse_mtu_request(std::string_view(c).substr(12), true);

@@ -29,6 +29,7 @@
 #include "core/shutdown.h"
 #include "core/version.h"
 #include "keel/hal/backend.h"
+#include "keel/hal/cpu.h"
 
 namespace keel::cli {
 
@@ -265,6 +266,13 @@ std::vector<std::string> CommandTree::command_names() const {
   for (const CLI::App* sub : impl_->app.get_subcommands([](const CLI::App*) { return true; }))
     v.push_back(sub->get_name());
   return v;
+}
+
+void CommandTree::periodic() {
+  const uint64_t now_ms = hal::now_ns() / 1'000'000;
+  if (now_ms - last_periodic_ms_ < 1000) return;
+  last_periodic_ms_ = now_ms;
+  (void)impl_->sys.datapath().auto_lb_tick(now_ms);
 }
 
 Status CommandTree::execute(std::string_view line, FILE* out) {
@@ -578,6 +586,7 @@ std::string run_captured(CommandTree& tree, const std::string& line) {
 // over --exec changes nothing). 1: in_fd is readable (or hung up); 0: not
 // yet; -1: poll failed.
 int wait_input(int in_fd, CommandTree& tree, ControlSocket* exec, TerminalSettings* term, int timeout_ms) {
+  tree.periodic();
   pollfd p[2] = {{in_fd, POLLIN, 0}, {exec ? exec->wake_fd() : -1, POLLIN, 0}};
   int r = poll(p, 2, timeout_ms);
   if (r < 0) return errno == EINTR ? 0 : -1;
@@ -873,7 +882,7 @@ int run_console(CommandTree& tree, int in_fd, FILE* out, FILE* err, bool interac
       }
       char chunk[1024];
       ssize_t n = 0;  // 0 (end of input) if shutting down while waiting
-      if (exec && wait_input(in_fd, tree, exec, nullptr, 200) == 0) {
+      if (wait_input(in_fd, tree, exec, nullptr, 200) == 0) {
         if (!shutdown_requested()) continue;
       } else {
         n = read(in_fd, chunk, sizeof chunk);

@@ -47,6 +47,10 @@ class CommandTree {
   Status execute(std::string_view line, FILE* out);
 
   bool quit_requested() const { return quit_; }
+  // The control thread's periodic work, called by the console loops at
+  // least every 200 ms while they wait for input: the datapath's automatic
+  // load balancer (Datapath::auto_lb_tick), about once a second.
+  void periodic();
   std::vector<std::string> command_names() const;
 
   // Completion data for the line editor. `before_cursor` is the line up to
@@ -74,6 +78,7 @@ class CommandTree {
   bool quit_ = false;
   TerminalSettings* terminal_ = nullptr;
   int terminal_arg_ = 0;  // bound to `terminal length|width N`
+  uint64_t last_periodic_ms_ = 0;
 };
 
 // Runs a configuration (one command per line). Stops at the first failing

@@ -130,6 +130,22 @@ void System::shutdown() {
   if (sim_) sim_->shutdown();
 }
 
+Status System::set_pmd_cores(std::vector<int> cores) {
+  if (!dp_->running() || !udpif_) return dp_->set_pmd_cores(std::move(cores));
+  if (dp_->offline()) return error(Errc::unavailable, "the PMD cores can't change in an offline run");
+  if (cores == dp_->pmd_cores()) return {};
+  dp_->hold_rx(true);
+  // Bounded: a record the handler can't answer in time is dropped by stop().
+  (void)dp_->wait_upcalls_idle(2000);
+  udpif_->stop();
+  std::vector<unsigned> forgotten;
+  Status st = dp_->set_pmd_cores(std::move(cores), &forgotten);
+  for (unsigned i : forgotten) udpif_->forget_pmd(i);
+  udpif_->start();
+  dp_->hold_rx(false);
+  return st;
+}
+
 std::vector<PortView> System::ports() const {
   std::vector<PortView> v;
   for (size_t i = 0; hal::Port* p : dp_->ports()) {

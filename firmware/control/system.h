@@ -74,6 +74,13 @@ class System {
   Status no_xconnect(const std::string& in);
   std::vector<std::pair<std::string, std::string>> xconnects() const;
 
+  // pmd-cpu-mask (Datapath::set_pmd_cores). While forwarding, the slow
+  // path is stopped around the change, losslessly: the PMDs stop polling,
+  // the upcalls in flight are answered and executed, the Udpif stops, the
+  // PMDs change, the Udpif forgets the ukeys of the PMDs that went and
+  // starts again, and the PMDs poll again.
+  Status set_pmd_cores(std::vector<int> cores);
+
   // For --exit-when-drained; see Datapath::wait_drained.
   bool wait_drained(uint64_t timeout_ms) { return dp_->wait_drained(timeout_ms); }
 

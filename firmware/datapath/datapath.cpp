@@ -8,9 +8,32 @@
 
 #include "core/hash.h"
 #include "flow/flow_text.h"
+#include "core/log.h"
 #include "keel/hal/cpu.h"
 
 namespace keel::datapath {
+
+KEEL_LOG_MODULE(log_dpif, "dpif_netdev");
+
+namespace {
+// rxq_sched.h grows with its full implementation (the newest closed
+// interval per PMD for auto-lb's overload check; the plan's INFO lines
+// apart from its WARN ones): filled / logged when the header has them, so
+// this file builds against the interface's first cut and the full one.
+template <class Sample>
+void fill_interval(Sample& s, const Pmd& pmd) {
+  if constexpr (requires { s.intervals_closed; s.interval_cycles; s.interval_busy_cycles; }) {
+    const Pmd::Load newest = pmd.load(1);
+    s.intervals_closed = pmd.intervals_closed();
+    s.interval_cycles = newest.window_cycles;
+    s.interval_busy_cycles = newest.busy_cycles;
+  }
+}
+void log_plan(const SchedPlan& plan) {
+  for (const std::string& m : plan.messages) KEEL_LOG(log_dpif, warn, "%s", m.c_str());
+  for (const std::string& m : plan.info) KEEL_LOG(log_dpif, info, "%s", m.c_str());
+}
+}  // namespace
 
 std::string format_ufid(const Ufid& u) {
   char buf[64];
@@ -45,27 +68,273 @@ Datapath::Datapath(DatapathConfig cfg) : cfg_(std::move(cfg)) {
     pmds_.push_back(std::make_unique<Pmd>(*this, i, cfg_.pmd_cores[i], cfg_.pmd_idle_sleep_us, cfg_.pmd));
 }
 
-Status Datapath::set_pmd_cores(std::vector<int> cores) {
-  if (running_) return error(Errc::unavailable, "the PMD cores can't change while forwarding yet");
+Status Datapath::set_pmd_cores(std::vector<int> cores, std::vector<unsigned>* forgotten) {
   if (cores.empty()) return invalid("at least one PMD core");
+  if (running_ && offline()) return error(Errc::unavailable, "the PMD cores can't change in an offline run");
+  if (cores == cfg_.pmd_cores) return {};
+  const std::vector<int> old = cfg_.pmd_cores;
+  Status st;
+  {
+    std::lock_guard lock(flow_mu_);  // nobody else should be here (see the top), but flows stay consistent
+    st = change_pmds(std::move(cores), forgotten);
+  }
+  if (!st.ok() && running_) {
+    // A new PMD could not start (its core refused the pinning): back to the
+    // cores there were, so that every queue is polled again (PMDs removed
+    // meanwhile come back with empty tables).
+    std::lock_guard lock(flow_mu_);
+    (void)change_pmds(old, forgotten);
+  }
+  return st;
+}
+
+Status Datapath::change_pmds(std::vector<int> cores, std::vector<unsigned>* forgotten) {
   // New PMDs take the tunables the others have (every PMD is set alike).
   PmdConfig pcfg = cfg_.pmd;
   pcfg.emc_insert_inv_prob = pmds_[0]->emc_insert_inv_prob();
   pcfg.smc_enable = pmds_[0]->smc_enabled();
+  // While forwarding: every PMD parked (no rx, no tx) until the new set runs.
+  if (running_)
+    for (auto& p : pmds_) p->pause();
+  const size_t old_n = pmds_.size();
   std::vector<std::unique_ptr<Pmd>> next;
   for (int core : cores) {
     std::unique_ptr<Pmd> keep;
     for (auto& p : pmds_)
-      if (p && p->core() == core) keep = std::move(p);
+      if (p && p->core() == core && !keep) keep = std::move(p);
     next.push_back(std::move(keep));
   }
-  pmds_.clear();
+  // A PMD's index is fixed (upcall records, ukeys and flow stats name it):
+  // one whose index would change is rebuilt (its flows go).
+  std::vector<std::unique_ptr<Pmd>> gone;
+  for (auto& p : pmds_)
+    if (p) gone.push_back(std::move(p));
   for (unsigned i = 0; i < next.size(); ++i)
-    if (!next[i] || next[i]->index() != i)  // a PMD's index is fixed: rebuild it (its flows go)
-      next[i] = std::make_unique<Pmd>(*this, i, cores[i], cfg_.pmd_idle_sleep_us, pcfg);
+    if (next[i] && next[i]->index() != i) gone.push_back(std::move(next[i]));
+  for (auto& p : gone) {
+    // Parked: its last burst is done; stopping releases what it held. Its
+    // queues are handed to the others below, before anyone polls again.
+    p->stop();
+    drop_pending_upcalls(*p);
+    if (forgotten) forgotten->push_back(p->index());
+  }
+  std::vector<unsigned> fresh;
+  for (unsigned i = 0; i < next.size(); ++i) {
+    if (next[i]) continue;
+    next[i] = std::make_unique<Pmd>(*this, i, cores[i], cfg_.pmd_idle_sleep_us, pcfg);
+    next[i]->hold_rx(rx_held_);
+    fresh.push_back(i);
+    if (forgotten && i < old_n) forgotten->push_back(i);
+  }
   pmds_ = std::move(next);
   cfg_.pmd_cores = std::move(cores);
+  gone.clear();  // their megaflows are freed with their tables
+  if (!running_) return {};
+
+  // The queues of the removed PMDs move to the others, the new ones get
+  // some; the tx queue table is redone for the new count.
+  compute_txqs();
+  Status st = reschedule_parked(true);
+  for (unsigned i : fresh) {
+    if (Status s = pmds_[i]->start(backends_); !s.ok() && st.ok()) st = s;
+  }
+  for (auto& p : pmds_) p->resume();
+  return st;
+}
+
+void Datapath::hold_rx(bool on) {
+  rx_held_ = on;
+  for (auto& p : pmds_) p->hold_rx(on);
+}
+
+bool Datapath::wait_upcalls_idle(uint64_t timeout_ms) {
+  const uint64_t deadline = hal::now_ns() + timeout_ms * 1'000'000;
+  // Two iterations each: whatever burst was under way when the hold began
+  // has been processed (and went up, if it missed).
+  std::vector<uint64_t> seen;
+  for (auto& pmd : pmds_) seen.push_back(pmd->iterations());
+  for (size_t i = 0; i < pmds_.size(); ++i)
+    while (pmds_[i]->running() && pmds_[i]->iterations() < seen[i] + 2) {
+      if (hal::now_ns() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  for (auto& pmd : pmds_)
+    while (pmd->upcall_channel().in_flight() != 0) {
+      if (hal::now_ns() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  return true;
+}
+
+Result<Datapath::RxqAffinity> Datapath::parse_rxq_affinity(std::string_view text) {
+  // Open vSwitch's parse_affinity_list() (rxq_sched.h); a later pair for a
+  // queue overrides an earlier one, and a queue no port can have is
+  // ignored, as there.
+  const datapath::RxqAffinity parsed = datapath::parse_rxq_affinity(text);
+  if (!parsed.error.empty()) return invalid("pmd-rxq-affinity \"" + std::string(text) + "\": " + parsed.error);
+  RxqAffinity out;
+  for (const auto& [q, c] : parsed.pairs) {
+    if (q >= hal::Port::kMaxQueues) continue;
+    std::erase_if(out, [q = q](const auto& e) { return e.first == q; });
+    out.emplace_back(q, c);
+  }
+  return out;
+}
+
+std::string Datapath::format_rxq_affinity(const RxqAffinity& a) {
+  std::string s;
+  for (auto& [q, c] : a) s += (s.empty() ? "" : ",") + std::to_string(q) + ":" + std::to_string(c);
+  return s;
+}
+
+Status Datapath::set_rxq_affinity(uint16_t id, RxqAffinity a) {
+  if (!port(id)) return error(Errc::not_found, "no datapath port " + std::to_string(id));
+  affinity_[id] = std::move(a);
   return {};
+}
+
+std::vector<SchedRxq> Datapath::sched_rxqs() const {
+  std::vector<SchedRxq> v;
+  for (hal::Port* p : ports()) {
+    for (uint16_t q = 0; q < p->n_rxq(); ++q) {
+      SchedRxq r;
+      r.port = p->id();
+      r.queue = q;
+      r.port_name = p->name();
+      r.cycles = rxq_load(p->id(), q).sum(kPmdIntervalMax);
+      for (auto& [aq, core] : affinity_[p->id()])
+        if (aq == q) r.affinity = core;
+      v.push_back(std::move(r));
+    }
+  }
+  return v;
+}
+
+std::vector<int> Datapath::current_pmd_of(std::span<const SchedRxq> rxqs) const {
+  std::vector<int> v(rxqs.size(), -1);
+  for (size_t i = 0; i < rxqs.size(); ++i)
+    for (const auto& pmd : pmds_)
+      for (const Pmd::RxQueue& q : pmd->rx_queues())
+        if (q.port->id() == rxqs[i].port && q.queue == rxqs[i].queue) v[i] = static_cast<int>(pmd->index());
+  return v;
+}
+
+void Datapath::apply_plan(std::span<const SchedRxq> rxqs, const SchedPlan& plan, bool parked) {
+  // Open vSwitch's dpif_netdev_set_config() warning (isolation stays on).
+  if (!sched_isolate_ && sched_mode_ != RxqAssignMode::group)
+    KEEL_LOG(log_dpif, warn, "pmd-rxq-isolate can only be set false when using pmd-rxq-assign=group");
+  log_plan(plan);
+  std::vector<std::vector<Pmd::RxQueue>> lists(pmds_.size());
+  for (size_t i = 0; i < rxqs.size() && i < plan.pmd_of.size(); ++i) {
+    const int k = plan.pmd_of[i];
+    if (k < 0 || static_cast<size_t>(k) >= pmds_.size()) continue;
+    lists[k].push_back({port(rxqs[i].port), rxqs[i].queue, &rxq_load(rxqs[i].port, rxqs[i].queue)});
+  }
+  // Every PMD that loses or gains a queue is parked before any list
+  // changes: a moving queue is never polled by two PMDs.
+  std::vector<Pmd*> changed;
+  for (size_t k = 0; k < pmds_.size(); ++k) {
+    pmds_[k]->set_isolated(k < plan.isolated.size() && plan.isolated[k]);
+    if (lists[k] != pmds_[k]->rx_queues()) changed.push_back(pmds_[k].get());
+  }
+  if (!parked)
+    for (Pmd* p : changed) p->pause();
+  for (Pmd* p : changed) p->set_rx_queues(std::move(lists[p->index()]));
+  if (!parked)
+    for (Pmd* p : changed) p->resume();
+}
+
+Status Datapath::reschedule_parked(bool parked) {
+  const std::vector<SchedRxq> rxqs = sched_rxqs();
+  const SchedPlan plan = plan_rxqs(rxqs, sched_config());
+  apply_plan(rxqs, plan, parked);
+  // The PMDs reloaded: auto-lb's overload runs start again (AutoLb::rebalanced).
+  auto_lb_.rebalanced(hal::now_ns() / 1'000'000);
+  return {};
+}
+
+Status Datapath::reschedule() {
+  if (offline()) return error(Errc::unavailable, "the rx queues can't be reassigned in an offline run");
+  if (!running_) return {};  // start() assigns them
+  return reschedule_parked(false);
+}
+
+void Datapath::configure_auto_lb(const AutoLbConfig& c) {
+  const AutoLbConfig old = auto_lb_.config();
+  auto_lb_.configure(c);
+  // Open vSwitch's dpif_netdev_set_config() / set_pmd_auto_lb() messages:
+  // each parameter that changed, then the state when it or any changed.
+  bool changed = false;
+  if (c.rebal_interval_ms != old.rebal_interval_ms) {
+    KEEL_LOG(log_dpif, info, "PMD auto load balance interval set to %llu mins",
+             static_cast<unsigned long long>(c.rebal_interval_ms / 60'000));
+    changed = true;
+  }
+  if (c.improvement_threshold_pct != old.improvement_threshold_pct) {
+    KEEL_LOG(log_dpif, info, "PMD auto load balance improvement threshold set to %u%%", c.improvement_threshold_pct);
+    changed = true;
+  }
+  if (c.load_threshold_pct != old.load_threshold_pct) {
+    KEEL_LOG(log_dpif, info, "PMD auto load balance load threshold set to %u%%", c.load_threshold_pct);
+    changed = true;
+  }
+  if (!changed && c.enabled == old.enabled) return;
+  if (c.enabled)
+    KEEL_LOG(log_dpif, info,
+             "PMD auto load balance is enabled, interval %llu mins, pmd load threshold %u%%, "
+             "improvement threshold %u%%.",
+             static_cast<unsigned long long>(c.rebal_interval_ms / 60'000), c.load_threshold_pct,
+             c.improvement_threshold_pct);
+  else
+    KEEL_LOG(log_dpif, info, "PMD auto load balance is disabled.");
+}
+
+bool Datapath::auto_lb_tick(uint64_t now_ms) {
+  if (!running_ || offline() || !auto_lb_.config().enabled) return false;
+  const std::vector<SchedRxq> rxqs = sched_rxqs();
+  const std::vector<int> cur = current_pmd_of(rxqs);
+  std::vector<PmdLoadSample> loads;
+  for (const auto& pmd : pmds_) {
+    const Pmd::Load l = pmd->load(kPmdIntervalMax);
+    PmdLoadSample sample;
+    sample.window_cycles = l.window_cycles;
+    sample.busy_cycles = l.busy_cycles;
+    sample.isolated = pmd->isolated();
+    fill_interval(sample, *pmd);
+    loads.push_back(sample);
+  }
+  if (!auto_lb_.tick(now_ms, rxqs, cur, loads, sched_config())) return false;
+  // Open vSwitch's pmd_rebalance_dry_run() messages (keel has one NUMA node).
+  const AutoLbEstimate& e = auto_lb_.last();
+  KEEL_LOG(log_dpif, dbg, "PMD auto load balance performing dry run.");
+  KEEL_LOG(log_dpif, dbg, "Numa node 0. Current variance %llu Estimated variance %llu. Variance improvement %u%%.",
+           static_cast<unsigned long long>(e.current_variance), static_cast<unsigned long long>(e.new_variance),
+           e.improvement_pct);
+  KEEL_LOG(log_dpif, dbg, "PMD load variance improvement threshold %u%% is met.",
+           auto_lb_.config().improvement_threshold_pct);
+  KEEL_LOG(log_dpif, info, "PMD auto load balance dry run. Requesting datapath reconfigure.");
+  (void)reschedule_parked(false);
+  return true;
+}
+
+Status Datapath::set_port_rxqs(uint16_t id, uint16_t n_rx) {
+  hal::Port* p = port(id);
+  if (!p) return error(Errc::not_found, "no datapath port " + std::to_string(id));
+  if (n_rx < 1 || n_rx > hal::Port::kMaxQueues)
+    return invalid("n_rxq " + std::to_string(n_rx) + ": 1.." + std::to_string(hal::Port::kMaxQueues));
+  if (n_rx == p->n_rxq()) return {};
+  if (running_ && offline()) return error(Errc::unavailable, "a port's queues can't change in an offline run");
+  // Nobody polls or sends on the port while it restarts.
+  if (running_)
+    for (auto& pmd : pmds_) pmd->pause();
+  Status st = p->set_queue_count(n_rx, p->n_txq());
+  if (st.ok() && running_) {
+    compute_txqs();
+    (void)reschedule_parked(true);
+  }
+  if (running_)
+    for (auto& pmd : pmds_) pmd->resume();
+  return st;
 }
 
 Datapath::~Datapath() {
@@ -80,6 +349,7 @@ Result<uint16_t> Datapath::add_port(std::unique_ptr<hal::Port> port) {
   if (n_ports_ + 1u >= kMaxPorts) return error(Errc::resource_exhausted, "too many ports");
   uint16_t id = ++n_ports_;
   port->set_id(id);
+  rxq_loads_[id] = std::make_unique<std::array<RxqLoad, hal::Port::kMaxQueues>>();
   ports_[id] = std::move(port);
   return id;
 }
@@ -115,20 +385,22 @@ std::optional<uint16_t> Datapath::xconnect(uint16_t in) const {
 }
 
 void Datapath::drop_pending_upcalls() {
-  for (const auto& pmd : pmds_) {
-    UpcallChannel& ch = pmd->upcall_channel();
-    Upcall* u;
-    while (ch.next(u)) {
-      hal::release(u->pkt);
-      for (unsigned i = 0; u->type == Upcall::Type::miss && i < u->n_followers; ++i) hal::release(u->followers[i]);
-      u->n_followers = 0;
-      ch.recycle(u);
-    }
-    while (ch.next_spent(u)) {
-      if (u->install_failed) free_megaflow(u->install);
-      delete u->actions;
-      ch.recycle(u);
-    }
+  for (const auto& pmd : pmds_) drop_pending_upcalls(*pmd);
+}
+
+void Datapath::drop_pending_upcalls(Pmd& pmd) {
+  UpcallChannel& ch = pmd.upcall_channel();
+  Upcall* u;
+  while (ch.next(u)) {
+    hal::release(u->pkt);
+    for (unsigned i = 0; u->type == Upcall::Type::miss && i < u->n_followers; ++i) hal::release(u->followers[i]);
+    u->n_followers = 0;
+    ch.recycle(u);
+  }
+  while (ch.next_spent(u)) {
+    if (u->install_failed) free_megaflow(u->install);
+    delete u->actions;
+    ch.recycle(u);
   }
 }
 
@@ -424,21 +696,18 @@ Status Datapath::start(std::vector<hal::Backend*> backends) {
   const bool offline = offline_allowed_ && any_input && all_replay;
   offline_.store(offline, std::memory_order_relaxed);
 
-  // rx queues round-robin over the PMDs, port by port; offline, as
-  // assign_offline_rxqs() says.
+  backends_ = backends;
   if (offline) {
+    // --- offline: as assign_offline_rxqs() says. No reconfiguration afterwards.
     assign_offline_rxqs();
   } else {
-    unsigned next = 0;
-    for (hal::Port* p : ports())
-      for (uint16_t q = 0; q < p->n_rxq(); ++q) pmds_[next++ % n]->add_rx_queue(p, q);
+    // --- live: the scheduler's plan (pmd-rxq-assign, affinity, isolate).
+    const std::vector<SchedRxq> rxqs = sched_rxqs();
+    apply_plan(rxqs, plan_rxqs(rxqs, sched_config()), /*parked=*/true);
   }
   for (auto& pmd : pmds_) pmd->set_offline(offline);
-
-  // tx queue q = pmd % n_txq; shared when the port has fewer queues than PMDs.
-  txqs_.assign(n, {});
-  for (hal::Port* p : ports())
-    for (unsigned i = 0; i < n; ++i) txqs_[i][p->id()] = {static_cast<uint16_t>(i % p->n_txq()), p->n_txq() < n};
+  (void)n;
+  compute_txqs();
 
   for (auto& pmd : pmds_) {
     Status st = pmd->start(backends);
@@ -464,11 +733,19 @@ void Datapath::assign_offline_rxqs() {
   for (hal::Port* p : ports()) {
     if (n == 1 || p->n_rxq() <= 1) {
       const uint16_t nq = p->merge_rx_queues();
-      for (uint16_t q = 0; q < nq; ++q) pmds_[0]->add_rx_queue(p, q);
+      for (uint16_t q = 0; q < nq; ++q) pmds_[0]->add_rx_queue({p, q, &rxq_load(p->id(), q)});
       continue;
     }
-    for (uint16_t q = 0; q < p->n_rxq(); ++q) pmds_[q % n]->add_rx_queue(p, q);
+    for (uint16_t q = 0; q < p->n_rxq(); ++q) pmds_[q % n]->add_rx_queue({p, q, &rxq_load(p->id(), q)});
   }
+}
+
+void Datapath::compute_txqs() {
+  // tx queue q = pmd % n_txq; shared when the port has fewer queues than PMDs.
+  const unsigned n = static_cast<unsigned>(pmds_.size());
+  txqs_.assign(n, {});
+  for (hal::Port* p : ports())
+    for (unsigned i = 0; i < n; ++i) txqs_[i][p->id()] = {static_cast<uint16_t>(i % p->n_txq()), p->n_txq() < n};
 }
 
 void Datapath::stop() {

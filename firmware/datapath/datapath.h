@@ -2,9 +2,25 @@
 // forwarding state: cross-connects and datapath flows (megaflows).
 //
 // Life cycle: add_port() for every port; flows and cross-connects may be set
-// at any time; start() assigns rx queues round-robin and starts the PMDs;
-// stop() joins them; stop_ports() flushes outputs. Ports cannot be added
-// after start() yet.
+// at any time; start() assigns the rx queues (rxq_sched.h's plan_rxqs) and
+// starts the PMDs; stop() joins them; stop_ports() flushes outputs. Ports
+// cannot be added after start() yet.
+//
+// Reconfiguration while forwarding, as Open vSwitch reloads its PMDs:
+// reschedule() (pmd-rxq-rebalance, a change of pmd-rxq-assign /
+// pmd-rxq-isolate / a port's pmd-rxq-affinity, the auto load balancer)
+// computes a new poll list per PMD from the queues' measured cycles and
+// hands it to each PMD whose list changes: every such PMD is parked first
+// (Pmd::pause(): between two iterations, its last burst processed and sent,
+// nothing held), then the lists are swapped, then they resume — so no two
+// PMDs ever poll one queue and no packet received is dropped. A queue's
+// load history is an RxqLoad per (port, queue) the Datapath owns: it
+// follows the queue to its new PMD. set_pmd_cores() at run time parks every
+// PMD, stops and joins the removed ones (their megaflows are freed with
+// them), starts the new ones (empty tables), recomputes the tx queues and
+// reschedules; the slow path must be stopped around it (see
+// Thread-safety; control::System::set_pmd_cores does it). set_port_rxqs()
+// parks every PMD while the port restarts with its new queue count.
 //
 // Offline runs: when the boot allows it (allow_offline(), for keel
 // --exit-when-drained) and every port that receives anything replays a
@@ -37,13 +53,25 @@
 // Thread-safety: the flow methods (flow_*, flows_del, reclaim) may be called
 // from the control thread and the revalidator: they serialise on a mutex
 // that no PMD ever takes. The other methods except the "PMD side" ones are
-// for the control thread only. The cross-connect table is written by the control thread and
-// read by the PMDs: one atomic port number per entry, release store /
+// for the control thread only. pmds() — the vector and the PMD objects in
+// it — changes only in set_pmd_cores(), on the control thread, while no
+// other thread looks at it: before start(), or with the slow path (the
+// Udpif's handler and revalidator, the only other threads that iterate
+// pmds() or call the flow methods) stopped and joined; a removed PMD is
+// destroyed only after it was stopped and its upcall records released.
+// The PMDs' poll lists, the tx queue table (txq()) and a port's queue count
+// change only while every PMD that could read them is parked
+// (Pmd::pause(): a release/acquire handshake, no lock on the fast path).
+// The cross-connect table is written by the control thread and read by the
+// PMDs: one atomic port number per entry, release store /
 // relaxed load (the port object it names is immutable while PMDs run). The
 // VLAN limit is one atomic the control thread stores and each PMD loads
 // (relaxed) once per burst; a burst is parsed under one limit.
 // offline() is an atomic written by start() before the PMDs start and read
 // by the slow path's handler (after it popped a record from a PMD).
+// The scheduling settings (pmd-rxq-assign, -isolate, affinities) and the
+// AutoLb are the control thread's; the RxqLoads are allocated by add_port()
+// and freed with the Datapath (pmd.h says who writes them).
 #pragma once
 
 #include <array>
@@ -58,6 +86,7 @@
 
 #include "core/status.h"
 #include "datapath/pmd.h"
+#include "datapath/rxq_sched.h"
 #include "flow/dp_actions.h"
 #include "flow/match.h"
 #include "keel/hal/backend.h"
@@ -164,10 +193,60 @@ class Datapath {
 
   const std::vector<std::unique_ptr<Pmd>>& pmds() const { return pmds_; }
   // The PMD threads, one per core (-1: unpinned), as Open vSwitch's
-  // pmd-cpu-mask sets them. Before start() only, for now: a PMD whose core
-  // stays keeps its flows; a new one starts with an empty table.
-  Status set_pmd_cores(std::vector<int> cores);
+  // pmd-cpu-mask sets them. A PMD whose core and index stay keeps its
+  // flows; a new one (or one whose index changes: indices are dense, in
+  // core-list order) starts with an empty table. While running: the slow
+  // path must be stopped (see Thread-safety); `forgotten` gets the PMD
+  // indices whose PMD is gone or new (the slow path forgets their ukeys).
+  // Refused in an offline run.
+  Status set_pmd_cores(std::vector<int> cores, std::vector<unsigned>* forgotten = nullptr);
   const std::vector<int>& pmd_cores() const { return cfg_.pmd_cores; }
+  // Every PMD stops (or starts again) polling its rx queues, new PMDs
+  // included, and keeps executing the slow path's answers; then
+  // wait_upcalls_idle() waits until nothing is in flight to the slow path
+  // (false: not within timeout_ms). Used around stopping the slow path.
+  void hold_rx(bool on);
+  bool wait_upcalls_idle(uint64_t timeout_ms);
+
+  // --- rx queue scheduling (rxq_sched.h; Open vSwitch's other_config) ---
+  void set_rxq_assign(RxqAssignMode m) { sched_mode_ = m; }
+  RxqAssignMode rxq_assign() const { return sched_mode_; }
+  void set_rxq_isolate(bool on) { sched_isolate_ = on; }
+  bool rxq_isolate() const { return sched_isolate_; }
+  // A port's other_config:pmd-rxq-affinity, "0:3,1:7" (queue:core, as
+  // Open vSwitch's parse_affinity_list; empty: none). Takes effect at the
+  // next reschedule().
+  using RxqAffinity = std::vector<std::pair<uint16_t, int>>;
+  static Result<RxqAffinity> parse_rxq_affinity(std::string_view text);
+  static std::string format_rxq_affinity(const RxqAffinity& a);
+  Status set_rxq_affinity(uint16_t port, RxqAffinity a);
+  const RxqAffinity& rxq_affinity(uint16_t port) const { return affinity_[port]; }
+  // Assigns every rx queue again now (while running; before start() the
+  // assignment is start()'s). Logs what Open vSwitch logs (plan messages).
+  // Refused in an offline run.
+  Status reschedule();
+  // The queues as the scheduler sees them (port order, queue order), with
+  // their measured cycles; and which PMD polls each now (-1: none).
+  std::vector<SchedRxq> sched_rxqs() const;
+  std::vector<int> current_pmd_of(std::span<const SchedRxq> rxqs) const;
+  SchedConfig sched_config() const {
+    SchedConfig c{cfg_.pmd_cores, sched_mode_, sched_isolate_, {}};
+    for (const auto& p : pmds_) c.shown_cores.push_back(p->display_core());
+    return c;
+  }
+  // pmd-auto-lb: the control thread calls auto_lb_tick() about once a
+  // second; it rebalances when AutoLb::tick says so. True if it did.
+  AutoLb& auto_lb() { return auto_lb_; }
+  void configure_auto_lb(const AutoLbConfig& c);
+  bool auto_lb_tick(uint64_t now_ms);
+  // The load history of a port's rx queue (the Datapath's, see the top).
+  RxqLoad& rxq_load(uint16_t port, uint16_t q) const { return (*rxq_loads_[port])[q]; }
+
+  // A port's rx queue count (Open vSwitch's options:n_rxq): every PMD is
+  // parked while the port restarts (hal::Port::set_queue_count, tx queues
+  // as they are), then the queues are scheduled again. On error nothing
+  // changes (the port keeps its queues and is polled again). Its flows stay.
+  Status set_port_rxqs(uint16_t id, uint16_t n_rx);
 
   // Waits until every port whose input can run out has drained and every PMD
   // has finished a whole iteration after that, so everything received has
@@ -245,6 +324,14 @@ class Datapath {
   void reclaim_locked();
   // start(), offline: which PMD polls which rx queue (see the top).
   void assign_offline_rxqs();
+  void compute_txqs();
+  // set_pmd_cores()'s change, under flow_mu_.
+  Status change_pmds(std::vector<int> cores, std::vector<unsigned>* forgotten);
+  // Hands each PMD its list of `plan` (the PMDs already parked when
+  // `parked`; new PMDs not running yet are simply set).
+  void apply_plan(std::span<const SchedRxq> rxqs, const SchedPlan& plan, bool parked);
+  Status reschedule_parked(bool parked);
+  static void drop_pending_upcalls(Pmd& pmd);
 
   DatapathConfig cfg_;
   std::atomic<bool> upcalls_enabled_{false};
@@ -259,6 +346,13 @@ class Datapath {
   std::unique_ptr<std::atomic_flag[]> txq_locks_;
   std::unique_ptr<std::atomic<uint32_t>[]> txq_users_;
   bool running_ = false;
+  std::vector<hal::Backend*> backends_;  // start()'s, for PMDs started later
+  bool rx_held_ = false;
+  RxqAssignMode sched_mode_ = RxqAssignMode::cycles;
+  bool sched_isolate_ = true;
+  std::array<RxqAffinity, kMaxPorts> affinity_{};
+  std::array<std::unique_ptr<std::array<RxqLoad, hal::Port::kMaxQueues>>, kMaxPorts> rxq_loads_{};
+  AutoLb auto_lb_;
   bool offline_allowed_ = false;
   std::atomic<bool> offline_{false};
 };

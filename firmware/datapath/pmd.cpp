@@ -62,9 +62,8 @@ Pmd::~Pmd() { stop(); }
 
 Status Pmd::start(std::vector<hal::Backend*> backends) {
   backends_ = std::move(backends);
-  // The load intervals start afresh (as Open vSwitch's on a PMD reload).
-  rxq_curr_.assign(rxqs_.size(), 0);
-  rxq_intrvl_ = std::make_unique<IntervalSlots[]>(rxqs_.size());
+  // The PMD's load window starts afresh; the queues' history stays with
+  // the queues (RxqLoad, the Datapath's), their current interval included.
   for (auto& slot : busy_intrvl_) slot.store(0, std::memory_order_relaxed);
   intrvl_idx_.store(0, std::memory_order_relaxed);
   intrvl_cycles_.store(0, std::memory_order_relaxed);
@@ -79,6 +78,7 @@ Status Pmd::start(std::vector<hal::Backend*> backends) {
   if (since_ns_.load(std::memory_order_relaxed) == 0)
     since_ns_.store(hal::now_ns(), std::memory_order_relaxed);
   quit_.store(false, std::memory_order_relaxed);
+  parked_.store(false, std::memory_order_relaxed);
   started_.store(0, std::memory_order_relaxed);
   thread_ = std::thread([this] { run(); });
   // Wait for the thread to say whether it could pin itself and register
@@ -94,6 +94,41 @@ Status Pmd::start(std::vector<hal::Backend*> backends) {
 void Pmd::stop() {
   quit_.store(true, std::memory_order_relaxed);
   if (thread_.joinable()) thread_.join();
+  pause_.store(false, std::memory_order_relaxed);
+  parked_.store(false, std::memory_order_relaxed);
+}
+
+void Pmd::pause() {
+  if (!running()) return;
+  pause_.store(true, std::memory_order_release);
+  // The PMD parks at its next iteration's start: within one iteration.
+  while (!parked_.load(std::memory_order_acquire)) {
+    timespec ts{0, 20'000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+void Pmd::resume() {
+  if (!running()) return;
+  pause_.store(false, std::memory_order_release);
+  // Wait until it left the parked state, so that a pause() right after
+  // this one can't see the old `parked_`.
+  while (parked_.load(std::memory_order_acquire)) {
+    timespec ts{0, 20'000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+void Pmd::park() {
+  // Everything received has been processed and sent (receive() and the
+  // answers flush their outputs): nothing is held across the pause.
+  parked_.store(true, std::memory_order_release);
+  while (pause_.load(std::memory_order_acquire) && !quit_.load(std::memory_order_relaxed)) {
+    drain_requests();  // a poster waiting on this PMD is answered
+    timespec ts{0, 50'000};
+    nanosleep(&ts, nullptr);
+  }
+  parked_.store(false, std::memory_order_release);
 }
 
 Status Pmd::request(FlowRequest& req) {
@@ -201,15 +236,8 @@ PmdCounters Pmd::counters() const {
 }
 
 uint64_t Pmd::rxq_cycles(size_t i, unsigned intervals) const {
-  if (i >= rxqs_.size() || !rxq_intrvl_) return 0;
-  intervals = std::min(intervals, kPmdIntervalMax);
-  const uint32_t closed = intrvl_idx_.load(std::memory_order_acquire);
-  uint64_t sum = 0;
-  // Newest first, as Open vSwitch's get_interval_values(); slots never
-  // written are 0.
-  for (unsigned k = 1; k <= intervals; ++k)
-    sum += rxq_intrvl_[i][(closed + kPmdIntervalMax - k) % kPmdIntervalMax].load(std::memory_order_relaxed);
-  return sum;
+  // The queue's own history (it follows the queue from PMD to PMD).
+  return i < rxqs_.size() ? rxqs_[i].load->sum(intervals) : 0;
 }
 
 Pmd::Load Pmd::load(unsigned intervals) const {
@@ -227,7 +255,7 @@ Pmd::Load Pmd::load(unsigned intervals) const {
 void Pmd::end_interval() {
   if (running()) {
     intrvl_kicks_.fetch_add(1, std::memory_order_relaxed);
-  } else if (rxq_intrvl_) {
+  } else {
     close_interval(hal::cycles());
   }
 }
@@ -235,10 +263,7 @@ void Pmd::end_interval() {
 void Pmd::close_interval(uint64_t now) noexcept {
   const uint32_t idx = intrvl_idx_.load(std::memory_order_relaxed);
   const unsigned slot = idx % kPmdIntervalMax;
-  for (size_t i = 0; i < rxq_curr_.size(); ++i) {
-    rxq_intrvl_[i][slot].store(rxq_curr_[i], std::memory_order_relaxed);
-    rxq_curr_[i] = 0;
-  }
+  for (const RxQueue& q : rxqs_) q.load->close();
   const uint64_t busy = c_.busy_cycles.load(std::memory_order_relaxed);
   busy_intrvl_[slot].store(busy - intrvl_busy_mark_, std::memory_order_relaxed);
   intrvl_busy_mark_ = busy;
@@ -293,15 +318,27 @@ void Pmd::run() {
   intrvl_due_ = last + intrvl_len_;
   uint64_t iter = 0;
   while (!quit_.load(std::memory_order_relaxed)) {
+    if (pause_.load(std::memory_order_acquire)) {
+      // A reload (Datapath: new poll lists, tx queues, a port's queue
+      // count): parked between iterations; the pause counts as idle.
+      park();
+      const uint64_t woke = hal::cycles();
+      bump(c_.idle_cycles, woke - last);
+      last = woke;
+      continue;
+    }
     unsigned got = 0;
+    const bool poll = !hold_rx_.load(std::memory_order_relaxed);
     // The queues' load (see the top): one cycle-counter read here and one
     // after each burst, so a queue is charged from the end of the previous
     // burst (or this read) to the end of its own.
     uint64_t mark = hal::cycles();
-    if (offline_) {
+    if (!poll) {
+      // Held (the slow path is being stopped): answers and requests only.
+    } else if (offline_) {
       const uint64_t t0 = mark;
       got = offline_poll(burst);
-      if (got) rxq_curr_[offline_rxq_] += hal::cycles() - t0;
+      if (got) rxqs_[offline_rxq_].load->curr += hal::cycles() - t0;
     } else {
       for (size_t i = 0; i < rxqs_.size(); ++i) {
         const RxQueue& rxq = rxqs_[i];
@@ -310,7 +347,7 @@ void Pmd::run() {
           got += n;
           receive(*rxq.port, rxq.queue, std::span(burst.data(), n));
           const uint64_t t = hal::cycles();
-          rxq_curr_[i] += t - mark;
+          rxq.load->curr += t - mark;
           mark = t;
         }
       }
@@ -333,8 +370,24 @@ void Pmd::run() {
     if (offline_) held_pub_.store(n_held_, std::memory_order_release);  // before iterations: see wait_drained
     c_.iterations.store(++iter, std::memory_order_release);  // see iterations()
 
-    if (iter % kHousekeepingEvery == 0) housekeeping();
-    if (idle_sleep_us_ && idle_iters > kHousekeepingEvery) {
+    // A PMD with no rx queue (or held) sleeps ~1 ms between looks at its
+    // request ring instead of spinning (as Open vSwitch's PMDs with no
+    // queue block): idle, and its housekeeping runs every time.
+    const bool nothing_to_poll = !poll || (!offline_ && rxqs_.empty());
+    if (iter % kHousekeepingEvery == 0 || nothing_to_poll) {
+      housekeeping();
+    } else if (intrvl_kicks_.load(std::memory_order_relaxed) != intrvl_kicks_seen_) {
+      // end_interval(): closed at once (one relaxed load per iteration).
+      intrvl_kicks_seen_ = intrvl_kicks_.load(std::memory_order_relaxed);
+      close_interval(hal::cycles());
+    }
+    if (nothing_to_poll && !got && upcalls_->in_flight() == 0) {
+      timespec ts{0, 1'000'000};
+      nanosleep(&ts, nullptr);
+      const uint64_t woke = hal::cycles();
+      bump(c_.idle_cycles, woke - last);
+      last = woke;
+    } else if (idle_sleep_us_ && idle_iters > kHousekeepingEvery) {
       // A host board shares its CPUs: back off while there is nothing to do.
       timespec ts{0, static_cast<long>(idle_sleep_us_) * 1000};
       const uint64_t slept = hal::cycles();

@@ -19,6 +19,17 @@
 // re-ranks its dpcls subtables, sweeps its EMC for dead flows, notes which
 // CPU it runs on (display_core()) and closes the load interval when due.
 //
+// Reload (Open vSwitch's PMD reload): the control thread changes a PMD's
+// poll list, the datapath's tx queue table or a port's queue count only
+// while the PMD is parked (pause()/resume()): at the start of an iteration
+// the PMD sees the request, publishes `parked`, and until resumed only
+// applies flow requests, sleeping 50 us between looks; the time parked is
+// idle. Nothing received is held across it: every burst is processed and
+// its outputs flushed within its iteration. A PMD with no rx queue (or
+// whose polling is held, hold_rx()) sleeps 1 ms per iteration instead of
+// spinning, its housekeeping runs every iteration, and all its cycles are
+// idle.
+//
 // Rx queue load (pmd-rxq-show, and what cycle-based rx queue assignment
 // weighs), as Open vSwitch 3.1's dpif-netdev measures it: each poll of a
 // queue that returns packets adds the cycles from the end of the previous
@@ -28,9 +39,11 @@
 // packet: so the empty polls just before a busy queue's count for it, tens
 // of cycles against the thousands of a burst; offline, a poll counts for
 // the input it read) to the queue's current interval. Every kPmdIntervalNs (PMD_INTERVAL_LEN) the
-// housekeeping closes the interval: each queue's cycles and the PMD's busy
-// cycles of the interval go into a ring of kPmdIntervalMax
-// (PMD_INTERVAL_MAX) slots, and the interval's length in cycles (wall
+// housekeeping closes the interval (or, after end_interval(), the next
+// iteration): each queue's cycles go into the queue's own ring of
+// kPmdIntervalMax (PMD_INTERVAL_MAX) slots (RxqLoad: it moves with the
+// queue to another PMD, as Open vSwitch keeps it on the rxq), the PMD's
+// busy cycles of the interval into its ring, and the interval's length in cycles (wall
 // clock, sleeping included) is kept — from the second close on, as Open
 // vSwitch (the first one has no start mark). A window of N intervals is
 // then the newest N slots against N times the last length; usage = a
@@ -51,8 +64,17 @@
 // start() and after stop(), request() applies on the caller's thread.
 // set_emc_insert_inv_prob / set_smc_enable: relaxed atomics, any thread (the
 // PMD reads the SMC flag per burst and the EMC probability at housekeeping);
-// end_interval(): any thread (a relaxed counter the housekeeping compares).
-// add_rx_queue(), set_offline(): the control thread, before start().
+// end_interval(): any thread (a relaxed counter each iteration compares).
+// add_rx_queue(), set_offline(): the control thread, before start();
+// set_rx_queues(): the control thread, before start() or while parked
+// (pause() returns after an acquire load of the PMD's release store of
+// `parked`; resume()'s release store of `pause_` is acquired by the PMD
+// before it polls again: the new list is seen whole). rx_queues() is read
+// by the control thread and the PMD thread only. hold_rx(): a relaxed
+// atomic, any thread. isolated(): control thread.
+// A queue's load history is its RxqLoad (the Datapath's, above): the PMD
+// polling it adds to `curr` and closes its slots; it changes PMD only while
+// both PMDs are parked.
 // The offline state (held packets, records up, marks) is the PMD thread's
 // alone; held() is its count published with a release store at the end of
 // each iteration, before `iterations` (wait_drained reads both).
@@ -119,6 +141,7 @@
 // Costs nothing in live mode but a predictable branch per burst.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -227,11 +250,43 @@ struct PmdConfig {
   uint64_t load_interval_ns = kPmdIntervalNs;
 };
 
+// One rx queue's load history: the cycles the PMDs polling it measured in
+// the newest closed intervals (Open vSwitch keeps them on the rxq, so they
+// follow the queue to another PMD). Owned by the Datapath, one per (port,
+// queue), never freed while PMDs run. `curr` (the current interval's
+// cycles) is the polling PMD's alone; a queue changes PMD only while both
+// are parked (Pmd::pause()), which orders the old PMD's writes before the
+// new one's. The slots and `idx` are written by the polling PMD when it
+// closes an interval (slots first, then idx with a release store) and read
+// by anyone after an acquire load of idx.
+struct RxqLoad {
+  std::array<std::atomic<uint64_t>, kPmdIntervalMax> slots{};
+  std::atomic<uint32_t> idx{0};  // intervals closed; the next slot is idx % kPmdIntervalMax
+  uint64_t curr = 0;
+  // The newest `intervals` slots (slots never written are 0).
+  uint64_t sum(unsigned intervals) const {
+    intervals = std::min(intervals, kPmdIntervalMax);
+    const uint32_t closed = idx.load(std::memory_order_acquire);
+    uint64_t s = 0;
+    for (unsigned k = 1; k <= intervals; ++k)
+      s += slots[(closed + kPmdIntervalMax - k) % kPmdIntervalMax].load(std::memory_order_relaxed);
+    return s;
+  }
+  void close() noexcept {
+    const uint32_t i = idx.load(std::memory_order_relaxed);
+    slots[i % kPmdIntervalMax].store(curr, std::memory_order_relaxed);
+    curr = 0;
+    idx.store(i + 1, std::memory_order_release);
+  }
+};
+
 class Pmd {
  public:
   struct RxQueue {
     hal::Port* port;
     uint16_t queue;
+    RxqLoad* load;  // the Datapath's; never null
+    bool operator==(const RxQueue&) const = default;
   };
 
   Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const PmdConfig& cfg);
@@ -255,7 +310,28 @@ class Pmd {
   const std::vector<RxQueue>& rx_queues() const { return rxqs_; }
 
   // Before start() only.
-  void add_rx_queue(hal::Port* port, uint16_t q) { rxqs_.push_back({port, q}); }
+  void add_rx_queue(const RxQueue& q) { rxqs_.push_back(q); }
+  // A new poll list (control thread). While the PMD runs the caller must
+  // have parked it (pause()); the PMD polls the new list once resumed.
+  void set_rx_queues(std::vector<RxQueue> q) { rxqs_ = std::move(q); }
+
+  // --- reload handshake (control thread) ---
+  // pause(): returns once the PMD thread is parked between two iterations
+  // (after its last burst was processed and its outputs flushed): it then
+  // neither receives nor sends, and only applies flow requests (so that a
+  // revalidator waiting on one is answered). The caller may then change its
+  // poll list, the datapath's tx queues or a port's queues. resume() lets it
+  // go on. A PMD that is not running is "parked" already. Nested calls are
+  // not counted: one pause, one resume.
+  void pause();
+  void resume();
+  // hold_rx(true): the PMD stops polling its rx queues but goes on
+  // executing the slow path's answers and flow requests (so the upcalls in
+  // flight can drain before the slow path is stopped); any thread.
+  void hold_rx(bool on) { hold_rx_.store(on, std::memory_order_relaxed); }
+  // pmd-rxq-show's "isolated : true" (set by the datapath's scheduler).
+  bool isolated() const { return isolated_; }
+  void set_isolated(bool on) { isolated_ = on; }
 
   // --- rx queue load (see the top) ---
   // Cycles spent on rx_queues()[i] in the newest `intervals` closed
@@ -271,7 +347,7 @@ class Pmd {
   Load load(unsigned intervals) const;
   // Intervals closed since start().
   uint32_t intervals_closed() const { return intrvl_idx_.load(std::memory_order_acquire); }
-  // Closes the current interval at the PMD's next housekeeping instead of
+  // Closes the current interval at the PMD's next iteration instead of
   // when kPmdIntervalNs have passed (tests drive the interval clock with
   // it, instead of sleeping); a PMD that is not running closes it at once.
   void end_interval();
@@ -335,6 +411,8 @@ class Pmd {
   void apply(FlowRequest& req);
   void drain_requests();
   void housekeeping();
+  // The parked state of pause() (PMD thread).
+  void park();
   // Closes the load interval at cycle counter `now` (see the top).
   void close_interval(uint64_t now) noexcept;
   void receive(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts);
@@ -449,12 +527,16 @@ class Pmd {
   // Per recirculation depth: the parsed burst (keys must outlive execution).
   std::unique_ptr<packet::ParsedPacket[]> parsed_;
 
-  // Rx queue load (see the top). PMD thread: rxq_curr_ (this interval's
-  // cycles per queue), the marks; published: the slots, the count, the
-  // last interval's length. Sized by start().
+  // Reload handshake (see pause()).
+  std::atomic<bool> pause_{false};   // control thread -> PMD (release / acquire)
+  std::atomic<bool> parked_{false};  // PMD -> control thread (release / acquire)
+  std::atomic<bool> hold_rx_{false};
+  bool isolated_ = false;  // control thread
+
+  // Rx queue load (see the top). PMD thread: the marks; published: the
+  // PMD's busy slots, the count, the last interval's length. The queues'
+  // own history is in their RxqLoad (the Datapath's).
   using IntervalSlots = std::array<std::atomic<uint64_t>, kPmdIntervalMax>;
-  std::vector<uint64_t> rxq_curr_;
-  std::unique_ptr<IntervalSlots[]> rxq_intrvl_;
   IntervalSlots busy_intrvl_{};
   std::atomic<uint32_t> intrvl_idx_{0};      // intervals closed; the next slot is this % kPmdIntervalMax
   std::atomic<uint64_t> intrvl_cycles_{0};   // length of the last closed interval (0: none measured)

@@ -202,6 +202,12 @@ std::string_view rxq_isolate_warning(const SchedConfig& cfg) {
 }
 
 // sched_numa_list_schedule() with one numa node (0).
+// The core a log line names for PMD p (SchedConfig::shown_cores).
+unsigned shown_core(const SchedConfig& cfg, const SchedNuma::Pmd& p) {
+  const int c = p.index < cfg.shown_cores.size() ? cfg.shown_cores[p.index] : p.core;
+  return static_cast<unsigned>(c < 0 ? 0 : c);
+}
+
 SchedPlan plan_rxqs(std::span<const SchedRxq> rxqs, const SchedConfig& cfg) {
   SchedPlan plan;
   plan.pmd_of.assign(rxqs.size(), -1);
@@ -233,7 +239,7 @@ SchedPlan plan_rxqs(std::span<const SchedRxq> rxqs, const SchedConfig& cfg) {
       ++numa.n_isolated;
     }
     plan.info.push_back(fmt("Core %2u on numa node %d is pinned with port '%s' rx queue %d%s",
-                            static_cast<unsigned>(p->core), 0, q.port_name.c_str(), int{q.queue},
+                            shown_core(cfg, *p), 0, q.port_name.c_str(), int{q.queue},
                             cyc_log(mode, q.cycles).c_str()));
     SchedNuma::add(*p, q.cycles);
     plan.pmd_of[i] = static_cast<int>(p->index);
@@ -268,7 +274,7 @@ SchedPlan plan_rxqs(std::span<const SchedRxq> rxqs, const SchedConfig& cfg) {
       continue;
     }
     plan.info.push_back(fmt("Core %2u on numa node %d assigned port '%s' rx queue %d%s.",
-                            static_cast<unsigned>(p->core), 0, q.port_name.c_str(), int{q.queue},
+                            shown_core(cfg, *p), 0, q.port_name.c_str(), int{q.queue},
                             cyc_log(mode, q.cycles).c_str()));
     SchedNuma::add(*p, q.cycles);
     plan.pmd_of[i] = static_cast<int>(p->index);

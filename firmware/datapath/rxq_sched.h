@@ -53,6 +53,9 @@ struct SchedConfig {
   std::vector<int> pmd_cores;  // the PMDs (Datapath PMD index -> core; -1 unpinned)
   RxqAssignMode mode = RxqAssignMode::cycles;
   bool isolate = true;  // pmd-rxq-isolate: a PMD with a pinned queue takes no other
+  // The core each PMD's log lines name (Pmd::display_core(): an unpinned
+  // PMD's CPU); empty: pmd_cores. Messages only.
+  std::vector<int> shown_cores;
 };
 
 // pmd-rxq-isolate=false only holds with pmd-rxq-assign=group: Open vSwitch

@@ -143,6 +143,19 @@ Status Bridge::set_port_mtu_request(std::string_view name, std::optional<uint32_
   return {};
 }
 
+Status Bridge::set_port_queues(std::string_view name, const std::string& rxq_affinity,
+                               std::optional<uint16_t> n_rxq) {
+  auto cur = ports();
+  if (!cur->by_name(name))
+    return error(Errc::not_found, "bridge " + name_ + " has no port " + std::string(name));
+  auto next = std::make_shared<PortMap>(*cur);
+  for (PortConfig& p : next->ports)
+    if (p.name == name) p.rxq_affinity = rxq_affinity, p.n_rxq = n_rxq;
+  // Translation does not read them: no port_changed().
+  std::atomic_store(&ports_, std::shared_ptr<const PortMap>(std::move(next)));
+  return {};
+}
+
 Status Bridge::del_port(std::string_view name) {
   auto cur = ports();
   const PortConfig* p = cur->by_name(name);

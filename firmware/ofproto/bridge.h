@@ -86,6 +86,8 @@ struct PortConfig {
   uint16_t tag = 0;              // access / native VLAN
   std::vector<uint16_t> trunks;  // empty: every VLAN
   std::optional<uint32_t> mtu_request;  // ovs-vsctl's Interface mtu_request (68..9216); absent: default
+  std::string rxq_affinity;             // Interface other_config:pmd-rxq-affinity ("" none)
+  std::optional<uint16_t> n_rxq;        // Interface options:n_rxq; absent: the --port spec's
   // Whether ovs-vsctl's vlan_mode and tag columns were given (vlan_mode not
   // implied by the tag; tag=0 given). Forwarding does not look at them;
   // `show` and the running config print what was given.
@@ -151,6 +153,8 @@ class Bridge {
   Status set_port_vlan(std::string_view name, VlanMode mode, uint16_t tag, std::vector<uint16_t> trunks);
   // Records a port's mtu_request (Ofproto::set_mtu_request applies it to the datapath port).
   Status set_port_mtu_request(std::string_view name, std::optional<uint32_t> mtu);
+  // The Interface's rx queue settings as stored (the datapath applies them).
+  Status set_port_queues(std::string_view name, const std::string& rxq_affinity, std::optional<uint16_t> n_rxq);
   // The same with vlan's vlan_mode, tag, trunks, vlan_mode_set and tag_set.
   Status set_port_vlan(std::string_view name, const PortConfig& vlan);
   Status del_port(std::string_view name);  // its rules stay (as in OVS); its MACs are forgotten

@@ -274,6 +274,12 @@ Status Ofproto::add_port(std::string_view bridge, std::string_view port, const P
     if (Status st = check_interface_type(*opts.type, port, p->kind()); !st.ok()) return st;
   auto mode = vlan_mode_of(port, opts);
   if (!mode) return std::move(mode).take_status();
+  datapath::Datapath::RxqAffinity affinity;
+  if (opts.rxq_affinity) {
+    auto a = datapath::Datapath::parse_rxq_affinity(*opts.rxq_affinity);
+    if (!a) return std::move(a).take_status();
+    affinity = std::move(a.value());
+  }
 
   PortConfig pc;
   pc.name = std::string(port);
@@ -285,13 +291,27 @@ Status Ofproto::add_port(std::string_view bridge, std::string_view port, const P
   pc.tag = opts.tag.value_or(0);
   pc.trunks = sorted_trunks(opts.trunks);
   pc.mtu_request = opts.mtu_request;
-  // The MTU first (the device may refuse it), undone if the bridge refuses the port.
+  pc.rxq_affinity = opts.rxq_affinity.value_or("");
+  pc.n_rxq = opts.n_rxq;
+  // The queue count first (the device may refuse it), then the MTU, both
+  // undone if the bridge refuses the port.
+  const uint16_t old_rxq = p->n_rxq();
+  if (opts.n_rxq)
+    if (Status st = dp_.set_port_rxqs(p->id(), *opts.n_rxq); !st.ok()) return st.prefix("options:n_rxq");
   const uint32_t old_mtu = p->mtu();
   if (opts.mtu_request)
-    if (Status st = dp_.set_port_mtu(p->id(), *opts.mtu_request); !st.ok()) return st;
+    if (Status st = dp_.set_port_mtu(p->id(), *opts.mtu_request); !st.ok()) {
+      (void)dp_.set_port_rxqs(p->id(), old_rxq);
+      return st;
+    }
   if (Status st = b->add_port(pc); !st.ok()) {
     (void)dp_.set_port_mtu(p->id(), old_mtu);  // back to a value it had: cannot fail
+    (void)dp_.set_port_rxqs(p->id(), old_rxq);
     return st;
+  }
+  if (!affinity.empty()) {
+    (void)dp_.set_rxq_affinity(p->id(), std::move(affinity));
+    (void)dp_.reschedule();
   }
   publish_index();
   return {};
@@ -329,9 +349,41 @@ Status Ofproto::set_mtu_request(std::string_view port, std::optional<uint32_t> m
   return o.bridge->set_port_mtu_request(port, mtu);  // the port is there: cannot fail
 }
 
+Status Ofproto::set_interface_queues(std::string_view port, const PortOptions& opts) {
+  hal::Port* p = dp_.find_port(port);
+  const PortOwner o = p ? port_owner(p->id()) : PortOwner{};
+  if (!o.bridge) return error(Errc::not_found, "no interface " + std::string(port) + " in any bridge");
+  const PortConfig* cur = o.bridge->ports()->by_name(port);
+  if (!cur) return error(Errc::not_found, "no interface " + std::string(port) + " in any bridge");
+  std::string text = cur->rxq_affinity;
+  std::optional<uint16_t> n_rxq = cur->n_rxq;
+  datapath::Datapath::RxqAffinity affinity = dp_.rxq_affinity(p->id());
+  if (opts.rxq_affinity) {
+    auto a = datapath::Datapath::parse_rxq_affinity(*opts.rxq_affinity);
+    if (!a) return std::move(a).take_status();
+    affinity = std::move(a.value());
+    text = *opts.rxq_affinity;
+  }
+  if (opts.n_rxq) {
+    if (Status st = dp_.set_port_rxqs(p->id(), *opts.n_rxq); !st.ok()) return st.prefix("options:n_rxq");
+    n_rxq = opts.n_rxq;
+  }
+  if (opts.rxq_affinity) {
+    (void)dp_.set_rxq_affinity(p->id(), std::move(affinity));
+    (void)dp_.reschedule();
+  }
+  return o.bridge->set_port_queues(port, text, n_rxq);  // the port is there: cannot fail
+}
+
 // The MTU a port gets back when it leaves its bridge (del-port, del-br).
 void Ofproto::reset_mtu(const PortConfig& pc) {
   (void)dp_.set_port_mtu(pc.dp_port, hal::kDefaultMtu);  // the default: cannot fail
+  // Its Interface row goes, and with it the rx queue pinning (the queue
+  // count stays what the device has).
+  if (!pc.rxq_affinity.empty()) {
+    (void)dp_.set_rxq_affinity(pc.dp_port, {});
+    (void)dp_.reschedule();
+  }
 }
 
 Status Ofproto::del_port(std::string_view bridge, std::string_view port) {

@@ -71,6 +71,12 @@ struct PortOptions {
   // its --port specs, so add_port only checks the port is of this type
   // (check_interface_type in ofproto/port_columns.h).
   std::optional<std::string> type;
+  // Interface other_config:pmd-rxq-affinity ("0:3,1:7": rx queue 0 on the
+  // PMD of core 3 ...; "" removes it) and options:n_rxq (1..16): applied to
+  // the datapath port (Datapath::set_rxq_affinity, set_port_rxqs), stored in
+  // PortConfig and printed back by the running config.
+  std::optional<std::string> rxq_affinity;
+  std::optional<uint16_t> n_rxq;
 };
 
 // One packet sent to the controller.
@@ -147,6 +153,10 @@ class Ofproto {
   // Interface row is. Out of range or refused by the device: an error and
   // no change.
   Status set_mtu_request(std::string_view port, std::optional<uint32_t> mtu);
+  // `set interface PORT other_config:pmd-rxq-affinity=... options:n_rxq=N`
+  // for a port on a bridge: the fields of opts that are set (rxq_affinity,
+  // n_rxq), all or nothing.
+  Status set_interface_queues(std::string_view port, const PortOptions& opts);
   // --- ports (readers, lock-free) ---
   PortOwner port_owner(uint16_t dp_port) const noexcept;
 

@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "datapath/datapath.h"
 #include "flow/of_actions.h"
 
 namespace keel::ofproto {
@@ -421,24 +422,49 @@ Status apply_port_column(std::string_view word, PortTable table, PortOptions& po
   const char* tbl = col->interface ? "Interface" : "Port";
 
   if (map) {
-    // No key of these maps means anything to keel yet: name the first one.
-    std::string first;
+    // The keys keel knows: Interface other_config:pmd-rxq-affinity and
+    // options:n_rxq. Any other key is named in the error.
+    std::vector<std::pair<std::string, std::string>> kv;
     if (key) {
-      Atom k;
+      Atom k, v;
       if (Status st = atom_from_string(*key, BaseType{false}, k, nullptr); !st.ok()) return st;
-      first = k.string;
+      if (Status st = atom_from_string(std::string(value), BaseType{false}, v, nullptr); !st.ok()) return st;
+      kv.emplace_back(k.string, v.string);
     } else {
       auto d = datum_from_string(value, kStringMap);
       if (!d) return std::move(d).take_status();
       if (d->empty()) return {};  // `options={}`: nothing to set
-      first = d->front().first.string;
+      for (auto& [k, v] : *d) kv.emplace_back(k.string, v.string);
+    }
+    PortOptions next = po;
+    std::string first;
+    for (auto& [k, v] : kv) {
+      if ((col->interface || table == PortTable::either) && c == "other_config" && k == "pmd-rxq-affinity") {
+        auto a = datapath::Datapath::parse_rxq_affinity(v);
+        if (!a) return std::move(a).take_status();
+        next.rxq_affinity = v;
+      } else if (col->interface && c == "options" && k == "n_rxq") {
+        char* end = nullptr;
+        errno = 0;
+        const long n = std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end || errno || n < 1 || n > hal::Port::kMaxQueues)
+          return invalid("options:n_rxq=" + v + ": the number of rx queues, 1.." +
+                         std::to_string(hal::Port::kMaxQueues));
+        next.n_rxq = static_cast<uint16_t>(n);
+      } else if (first.empty()) {
+        first = k;
+      }
+    }
+    if (first.empty()) {
+      po = std::move(next);
+      return {};
     }
     if (c == "external_ids")
       return invalid(std::string(c) + ":" + first + ": keel does not keep external_ids (" + tbl + " column)");
     if (c == "options")
       return invalid(
           "options:" + first +
-          ": keel takes no Interface options (a port's device and its settings are its --port spec)");
+          ": keel takes no Interface options but n_rxq (a port's device and its settings are its --port spec)");
     return invalid("other_config:" + first + ": keel knows no " + tbl + " other_config key \"" + first +
                    "\"");
   }
@@ -546,6 +572,8 @@ std::string format_port_columns(const PortConfig& p) {
     add(std::string("vlan_mode=") + vlan_mode_text(p.vlan_mode));
   add("-- set Interface " + p.name + " ofport_request=" + std::to_string(p.ofport));
   if (p.mtu_request) add("mtu_request=" + std::to_string(*p.mtu_request));
+  if (p.n_rxq) add("options:n_rxq=" + std::to_string(*p.n_rxq));
+  if (!p.rxq_affinity.empty()) add("other_config:pmd-rxq-affinity=" + p.rxq_affinity);
   return s;
 }
 

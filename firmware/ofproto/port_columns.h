@@ -16,8 +16,10 @@
 //
 // Where keel is narrower than Open vSwitch the error says so, naming the
 // column or key: keel implements the Port columns tag, trunks, vlan_mode
-// and the Interface columns ofport_request, mtu_request and type; every
-// other column of the schema, every options:/other_config:/external_ids:
+// and the Interface columns ofport_request, mtu_request, type and the
+// keys other_config:pmd-rxq-affinity (checked with
+// Datapath::parse_rxq_affinity) and options:n_rxq (1..16); every other
+// column of the schema, every other options:/other_config:/external_ids:
 // key, and vlan_mode=dot1q-tunnel are refused, never silently ignored.
 //
 // Where keel is wider: on add-port, a word that names no Port column is

@@ -136,6 +136,11 @@ bool Udpif::wait_spent(uint64_t timeout_ms) {
   return true;
 }
 
+void Udpif::forget_pmd(unsigned pmd) {
+  std::lock_guard lock(mu_);
+  for (auto it = ukeys_.begin(); it != ukeys_.end();) it = it->second.pmd == pmd ? ukeys_.erase(it) : std::next(it);
+}
+
 void Udpif::kick() {
   {
     std::lock_guard lock(wake_mu_);

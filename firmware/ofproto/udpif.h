@@ -168,6 +168,9 @@ class Udpif {
   bool wait_spent(uint64_t timeout_ms);
   // Wakes the revalidator for a round as soon as possible (after a rule change).
   void kick();
+  // The datapath removed or replaced PMD `pmd` (Datapath::set_pmd_cores at
+  // run time): its ukeys go (its flows went with it). Only while stopped.
+  void forget_pmd(unsigned pmd);
 
   UdpifStats stats() const;
 

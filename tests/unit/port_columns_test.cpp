@@ -323,3 +323,42 @@ TEST_CASE("Ofproto::add_port: checks type= and mtu_request, and adds nothing on 
   CHECK(format_port_columns(*p1) == "tag=5 trunks=5,6 vlan_mode=native-tagged -- set Interface p1 ofport_request=1");
   CHECK_FALSE(of.set_port_vlan("nope", po).ok());
 }
+
+TEST_CASE("port columns: Interface other_config:pmd-rxq-affinity and options:n_rxq (issue 13)") {
+  // On add-port itself (keel's one interface per port), after -- set
+  // Interface, and as a map; printed back after the Interface columns.
+  CHECK(parse_ok({"other_config:pmd-rxq-affinity=0:3,1:7"}).rxq_affinity == std::optional<std::string>("0:3,1:7"));
+  CHECK(parse_ok(split("-- set Interface p1 other_config:pmd-rxq-affinity=\"0:1\"")).rxq_affinity ==
+        std::optional<std::string>("0:1"));
+  CHECK(parse_ok({"other_config={pmd-rxq-affinity=\"2:0\"}"}).rxq_affinity == std::optional<std::string>("2:0"));
+  CHECK(parse_ok({"other_config:pmd-rxq-affinity=\"\""}).rxq_affinity == std::optional<std::string>(""));
+  CHECK(parse_ok(split("-- set Interface p1 options:n_rxq=4")).n_rxq == std::optional<uint16_t>(4));
+  CHECK(parse_ok({"options:n_rxq=1"}).n_rxq == std::optional<uint16_t>(1));
+  // Bad values: an error naming the key, nothing applied.
+  CHECK(parse_error({"other_config:pmd-rxq-affinity=0:x"}).find("pmd-rxq-affinity \"0:x\"") == 0);
+  CHECK(parse_error({"other_config:pmd-rxq-affinity=3"}).find("pmd-rxq-affinity \"3\"") == 0);
+  // As Open vSwitch's parse_affinity_list(): a later pair for a queue wins,
+  // and a queue no port can have is accepted and ignored.
+  CHECK(parse_ok({"other_config:pmd-rxq-affinity=0:1,0:2"}).rxq_affinity.has_value());
+  CHECK(parse_ok({"other_config:pmd-rxq-affinity=16:1"}).rxq_affinity.has_value());
+  CHECK(datapath::Datapath::parse_rxq_affinity("0:1,0:2").value() == datapath::Datapath::RxqAffinity{{0, 2}});
+  CHECK(datapath::Datapath::parse_rxq_affinity("16:1,1:3").value() == datapath::Datapath::RxqAffinity{{1, 3}});
+  CHECK(parse_error({"options:n_rxq=0"}).rfind("options:n_rxq=0: ", 0) == 0);
+  CHECK(parse_error({"options:n_rxq=17"}).rfind("options:n_rxq=17: ", 0) == 0);
+  CHECK(parse_error({"options:n_rxq=two"}).rfind("options:n_rxq=two: ", 0) == 0);
+  CHECK(parse_error(split("tag=10 other_config:pmd-rxq-affinity=0:z")).find("pmd-rxq-affinity") == 0);
+  // Another key beside a known one is still refused, naming it.
+  CHECK(parse_error({"other_config={pmd-rxq-affinity=\"0:1\",priority-tags=true}"})
+            .rfind("other_config:priority-tags: ", 0) == 0);
+  // The running config's words parse back to the same settings.
+  PortConfig p;
+  p.name = "p1";
+  p.ofport = 3;
+  p.n_rxq = 4;
+  p.rxq_affinity = "0:3,1:7";
+  const std::string text = format_port_columns(p);
+  CHECK(text == "-- set Interface p1 ofport_request=3 options:n_rxq=4 other_config:pmd-rxq-affinity=0:3,1:7");
+  const PortOptions po = parse_ok(split(text));
+  CHECK(po.n_rxq == p.n_rxq);
+  CHECK(po.rxq_affinity == std::optional<std::string>(p.rxq_affinity));
+}
