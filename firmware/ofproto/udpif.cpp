@@ -240,14 +240,16 @@ void Udpif::stop_handlers() {
 void Udpif::start_revalidators(unsigned n) {
   n = std::clamp(n, 1u, kMaxRevalidators);
   revalidators_quit_.store(false);
+  uint64_t gen;
   {
     std::lock_guard lock(share_mu_);
     shares_left_ = 0;
+    gen = share_gen_;  // before any thread runs: the leader may hand out a round at once
   }
   n_revalidators_run_.store(n, std::memory_order_relaxed);
   for (unsigned i = 0; i < n; ++i) {
     (void)revalidator_slot(i);
-    revalidators_.emplace_back([this, i, n] { revalidator_main(i, n); });
+    revalidators_.emplace_back([this, i, n, gen] { revalidator_main(i, n, gen); });
   }
 }
 
@@ -259,7 +261,7 @@ void Udpif::stop_revalidators() {
   }
   wake_cv_.notify_all();
   {
-    std::lock_guard lock(share_mu_);  // a worker checks the flag under it
+    std::lock_guard lock(share_mu_);  // the others and the leader check the flag under it (round())
   }
   share_cv_.notify_all();
   for (std::thread& t : revalidators_) t.join();
@@ -536,7 +538,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
 
 // --- revalidators ---
 
-void Udpif::revalidator_main(unsigned i, unsigned n) {
+void Udpif::revalidator_main(unsigned i, unsigned n, uint64_t seen_gen) {
   hal::name_current_thread("revalidator" + std::to_string(i + 1));
   revalidator_tids_[i].store(static_cast<int>(gettid()), std::memory_order_relaxed);
   const unsigned slot = revalidator_slots_[i];  // registered by start_revalidators
@@ -548,12 +550,8 @@ void Udpif::revalidator_main(unsigned i, unsigned n) {
   // change, which re-translated the ukeys that pointed to it.
   rcu_.online(slot);
   if (i != 0) {
-    // The others: their share of each round the leader hands out.
-    uint64_t seen_gen;
-    {
-      std::lock_guard lock(share_mu_);
-      seen_gen = share_gen_;
-    }
+    // The others: their share of each round the leader hands out after
+    // seen_gen (the count when the threads were started).
     for (;;) {
       const RoundCtx* ctx;
       {
@@ -823,17 +821,28 @@ uint64_t Udpif::round(bool terse, bool parallel) {
   // handler's round).
   const unsigned n = parallel ? std::max(1u, n_revalidators_run_.load(std::memory_order_relaxed)) : 1;
   if (n > 1) {
+    bool handed = false;
     {
+      // Stopping: the others may have left already (they leave when they
+      // see the flag with nothing handed out, under this lock), so the
+      // leader takes every share itself.
       std::lock_guard lock(share_mu_);
-      share_ctx_ = &c;
-      shares_left_ = n - 1;
-      ++share_gen_;
+      if (!revalidators_quit_.load()) {
+        share_ctx_ = &c;
+        shares_left_ = n - 1;
+        ++share_gen_;
+        handed = true;
+      }
     }
-    share_cv_.notify_all();
-    run_share(c, 0, n, *shares_[0]);
-    std::unique_lock lock(share_mu_);
-    shares_done_cv_.wait(lock, [&] { return shares_left_ == 0; });
-    share_ctx_ = nullptr;
+    if (handed) {
+      share_cv_.notify_all();
+      run_share(c, 0, n, *shares_[0]);
+      std::unique_lock lock(share_mu_);
+      shares_done_cv_.wait(lock, [&] { return shares_left_ == 0; });
+      share_ctx_ = nullptr;
+    } else {
+      for (unsigned i = 0; i < n; ++i) run_share(c, i, n, *shares_[i]);
+    }
   } else {
     run_share(c, 0, 1, *shares_[0]);
   }
@@ -931,6 +940,7 @@ UdpifStats Udpif::stats() const {
   }
   s.flow_limit = adapted_limit_.load(std::memory_order_relaxed);
   s.handlers = n_handlers_run_.load(std::memory_order_relaxed);
+  for (unsigned h = 0; h < s.handlers; ++h) s.handler_upcalls.push_back(hcounters_[h].upcalls.load(std::memory_order_relaxed));
   const unsigned n = n_revalidators_run_.load(std::memory_order_relaxed);
   s.ukeys = 0;
   for (unsigned i = 0; i < std::max(n, 1u); ++i) s.revalidators.push_back({revalidator_tids_[i].load(std::memory_order_relaxed), 0});

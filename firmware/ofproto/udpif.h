@@ -152,6 +152,7 @@ struct UdpifStats {
     size_t keys = 0;
   };
   std::vector<Revalidator> revalidators;
+  std::vector<uint64_t> handler_upcalls;  // misses each running handler answered (index: handler)
   int revalidator_tid = 0;  // the first one's (the leader)
   unsigned handlers = 0;    // handler threads running
   // hal::now_ns() of the first and the latest miss upcall answered (0: none):
@@ -294,7 +295,7 @@ class Udpif {
   void answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq, HandlerCounters& hc,
               unsigned rcu_slot);
   static bool has_recirc(std::span<const uint8_t> actions);
-  void revalidator_main(unsigned i, unsigned n);
+  void revalidator_main(unsigned i, unsigned n, uint64_t seen_gen);
   uint64_t round(bool terse, bool parallel);
   // One round as the revalidators share it: the dump (filed by shard), and
   // what each revalidator decided on its share.
