@@ -225,9 +225,11 @@ void Udpif::start_handlers(unsigned n) {
   for (const auto& pmd : dp_.pmds()) pmd->upcall_channel().set_queues(n);
   handlers_quit_.store(false);
   n_handlers_run_.store(n, std::memory_order_relaxed);
+  // Every slot registered before a thread runs (the vector may grow).
+  for (unsigned h = 0; h < n; ++h) (void)handler_slot(h);
   for (unsigned h = 0; h < n; ++h) {
-    (void)handler_slot(h);
-    handlers_.emplace_back([this, h, n] { handler_main(h, n); });
+    const unsigned slot = handler_slots_[h];
+    handlers_.emplace_back([this, h, n, slot] { handler_main(h, n, slot); });
   }
 }
 
@@ -247,9 +249,10 @@ void Udpif::start_revalidators(unsigned n) {
     gen = share_gen_;  // before any thread runs: the leader may hand out a round at once
   }
   n_revalidators_run_.store(n, std::memory_order_relaxed);
+  for (unsigned i = 0; i < n; ++i) (void)revalidator_slot(i);  // before a thread runs (the vector may grow)
   for (unsigned i = 0; i < n; ++i) {
-    (void)revalidator_slot(i);
-    revalidators_.emplace_back([this, i, n, gen] { revalidator_main(i, n, gen); });
+    const unsigned slot = revalidator_slots_[i];
+    revalidators_.emplace_back([this, i, n, gen, slot] { revalidator_main(i, n, gen, slot); });
   }
 }
 
@@ -310,9 +313,8 @@ void Udpif::kick() {
 
 // --- handlers ---
 
-void Udpif::handler_main(unsigned h, unsigned n) {
+void Udpif::handler_main(unsigned h, unsigned n, unsigned slot) {
   hal::name_current_thread("handler" + std::to_string(h + 1));
-  const unsigned slot = handler_slots_[h];  // registered by start_handlers before this thread
   HandlerCounters& hc = hcounters_[h];
   rcu_.online(slot);
   unsigned idle = 0;
@@ -385,7 +387,7 @@ bool Udpif::handle_batch(unsigned h, unsigned n, HandlerCounters& hc) {
       // Datapath::start() decided (ring push release, pop acquire).
       for (unsigned q = h; q < datapath::kMaxUpcallQueues; q += n) {
         for (unsigned k = 0; k < 64 && ch.next(q, u); ++k) {
-          answer(ch, u, nullptr, hc, handler_slots_[h]);
+          answer(ch, u, nullptr, hc);
           answered_total_.fetch_add(1, std::memory_order_relaxed);
           any = true;
         }
@@ -407,7 +409,7 @@ bool Udpif::handle_batch(unsigned h, unsigned n, HandlerCounters& hc) {
     for (unsigned k = 0; k < 64 && !oq->wait_for && !oq->backlog.empty(); ++k) {
       u = oq->backlog.front();
       oq->backlog.pop_front();
-      answer(ch, u, oq, hc, handler_slots_[h]);
+      answer(ch, u, oq, hc);
       ++oq->answered;
       answered_total_.fetch_add(1, std::memory_order_relaxed);
       // The answer recirculates: what its packets send up again must be
@@ -429,9 +431,7 @@ bool Udpif::has_recirc(std::span<const uint8_t> actions) {
   return false;
 }
 
-void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq, HandlerCounters& hc,
-                   unsigned rcu_slot) {
-  (void)rcu_slot;
+void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq, HandlerCounters& hc) {
   if (u->type == datapath::Upcall::Type::action) {
     if (sink_) sink_(*u);  // handler 0's: userspace() records have hash 0 (upcall.h)
     bump(hc.action_upcalls);
@@ -538,10 +538,9 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
 
 // --- revalidators ---
 
-void Udpif::revalidator_main(unsigned i, unsigned n, uint64_t seen_gen) {
+void Udpif::revalidator_main(unsigned i, unsigned n, uint64_t seen_gen, unsigned slot) {
   hal::name_current_thread("revalidator" + std::to_string(i + 1));
   revalidator_tids_[i].store(static_cast<int>(gettid()), std::memory_order_relaxed);
-  const unsigned slot = revalidator_slots_[i];  // registered by start_revalidators
   // A revalidator is an Rcu reader from start to stop and quiesces only
   // between rounds (the leader) or shares of a round (the others): its
   // ukeys hold rule pointers across the sleep. A removed rule is freed two

@@ -288,14 +288,13 @@ class Udpif {
   void stop_revalidators();
   unsigned handler_slot(unsigned i);
   unsigned revalidator_slot(unsigned i);
-  void handler_main(unsigned h, unsigned n);
+  void handler_main(unsigned h, unsigned n, unsigned rcu_slot);
   bool handle_batch(unsigned h, unsigned n, HandlerCounters& hc);
   bool recycle_spent(datapath::UpcallChannel& ch, OfflineQueue* oq, HandlerCounters& hc);
   void credit_uncounted(const datapath::Upcall& u);
-  void answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq, HandlerCounters& hc,
-              unsigned rcu_slot);
+  void answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq, HandlerCounters& hc);
   static bool has_recirc(std::span<const uint8_t> actions);
-  void revalidator_main(unsigned i, unsigned n, uint64_t seen_gen);
+  void revalidator_main(unsigned i, unsigned n, uint64_t seen_gen, unsigned rcu_slot);
   uint64_t round(bool terse, bool parallel);
   // One round as the revalidators share it: the dump (filed by shard), and
   // what each revalidator decided on its share.
