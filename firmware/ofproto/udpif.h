@@ -67,9 +67,13 @@
 // later packet (stats().offline_revalidations).
 //
 // Thread-safety: start()/stop(), set_threads() and the setters are
-// control-thread calls. The threads share the ukey table under a mutex
-// that no PMD takes; stats() and the dump functions read it from the
-// control thread the same way. Translation runs on the handler/revalidator
+// control-thread calls. The threads share the ukey table, sharded by ufid,
+// each shard under its own mutex that no PMD takes (a handler holds the
+// shard of the flow it installs; a revalidator its shards, per chunk of
+// flows; stats() reads each shard from the control thread the same way);
+// mu_ guards the revalidators' statistics and the round sequence numbers.
+// A round's shares are handed out and collected under share_mu_ (the
+// leader waits for every share before it merges). Translation runs on the handler/revalidator
 // threads as Rcu readers (one slot per thread index, registered once and
 // reused). Each handler counts in its own HandlerCounters (one writer,
 // relaxed atomics; stats() sums them). The per-PMD OfflineQueue is handler
