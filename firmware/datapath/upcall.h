@@ -14,8 +14,8 @@
 // record or no budget left in this burst: the packet is dropped and counted
 // as lost; the PMD never waits. (In an offline run the PMD stops reading its
 // inputs instead, and marks records `derived` that must be translated before
-// those already queued: see pmd.h; offline runs use one queue, so the one
-// handler sees them in the order they were sent.) A miss whose key equals
+// those already queued: see pmd.h; an offline PMD submits to queue 0 alone,
+// which handler 0 alone polls, so it sees them in the order they were sent.) A miss whose key equals
 // that of a miss still up (same PMD) rides on that record as a follower
 // instead of taking another one: the pending table that finds it is the
 // PMD's, whatever handler the record went to, so duplicates of one key on
@@ -125,8 +125,10 @@ class UpcallChannel {
     Upcall* u = nullptr;
     return free_.pop(u) ? u : nullptr;
   }
-  void submit(Upcall* u) noexcept {
-    const unsigned n = n_queues_.load(std::memory_order_relaxed);
+  // one_queue: queue 0 whatever the count (an offline run's PMD: its one
+  // handler must see the records in the order they were sent).
+  void submit(Upcall* u, bool one_queue = false) noexcept {
+    const unsigned n = one_queue ? 1 : n_queues_.load(std::memory_order_relaxed);
     (void)queues_[n > 1 ? u->hash % n : 0]->push(u);
     in_flight_.store(in_flight_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }

@@ -372,7 +372,11 @@ void Udpif::credit_uncounted(const datapath::Upcall& u) {
 
 bool Udpif::handle_batch(unsigned h, unsigned n, HandlerCounters& hc) {
   bool any = false;
+  // Read per batch: the Udpif starts before Datapath::start() decides.
+  // Offline, the PMDs submit to queue 0 alone and handler 0 alone takes
+  // records (and spent ones: OfflineQueue is its own); the others idle.
   const bool offline = dp_.offline();
+  if (offline && h != 0) return false;
   const auto& pmds = dp_.pmds();
   if (offline && offline_.size() < pmds.size()) offline_.resize(pmds.size());  // handler 0 alone
   for (size_t i = 0; i < pmds.size(); ++i) {
@@ -938,7 +942,8 @@ UdpifStats Udpif::stats() const {
     s.last_upcall_ns = std::max(s.last_upcall_ns, ld(c.last_ns));
   }
   s.flow_limit = adapted_limit_.load(std::memory_order_relaxed);
-  s.handlers = n_handlers_run_.load(std::memory_order_relaxed);
+  s.handlers = dp_.offline() ? std::min(1u, n_handlers_run_.load(std::memory_order_relaxed))
+                             : n_handlers_run_.load(std::memory_order_relaxed);
   for (unsigned h = 0; h < s.handlers; ++h) s.handler_upcalls.push_back(hcounters_[h].upcalls.load(std::memory_order_relaxed));
   const unsigned n = n_revalidators_run_.load(std::memory_order_relaxed);
   s.ukeys = 0;

@@ -54,9 +54,10 @@
 // Datapath (set_megaflows_enabled(dp, on)), because the console applies the
 // boot config before System::start() creates the Udpif.
 //
-// Offline runs (Datapath::offline(), datapath/pmd.h): one handler thread,
-// whatever the setting (the PMDs' channels get one queue), so that it sees
-// each PMD's records in the order they were sent; it answers in
+// Offline runs (Datapath::offline(), datapath/pmd.h): one handler thread
+// works, whatever the setting (an offline PMD submits to queue 0 alone,
+// which handler 0 alone polls; the others idle), so that it sees each
+// PMD's records in the order they were sent; it answers in
 // input order — records marked `derived` (sent up while an earlier answer
 // was executed) before those queued ahead of them; after answering a miss
 // whose actions recirculate it takes nothing more until the PMD has
@@ -192,7 +193,7 @@ class Udpif {
   // The defaults for a datapath with n_pmds PMDs (see the top).
   static unsigned default_handlers(size_t n_pmds) { return std::max<size_t>(1, std::min<size_t>(kMaxHandlers, n_pmds / 2)); }
   static unsigned default_revalidators(size_t n_pmds) { return std::min<size_t>(kMaxRevalidators, 1 + n_pmds / 8); }
-  // The threads running now (handlers: 1 in an offline run).
+  // The threads running now (an offline run: handler 0 alone works).
   unsigned n_handlers() const { return n_handlers_run_.load(std::memory_order_relaxed); }
   unsigned n_revalidators() const { return n_revalidators_run_.load(std::memory_order_relaxed); }
 

@@ -13,15 +13,18 @@ and exactly counted):
   the revalidator pushed their megaflows' counters, N2 frames, then
   `dump-flows` n_packets per rule and summed equal what was sent.
 
-Needs /dev/net/tun and CAP_NET_ADMIN (skipped, exit 77, without)."""
+* An offline run with n-handler-threads 3 uses one handler: every frame
+  once, in input order.
+
+The TAP tests need /dev/net/tun and root (skipped without)."""
 import json
 import os
 import socket
 import subprocess
-import sys
 import tempfile
 
-from harness import ask_live, check, keel_cmd, main, tmpdir, udp_frame, wait_for
+from harness import (PATIENCE, ask_live, check, keel_cmd, main, read_pcap, run_keel, tmpdir, udp_frame,
+                     varied_frames, wait_for, write_pcap)
 
 CONFIG = ("add-br br0\nadd-port br0 p1 ofport_request=1\nadd-port br0 p2 ofport_request=2\n"
           "add-port br0 p3 ofport_request=3\n"
@@ -184,8 +187,31 @@ def test_rule_counters_with_mod_flows_mid_stream():
         k.close()
 
 
+def test_offline_run_uses_one_handler():
+    """n-handler-threads 3 in an offline run: one handler works (the others
+    idle), so every frame comes out once and in input order."""
+    d = tmpdir()
+    inp, out = os.path.join(d, "in.pcap"), os.path.join(d, "out.pcap")
+    sent = varied_frames(600)  # 600 flows with megaflows off: 600 upcalls
+    write_pcap(inp, sent)
+    cfg = os.path.join(d, "cfg")
+    with open(cfg, "w") as f:
+        f.write("add-br br0\nadd-port br0 p0\nadd-port br0 p1\nadd-flow br0 actions=output:2\n"
+                "set megaflows-enable false\nset n-handler-threads 3\nset n-revalidator-threads 2\n")
+    p = run_keel("--config", cfg, "--config-dir", d, "--port", "p0=pcap:in=%s,loop=1" % inp,
+                 "--port", "p1=pcap:out=" + out, "--exit-when-drained", stdin="upcall-show --keel\n",
+                 timeout=PATIENCE)
+    check(p.returncode == 0, "offline run", p)
+    check("  threads       : 1 handlers, 2 revalidators\n" in p.stdout, "one handler works offline", p)
+    check("upcalls       : 600 " in p.stdout and "lost 0," in p.stdout, "every frame up once, none lost", p)
+    check(read_pcap(out) == sent, "every frame out once, in input order", p)
+
+
 if __name__ == "__main__":
-    if not tap_available():
-        print("SKIP: needs /dev/net/tun and root")
-        sys.exit(77)
-    main([test_thread_counts_at_run_time, test_rule_counters_with_mod_flows_mid_stream])
+    tests = [test_offline_run_uses_one_handler]
+    if tap_available():
+        tests = [test_thread_counts_at_run_time, test_rule_counters_with_mod_flows_mid_stream] + tests
+    else:
+        print("SKIP test_thread_counts_at_run_time, test_rule_counters_with_mod_flows_mid_stream: "
+              "need /dev/net/tun and root")
+    main(tests)
