@@ -1,6 +1,7 @@
 // Slow-path commands: upcall-show (Open vSwitch's upcall/show; keel's own
 // counters with --keel, after OVS's lines, and in JSON), revalidate [--full], and the upcall tunables flow-limit,
-// max-idle and revalidator-interval (Open vSwitch's other_config names) and
+// max-idle and revalidator-interval, the thread counts n-handler-threads and
+// n-revalidator-threads (Open vSwitch's other_config names) and
 // megaflows-enable (Open vSwitch's upcall/disable-megaflows and
 // enable-megaflows), which are running-config.
 #include "cli/command_tree_impl.h"
@@ -76,6 +77,11 @@ void add_udpif_commands(CommandTree::Impl& t) {
           .field("rounds", s.rounds)
           .field("ukeys", static_cast<uint64_t>(s.ukeys))
           .field("revalidator_tid", static_cast<int64_t>(s.revalidator_tid))
+          .field("handlers", static_cast<uint64_t>(s.handlers))
+          .begin_array("revalidators");
+      for (const ofproto::UdpifStats::Revalidator& r : s.revalidators)
+        j.begin_object().field("tid", static_cast<int64_t>(r.tid)).field("keys", static_cast<uint64_t>(r.keys)).end_object();
+      j.end_array()
           .field("upcalls", s.upcalls)
           .field("upcall_span_us", (s.last_upcall_ns - s.first_upcall_ns) / 1000)
           .field("installs", s.installs)
@@ -111,16 +117,17 @@ void add_udpif_commands(CommandTree::Impl& t) {
     // Open vSwitch 3.1's upcall_unixctl_show(), spacing included (the
     // misaligned "ufid enabled :" is OVS's). The datapath is named as OVS
     // names its userspace datapath, which every bridge shares, so scripts
-    // that look for that header find it; keel has one revalidator thread,
+    // that look for that header find it; one line per revalidator thread,
     // shown by its thread id where OVS shows its revalidators' thread
-    // numbers, with every ukey.
+    // numbers, with the ukeys of its share.
     std::string out = "netdev@ovs-netdev:\n";
     out += "  flows         : (current " + std::to_string(s.flows) + ") (avg " + std::to_string(s.avg_n_flows) +
            ") (max " + std::to_string(s.max_n_flows) + ") (limit " + std::to_string(s.flow_limit) + ")\n";
     out += "  dump duration : " + std::to_string(s.dump_duration_ms) + "ms\n";
     out += "  ufid enabled : true\n";
     out += "\n";
-    out += "  " + std::to_string(s.revalidator_tid) + ": (keys " + std::to_string(s.ukeys) + ")\n";
+    for (const ofproto::UdpifStats::Revalidator& r : s.revalidators)
+      out += "  " + std::to_string(r.tid) + ": (keys " + std::to_string(r.keys) + ")\n";
     if (!t.flag_keel) {
       t.print(out);
       return;
@@ -140,6 +147,8 @@ void add_udpif_commands(CommandTree::Impl& t) {
            std::to_string(s.modified) + ", deleted idle " + std::to_string(s.deleted_idle) + ", changed " +
            std::to_string(s.deleted_changed) + ", over limit " + std::to_string(s.deleted_limit) + "\n";
     out += "  ukeys         : " + std::to_string(s.ukeys) + "\n";
+    out += "  threads       : " + std::to_string(s.handlers) + " handlers, " + std::to_string(s.revalidators.size()) +
+           " revalidators\n";
     for (const PortModes::Port& p : modes.ports) {
       std::string name = "  port " + p.name;
       if (name.size() < 16) name.resize(16, ' ');
@@ -189,6 +198,24 @@ void add_udpif_commands(CommandTree::Impl& t) {
   knob("revalidator-interval", "ms between revalidation rounds (default 500)", "10..60000", 10, 6e4,
        &ofproto::Ofproto::set_revalidate_interval_ms);
 
+  // Thread counts: 0 is Open vSwitch's "unset" (the default, udpif.h).
+  auto threads = [&](const char* name, const char* help, bool handlers) {
+    auto* c = set->add_subcommand(name, help);
+    c->add_option("N", t.arg1, "0..16 (0: the default)")->required()->check(CLI::Range(0, 16));
+    c->callback([&t, handlers] {
+      datapath::Datapath& dp = t.sys.datapath();
+      const unsigned n = static_cast<unsigned>(std::stoul(t.arg1));
+      unsigned h = ofproto::Udpif::configured_handlers(dp), r = ofproto::Udpif::configured_revalidators(dp);
+      (handlers ? h : r) = n;
+      t.status = ofproto::Udpif::set_threads(dp, h, r);
+    });
+  };
+  threads("n-handler-threads",
+          "upcall handler threads (0: the default, one per 2 PMDs, at least 1); changing it restarts the handlers",
+          true);
+  threads("n-revalidator-threads",
+          "revalidator threads (0: the default, 1 + one per 8 PMDs); changing it restarts the revalidators", false);
+
   auto* mf = set->add_subcommand("megaflows-enable",
                                  "false: install exact-match flows (the whole key) instead of megaflows (default true)");
   mf->add_option("BOOL", t.arg1, "true or false")->required()->check(CLI::IsMember({"true", "false"}));
@@ -203,6 +230,10 @@ void add_udpif_commands(CommandTree::Impl& t) {
                             lines.push_back("set revalidator-interval " + std::to_string(of.revalidate_interval_ms()));
                           if (!ofproto::Udpif::megaflows_enabled(t.sys.datapath()))
                             lines.push_back("set megaflows-enable false");
+                          if (unsigned n = ofproto::Udpif::configured_handlers(t.sys.datapath()))
+                            lines.push_back("set n-handler-threads " + std::to_string(n));
+                          if (unsigned n = ofproto::Udpif::configured_revalidators(t.sys.datapath()))
+                            lines.push_back("set n-revalidator-threads " + std::to_string(n));
                         },
                         [&t] {
                           ofproto::Ofproto& of = t.sys.ofproto();
@@ -211,6 +242,7 @@ void add_udpif_commands(CommandTree::Impl& t) {
                           (void)of.set_max_idle_ms(10000);
                           (void)of.set_revalidate_interval_ms(500);
                           ofproto::Udpif::set_megaflows_enabled(t.sys.datapath(), true);
+                          (void)ofproto::Udpif::set_threads(t.sys.datapath(), 0, 0);
                         }});
 }
 

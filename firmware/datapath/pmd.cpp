@@ -691,7 +691,7 @@ void Pmd::submit_miss(Upcall* u, hal::Packet* pkt, const packet::ParsedPacket& p
   u->pending_next = head;  // newest first: a full record's successor is found first
   head = u;
   ++misses_up_;
-  upcalls_->submit(u);
+  upcalls_->submit(u, offline_);  // offline: one queue, in order (upcall.h)
   bump(c_.upcalls, 1);
 }
 

@@ -4,7 +4,7 @@
 // models.
 //
 // The readers are the slow-path threads that walk the OpenFlow tables
-// (ofproto.h: the upcall handler and the revalidator; the PMDs are not Rcu
+// (ofproto.h: the upcall handlers and the revalidators; the PMDs are not Rcu
 // readers — their flow tables have a single writer, see flow_table.h). Each
 // reader owns a slot and calls quiesce() between batches, when it holds no
 // pointer into shared state (one acquire load of the global epoch and one

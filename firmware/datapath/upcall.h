@@ -1,34 +1,54 @@
 // Upcalls — how a packet the fast path can't handle reaches the slow path
-// (ofproto's handler thread) and comes back.
+// (ofproto's upcall handler threads) and comes back.
 //
-// Each PMD owns a fixed set of Upcall records and four bounded rings:
+// Each PMD owns a fixed set of Upcall records and bounded rings:
 //
-//   free ──PMD──> queue ──handler──> done ──PMD──> spent ──handler──> free
+//   free ──PMD──> queue[h] ──handler h──> done ──PMD──> spent ──any handler──> free
 //
 // On a miss (or a userspace() action) the PMD takes a record from `free`,
 // fills it with the packet, the key and hash it already computed (the
 // handler never parses or hashes again) and the layer offsets, and pushes
-// it to `queue`. No record or no budget left in this burst: the packet is
-// dropped and counted as lost; the PMD never waits. (In an offline run the
-// PMD stops reading its inputs instead, and marks records `derived` that
-// must be translated before those already queued: see pmd.h.) A miss whose key equals
+// it to the queue of the handler its key hash picks: queue[hash % n], n the
+// channel's queue count (the Udpif's handler count; a userspace() record has
+// hash 0: queue 0, so controller packets of one PMD stay in order). No
+// record or no budget left in this burst: the packet is dropped and counted
+// as lost; the PMD never waits. (In an offline run the PMD stops reading its
+// inputs instead, and marks records `derived` that must be translated before
+// those already queued: see pmd.h; an offline PMD submits to queue 0 alone,
+// which handler 0 alone polls, so it sees them in the order they were sent.) A miss whose key equals
 // that of a miss still up (same PMD) rides on that record as a follower
-// instead of taking another one.
+// instead of taking another one: the pending table that finds it is the
+// PMD's, whatever handler the record went to, so duplicates of one key on
+// one PMD always meet on one record.
 //
 // The handler translates, and answers on `done` with a megaflow to install
 // (built with Datapath::build_megaflow, or none) and the actions to execute
 // the packet with (or none: drop). Between bursts the PMD installs the
 // megaflow in its own table (it is the table's only writer), executes the
-// packet, and passes the record on to `spent`, from where the handler frees
-// what it allocated (the actions; the megaflow if the install failed) and
-// returns the record to `free`. Every ring can hold every record, so the
-// pushes never fail.
+// packet, and passes the record on to `spent`, from where a handler (any:
+// the first to look) frees what the answer allocated (the actions; the
+// megaflow if the install failed) and returns the record to `free`. Every
+// ring can hold every record, so the pushes never fail.
 //
-// Thread-safety: the PMD pushes `queue` and `spent` and pops `free` and
-// `done`; one handler thread at a time does the opposite (MpmcRing, so
-// handing the handler role over is safe).
+// Why one queue per handler and shared done/spent/free rings: the queue is
+// where handlers would otherwise compete for records (and where the hash
+// must decide who translates what); done is pushed by several handlers and
+// popped by the PMD alone, spent the reverse — MPMC rings, so no handler
+// owns a record after it answered and a handler count change never strands
+// one. Handler h of n polls queue[q] for every q with q % n == h (q below
+// kMaxUpcallQueues), so a record pushed under an older count is still
+// found after set_queues(): nothing queued is lost when the count changes.
+//
+// Thread-safety: the PMD pushes `queue[*]` and `spent` and pops `free` and
+// `done`; the handlers do the opposite (MpmcRing: several handlers push
+// `done` and pop `spent`; each queue[q] is popped by the one handler that
+// owns q under the current count, or by whoever drains the channel when
+// the slow path stops). The queue count is a relaxed atomic written by the
+// Udpif (control or handler thread) and read by the PMD per submit: a
+// stale value only picks another handler's queue, never loses a record.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -45,6 +65,7 @@ namespace keel::datapath {
 inline constexpr unsigned kUpcallRecords = 512;        // per PMD
 inline constexpr unsigned kUpcallUserdataMax = 64;     // bytes of userspace() userdata carried
 inline constexpr unsigned kUpcallFollowers = 31;       // packets with the same key riding on one miss
+inline constexpr unsigned kMaxUpcallQueues = 16;       // per PMD: one per handler thread, at most
 static_assert(kUpcallFollowers + 1 <= 255,
               "Upcall::uncounted_packets (uint8_t) holds a packet and its followers");
 
@@ -96,6 +117,7 @@ class UpcallChannel {
  public:
   UpcallChannel() : records_(std::make_unique<Upcall[]>(kUpcallRecords)) {
     for (unsigned i = 0; i < kUpcallRecords; ++i) (void)free_.push(&records_[i]);
+    for (auto& q : queues_) q = std::make_unique<MpmcRing<Upcall*>>(kUpcallRecords);
   }
 
   // PMD side.
@@ -103,8 +125,11 @@ class UpcallChannel {
     Upcall* u = nullptr;
     return free_.pop(u) ? u : nullptr;
   }
-  void submit(Upcall* u) noexcept {
-    (void)queue_.push(u);
+  // one_queue: queue 0 whatever the count (an offline run's PMD: its one
+  // handler must see the records in the order they were sent).
+  void submit(Upcall* u, bool one_queue = false) noexcept {
+    const unsigned n = one_queue ? 1 : n_queues_.load(std::memory_order_relaxed);
+    (void)queues_[n > 1 ? u->hash % n : 0]->push(u);
     in_flight_.store(in_flight_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
   bool answered(Upcall*& u) noexcept { return done_.pop(u); }
@@ -115,8 +140,19 @@ class UpcallChannel {
   // Packets handed up and not executed yet (written by the PMD only).
   uint32_t in_flight() const noexcept { return in_flight_.load(std::memory_order_acquire); }
 
-  // Handler side.
-  bool next(Upcall*& u) noexcept { return queue_.pop(u); }
+  // Handler side. The queue count: 1..kMaxUpcallQueues (clamped).
+  void set_queues(unsigned n) noexcept {
+    n_queues_.store(n < 1 ? 1 : n > kMaxUpcallQueues ? kMaxUpcallQueues : n, std::memory_order_relaxed);
+  }
+  unsigned queues() const noexcept { return n_queues_.load(std::memory_order_relaxed); }
+  // A record from queue q (handler h of n polls every q with q % n == h).
+  bool next(unsigned q, Upcall*& u) noexcept { return queues_[q]->pop(u); }
+  // A record from any queue (draining the channel: nobody else polls).
+  bool next(Upcall*& u) noexcept {
+    for (auto& q : queues_)
+      if (q->pop(u)) return true;
+    return false;
+  }
   void answer(Upcall* u) noexcept { (void)done_.push(u); }
   bool next_spent(Upcall*& u) noexcept { return spent_.pop(u); }
   void recycle(Upcall* u) noexcept {
@@ -133,8 +169,9 @@ class UpcallChannel {
  private:
   std::unique_ptr<Upcall[]> records_;
   std::atomic<uint32_t> in_flight_{0};
-  MpmcRing<Upcall*> free_{kUpcallRecords}, queue_{kUpcallRecords}, done_{kUpcallRecords},
-      spent_{kUpcallRecords};
+  std::atomic<unsigned> n_queues_{1};
+  std::array<std::unique_ptr<MpmcRing<Upcall*>>, kMaxUpcallQueues> queues_;
+  MpmcRing<Upcall*> free_{kUpcallRecords}, done_{kUpcallRecords}, spent_{kUpcallRecords};
 };
 
 }  // namespace keel::datapath

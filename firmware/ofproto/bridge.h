@@ -5,7 +5,7 @@
 // Readers and the writer:
 //   * the control thread (consoles, config) is the only writer: ports,
 //     flow-mods, bundles, expiry of timed-out rules;
-//   * translation (the upcall handler thread, the revalidator thread, and
+//   * translation (the upcall handler threads, the revalidator threads, and
 //     `trace` on the control thread) reads without locks: the port map is an
 //     immutable snapshot (PortMap) swapped atomically; the tables are
 //     versioned classifiers (classifier.h): a reader takes version() once

@@ -35,11 +35,16 @@ void exact_words(const flow::Miniflow& key, flow::FlowKey& wc) {
   key.map.for_each([&](unsigned i) { w[i] = ~uint64_t{0}; });
 }
 
-// The per-Datapath megaflows setting (see udpif.h) and the live Udpifs.
+// The per-Datapath settings (see udpif.h) and the live Udpifs.
+struct Settings {
+  bool megaflows = true;
+  unsigned handlers = 0, revalidators = 0;  // 0: default
+};
 struct MegaflowRegistry {
   std::mutex mu;
-  std::unordered_map<const datapath::Datapath*, bool> enabled;  // absent: true
+  std::unordered_map<const datapath::Datapath*, Settings> settings;  // absent: defaults
   std::unordered_map<const datapath::Datapath*, std::vector<std::function<void(bool)>*>> live;
+  std::unordered_map<const datapath::Datapath*, std::vector<Udpif*>> live_udpifs;
 };
 MegaflowRegistry& registry() {
   static MegaflowRegistry r;
@@ -53,12 +58,51 @@ void push_stats(const std::vector<const OfRule*>& rules, uint64_t pkts, uint64_t
 
 }  // namespace
 
+struct Udpif::ChangeCache {
+  struct Entry {
+    bool complete;
+    std::vector<Bridge::RuleChange> list;
+  };
+  std::map<std::pair<const Bridge*, uint64_t>, Entry> by_since;
+};
+
+// What every revalidator reads in a round: the dump, filed by ukey shard.
+struct Udpif::RoundCtx {
+  std::vector<datapath::FlowStats> dump;
+  std::array<std::vector<uint32_t>, kUkeyShards> by_shard;  // indices into dump
+  bool flush = false;
+  bool track_age = false;  // the dump exceeds the limit: collect ages
+  uint64_t t0 = 0, max_idle_ns = 0, round_id = 0;
+};
+
+// What one revalidator decided on its share of a round (the leader merges).
+struct Udpif::Share {
+  struct Fix {
+    unsigned pmd;
+    flow::Match match;
+    flow::DpActions actions;
+  };
+  std::vector<datapath::PmdFlowRef> to_delete;
+  std::vector<Fix> to_modify;
+  std::vector<std::pair<uint64_t, UkeyId>> by_age;  // for the flow limit
+  uint64_t revalidated = 0, modified = 0, deleted_idle = 0, deleted_changed = 0, no_bridge_drops = 0;
+  void clear() {
+    to_delete.clear();
+    to_modify.clear();
+    by_age.clear();
+    revalidated = modified = deleted_idle = deleted_changed = no_bridge_drops = 0;
+  }
+};
+
 Udpif::Udpif(datapath::Datapath& dp, datapath::Rcu& rcu, Translator translate, ActionSink sink, UdpifKnobs knobs)
     : dp_(dp), rcu_(rcu), translate_(std::move(translate)), sink_(std::move(sink)), knobs_(std::move(knobs)) {
   MegaflowRegistry& r = registry();
   std::lock_guard lock(r.mu);
-  auto it = r.enabled.find(&dp_);
-  megaflows_.store(it == r.enabled.end() || it->second);
+  auto it = r.settings.find(&dp_);
+  const Settings set = it == r.settings.end() ? Settings{} : it->second;
+  megaflows_.store(set.megaflows);
+  want_handlers_ = set.handlers;
+  want_revalidators_ = set.revalidators;
   on_megaflows_ = [this](bool on) {
     if (megaflows_.exchange(on) != on) {
       flush_.store(true);
@@ -66,7 +110,9 @@ Udpif::Udpif(datapath::Datapath& dp, datapath::Rcu& rcu, Translator translate, A
     }
   };
   r.live[&dp_].push_back(&on_megaflows_);
-  ukeys_.reserve(65536);
+  r.live_udpifs[&dp_].push_back(this);
+  for (unsigned i = 0; i < kMaxRevalidators; ++i) shares_.push_back(std::make_unique<Share>());
+  for (unsigned s = 0; s < kUkeyShards; ++s) shards_[s].map.reserve(65536 / kUkeyShards);
 }
 
 Udpif::~Udpif() {
@@ -75,18 +121,21 @@ Udpif::~Udpif() {
   std::lock_guard lock(r.mu);
   auto& v = r.live[&dp_];
   v.erase(std::remove(v.begin(), v.end(), &on_megaflows_), v.end());
+  auto& u = r.live_udpifs[&dp_];
+  u.erase(std::remove(u.begin(), u.end(), this), u.end());
   if (v.empty()) {
     // The Datapath goes with its System: a later one at this address starts
-    // with the default.
+    // with the defaults.
     r.live.erase(&dp_);
-    r.enabled.erase(&dp_);
+    r.live_udpifs.erase(&dp_);
+    r.settings.erase(&dp_);
   }
 }
 
 void Udpif::set_megaflows_enabled(const datapath::Datapath& dp, bool on) {
   MegaflowRegistry& r = registry();
   std::lock_guard lock(r.mu);
-  r.enabled[&dp] = on;
+  r.settings[&dp].megaflows = on;
   if (auto it = r.live.find(&dp); it != r.live.end())
     for (auto* f : it->second) (*f)(on);
 }
@@ -94,36 +143,154 @@ void Udpif::set_megaflows_enabled(const datapath::Datapath& dp, bool on) {
 bool Udpif::megaflows_enabled(const datapath::Datapath& dp) {
   MegaflowRegistry& r = registry();
   std::lock_guard lock(r.mu);
-  auto it = r.enabled.find(&dp);
-  return it == r.enabled.end() || it->second;
+  auto it = r.settings.find(&dp);
+  return it == r.settings.end() || it->second.megaflows;
+}
+
+Status Udpif::set_threads(const datapath::Datapath& dp, unsigned n_handlers, unsigned n_revalidators) {
+  if (n_handlers > kMaxHandlers)
+    return error(Errc::invalid_argument, "n-handler-threads: at most " + std::to_string(kMaxHandlers));
+  if (n_revalidators > kMaxRevalidators)
+    return error(Errc::invalid_argument, "n-revalidator-threads: at most " + std::to_string(kMaxRevalidators));
+  std::vector<Udpif*> live;
+  {
+    MegaflowRegistry& r = registry();
+    std::lock_guard lock(r.mu);
+    r.settings[&dp].handlers = n_handlers;
+    r.settings[&dp].revalidators = n_revalidators;
+    if (auto it = r.live_udpifs.find(&dp); it != r.live_udpifs.end()) live = it->second;
+  }
+  // Control thread: the Udpifs of this datapath live until it returns.
+  for (Udpif* u : live) u->apply_threads(n_handlers, n_revalidators);
+  return {};
+}
+
+unsigned Udpif::configured_handlers(const datapath::Datapath& dp) {
+  MegaflowRegistry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto it = r.settings.find(&dp);
+  return it == r.settings.end() ? 0 : it->second.handlers;
+}
+
+unsigned Udpif::configured_revalidators(const datapath::Datapath& dp) {
+  MegaflowRegistry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto it = r.settings.find(&dp);
+  return it == r.settings.end() ? 0 : it->second.revalidators;
+}
+
+unsigned Udpif::handler_slot(unsigned i) {
+  while (handler_slots_.size() <= i) handler_slots_.push_back(rcu_.register_slot());
+  return handler_slots_[i];
+}
+
+unsigned Udpif::revalidator_slot(unsigned i) {
+  while (revalidator_slots_.size() <= i) revalidator_slots_.push_back(rcu_.register_slot());
+  return revalidator_slots_[i];
 }
 
 void Udpif::start() {
   if (running()) return;
-  if (!slots_registered_) {
-    handler_slot_ = rcu_.register_slot();
-    revalidator_slot_ = rcu_.register_slot();
-    slots_registered_ = true;
-  }
-  quit_.store(false);
   offline_.assign(dp_.pmds().size(), {});  // before the handler runs
   adapted_limit_.store(knobs_.flow_limit ? knobs_.flow_limit() : 200000);
-  handler_ = std::thread([this] { handler_main(); });
-  revalidator_ = std::thread([this] { revalidator_main(); });
+  running_ = true;
+  const size_t n_pmds = dp_.pmds().size();
+  start_handlers(want_handlers_ ? want_handlers_ : default_handlers(n_pmds));
+  start_revalidators(want_revalidators_ ? want_revalidators_ : default_revalidators(n_pmds));
   dp_.set_upcalls_enabled(true);
 }
 
-void Udpif::stop() {
+void Udpif::apply_threads(unsigned n_handlers, unsigned n_revalidators) {
+  want_handlers_ = n_handlers;
+  want_revalidators_ = n_revalidators;
   if (!running()) return;
-  dp_.set_upcalls_enabled(false);
-  quit_.store(true);
+  const size_t n_pmds = dp_.pmds().size();
+  const unsigned h = dp_.offline() ? 1 : n_handlers ? n_handlers : default_handlers(n_pmds);
+  const unsigned v = n_revalidators ? n_revalidators : default_revalidators(n_pmds);
+  if (h != n_handlers_run_.load(std::memory_order_relaxed)) {
+    stop_handlers();
+    start_handlers(h);
+  }
+  if (v != n_revalidators_run_.load(std::memory_order_relaxed)) {
+    stop_revalidators();
+    start_revalidators(v);
+  }
+}
+
+void Udpif::start_handlers(unsigned n) {
+  if (dp_.offline()) n = 1;  // one handler sees each PMD's records in order (udpif.h)
+  n = std::clamp(n, 1u, kMaxHandlers);
+  // The PMDs push to queue[hash % n] from now on; a record pushed under
+  // the old count is still polled (handler h takes every q % n == h).
+  for (const auto& pmd : dp_.pmds()) pmd->upcall_channel().set_queues(n);
+  handlers_quit_.store(false);
+  n_handlers_run_.store(n, std::memory_order_relaxed);
+  // Every slot registered before a thread runs (the vector may grow).
+  for (unsigned h = 0; h < n; ++h) (void)handler_slot(h);
+  for (unsigned h = 0; h < n; ++h) {
+    const unsigned slot = handler_slots_[h];
+    handlers_.emplace_back([this, h, n, slot] { handler_main(h, n, slot); });
+  }
+}
+
+void Udpif::stop_handlers() {
+  handlers_quit_.store(true);
+  for (std::thread& t : handlers_) t.join();
+  handlers_.clear();
+}
+
+void Udpif::start_revalidators(unsigned n) {
+  n = std::clamp(n, 1u, kMaxRevalidators);
+  revalidators_quit_.store(false);
+  uint64_t gen;
+  {
+    std::lock_guard lock(share_mu_);
+    shares_left_ = 0;
+    gen = share_gen_;  // before any thread runs: the leader may hand out a round at once
+  }
+  n_revalidators_run_.store(n, std::memory_order_relaxed);
+  for (unsigned i = 0; i < n; ++i) (void)revalidator_slot(i);  // before a thread runs (the vector may grow)
+  for (unsigned i = 0; i < n; ++i) {
+    const unsigned slot = revalidator_slots_[i];
+    revalidators_.emplace_back([this, i, n, gen, slot] { revalidator_main(i, n, gen, slot); });
+  }
+}
+
+void Udpif::stop_revalidators() {
+  revalidators_quit_.store(true);
   {
     std::lock_guard lock(wake_mu_);
     kicked_ = true;
   }
   wake_cv_.notify_all();
-  handler_.join();
-  revalidator_.join();
+  {
+    std::lock_guard lock(share_mu_);  // the others and the leader check the flag under it (round())
+  }
+  share_cv_.notify_all();
+  for (std::thread& t : revalidators_) t.join();
+  revalidators_.clear();
+  for (unsigned i = 0; i < kMaxRevalidators; ++i) revalidator_tids_[i].store(0, std::memory_order_relaxed);
+}
+
+void Udpif::stop() {
+  if (!running()) return;
+  dp_.set_upcalls_enabled(false);
+  stop_handlers();
+  stop_revalidators();
+  running_ = false;
+  n_handlers_run_.store(0, std::memory_order_relaxed);
+  n_revalidators_run_.store(0, std::memory_order_relaxed);
+  // What is still queued is answered "drop" so the PMDs free it.
+  for (size_t i = 0; i < dp_.pmds().size(); ++i) {
+    datapath::UpcallChannel& ch = dp_.pmds()[i]->upcall_channel();
+    datapath::Upcall* u;
+    if (i < offline_.size()) {
+      for (datapath::Upcall* b : offline_[i].backlog) ch.answer(b);
+      offline_[i].backlog.clear();
+      offline_[i].wait_for = nullptr;
+    }
+    while (ch.next(u)) ch.answer(u);
+  }
 }
 
 bool Udpif::wait_spent(uint64_t timeout_ms) {
@@ -137,8 +304,18 @@ bool Udpif::wait_spent(uint64_t timeout_ms) {
 }
 
 void Udpif::forget_pmd(unsigned pmd) {
-  std::lock_guard lock(mu_);
-  for (auto it = ukeys_.begin(); it != ukeys_.end();) it = it->second.pmd == pmd ? ukeys_.erase(it) : std::next(it);
+  for (unsigned s = 0; s < kUkeyShards; ++s) {
+    UkeyShard& sh = shards_[s];
+    std::lock_guard lock(sh.mu);
+    for (auto it = sh.map.begin(); it != sh.map.end();) {
+      if (it->second.pmd != pmd) {
+        ++it;
+        continue;
+      }
+      it = sh.map.erase(it);
+      n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
 }
 
 void Udpif::kick() {
@@ -149,47 +326,40 @@ void Udpif::kick() {
   wake_cv_.notify_all();
 }
 
-// --- handler ---
+// --- handlers ---
 
-void Udpif::handler_main() {
-  hal::name_current_thread("handler");
-  rcu_.online(handler_slot_);
+void Udpif::handler_main(unsigned h, unsigned n, unsigned slot) {
+  hal::name_current_thread("handler" + std::to_string(h + 1));
+  HandlerCounters& hc = hcounters_[h];
+  rcu_.online(slot);
   unsigned idle = 0;
-  while (!quit_.load(std::memory_order_relaxed)) {
-    const bool busy = handle_batch();
-    rcu_.quiesce(handler_slot_);
+  while (!handlers_quit_.load(std::memory_order_relaxed)) {
+    const bool busy = handle_batch(h, n, hc);
+    rcu_.quiesce(slot);
     if (busy) {
       idle = 0;
       continue;
     }
     // Nothing to do: poll again soon, then back off (the PMDs don't wake us).
-    rcu_.offline(handler_slot_);
+    rcu_.offline(slot);
     std::this_thread::sleep_for(std::chrono::microseconds(++idle < 100 ? 20 : 200));
-    rcu_.online(handler_slot_);
+    rcu_.online(slot);
   }
-  // Stopping: what is still queued is answered "drop" so the PMDs free it.
-  for (size_t i = 0; i < dp_.pmds().size(); ++i) {
-    datapath::UpcallChannel& ch = dp_.pmds()[i]->upcall_channel();
-    datapath::Upcall* u;
-    for (datapath::Upcall* b : offline_[i].backlog) ch.answer(b);
-    offline_[i].backlog.clear();
-    offline_[i].wait_for = nullptr;
-    while (ch.next(u)) ch.answer(u);
-  }
-  rcu_.offline(handler_slot_);
+  rcu_.offline(slot);
 }
 
-bool Udpif::recycle_spent(datapath::UpcallChannel& ch, OfflineQueue& oq) {
+bool Udpif::recycle_spent(datapath::UpcallChannel& ch, OfflineQueue* oq, HandlerCounters& hc) {
   bool any = false;
   datapath::Upcall* u;
   // Records the PMD has executed: free what the answers allocated.
   while (ch.next_spent(u)) {
-    ++oq.spent;
-    if (u == oq.wait_for) oq.wait_for = nullptr;
+    if (oq) {
+      ++oq->spent;
+      if (u == oq->wait_for) oq->wait_for = nullptr;
+    }
     if (u->install_failed) {
       datapath::free_megaflow(u->install);
-      std::lock_guard lock(mu_);
-      ++stats_.install_failed;
+      bump(hc.install_failed);
     }
     if (u->uncounted_packets) credit_uncounted(*u);
     delete u->actions;
@@ -203,10 +373,11 @@ bool Udpif::recycle_spent(datapath::UpcallChannel& ch, OfflineQueue& oq) {
 void Udpif::credit_uncounted(const datapath::Upcall& u) {
   // Packets the PMD executed with an answer and counted on no megaflow:
   // the followers of a miss that installed nothing (at the flow limit, an
-  // uncacheable translation; answer() credited the miss itself). Each would
-  // have been an upcall of its own in Open vSwitch, translated and credited
-  // when it came. Translated again (without learning) for the rules to
-  // credit; rare, off the PMDs.
+  // uncacheable translation; answer() credited the miss itself), or a miss
+  // answered account_existing before the other handler's install of the
+  // same megaflow reached the PMD. Each would have been an upcall of its
+  // own in Open vSwitch, translated and credited when it came. Translated
+  // again (without learning) for the rules to credit; rare, off the PMDs.
   flow::FlowKey flow;
   flow::expand(u.key, flow);
   Translation t;
@@ -214,48 +385,56 @@ void Udpif::credit_uncounted(const datapath::Upcall& u) {
   push_stats(t.rules, u.uncounted_packets, u.uncounted_bytes, hal::now_ns());
 }
 
-bool Udpif::handle_batch() {
+bool Udpif::handle_batch(unsigned h, unsigned n, HandlerCounters& hc) {
   bool any = false;
-  for (size_t i = 0; i < dp_.pmds().size(); ++i) {
-    datapath::UpcallChannel& ch = dp_.pmds()[i]->upcall_channel();
-    OfflineQueue& oq = offline_[i];
-    any |= recycle_spent(ch, oq);
+  // Read per batch: the Udpif starts before Datapath::start() decides.
+  // Offline, the PMDs submit to queue 0 alone and handler 0 alone takes
+  // records (and spent ones: OfflineQueue is its own); the others idle.
+  const bool offline = dp_.offline();
+  if (offline && h != 0) return false;
+  const auto& pmds = dp_.pmds();
+  if (offline && offline_.size() < pmds.size()) offline_.resize(pmds.size());  // handler 0 alone
+  for (size_t i = 0; i < pmds.size(); ++i) {
+    datapath::UpcallChannel& ch = pmds[i]->upcall_channel();
+    // A PMD that started after the handlers did gets their queue count.
+    if (h == 0 && ch.queues() != n) ch.set_queues(n);
+    OfflineQueue* oq = offline ? &offline_[i] : nullptr;
+    any |= recycle_spent(ch, oq, hc);
     datapath::Upcall* u;
-    const bool got = ch.next(u);
-    // Read after a pop: a record comes from a PMD started after
-    // Datapath::start() decided (ring push release, pop acquire).
-    if (!dp_.offline()) {
-      for (unsigned n = 0; got; ++n) {
-        answer(ch, u, nullptr);
-        ++oq.answered;
-        answered_total_.fetch_add(1, std::memory_order_relaxed);
-        any = true;
-        if (n + 1 == 64 || !ch.next(u)) break;
+    if (!offline) {
+      // Read after a pop: a record comes from a PMD started after
+      // Datapath::start() decided (ring push release, pop acquire).
+      for (unsigned q = h; q < datapath::kMaxUpcallQueues; q += n) {
+        for (unsigned k = 0; k < 64 && ch.next(q, u); ++k) {
+          answer(ch, u, nullptr, hc);
+          answered_total_.fetch_add(1, std::memory_order_relaxed);
+          any = true;
+        }
       }
       continue;
     }
-    // Offline: in order, derived records (sent up while an earlier answer
-    // was executed) before the others already queued.
-    for (bool more = got; more; more = ch.next(u)) {
+    // Offline (one handler, one queue): in order, derived records (sent up
+    // while an earlier answer was executed) before the others already queued.
+    while (ch.next(0, u)) {
       if (u->derived) {
-        auto at = oq.backlog.begin();
-        while (at != oq.backlog.end() && (*at)->derived) ++at;
-        oq.backlog.insert(at, u);
+        auto at = oq->backlog.begin();
+        while (at != oq->backlog.end() && (*at)->derived) ++at;
+        oq->backlog.insert(at, u);
       } else {
-        oq.backlog.push_back(u);
+        oq->backlog.push_back(u);
       }
       any = true;
     }
-    for (unsigned n = 0; n < 64 && !oq.wait_for && !oq.backlog.empty(); ++n) {
-      u = oq.backlog.front();
-      oq.backlog.pop_front();
-      answer(ch, u, &oq);
-      ++oq.answered;
+    for (unsigned k = 0; k < 64 && !oq->wait_for && !oq->backlog.empty(); ++k) {
+      u = oq->backlog.front();
+      oq->backlog.pop_front();
+      answer(ch, u, oq, hc);
+      ++oq->answered;
       answered_total_.fetch_add(1, std::memory_order_relaxed);
       // The answer recirculates: what its packets send up again must be
       // translated before the records behind it (they come back derived).
       // Only this thread pops `spent`, so u stays valid until then.
-      if (u->type == datapath::Upcall::Type::miss && u->actions && has_recirc(u->actions->bytes())) oq.wait_for = u;
+      if (u->type == datapath::Upcall::Type::miss && u->actions && has_recirc(u->actions->bytes())) oq->wait_for = u;
     }
   }
   return any;
@@ -271,11 +450,10 @@ bool Udpif::has_recirc(std::span<const uint8_t> actions) {
   return false;
 }
 
-void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq) {
+void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq, HandlerCounters& hc) {
   if (u->type == datapath::Upcall::Type::action) {
-    if (sink_) sink_(*u);
-    std::lock_guard lock(mu_);
-    ++stats_.action_upcalls;
+    if (sink_) sink_(*u);  // handler 0's: userspace() records have hash 0 (upcall.h)
+    bump(hc.action_upcalls);
     ch.answer(u);  // no actions: the packet is consumed
     return;
   }
@@ -288,91 +466,322 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
     // stale. Once every earlier answer is installed, a revalidation round
     // fixes them before this answer lets the PMD classify later packets (as
     // Open vSwitch with revalidator/purge between packets).
-    while (oq->spent != oq->answered && !quit_.load(std::memory_order_relaxed)) {
-      if (!recycle_spent(ch, *oq)) std::this_thread::sleep_for(std::chrono::microseconds(5));
+    while (oq->spent != oq->answered && !handlers_quit_.load(std::memory_order_relaxed)) {
+      if (!recycle_spent(ch, oq, hc)) std::this_thread::sleep_for(std::chrono::microseconds(5));
     }
-    (void)round(true, handler_slot_);
-    std::lock_guard lock(mu_);
-    ++stats_.offline_revalidations;
+    (void)round(true, /*parallel=*/false);
+    bump(hc.offline_revalidations);
   }
-  std::lock_guard lock(mu_);
-  ++stats_.upcalls;
-  stats_.last_upcall_ns = hal::now_ns();
-  if (!stats_.first_upcall_ns) stats_.first_upcall_ns = stats_.last_upcall_ns;
+  bump(hc.upcalls);
+  const uint64_t now = hal::now_ns();
+  hc.last_ns.store(now, std::memory_order_relaxed);
+  if (!hc.first_ns.load(std::memory_order_relaxed)) hc.first_ns.store(now, std::memory_order_relaxed);
   if (!st.ok()) {
-    ++stats_.translate_errors;
+    bump(hc.translate_errors);
     ch.answer(u);  // drop
     return;
   }
   u->actions = new flow::DpActions(t.actions);
   const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
-  // Dropped: its port is in no bridge (counted here unless a drop flow
-  // installed earlier counts it, account_existing below).
-  if (!t.bridge) ++stats_.no_bridge_drops;
   if (!t.cacheable) {
-    push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
-  } else if (std::max(dp_.flow_count(), ukeys_.size()) >= limit) {  // ukeys: answered, maybe not installed yet
-    ++stats_.limit_hits;
-    push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
-  } else {
-    const bool exact = !megaflows_.load(std::memory_order_relaxed);
-    if (exact) exact_words(u->key, t.wc);
-    const flow::Match m = megaflow_match(flow, t.wc);
-    const datapath::Ufid ufid = datapath::Datapath::ufid_for(m);
-    if (ukeys_.count({u->pmd, ufid})) {
-      // An earlier miss of this megaflow was answered first (both missed
-      // before its install): the install would fail, and a second ukey
-      // would reset the first one's pushed counters. The PMD counts the
-      // packet (and those riding with it) on the installed megaflow, from
-      // where the revalidator pushes them to the rules (as Open vSwitch's
-      // PMD would have found that flow by lookup).
-      u->account_existing = true;
-      if (!t.bridge) --stats_.no_bridge_drops;  // the drop flow counts it
-      ch.answer(u);
+    if (!t.bridge) bump(hc.no_bridge_drops);
+    push_stats(t.rules, 1, u->pkt->len(), now);
+    ch.answer(u);
+    return;
+  }
+  // ukeys: answered, maybe not installed yet.
+  if (std::max(dp_.flow_count(), n_ukeys_.load(std::memory_order_relaxed)) >= limit) {
+    if (!t.bridge) bump(hc.no_bridge_drops);
+    bump(hc.limit_hits);
+    push_stats(t.rules, 1, u->pkt->len(), now);
+    ch.answer(u);
+    return;
+  }
+  const bool exact = !megaflows_.load(std::memory_order_relaxed);
+  if (exact) exact_words(u->key, t.wc);
+  const flow::Match m = megaflow_match(flow, t.wc);
+  const datapath::Ufid ufid = datapath::Datapath::ufid_for(m);
+  UkeyShard& sh = shards_[shard_of(ufid)];
+  // The shard lock covers the look-up and the insert: of two handlers
+  // answering misses of one megaflow (two keys, one mask), one installs.
+  std::lock_guard lock(sh.mu);
+  if (sh.map.count({u->pmd, ufid})) {
+    // An earlier miss of this megaflow was answered first (both missed
+    // before its install): the install would fail, and a second ukey
+    // would reset the first one's pushed counters. The PMD counts the
+    // packet (and those riding with it) on the installed megaflow, from
+    // where the revalidator pushes them to the rules (as Open vSwitch's
+    // PMD would have found that flow by lookup); not installed yet (another
+    // handler's answer still on its way): credited when spent. A port in
+    // no bridge: its drop flow counts it.
+    u->account_existing = true;
+    ch.answer(u);
+    return;
+  }
+  // Dropped: its port is in no bridge (counted here; later packets on the
+  // port's drop flow are counted by the revalidator).
+  if (!t.bridge) bump(hc.no_bridge_drops);
+  auto f = dp_.build_megaflow(m, &t.actions, ufid, &u->key);  // flow-dump shows the packet's key
+  if (!f) {
+    bump(hc.translate_errors);
+    ch.answer(u);
+    return;
+  }
+  // As Open vSwitch's handler (xlate with resubmit_stats): the packet
+  // whose upcall installs the megaflow is credited to its rules now;
+  // the megaflow counts only what the PMD forwards on it (this one's
+  // followers, later hits), which the revalidator pushes (should the
+  // install fail, the PMD counts only the followers on the flow there).
+  push_stats(t.rules, 1, u->pkt->len(), now);
+  u->install = f.value();
+  Ukey& k = sh.map[{u->pmd, ufid}];
+  n_ukeys_.fetch_add(1, std::memory_order_relaxed);
+  k.cold = std::make_unique<UkeyCold>();
+  k.pmd = u->pmd;
+  k.cold->match = m;
+  k.cold->actions = t.actions;
+  k.bridge = t.bridge;
+  k.cold->rules = std::move(t.rules);
+  k.rule1 = k.cold->rules.size() == 1 ? k.cold->rules[0] : nullptr;
+  k.rules_gen = t.rules_gen;
+  k.uses_normal = t.uses_normal;
+  k.mac_gen = t.mac_gen;
+  k.cold->tables = t.tables;
+  k.packets = k.bytes = 0;
+  k.created_ns = now;
+  k.seen_round = 0;
+  k.exact = exact;
+  bump(hc.installs);
+  ch.answer(u);
+}
+
+// --- revalidators ---
+
+void Udpif::revalidator_main(unsigned i, unsigned n, uint64_t seen_gen, unsigned slot) {
+  hal::name_current_thread("revalidator" + std::to_string(i + 1));
+  revalidator_tids_[i].store(static_cast<int>(gettid()), std::memory_order_relaxed);
+  // A revalidator is an Rcu reader from start to stop and quiesces only
+  // between rounds (the leader) or shares of a round (the others): its
+  // ukeys hold rule pointers across the sleep. A removed rule is freed two
+  // grace periods after its removal (Bridge::bury), so only after every
+  // revalidator finished a whole share of a round that started after the
+  // change, which re-translated the ukeys that pointed to it.
+  rcu_.online(slot);
+  if (i != 0) {
+    // The others: their share of each round the leader hands out after
+    // seen_gen (the count when the threads were started).
+    for (;;) {
+      const RoundCtx* ctx;
+      {
+        std::unique_lock lock(share_mu_);
+        share_cv_.wait(lock, [&] { return share_gen_ != seen_gen || revalidators_quit_.load(); });
+        if (share_gen_ == seen_gen) break;  // quit, nothing handed out
+        seen_gen = share_gen_;
+        ctx = share_ctx_;
+      }
+      run_share(*ctx, i, n, *shares_[i]);
+      rcu_.quiesce(slot);
+      std::lock_guard lock(share_mu_);
+      if (--shares_left_ == 0) shares_done_cv_.notify_all();
+    }
+    rcu_.offline(slot);
+    return;
+  }
+  while (!revalidators_quit_.load(std::memory_order_relaxed)) {
+    const uint32_t interval = knobs_.revalidate_interval_ms ? knobs_.revalidate_interval_ms() : 500;
+    {
+      std::unique_lock lock(wake_mu_);
+      wake_cv_.wait_for(lock, std::chrono::milliseconds(interval), [this] { return kicked_; });
+      kicked_ = false;
+    }
+    if (revalidators_quit_.load(std::memory_order_relaxed)) break;
+    (void)round(true, /*parallel=*/true);
+    rcu_.quiesce(slot);
+  }
+  rcu_.offline(slot);
+}
+
+uint64_t Udpif::revalidate_now(bool terse) {
+  // The caller's thread is not an Rcu reader; borrow the first
+  // revalidator's slot only when the threads aren't running.
+  if (running()) {
+    // The revalidator thread runs it: the first round that starts after
+    // this call (full if asked); wait for that one.
+    uint64_t want;
+    {
+      std::lock_guard lock(mu_);
+      want = started_seq_ + 1;
+      if (want_seq_ < want) {
+        want_seq_ = want;
+        want_full_ = !terse;
+      } else {
+        want_full_ |= !terse;  // another caller waits for the same round
+      }
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (;;) {
+      kick();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      std::lock_guard lock(mu_);
+      if (done_seq_ >= want) return done_seq_ == want ? want_us_ : stats_.last_round_us;
+      if (std::chrono::steady_clock::now() > deadline) return stats_.last_round_us;
+    }
+  }
+  const unsigned slot = revalidator_slot(0);
+  rcu_.online(slot);
+  const uint64_t us = round(terse, /*parallel=*/false);
+  rcu_.offline(slot);
+  return us;
+}
+
+void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) {
+  out.clear();
+  ChangeCache changes;
+  // Statistics pushed to rules, summed while consecutive flows have the same
+  // single rule (the common case: one rule, many flows), so a rule's
+  // counters are written once per run instead of once per flow.
+  const OfRule* agg_rule = nullptr;
+  uint64_t agg_pkts = 0, agg_bytes = 0, agg_used = 0;
+  auto flush_agg = [&] {
+    if (agg_rule && agg_pkts) const_cast<OfRule*>(agg_rule)->add_stats(agg_pkts, agg_bytes, agg_used);
+    agg_rule = nullptr;
+    agg_pkts = agg_bytes = agg_used = 0;
+  };
+  auto push = [&](const Ukey& k, uint64_t pkts, uint64_t bytes, uint64_t used) {
+    if (!pkts) return;
+    if (!k.bridge) {  // a port in no bridge: its drop flow's packets
+      out.no_bridge_drops += pkts;
       return;
     }
-    auto f = dp_.build_megaflow(m, &t.actions, ufid, &u->key);  // flow-dump shows the packet's key
-    if (f) {
-      // As Open vSwitch's handler (xlate with resubmit_stats): the packet
-      // whose upcall installs the megaflow is credited to its rules now;
-      // the megaflow counts only what the PMD forwards on it (this one's
-      // followers, later hits), which the revalidator pushes (should the
-      // install fail, the PMD counts only the followers on the flow there).
-      push_stats(t.rules, 1, u->pkt->len(), hal::now_ns());
-      u->install = f.value();
-      Ukey& k = ukeys_[{u->pmd, ufid}];
-      k.cold = std::make_unique<UkeyCold>();
-      k.pmd = u->pmd;
-      k.cold->match = m;
-      k.cold->actions = t.actions;
-      k.bridge = t.bridge;
+    if (k.rule1) {
+      if (k.rule1 != agg_rule) {
+        flush_agg();
+        agg_rule = k.rule1;
+      }
+      agg_pkts += pkts;
+      agg_bytes += bytes;
+      agg_used = std::max(agg_used, used);
+      return;
+    }
+    push_stats(k.cold->rules, pkts, bytes, used);
+  };
+  // Flows whose translation may have changed: translated after the pass
+  // over the shard, outside its lock, so the handlers keep answering
+  // upcalls meanwhile.
+  struct Recheck {
+    uint32_t i;  // in dump
+    flow::FlowKey key;
+  };
+  std::vector<Recheck> rechecks;
+  const uint64_t t0 = c.t0;
+  for (unsigned sidx = self; sidx < kUkeyShards; sidx += n) {
+    UkeyShard& sh = shards_[sidx];
+    const std::vector<uint32_t>& idx = c.by_shard[sidx];
+    size_t seen = 0;  // ukeys of the shard found in the dump
+    rechecks.clear();
+    // The shard is locked per chunk of flows (not per flow: the lock and
+    // unlock would cost more than the work; not for the whole pass: the
+    // handlers would wait for it).
+    constexpr size_t kChunk = 256;
+    for (size_t base = 0; base < idx.size(); base += kChunk) {
+      std::lock_guard lock(sh.mu);
+      for (size_t j = base; j < std::min(idx.size(), base + kChunk); ++j) {
+        const datapath::FlowStats& s = c.dump[idx[j]];
+        const UkeyId id{s.pmd, s.ufid};
+        auto it = sh.map.find(id);
+        if (it == sh.map.end()) continue;  // not ours (dp-flow add): left alone
+        ++seen;
+        Ukey& k = it->second;
+        k.seen_round = c.round_id;
+        const uint64_t used = s.used_ns ? s.used_ns : k.created_ns;
+        if (c.flush || (t0 > used && t0 - used > c.max_idle_ns)) {  // megaflows switched, or idle
+          push(k, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
+          out.to_delete.push_back({s.pmd, k.cold->match});
+          sh.map.erase(it);
+          n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
+          ++(c.flush ? out.deleted_changed : out.deleted_idle);
+          continue;
+        }
+        // Re-translate only what may have changed.
+        bool recheck = false;
+        if (k.bridge && k.bridge->rules_generation() != k.rules_gen) {
+          const uint64_t gen = k.bridge->rules_generation();
+          recheck = rules_may_matter(k, changes);
+          if (!recheck) k.rules_gen = gen;  // nothing relevant: the translation stands
+        }
+        recheck |= k.uses_normal && k.bridge && k.bridge->mac().generation() != k.mac_gen;
+        recheck |= !k.bridge;  // a drop flow of a port in no bridge: has the port joined one?
+        if (!recheck) {
+          if (s.packets > k.packets) {
+            push(k, s.packets - k.packets, s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
+            k.packets = s.packets;
+            k.bytes = s.bytes;
+          }
+          if (c.track_age) out.by_age.push_back({used, id});
+          continue;
+        }
+        rechecks.push_back({idx[j], k.cold->match.key});
+      }
+      flush_agg();
+    }
+    for (const Recheck& rc : rechecks) {
+      const datapath::FlowStats& s = c.dump[rc.i];
+      const UkeyId id{s.pmd, s.ufid};
+      const flow::FlowKey& key = rc.key;
+      Translation t;
+      Status st = translate_(key, /*may_learn=*/false, t);
+      std::lock_guard lock(sh.mu);
+      ++out.revalidated;
+      auto it = sh.map.find(id);
+      if (it == sh.map.end()) continue;
+      Ukey& k = it->second;
+      if (st.ok() && k.exact) {  // installed with megaflows off: the same whole-key mask
+        uint64_t* w = t.wc.words();
+        const uint64_t* m = k.cold->match.mask.words();
+        for (unsigned i = 0; i < flow::kFlowWords; ++i) w[i] |= m[i];
+      }
+      const flow::Match m = st.ok() ? megaflow_match(key, t.wc) : flow::Match{};
+      // The stats so far belong to the old translation's rules.
+      push(k, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
+      k.packets = std::max(k.packets, s.packets);
+      k.bytes = std::max(k.bytes, s.bytes);
+      if (!st.ok() || !t.cacheable || !t.bridge != !k.bridge || !(m == k.cold->match)) {
+        out.to_delete.push_back({s.pmd, k.cold->match});
+        sh.map.erase(it);
+        n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
+        ++out.deleted_changed;
+        flush_agg();
+        continue;
+      }
+      if (!(t.actions == k.cold->actions)) {
+        out.to_modify.push_back({s.pmd, k.cold->match, t.actions});
+        k.cold->actions = t.actions;
+        ++out.modified;
+      }
+      flush_agg();  // k's rules change now
       k.cold->rules = std::move(t.rules);
       k.rule1 = k.cold->rules.size() == 1 ? k.cold->rules[0] : nullptr;
       k.rules_gen = t.rules_gen;
       k.uses_normal = t.uses_normal;
       k.mac_gen = t.mac_gen;
       k.cold->tables = t.tables;
-      k.packets = k.bytes = 0;
-      k.created_ns = hal::now_ns();
-      k.seen_round = 0;
-      k.exact = exact;
-      ++stats_.installs;
-    } else {
-      ++stats_.translate_errors;
+      if (c.track_age) out.by_age.push_back({s.used_ns ? s.used_ns : k.created_ns, id});
+    }
+    flush_agg();
+    // Ukeys whose flow is gone (deleted by hand, install failed): forgotten
+    // once they were in a dump before, or are old enough to have been.
+    // Nothing to look for when every ukey of the shard was in this dump.
+    std::lock_guard lock(sh.mu);
+    for (auto it = seen == sh.map.size() ? sh.map.end() : sh.map.begin(); it != sh.map.end();) {
+      const Ukey& k = it->second;
+      const bool gone = k.seen_round != c.round_id && k.created_ns < t0 &&
+                        (k.seen_round != 0 || t0 - k.created_ns > 2'000'000'000ull);
+      if (gone) n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
+      it = gone ? sh.map.erase(it) : std::next(it);
     }
   }
-  ch.answer(u);
+  flush_agg();
 }
-
-// --- revalidator ---
-
-struct Udpif::ChangeCache {
-  struct Entry {
-    bool complete;
-    std::vector<Bridge::RuleChange> list;
-  };
-  std::map<std::pair<const Bridge*, uint64_t>, Entry> by_since;
-};
 
 bool Udpif::rules_may_matter(const Ukey& k, ChangeCache& cache) {
   auto [it, fresh] = cache.by_since.try_emplace({k.bridge, k.rules_gen});
@@ -397,68 +806,7 @@ bool Udpif::rules_may_matter(const Ukey& k, ChangeCache& cache) {
   return false;
 }
 
-void Udpif::revalidator_main() {
-  hal::name_current_thread("revalidator");
-  revalidator_tid_.store(static_cast<int>(gettid()), std::memory_order_relaxed);
-  // The revalidator is an Rcu reader from start to stop and quiesces only
-  // between rounds: its ukeys hold rule pointers across the sleep. A removed
-  // rule is freed two grace periods after its removal (Bridge::bury), so
-  // only after a whole round that started after the change has
-  // re-translated the ukeys that pointed to it.
-  rcu_.online(revalidator_slot_);
-  while (!quit_.load(std::memory_order_relaxed)) {
-    const uint32_t interval = knobs_.revalidate_interval_ms ? knobs_.revalidate_interval_ms() : 500;
-    {
-      std::unique_lock lock(wake_mu_);
-      wake_cv_.wait_for(lock, std::chrono::milliseconds(interval), [this] { return kicked_; });
-      kicked_ = false;
-    }
-    if (quit_.load(std::memory_order_relaxed)) break;
-    (void)round(true, revalidator_slot_);
-    rcu_.quiesce(revalidator_slot_);
-  }
-  rcu_.offline(revalidator_slot_);
-}
-
-uint64_t Udpif::revalidate_now(bool terse) {
-  // The caller's thread is not an Rcu reader; borrow the revalidator's slot
-  // only when its thread isn't running.
-  if (running()) {
-    // The revalidator thread runs it: the first round that starts after
-    // this call (full if asked); wait for that one.
-    uint64_t want;
-    {
-      std::lock_guard lock(mu_);
-      want = started_seq_ + 1;
-      if (want_seq_ < want) {
-        want_seq_ = want;
-        want_full_ = !terse;
-      } else {
-        want_full_ |= !terse;  // another caller waits for the same round
-      }
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    for (;;) {
-      kick();
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-      std::lock_guard lock(mu_);
-      if (done_seq_ >= want) return done_seq_ == want ? want_us_ : stats_.last_round_us;
-      if (std::chrono::steady_clock::now() > deadline) return stats_.last_round_us;
-    }
-  }
-  if (!slots_registered_) {
-    handler_slot_ = rcu_.register_slot();
-    revalidator_slot_ = rcu_.register_slot();
-    slots_registered_ = true;
-  }
-  rcu_.online(revalidator_slot_);
-  const uint64_t us = round(terse, revalidator_slot_);
-  rcu_.offline(revalidator_slot_);
-  return us;
-}
-
-uint64_t Udpif::round(bool terse, unsigned rcu_slot) {
-  (void)rcu_slot;
+uint64_t Udpif::round(bool terse, bool parallel) {
   std::lock_guard round_lock(round_mu_);
   uint64_t my_seq;
   {
@@ -466,187 +814,97 @@ uint64_t Udpif::round(bool terse, unsigned rcu_slot) {
     my_seq = ++started_seq_;
     if (my_seq == want_seq_ && want_full_) terse = false;
   }
-  const bool flush = flush_.exchange(false);
-  const uint64_t t0 = hal::now_ns();
-  const uint64_t max_idle_ns = uint64_t{knobs_.max_idle_ms ? knobs_.max_idle_ms() : 10000} * 1'000'000;
+  RoundCtx c;
+  c.flush = flush_.exchange(false);
+  c.t0 = hal::now_ns();
+  const uint64_t t0 = c.t0;
+  c.max_idle_ns = uint64_t{knobs_.max_idle_ms ? knobs_.max_idle_ms() : 10000} * 1'000'000;
 
   // 1. What the datapath has: terse (ids + stats) or, for comparison, full
   // (keys, masks and actions formatted, as a dump that carries everything).
-  std::vector<datapath::FlowStats> dump;
+  // The leader dumps; every revalidator takes the flows of its shards.
   if (terse) {
-    dp_.flow_stats(dump);
+    dp_.flow_stats(c.dump);
   } else {
     for (const datapath::FlowView& v : dp_.flow_dump())
-      dump.push_back({v.pmd, v.ufid, v.packets, v.bytes, v.used_ns, v.tcp_flags});
+      c.dump.push_back({v.pmd, v.ufid, v.packets, v.bytes, v.used_ns, v.tcp_flags});
+  }
+  for (uint32_t i = 0; i < c.dump.size(); ++i) c.by_shard[shard_of(c.dump[i].ufid)].push_back(i);
+  const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
+  c.round_id = ++round_seq_;
+  c.track_age = c.dump.size() > limit;  // only then can ours exceed it
+
+  // 2. The shares: on the revalidator threads (the leader takes share 0),
+  // or all on this thread (revalidate_now without threads, an offline
+  // handler's round).
+  const unsigned n = parallel ? std::max(1u, n_revalidators_run_.load(std::memory_order_relaxed)) : 1;
+  if (n > 1) {
+    bool handed = false;
+    {
+      // Stopping: the others may have left already (they leave when they
+      // see the flag with nothing handed out, under this lock), so the
+      // leader takes every share itself.
+      std::lock_guard lock(share_mu_);
+      if (!revalidators_quit_.load()) {
+        share_ctx_ = &c;
+        shares_left_ = n - 1;
+        ++share_gen_;
+        handed = true;
+      }
+    }
+    if (handed) {
+      share_cv_.notify_all();
+      run_share(c, 0, n, *shares_[0]);
+      std::unique_lock lock(share_mu_);
+      shares_done_cv_.wait(lock, [&] { return shares_left_ == 0; });
+      share_ctx_ = nullptr;
+    } else {
+      for (unsigned i = 0; i < n; ++i) run_share(c, i, n, *shares_[i]);
+    }
+  } else {
+    run_share(c, 0, 1, *shares_[0]);
   }
 
+  // 3. The leader merges, enforces the flow limit, applies the changes.
   std::vector<datapath::PmdFlowRef> to_delete;
-  struct Fix {
-    unsigned pmd;
-    flow::Match match;
-    flow::DpActions actions;
-  };
-  std::vector<Fix> to_modify;
-  const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
-  const uint64_t round_id = ++round_seq_;
-  std::vector<std::pair<uint64_t, UkeyId>> by_age;  // for the flow limit
-  ChangeCache changes;
-  const bool track_age = dump.size() > limit;         // only then can ours exceed it
-  // Statistics pushed to rules, summed while consecutive flows have the same
-  // single rule (the common case: one rule, many flows), so a rule's
-  // counters are written once per run instead of once per flow.
-  const OfRule* agg_rule = nullptr;
-  uint64_t agg_pkts = 0, agg_bytes = 0, agg_used = 0;
-  auto flush_agg = [&] {
-    if (agg_rule && agg_pkts) const_cast<OfRule*>(agg_rule)->add_stats(agg_pkts, agg_bytes, agg_used);
-    agg_rule = nullptr;
-    agg_pkts = agg_bytes = agg_used = 0;
-  };
-  auto push = [&](const Ukey& k, uint64_t pkts, uint64_t bytes, uint64_t used) {
-    if (!pkts) return;
-    if (!k.bridge) {  // a port in no bridge: its drop flow's packets (mu_ is held)
-      stats_.no_bridge_drops += pkts;
-      return;
-    }
-    if (k.rule1) {
-      if (k.rule1 != agg_rule) {
-        flush_agg();
-        agg_rule = k.rule1;
-      }
-      agg_pkts += pkts;
-      agg_bytes += bytes;
-      agg_used = std::max(agg_used, used);
-      return;
-    }
-    push_stats(k.cold->rules, pkts, bytes, used);
-  };
-  // Flows whose translation may have changed: translated after the pass,
-  // outside the lock, so the handler keeps answering upcalls meanwhile.
-  struct Recheck {
-    size_t i;  // in dump
-    flow::FlowKey key;
-  };
-  std::vector<Recheck> rechecks;
-  size_t seen = 0;  // ukeys found in the dump
-  // The ukey table is locked per chunk of flows (not per flow: the lock and
-  // unlock would cost more than the work; not for the whole pass: the
-  // handler would wait for it).
-  constexpr size_t kChunk = 256;
-  for (size_t base = 0; base < dump.size(); base += kChunk) {
-    std::lock_guard lock(mu_);
-    for (size_t i = base; i < std::min(dump.size(), base + kChunk); ++i) {
-      const datapath::FlowStats& s = dump[i];
-      const UkeyId id{s.pmd, s.ufid};
-      auto it = ukeys_.find(id);
-      if (it == ukeys_.end()) continue;  // not ours (dp-flow add): left alone
-      ++seen;
-      Ukey& k = it->second;
-      k.seen_round = round_id;
-      const uint64_t used = s.used_ns ? s.used_ns : k.created_ns;
-      if (flush || (t0 > used && t0 - used > max_idle_ns)) {  // megaflows switched, or idle
-        push(k, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
-        to_delete.push_back({s.pmd, k.cold->match});
-        ukeys_.erase(it);
-        ++(flush ? stats_.deleted_changed : stats_.deleted_idle);
-        continue;
-      }
-      // Re-translate only what may have changed.
-      bool recheck = false;
-      if (k.bridge && k.bridge->rules_generation() != k.rules_gen) {
-        const uint64_t gen = k.bridge->rules_generation();
-        recheck = rules_may_matter(k, changes);
-        if (!recheck) k.rules_gen = gen;  // nothing relevant: the translation stands
-      }
-      recheck |= k.uses_normal && k.bridge && k.bridge->mac().generation() != k.mac_gen;
-      recheck |= !k.bridge;  // a drop flow of a port in no bridge: has the port joined one?
-      if (!recheck) {
-        if (s.packets > k.packets) {
-          push(k, s.packets - k.packets, s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
-          k.packets = s.packets;
-          k.bytes = s.bytes;
-        }
-        if (track_age) by_age.push_back({used, id});
-        continue;
-      }
-      rechecks.push_back({i, k.cold->match.key});
-    }
-    flush_agg();
+  std::vector<std::pair<uint64_t, UkeyId>> by_age;
+  Share total;
+  for (unsigned i = 0; i < n; ++i) {
+    Share& sh = *shares_[i];
+    to_delete.insert(to_delete.end(), std::make_move_iterator(sh.to_delete.begin()),
+                     std::make_move_iterator(sh.to_delete.end()));
+    by_age.insert(by_age.end(), sh.by_age.begin(), sh.by_age.end());
+    total.revalidated += sh.revalidated;
+    total.modified += sh.modified;
+    total.deleted_idle += sh.deleted_idle;
+    total.deleted_changed += sh.deleted_changed;
+    total.no_bridge_drops += sh.no_bridge_drops;
   }
-  for (const Recheck& rc : rechecks) {
-    const datapath::FlowStats& s = dump[rc.i];
-    const UkeyId id{s.pmd, s.ufid};
-    const flow::FlowKey& key = rc.key;
-    Translation t;
-    Status st = translate_(key, /*may_learn=*/false, t);
-    std::lock_guard lock(mu_);
-    ++stats_.revalidated;
-    auto it = ukeys_.find(id);
-    if (it == ukeys_.end()) continue;
-    Ukey& k = it->second;
-    if (st.ok() && k.exact) {  // installed with megaflows off: the same whole-key mask
-      uint64_t* w = t.wc.words();
-      const uint64_t* m = k.cold->match.mask.words();
-      for (unsigned i = 0; i < flow::kFlowWords; ++i) w[i] |= m[i];
-    }
-    const flow::Match m = st.ok() ? megaflow_match(key, t.wc) : flow::Match{};
-    // The stats so far belong to the old translation's rules.
-    push(k, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
-    k.packets = std::max(k.packets, s.packets);
-    k.bytes = std::max(k.bytes, s.bytes);
-    if (!st.ok() || !t.cacheable || !t.bridge != !k.bridge || !(m == k.cold->match)) {
-      to_delete.push_back({s.pmd, k.cold->match});
-      ukeys_.erase(it);
-      ++stats_.deleted_changed;
-      flush_agg();
-      continue;
-    }
-    if (!(t.actions == k.cold->actions)) {
-      to_modify.push_back({s.pmd, k.cold->match, t.actions});
-      k.cold->actions = t.actions;
-      ++stats_.modified;
-    }
-    flush_agg();  // k's rules change now
-    k.cold->rules = std::move(t.rules);
-    k.rule1 = k.cold->rules.size() == 1 ? k.cold->rules[0] : nullptr;
-    k.rules_gen = t.rules_gen;
-    k.uses_normal = t.uses_normal;
-    k.mac_gen = t.mac_gen;
-    k.cold->tables = t.tables;
-    if (track_age) by_age.push_back({s.used_ns ? s.used_ns : k.created_ns, id});
-  }
-  flush_agg();
-  {
-    std::lock_guard lock(mu_);
-    // Over the limit (it shrank): the least recently used go.
-    if (by_age.size() > limit) {
-      std::sort(by_age.begin(), by_age.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      for (size_t i = 0; i < by_age.size() - limit; ++i) {
-        auto it = ukeys_.find(by_age[i].second);
-        if (it == ukeys_.end()) continue;
-        to_delete.push_back({it->second.pmd, it->second.cold->match});
-        ukeys_.erase(it);
-        ++stats_.deleted_limit;
-      }
-    }
-    // Ukeys whose flow is gone (deleted by hand, install failed): forgotten
-    // once they were in a dump before, or are old enough to have been.
-    // Nothing to look for when every ukey was in this dump.
-    for (auto it = seen == ukeys_.size() ? ukeys_.end() : ukeys_.begin(); it != ukeys_.end();) {
-      const Ukey& k = it->second;
-      const bool gone = k.seen_round != round_id && k.created_ns < t0 &&
-                        (k.seen_round != 0 || t0 - k.created_ns > 2'000'000'000ull);
-      it = gone ? ukeys_.erase(it) : std::next(it);
+  uint64_t deleted_limit = 0;
+  // Over the limit (it shrank): the least recently used go.
+  if (by_age.size() > limit) {
+    std::sort(by_age.begin(), by_age.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < by_age.size() - limit; ++i) {
+      UkeyShard& sh = shards_[shard_of(by_age[i].second.ufid)];
+      std::lock_guard lock(sh.mu);
+      auto it = sh.map.find(by_age[i].second);
+      if (it == sh.map.end()) continue;
+      to_delete.push_back({it->second.pmd, it->second.cold->match});
+      sh.map.erase(it);
+      n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
+      ++deleted_limit;
     }
   }
-  for (const Fix& f : to_modify) (void)dp_.flow_modify(f.pmd, f.match, f.actions);
+  for (unsigned i = 0; i < n; ++i)
+    for (const Share::Fix& f : shares_[i]->to_modify) (void)dp_.flow_modify(f.pmd, f.match, f.actions);
   if (!to_delete.empty()) (void)dp_.flows_del(to_delete);
 
-  // 2. How long it took adapts the flow limit (Open vSwitch's rule).
+  // 4. How long it took adapts the flow limit (Open vSwitch's rule).
   const uint64_t us = (hal::now_ns() - t0) / 1000;
   const uint64_t ms = us / 1000;
   const uint32_t configured = knobs_.flow_limit ? knobs_.flow_limit() : 200000;
   uint64_t lim = adapted_limit_.load(std::memory_order_relaxed);
-  const size_t n_flows = dump.size();
+  const size_t n_flows = c.dump.size();
   if (ms > 2000) {
     lim /= ms / 1000;
   } else if (ms > 1300) {
@@ -658,6 +916,12 @@ uint64_t Udpif::round(bool terse, unsigned rcu_slot) {
   adapted_limit_.store(static_cast<uint32_t>(lim), std::memory_order_relaxed);
 
   std::lock_guard lock(mu_);
+  stats_.revalidated += total.revalidated;
+  stats_.modified += total.modified;
+  stats_.deleted_idle += total.deleted_idle;
+  stats_.deleted_changed += total.deleted_changed;
+  stats_.deleted_limit += deleted_limit;
+  stats_.no_bridge_drops += total.no_bridge_drops;
   done_seq_ = my_seq;
   if (my_seq == want_seq_) want_us_ = us;
   ++stats_.rounds;
@@ -672,11 +936,40 @@ uint64_t Udpif::round(bool terse, unsigned rcu_slot) {
 }
 
 UdpifStats Udpif::stats() const {
-  std::lock_guard lock(mu_);
-  UdpifStats s = stats_;
+  UdpifStats s;
+  {
+    std::lock_guard lock(mu_);
+    s = stats_;
+  }
+  // The handlers' counters (every index: a stopped handler's counts stay).
+  for (unsigned h = 0; h < kMaxHandlers; ++h) {
+    const HandlerCounters& c = hcounters_[h];
+    auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    s.upcalls += ld(c.upcalls);
+    s.action_upcalls += ld(c.action_upcalls);
+    s.installs += ld(c.installs);
+    s.install_failed += ld(c.install_failed);
+    s.limit_hits += ld(c.limit_hits);
+    s.translate_errors += ld(c.translate_errors);
+    s.no_bridge_drops += ld(c.no_bridge_drops);
+    s.offline_revalidations += ld(c.offline_revalidations);
+    if (const uint64_t f = ld(c.first_ns); f && (!s.first_upcall_ns || f < s.first_upcall_ns)) s.first_upcall_ns = f;
+    s.last_upcall_ns = std::max(s.last_upcall_ns, ld(c.last_ns));
+  }
   s.flow_limit = adapted_limit_.load(std::memory_order_relaxed);
-  s.revalidator_tid = revalidator_tid_.load(std::memory_order_relaxed);
-  s.ukeys = ukeys_.size();
+  s.handlers = dp_.offline() ? std::min(1u, n_handlers_run_.load(std::memory_order_relaxed))
+                             : n_handlers_run_.load(std::memory_order_relaxed);
+  for (unsigned h = 0; h < s.handlers; ++h) s.handler_upcalls.push_back(hcounters_[h].upcalls.load(std::memory_order_relaxed));
+  const unsigned n = n_revalidators_run_.load(std::memory_order_relaxed);
+  s.ukeys = 0;
+  for (unsigned i = 0; i < std::max(n, 1u); ++i) s.revalidators.push_back({revalidator_tids_[i].load(std::memory_order_relaxed), 0});
+  for (unsigned sidx = 0; sidx < kUkeyShards; ++sidx) {
+    UkeyShard& sh = shards_[sidx];
+    std::lock_guard lock(sh.mu);
+    s.revalidators[sidx % s.revalidators.size()].keys += sh.map.size();
+    s.ukeys += sh.map.size();
+  }
+  s.revalidator_tid = s.revalidators[0].tid;
   s.flows = dp_.flow_count();
   return s;
 }

@@ -1,7 +1,19 @@
-// Udpif — the slow path's two threads between the datapath and the rules:
-// the upcall handler and the revalidator (Open vSwitch's ofproto-dpif-upcall).
+// Udpif — the slow path's threads between the datapath and the rules: the
+// upcall handlers and the revalidators (Open vSwitch's ofproto-dpif-upcall).
 //
-// Handler: takes the PMDs' upcalls (datapath/upcall.h) — the parsed key and
+// Thread counts (Open vSwitch's other_config:n-handler-threads and
+// n-revalidator-threads; 0 = the default): handlers default to one per two
+// PMDs (at least 1: host-sim's one PMD has one), revalidators to 1 + one
+// per eight PMDs, counted when the threads start. Both change at run time
+// (set_threads): the threads of the kind that changes are stopped (each
+// finishes what it took) and the new count started; what is queued stays
+// in the PMDs' rings and is taken by the new threads (upcall.h: handler h
+// of n polls every queue q with q % n == h).
+//
+// Handlers: an upcall goes to the handler its key hash picks (upcall.h),
+// so duplicates of one key on one PMD still meet on one record; two keys
+// of one megaflow may reach two handlers, the ukey table decides which one
+// installs (the other answers account_existing). Each handler: takes the PMDs' upcalls (datapath/upcall.h) — the parsed key and
 // its hash travel with the packet, so nothing is parsed or hashed again
 // (there is no code path that parses here: no re-parse counter either) —
 // translates each (Translator: xlate through the packet's bridge), and
@@ -42,7 +54,10 @@
 // Datapath (set_megaflows_enabled(dp, on)), because the console applies the
 // boot config before System::start() creates the Udpif.
 //
-// Offline runs (Datapath::offline(), datapath/pmd.h): the handler answers in
+// Offline runs (Datapath::offline(), datapath/pmd.h): one handler thread
+// works, whatever the setting (an offline PMD submits to queue 0 alone,
+// which handler 0 alone polls; the others idle), so that it sees each
+// PMD's records in the order they were sent; it answers in
 // input order — records marked `derived` (sent up while an earlier answer
 // was executed) before those queued ahead of them; after answering a miss
 // whose actions recirculate it takes nothing more until the PMD has
@@ -52,14 +67,23 @@
 // handler thread before answering, so no stale NORMAL megaflow serves a
 // later packet (stats().offline_revalidations).
 //
-// Thread-safety: start()/stop() and the setters are control-thread calls.
-// The two threads share the ukey table under a mutex that no PMD takes;
-// stats() and the dump functions read it from the control thread the same
-// way. Translation runs on the handler/revalidator threads as Rcu readers.
-// The revalidator's thread id is one relaxed atomic it stores when it
-// starts (stats() reads it).
+// Thread-safety: start()/stop(), set_threads() and the setters are
+// control-thread calls. The threads share the ukey table, sharded by ufid,
+// each shard under its own mutex that no PMD takes (a handler holds the
+// shard of the flow it installs; a revalidator its shards, per chunk of
+// flows; stats() reads each shard from the control thread the same way);
+// mu_ guards the revalidators' statistics and the round sequence numbers.
+// A round's shares are handed out and collected under share_mu_ (the
+// leader waits for every share before it merges). Translation runs on the handler/revalidator
+// threads as Rcu readers (one slot per thread index, registered once and
+// reused). Each handler counts in its own HandlerCounters (one writer,
+// relaxed atomics; stats() sums them). The per-PMD OfflineQueue is handler
+// 0's alone (offline runs have no other handler). The revalidators' thread
+// ids are relaxed atomics each stores when it starts (stats() reads them).
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <bitset>
 #include <condition_variable>
@@ -125,10 +149,17 @@ struct UdpifStats {
   // integer, as OVS's revalidator leader keeps it).
   uint64_t dump_duration_ms = 0;
   uint64_t max_n_flows = 0, avg_n_flows = 0;
-  // The revalidator thread's Linux thread id (what `top -H` shows; 0 until
-  // it ran): upcall-show's per-revalidator line, where Open vSwitch prints
-  // its revalidator's thread number.
-  int revalidator_tid = 0;
+  // Per revalidator running: its Linux thread id (what `top -H` shows; 0
+  // until it ran) and the ukeys of its share: upcall-show's per-revalidator
+  // line, where Open vSwitch prints its revalidator's thread number.
+  struct Revalidator {
+    int tid = 0;
+    size_t keys = 0;
+  };
+  std::vector<Revalidator> revalidators;
+  std::vector<uint64_t> handler_upcalls;  // misses each running handler answered (index: handler)
+  int revalidator_tid = 0;  // the first one's (the leader)
+  unsigned handlers = 0;    // handler threads running
   // hal::now_ns() of the first and the latest miss upcall answered (0: none):
   // the handler's busy span, for upcalls per second over a burst of misses.
   uint64_t first_upcall_ns = 0, last_upcall_ns = 0;
@@ -144,11 +175,27 @@ class Udpif {
   Udpif& operator=(const Udpif&) = delete;
 
   // After the datapath started: registers the threads' Rcu slots, starts
-  // them, and turns upcalls on. stop() turns upcalls off, answers what is
-  // queued with "drop", and joins.
+  // them, and turns upcalls on. stop() turns upcalls off, joins, and
+  // answers what is queued with "drop".
   void start();
   void stop();
-  bool running() const { return handler_.joinable(); }
+  bool running() const { return running_; }
+
+  static constexpr unsigned kMaxHandlers = datapath::kMaxUpcallQueues;
+  static constexpr unsigned kMaxRevalidators = 16;
+  // The thread counts for the Udpif of `dp` (0: the default, see the top),
+  // now and for one created later; a running Udpif restarts the threads
+  // whose count changes. Out of range: an error, nothing changed.
+  static Status set_threads(const datapath::Datapath& dp, unsigned n_handlers, unsigned n_revalidators);
+  // As configured (0: default) for `dp`.
+  static unsigned configured_handlers(const datapath::Datapath& dp);
+  static unsigned configured_revalidators(const datapath::Datapath& dp);
+  // The defaults for a datapath with n_pmds PMDs (see the top).
+  static unsigned default_handlers(size_t n_pmds) { return std::max<size_t>(1, std::min<size_t>(kMaxHandlers, n_pmds / 2)); }
+  static unsigned default_revalidators(size_t n_pmds) { return std::min<size_t>(kMaxRevalidators, 1 + n_pmds / 8); }
+  // The threads running now (an offline run: handler 0 alone works).
+  unsigned n_handlers() const { return n_handlers_run_.load(std::memory_order_relaxed); }
+  unsigned n_revalidators() const { return n_revalidators_run_.load(std::memory_order_relaxed); }
 
   // Runs one revalidation round now on the caller's thread (tests, the
   // `revalidate` command); `terse` false reads full flow dumps instead
@@ -171,6 +218,8 @@ class Udpif {
   // The datapath removed or replaced PMD `pmd` (Datapath::set_pmd_cores at
   // run time): its ukeys go (its flows went with it). Only while stopped.
   void forget_pmd(unsigned pmd);
+  // Applies the configured thread counts (set_threads) to the running threads.
+  void apply_threads(unsigned n_handlers, unsigned n_revalidators);
 
   UdpifStats stats() const;
 
@@ -211,27 +260,59 @@ class Udpif {
     size_t operator()(const UkeyId& k) const { return k.ufid.hi ^ (k.ufid.lo * 31) ^ k.pmd; }
   };
 
-  // Per PMD (handler thread only; sized by start()): answers given and come
-  // back spent (both modes), and offline: records taken from the queue and
-  // not answered yet, in the order they are to be answered, and the
-  // recirculating answer to wait for.
+  // Ukeys are sharded by ufid (Open vSwitch's umaps): a handler locks the
+  // shard of the flow it installs, revalidator i of M owns the shards s
+  // with s % M == i (its share of every round: upcall-show's "keys").
+  static constexpr unsigned kUkeyShards = 64;
+  static_assert(kUkeyShards >= kMaxRevalidators, "every revalidator owns a shard");
+  struct alignas(64) UkeyShard {
+    std::mutex mu;  // map (handlers, revalidators, control; never a PMD)
+    std::unordered_map<UkeyId, Ukey, UkeyIdHash> map;
+  };
+  static unsigned shard_of(const datapath::Ufid& u) { return static_cast<unsigned>(u.lo >> 32) % kUkeyShards; }
+
+  // One handler's counters: written by that handler thread only (relaxed
+  // load + store), read by stats().
+  struct alignas(64) HandlerCounters {
+    std::atomic<uint64_t> upcalls{0}, action_upcalls{0}, installs{0}, install_failed{0}, limit_hits{0},
+        translate_errors{0}, no_bridge_drops{0}, offline_revalidations{0}, first_ns{0}, last_ns{0};
+  };
+  static void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+
+  // Per PMD, offline runs only (handler 0's; sized by start()): records
+  // taken from the queue and not answered yet, in the order they are to be
+  // answered, the recirculating answer to wait for, and answers given and
+  // come back spent.
   struct OfflineQueue {
     std::deque<datapath::Upcall*> backlog;
     datapath::Upcall* wait_for = nullptr;
     uint64_t answered = 0, spent = 0;
   };
-  void handler_main();
-  bool handle_batch();
-  bool recycle_spent(datapath::UpcallChannel& ch, OfflineQueue& oq);
+  void start_handlers(unsigned n);
+  void stop_handlers();
+  void start_revalidators(unsigned n);
+  void stop_revalidators();
+  unsigned handler_slot(unsigned i);
+  unsigned revalidator_slot(unsigned i);
+  void handler_main(unsigned h, unsigned n, unsigned rcu_slot);
+  bool handle_batch(unsigned h, unsigned n, HandlerCounters& hc);
+  bool recycle_spent(datapath::UpcallChannel& ch, OfflineQueue* oq, HandlerCounters& hc);
   void credit_uncounted(const datapath::Upcall& u);
-  void answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq);
+  void answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq, HandlerCounters& hc);
   static bool has_recirc(std::span<const uint8_t> actions);
-  void revalidator_main();
-  uint64_t round(bool terse, unsigned rcu_slot);
+  void revalidator_main(unsigned i, unsigned n, uint64_t seen_gen, unsigned rcu_slot);
+  uint64_t round(bool terse, bool parallel);
+  // One round as the revalidators share it: the dump (filed by shard), and
+  // what each revalidator decided on its share.
+  struct RoundCtx;
+  struct Share;
+  void run_share(const RoundCtx& c, unsigned i, unsigned n, Share& out);
   // Whether rule changes since the ukey's translation may change it: a
   // change in a table it looked up; in table 0 (which sees the packet as
   // it came) only a rule that overlaps the megaflow. `cache` holds one
-  // change list per (bridge, generation) for the round.
+  // change list per (bridge, generation) for the share.
   struct ChangeCache;
   bool rules_may_matter(const Ukey& k, ChangeCache& cache);
 
@@ -240,23 +321,38 @@ class Udpif {
   Translator translate_;
   ActionSink sink_;
   UdpifKnobs knobs_;
-  unsigned handler_slot_ = 0, revalidator_slot_ = 0;
-  bool slots_registered_ = false;
+  // Rcu slots by thread index, registered on first use and reused (the Rcu
+  // has a fixed number): control thread.
+  std::vector<unsigned> handler_slots_, revalidator_slots_;
+  bool running_ = false;
+  unsigned want_handlers_ = 0, want_revalidators_ = 0;  // configured (0: default)
 
-  std::vector<OfflineQueue> offline_;  // handler thread only
-  // Records answered and recycled (written by the handler; wait_spent reads).
+  std::vector<OfflineQueue> offline_;  // handler 0 only (offline runs)
+  std::unique_ptr<HandlerCounters[]> hcounters_ = std::make_unique<HandlerCounters[]>(kMaxHandlers);
+  // Records answered and recycled (written by the handlers; wait_spent reads).
   std::atomic<uint64_t> answered_total_{0}, recycled_total_{0};
-  std::thread handler_, revalidator_;
-  std::atomic<bool> quit_{false};
+  std::vector<std::thread> handlers_, revalidators_;
+  std::atomic<unsigned> n_handlers_run_{0}, n_revalidators_run_{0};
+  std::atomic<bool> handlers_quit_{false}, revalidators_quit_{false};
   std::mutex wake_mu_;
   std::condition_variable wake_cv_;
   bool kicked_ = false;
+  // The leader (revalidator 0) hands the others their share of a round:
+  // share_gen_ counts rounds handed out, shares_left_ those not done yet.
+  std::mutex share_mu_;
+  std::condition_variable share_cv_, shares_done_cv_;
+  uint64_t share_gen_ = 0;
+  unsigned shares_left_ = 0;
+  const RoundCtx* share_ctx_ = nullptr;  // under share_mu_
+  std::vector<std::unique_ptr<Share>> shares_;  // one per revalidator (kMaxRevalidators)
 
-  mutable std::mutex mu_;  // ukeys_ and stats_ (handler, revalidator, control; never a PMD)
-  std::unordered_map<UkeyId, Ukey, UkeyIdHash> ukeys_;
+  std::unique_ptr<UkeyShard[]> shards_ = std::make_unique<UkeyShard[]>(kUkeyShards);
+  std::atomic<size_t> n_ukeys_{0};
+  std::array<std::atomic<int>, kMaxRevalidators> revalidator_tids_{};
+
+  mutable std::mutex mu_;  // stats_ and the round sequence numbers below
   UdpifStats stats_;
   std::atomic<uint32_t> adapted_limit_{0};
-  std::atomic<int> revalidator_tid_{0};
   std::mutex round_mu_;  // one round at a time
   uint64_t round_seq_ = 0;  // under round_mu_
   // Megaflows setting (mirrors the per-Datapath one) and the flush it asks for.

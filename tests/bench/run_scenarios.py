@@ -634,7 +634,7 @@ def run_keel(opt, workdir, tag, p, ports=None, extra_config="", pin=True):
     pcap, config_text, rx_name, tx_name = p["pcap"], p["config"] + extra_config, p["rx"], p["tx"]
     cfg = os.path.join(workdir, tag + ".conf")
     with open(cfg, "w") as f:
-        f.write(config_text)
+        f.write(config_text + handlers_line(opt))
     argv = ["taskset", "-c", str(opt.pmd_core)] if opt.pmd_core >= 0 and pin else []
     if ports is None:
         ports = ["%s=dpdk:net_pcap0,rx_pcap=%s,infinite_rx=1" % (rx_name, pcap),
@@ -904,6 +904,8 @@ def main():
                     "every packet out once, per-flow order")
     ap.add_argument("--reval-samples", type=int, default=5,
                     help="revalidate-100k: terse and full rounds timed per run (5)")
+    ap.add_argument("--handlers", type=int, default=0, metavar="N",
+                    help="set n-handler-threads N in keel's config (0: keel's default)")
     ap.add_argument("--from-results", default="", metavar="FILE",
                     help="run nothing: print the table of the run lines in FILE (see --results)")
     opt = ap.parse_args()
@@ -1223,13 +1225,19 @@ def measure(opt, plan):
 # ---------------------------------------------------------------------------
 # slow-path scenarios: flow-setup and revalidate-100k
 # ---------------------------------------------------------------------------
+def handlers_line(opt):
+    """--handlers N: the config line that sets keel's upcall handler count."""
+    return "set n-handler-threads %d\n" % opt.handlers if opt.handlers else ""
+
+
 def thread_cpu_s(pid, comm):
-    """CPU seconds (user + system) of the threads of `pid` named `comm`."""
+    """CPU seconds (user + system) of the threads of `pid` named `comm`
+    followed by digits or nothing (keel names its handlers handler1, handler2, ...)."""
     tot = 0
     try:
         for tid in os.listdir("/proc/%d/task" % pid):
             try:
-                if open("/proc/%d/task/%s/comm" % (pid, tid)).read().strip() != comm:
+                if open("/proc/%d/task/%s/comm" % (pid, tid)).read().strip().rstrip("0123456789") != comm:
                     continue
                 f = open("/proc/%d/task/%s/stat" % (pid, tid)).read().rsplit(")", 1)[1].split()
                 tot += int(f[11]) + int(f[12])
@@ -1243,7 +1251,7 @@ def thread_cpu_s(pid, comm):
 def boot_slow(opt, workdir, tag, p, infinite):
     cfg = os.path.join(workdir, tag + ".conf")
     with open(cfg, "w") as f:
-        f.write(p["config"])
+        f.write(p["config"] + handlers_line(opt))
     argv = ["taskset", "-c", str(opt.pmd_core)] if opt.pmd_core >= 0 else []
     argv += [opt.keel, "--config", cfg,
              "--port", "%s=dpdk:net_pcap0,rx_pcap=%s%s" % (p["rx"], p["pcap"], ",infinite_rx=1" if infinite else ""),

@@ -37,6 +37,7 @@ class Case:
         self.mtu = {}            # port -> mtu_request (default 1500)
         self.vlan_limit = 1
         self.of_version = None   # e.g. "OpenFlow13" for OF1.1+ instructions
+        self.n_revalidators = 0  # other_config:n-revalidator-threads (0: the default)
 
     def describe(self):
         lines = ["case %s (%s)" % (self.name, self.category)]
@@ -44,6 +45,8 @@ class Case:
             lines.append("  protocol: " + self.of_version)
         if self.vlan_limit != 1:
             lines.append("  vlan-limit: %d" % self.vlan_limit)
+        if self.n_revalidators:
+            lines.append("  n-revalidator-threads: %d" % self.n_revalidators)
         for p, c in sorted(self.port_config.items()):
             lines.append("  port p%d: %s" % (p, " ".join("%s=%s" % kv for kv in sorted(c.items()))))
         for p, m in sorted(self.mtu.items()):

@@ -36,6 +36,8 @@ def config(case, flows_file, nports):
         lines.append(" ".join(["add-port", "br0", "p%d" % p, "ofport_request=%d" % p] + port_words(case, p)))
     if case.vlan_limit != 1:
         lines.append("set vlan-limit %d" % case.vlan_limit)
+    if getattr(case, "n_revalidators", 0):
+        lines.append("set n-revalidator-threads %d" % case.n_revalidators)
     if case.flows:
         lines.append("add-flows br0 " + flows_file)
     return "\n".join(lines) + "\n"

@@ -148,6 +148,8 @@ class Ovs:
             mtu = case.mtu.get(i, 1500)
             args += ["--", "set", "interface", "p%d" % i, "mtu_request=%d" % mtu]
         args += ["--", "set", "Open_vSwitch", ".", "other_config:vlan-limit=%d" % case.vlan_limit]
+        if getattr(case, "n_revalidators", 0):
+            args += ["--", "set", "Open_vSwitch", ".", "other_config:n-revalidator-threads=%d" % case.n_revalidators]
         self.vsctl(*args)  # without --no-wait: returns once ovs-vswitchd has applied it
         self.appctl("fdb/flush", "br0")
         proto = ["-O", case.of_version] if case.of_version else []
