@@ -56,6 +56,22 @@ Result<std::shared_ptr<Pool>> Pool::create(unsigned buffers, unsigned jumbo) {
   }
 }
 
+void Pool::attach_cache() noexcept {
+  Cache& c = cache();
+  if (c.pool == this) return;
+  if (c.pool) c.pool->detach_cache();
+  c.pool = this;
+  c.n = 0;
+}
+
+void Pool::detach_cache() noexcept {
+  Cache& c = cache();
+  if (c.pool != this) return;
+  (void)free_.push_bulk(std::span<Packet* const>(c.objs, c.n));  // the ring holds every buffer: never full
+  c.n = 0;
+  c.pool = nullptr;
+}
+
 bool Pool::owns(const Packet* p) const noexcept {
   auto a = reinterpret_cast<uintptr_t>(p);
   auto base = reinterpret_cast<uintptr_t>(mem_);

@@ -12,8 +12,9 @@
 // every queue may push onto). Callers read n_rxq()/n_txq().
 //
 // Life cycle: make_sim_backend() allocates the pool (may fail: memory);
-// open_port() may fail with "port NAME: <reason>"; thread_init() has nothing
-// to do (the pool needs no per-thread cache); shutdown() does nothing —
+// open_port() may fail with "port NAME: <reason>"; thread_init() gives the
+// calling PMD thread a buffer cache (pool.h), thread_exit() takes it back;
+// shutdown() does nothing —
 // ports flush in stop().
 //
 // Thread-safety: open_port() on the control thread; alloc_burst() from any
@@ -46,6 +47,13 @@ class SimBackend final : public Backend {
   unsigned alloc_burst(std::span<Packet*> out, uint32_t len = 0) noexcept override {
     return pool_->alloc_burst(out, len);
   }
+
+  // A PMD thread gets a buffer cache (pool.h), given back when it ends.
+  Status thread_init() override {
+    pool_->attach_cache();
+    return {};
+  }
+  void thread_exit() override { pool_->detach_cache(); }
 
  private:
   Result<std::unique_ptr<Port>> open(const PortSpec& spec, uint16_t n_txq) {
