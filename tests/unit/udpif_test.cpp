@@ -66,7 +66,9 @@ struct Rig {
   std::atomic<bool> by_dl_type{false};    // out of p1 for dl_type 0x8100, else p2
   std::atomic<bool> by_inner_tag{false};  // out of p2 when the key has a second tag (consulted, not masked)
   std::atomic<uint32_t> limit{200000}, max_idle{10000};
-  ofproto::OfRule* rule = nullptr;        // the "rule" translation reports
+  // The "rule" translation reports: read by the handler and revalidator
+  // threads whenever they translate, changed by the test.
+  std::atomic<ofproto::OfRule*> rule{nullptr};
   std::unique_ptr<ofproto::Udpif> udpif;
 
   Rig() {
@@ -93,7 +95,7 @@ struct Rig {
                        ? 3
                        : out_port.load());
           t.actions = b.finish().value();
-          t.rules = {rule};
+          t.rules = {rule.load()};
           return Status{};
         },
         nullptr,
@@ -169,8 +171,8 @@ TEST_CASE("upcalls are translated, installed and forwarded; stats reach the rule
   CHECK(s.installs == 8);
   CHECK(s.ukeys == 8);
   r.udpif->revalidate_now();
-  CHECK(r.rule->packets.load() == 808);
-  CHECK(r.rule->bytes.load() == 808 * 64);
+  CHECK(r.rule.load()->packets.load() == 808);
+  CHECK(r.rule.load()->bytes.load() == 808 * 64);
 }
 
 TEST_CASE("a rule change re-translates: new actions modify the flow in place, a new mask deletes it") {
@@ -228,7 +230,7 @@ TEST_CASE("mod-flows mid-stream: the rule's counters equal the packets that hit 
   r.inject(80, 8);
   CHECK(r.wait_for(0, 80) == 80);
   r.udpif->revalidate_now();
-  CHECK(r.rule->packets.load() == 88);
+  CHECK(r.rule.load()->packets.load() == 88);
   r.inject(40, 8);  // pending in the megaflows' counters
   CHECK(r.wait_for(0, 40) == 40);
   auto f = flow::parse_of_flow("priority=1,actions=drop");
@@ -244,8 +246,8 @@ TEST_CASE("mod-flows mid-stream: the rule's counters equal the packets that hit 
   r.inject(24, 8);  // after the re-translation
   CHECK(r.wait_for(0, 24) == 24);
   r.udpif->revalidate_now();
-  CHECK(r.rule->packets.load() == 88 + 40 + 40 + 24);
-  CHECK(r.rule->bytes.load() == (88 + 40 + 40 + 24) * 64);
+  CHECK(r.rule.load()->packets.load() == 88 + 40 + 40 + 24);
+  CHECK(r.rule.load()->bytes.load() == (88 + 40 + 40 + 24) * 64);
 }
 
 TEST_CASE("idle flows are deleted by the revalidator; the flow limit forwards without installing") {
@@ -286,8 +288,8 @@ TEST_CASE("the flow limit: at the limit packets are forwarded but not installed"
   CHECK(got == 1100 + 320);
   CHECK(r.dp.flow_count() == 1000);
   r.udpif->revalidate_now();
-  keel::test::eventually([&] { return r.rule->packets.load() == 1100 + 320; });
-  CHECK(r.rule->packets.load() == 1100 + 320);
+  keel::test::eventually([&] { return r.rule.load()->packets.load() == 1100 + 320; });
+  CHECK(r.rule.load()->packets.load() == 1100 + 320);
 }
 
 TEST_CASE("vlan-limit changed at run time: flows set up under one limit never take packets parsed under another") {
@@ -386,8 +388,8 @@ TEST_CASE("three handlers: every miss answered once, duplicates of a key on one 
   CHECK(sum == 64);
   CHECK(busy >= 2);  // the key hash spread them (deterministic: the hash of fixed frames)
   r.udpif->revalidate_now();
-  CHECK(r.rule->packets.load() == 512);
-  CHECK(r.rule->bytes.load() == 512 * 64);
+  CHECK(r.rule.load()->packets.load() == 512);
+  CHECK(r.rule.load()->bytes.load() == 512 * 64);
 }
 
 TEST_CASE("three handlers, one megaflow for many keys: one install, every packet counted on the rule") {
@@ -407,8 +409,8 @@ TEST_CASE("three handlers, one megaflow for many keys: one install, every packet
   CHECK(r.dp.flow_count() == 1);
   CHECK(r.udpif->wait_spent(keel::test::kPatienceMs));
   r.udpif->revalidate_now();
-  CHECK(r.rule->packets.load() == 96);
-  CHECK(r.rule->bytes.load() == 96 * 64);
+  CHECK(r.rule.load()->packets.load() == 96);
+  CHECK(r.rule.load()->bytes.load() == 96 * 64);
 }
 
 TEST_CASE("n-handler-threads changed while misses flow: nothing queued is lost, every miss answered once") {
@@ -434,7 +436,7 @@ TEST_CASE("n-handler-threads changed while misses flow: nothing queued is lost, 
   CHECK(s.installs == first);
   CHECK(r.dp.flow_count() == first);
   r.udpif->revalidate_now();
-  CHECK(r.rule->packets.load() == first);
+  CHECK(r.rule.load()->packets.load() == first);
 }
 
 TEST_CASE("upcalls while n-handler-threads changes under a steady stream (threads)") {
@@ -471,7 +473,7 @@ TEST_CASE("three revalidators: each takes its share, the counters sum; the count
   r.inject(400, 200);
   CHECK(r.wait_for(0, 400) == 400);
   r.udpif->revalidate_now();
-  CHECK(r.rule->packets.load() == 600);
+  CHECK(r.rule.load()->packets.load() == 600);
   ofproto::UdpifStats s = r.udpif->stats();
   REQUIRE(s.revalidators.size() == 3);
   size_t keys = 0;
@@ -500,7 +502,7 @@ TEST_CASE("three revalidators: each takes its share, the counters sum; the count
   s = r.udpif->stats();
   REQUIRE(s.revalidators.size() == 1);
   CHECK(s.revalidators[0].keys == 200);
-  CHECK(r.rule->packets.load() == 200);  // the new rule: what hit it since
+  CHECK(r.rule.load()->packets.load() == 200);  // the new rule: what hit it since
 
   // Idle flows go whatever revalidator owns them.
   REQUIRE(ofproto::Udpif::set_threads(r.dp, 2, 2).ok());
