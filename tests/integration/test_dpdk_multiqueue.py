@@ -14,7 +14,7 @@ import socket
 import subprocess
 import tempfile
 
-from harness import (ask_live, check, json_lines, keel_cmd, main, ports_by_name, read_pcap, run_keel, tmpdir,
+from harness import (EMULATOR, ask_live, check, json_lines, keel_cmd, main, ports_by_name, read_pcap, run_keel, tmpdir,
                      udp_frame, wait_for, write_pcap)
 
 CONFIG = """set pmd-cpu-mask 0x3
@@ -87,6 +87,12 @@ def test_bad_n_rxq():
 
 
 def test_af_packet_two_queues_on_a_veth():
+    if EMULATOR:
+        # qemu-user refuses AF_PACKET's PACKET_VERSION socket option
+        # ("Protocol not available"), so net_af_packet can't start there;
+        # the host run covers it.
+        print("SKIP test_af_packet_two_queues_on_a_veth: net_af_packet needs PACKET_VERSION, which qemu-user lacks")
+        return
     a, b = "kmq%d" % (os.getpid() % 10000), "kmr%d" % (os.getpid() % 10000)
     if subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], capture_output=True).returncode:
         print("SKIP test_af_packet_two_queues_on_a_veth: cannot create a veth pair")
