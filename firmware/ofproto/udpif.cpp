@@ -303,6 +303,15 @@ bool Udpif::wait_spent(uint64_t timeout_ms) {
   return true;
 }
 
+void Udpif::adopt(Ukey& k, Translation& t) {
+  k.cold->rules = std::move(t.rules);
+  k.rule1 = k.cold->rules.size() == 1 ? k.cold->rules[0] : nullptr;
+  k.rules_gen = t.rules_gen;
+  k.uses_normal = t.uses_normal;
+  k.mac_gen = t.mac_gen;
+  k.cold->tables = t.tables;
+}
+
 void Udpif::forget_pmd(unsigned pmd) {
   for (unsigned s = 0; s < kUkeyShards; ++s) {
     UkeyShard& sh = shards_[s];
@@ -541,12 +550,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   k.cold->match = m;
   k.cold->actions = t.actions;
   k.bridge = t.bridge;
-  k.cold->rules = std::move(t.rules);
-  k.rule1 = k.cold->rules.size() == 1 ? k.cold->rules[0] : nullptr;
-  k.rules_gen = t.rules_gen;
-  k.uses_normal = t.uses_normal;
-  k.mac_gen = t.mac_gen;
-  k.cold->tables = t.tables;
+  adopt(k, t);
   k.packets = k.bytes = 0;
   k.created_ns = now;
   k.seen_round = 0;
@@ -759,12 +763,7 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
         ++out.modified;
       }
       flush_agg();  // k's rules change now
-      k.cold->rules = std::move(t.rules);
-      k.rule1 = k.cold->rules.size() == 1 ? k.cold->rules[0] : nullptr;
-      k.rules_gen = t.rules_gen;
-      k.uses_normal = t.uses_normal;
-      k.mac_gen = t.mac_gen;
-      k.cold->tables = t.tables;
+      adopt(k, t);
       if (c.track_age) out.by_age.push_back({s.used_ns ? s.used_ns : k.created_ns, id});
     }
     flush_agg();

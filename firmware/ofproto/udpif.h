@@ -296,6 +296,9 @@ class Udpif {
   void stop_revalidators();
   unsigned handler_slot(unsigned i);
   unsigned revalidator_slot(unsigned i);
+  // What a translation says about the ukey's rules and generations, into k
+  // (an install and a re-translation alike); t.rules is moved.
+  static void adopt(Ukey& k, Translation& t);
   void handler_main(unsigned h, unsigned n, unsigned rcu_slot);
   bool handle_batch(unsigned h, unsigned n, HandlerCounters& hc);
   bool recycle_spent(datapath::UpcallChannel& ch, OfflineQueue* oq, HandlerCounters& hc);

@@ -19,6 +19,7 @@
 #include "core/ring.h"
 #include "datapath/datapath.h"
 #include "eventually.h"
+#include "sim_test_util.h"
 #include "hal/sim/ring_port.h"
 #include "keel/hal/backend.h"
 #include "keel/hal/rss.h"
@@ -63,15 +64,7 @@ struct Rig {
     dp.set_xconnect(in_id, out_id);
   }
   hal::sim::RingPort* open(const char* name, const char* spec_text, uint16_t& id) {
-    auto spec = hal::parse_port_spec(name, spec_text);
-    REQUIRE(spec.ok());
-    auto port = backend->open_port(*spec, 1, 4);
-    REQUIRE(port.ok());
-    auto* raw = dynamic_cast<hal::sim::RingPort*>(port->get());
-    auto added = dp.add_port(std::move(port.value()));
-    REQUIRE(added.ok());
-    id = *added;
-    return raw;
+    return test::add_sim_port(*backend, dp, name, spec_text, 4, &id);
   }
   // Injects `rounds` rounds over `flows` flows (seq = round).
   uint64_t sent = 0;

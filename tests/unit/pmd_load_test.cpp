@@ -10,6 +10,7 @@
 
 #include "datapath/datapath.h"
 #include "eventually.h"
+#include "sim_test_util.h"
 #include "hal/sim/ring_port.h"
 #include "keel/hal/backend.h"
 
@@ -35,15 +36,7 @@ struct Rig {
     dp.set_xconnect(busy_id, idle_id);
   }
   hal::sim::RingPort* open(const char* name, uint16_t& id) {
-    auto spec = hal::parse_port_spec(name, "ring:size=1024");
-    REQUIRE(spec.ok());
-    auto port = backend->open_port(*spec, 1, 1);
-    REQUIRE(port.ok());
-    auto* raw = dynamic_cast<hal::sim::RingPort*>(port->get());
-    auto added = dp.add_port(std::move(port.value()));
-    REQUIRE(added.ok());
-    id = *added;
-    return raw;
+    return test::add_sim_port(*backend, dp, name, "ring:size=1024", 1, &id);
   }
   void inject(unsigned n) {
     hal::Packet* pkts[32];

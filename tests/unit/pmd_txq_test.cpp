@@ -15,6 +15,7 @@
 
 #include "datapath/datapath.h"
 #include "eventually.h"
+#include "sim_test_util.h"
 #include "hal/sim/ring_port.h"
 #include "keel/hal/backend.h"
 #include "keel/hal/rss.h"
@@ -42,15 +43,7 @@ struct Rig {
     dp.set_xconnect(in_id, out_id);
   }
   hal::sim::RingPort* open(const char* name, const char* spec, uint16_t ntx, uint16_t& id) {
-    auto s = hal::parse_port_spec(name, spec);
-    REQUIRE(s.ok());
-    auto port = backend->open_port(*s, 1, ntx);
-    REQUIRE(port.ok());
-    auto* raw = dynamic_cast<hal::sim::RingPort*>(port->get());
-    auto added = dp.add_port(std::move(port.value()));
-    REQUIRE(added.ok());
-    id = *added;
-    return raw;
+    return test::add_sim_port(*backend, dp, name, spec, ntx, &id);
   }
   // n IPv4/UDP frames whose RSS hash puts them on rx queue q (of 3).
   void inject(uint16_t q, unsigned n) {

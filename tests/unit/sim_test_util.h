@@ -9,7 +9,10 @@
 #include <memory>
 #include <string>
 
+#include "datapath/datapath.h"
 #include "keel/hal/backend.h"
+#include "keel/hal/port_spec.h"
+#include "hal/sim/ring_port.h"
 
 namespace keel::test {
 
@@ -52,6 +55,23 @@ inline std::unique_ptr<hal::Port> open_ok(hal::Backend& b, const std::string& na
   auto p = try_open(b, name, spec);
   REQUIRE_MESSAGE(p.ok(), p.status().message());
   return std::move(p).value();
+}
+
+// Opens a sim port NAME from `spec` (a ring, by default) with `n_txq` tx
+// queues on `backend` and adds it to `dp`; its datapath port number goes
+// to *id when given. Returns the ring port (null for another kind).
+inline hal::sim::RingPort* add_sim_port(hal::Backend& backend, datapath::Datapath& dp, const char* name,
+                                        const char* spec = "ring:size=1024", uint16_t n_txq = 1,
+                                        uint16_t* id = nullptr) {
+  auto parsed = hal::parse_port_spec(name, spec);
+  REQUIRE(parsed.ok());
+  auto port = backend.open_port(*parsed, 1, n_txq);
+  REQUIRE(port.ok());
+  auto* raw = dynamic_cast<hal::sim::RingPort*>(port->get());
+  auto added = dp.add_port(std::move(port.value()));
+  REQUIRE(added.ok());
+  if (id) *id = *added;
+  return raw;
 }
 
 }  // namespace keel::test

@@ -16,6 +16,7 @@
 #include "flow/of_match_syntax.h"
 #include "hal/sim/ring_port.h"
 #include "eventually.h"
+#include "sim_test_util.h"
 #include "keel/hal/backend.h"
 #include "ofproto/bridge.h"
 #include "ofproto/udpif.h"
@@ -122,13 +123,7 @@ struct Rig {
     rule = const_cast<ofproto::OfRule*>(rules.front());
   }
   hal::sim::RingPort* open(const char* name) {
-    auto spec = hal::parse_port_spec(name, "ring:size=1024");
-    REQUIRE(spec.ok());
-    auto port = backend->open_port(*spec, 1, 1);
-    REQUIRE(port.ok());
-    auto* raw = dynamic_cast<hal::sim::RingPort*>(port->get());
-    REQUIRE(dp.add_port(std::move(port.value())).ok());
-    return raw;
+    return test::add_sim_port(*backend, dp, name);
   }
   void inject(unsigned n, unsigned n_dst, unsigned first_dst = 0, void (*fill_fn)(hal::Packet*, unsigned) = fill) {
     hal::Packet* pkts[32];

@@ -17,6 +17,7 @@
 #include "hal/sim/ring_port.h"
 #include "keel/hal/backend.h"
 #include "eventually.h"
+#include "sim_test_util.h"
 
 using namespace keel;
 using namespace std::chrono_literals;
@@ -49,13 +50,7 @@ struct Rig {
     out = open("p1");
   }
   hal::sim::RingPort* open(const char* name) {
-    auto spec = hal::parse_port_spec(name, "ring:size=1024");
-    REQUIRE(spec.ok());
-    auto port = backend->open_port(*spec, 1, 1);
-    REQUIRE(port.ok());
-    auto* raw = dynamic_cast<hal::sim::RingPort*>(port->get());
-    REQUIRE(dp.add_port(std::move(port.value())).ok());
-    return raw;
+    return test::add_sim_port(*backend, dp, name);
   }
   void inject(unsigned n, unsigned first = 0) {
     hal::Packet* pkts[32];
