@@ -627,6 +627,14 @@ def probe_commands(keel_bin, cmds):
     return ok
 
 
+def drop_workdir(opt, workdir, failures):
+    """Removes a scenario's work dir unless --keep or something failed."""
+    if not opt.keep and not failures:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        log("work dir kept: " + workdir)
+
+
 def run_keel(opt, workdir, tag, p, ports=None, extra_config="", pin=True):
     """One throughput run. ports: the --port values instead of the harness's
     DPDK vdevs; extra_config: appended to the row's config; pin=False: no
@@ -1474,10 +1482,7 @@ def report_slow(opt, plan):
         finally:
             if results_f:
                 results_f.close()
-            if not opt.keep and not failures:
-                shutil.rmtree(workdir, ignore_errors=True)
-            else:
-                log("work dir kept: " + workdir)
+            drop_workdir(opt, workdir, failures)
     else:
         for line in open(opt.from_results):
             if not line.startswith("scenario="):
@@ -1759,10 +1764,7 @@ def report_scaling(opt, plan):
                             rec["ovs_load_end"] = open("/proc/loadavg").read().split()[0]
                     emit(opt, rec)
                     recs.append(rec)
-        if not opt.keep and not failures:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            log("work dir kept: " + workdir)
+        drop_workdir(opt, workdir, failures)
     print()
     print("| scenario | variant | rounds | keel 1 PMD Mpps | keel 2 PMDs Mpps | keel 2/1 per round: **median** "
           "(min-max) | OVS 1 PMD Mpps | OVS 2 PMDs Mpps | OVS 2/1 per round: **median** (min-max) | "
@@ -1886,10 +1888,7 @@ def report_offline(opt, plan):
                         failures.append("%s: %s" % (tag, rec["problems"]))
                     emit(opt, rec)
                     recs.append(rec)
-        if not opt.keep and not failures:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            log("work dir kept: " + workdir)
+        drop_workdir(opt, workdir, failures)
     print()
     print("| variant | PMDs | runs | wall time s | packets/s (wall) | upcalls/s (handler busy span) | "
           "installs/s (span) | flows installed | lost | backpressure pauses | rx per PMD (last run) | "
