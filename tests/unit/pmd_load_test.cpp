@@ -107,7 +107,11 @@ TEST_CASE("pmd load: the busy queue gets the cycles, the idle one none; NOT AVAI
   REQUIRE(all.rxq_cycles.size() == 2);
   CHECK(all.rxq_cycles[qb] > 0);
   CHECK(all.rxq_cycles[qi] == 0);
-  CHECK(all.rxq_cycles[qb] <= all.busy_cycles);  // charged within busy iterations only
+  // Charged within busy iterations only. load() caps busy_cycles at the
+  // window (the last interval's length x 12, as Open vSwitch estimates
+  // it); this test's second interval is closed right after the first, so
+  // it can be far shorter, and then the comparison says nothing.
+  if (all.busy_cycles < all.window_cycles) CHECK(all.rxq_cycles[qb] <= all.busy_cycles);
   CHECK(all.busy_cycles <= all.window_cycles);
   datapath::Pmd::Load newest = pmd.load(1);
   CHECK(newest.window_cycles * datapath::kPmdIntervalMax == all.window_cycles);
