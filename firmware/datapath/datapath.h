@@ -85,6 +85,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "datapath/bond_table.h"
 #include "datapath/pmd.h"
 #include "datapath/rxq_sched.h"
 #include "flow/dp_actions.h"
@@ -179,6 +180,31 @@ class Datapath {
   void flow_flush();
   // Frees flows the PMDs have retired (called by the control thread).
   void reclaim();
+
+  // --- bonds: lb_output bucket tables (bond_table.h; ARCHITECTURE idea 2) ---
+  // Installs or replaces bond `id`'s table (1..kMaxBondId) in every PMD,
+  // through each PMD's request ring (a PMD not running takes it at once);
+  // every member must be a datapath port or kNoBondMember. A PMD started
+  // later (set_pmd_cores) gets every table. Control thread (any writer
+  // holding the Ofproto writer mutex); all or nothing.
+  Status bond_set(uint32_t id, const BondMembers& members);
+  // Removes it from every PMD (lb_output(id) then drops, counted).
+  Status bond_del(uint32_t id);
+  // The bond ids installed, ascending.
+  std::vector<uint32_t> bond_ids() const;
+  // Per-bucket packets and bytes summed over the PMDs since the bond was
+  // created (relaxed reads of the PMDs' counters); nullopt: no such bond.
+  std::optional<BondBucketStats> bond_stats(uint32_t id) const;
+  // What every PMD holds now, PMD order then bond id (pmd-bond-show).
+  std::vector<PmdBondView> bond_dump() const;
+
+  // --- packets from the control plane (LACPDUs, learning packets) ---
+  // Copies `frame` into a buffer of the port's backend and hands it to a
+  // PMD (the first running one), which sends it on `port` between bursts
+  // with its own tx queue. Never blocks: a full hand-off ring is an error
+  // (counted). Any thread. Before start() / after stop(): sent at once on
+  // the caller's thread.
+  Status send_packet(uint16_t port, std::span<const uint8_t> frame);
 
   // Before start(): whether an all-replay run may go offline (see above).
   void allow_offline(bool on) { offline_allowed_ = on; }

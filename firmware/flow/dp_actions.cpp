@@ -181,6 +181,7 @@ void DpActionsBuilder::push_vlan(uint16_t tpid, uint16_t tci) {
 void DpActionsBuilder::pop_vlan() { append(DpActionType::kPopVlan, 0, 0, 8); }
 void DpActionsBuilder::hash_l4(uint32_t basis) { append(DpActionType::kHash, kHashAlgL4, basis, 8); }
 void DpActionsBuilder::recirc(uint32_t id) { append(DpActionType::kRecirc, 0, id, 8); }
+void DpActionsBuilder::lb_output(uint32_t bond_id) { append(DpActionType::kLbOutput, 0, bond_id, 8); }
 void DpActionsBuilder::trunc(uint32_t max_len) { append(DpActionType::kTrunc, 0, max_len, 8); }
 void DpActionsBuilder::meter(uint32_t id) { append(DpActionType::kMeter, 0, id, 8); }
 

@@ -338,6 +338,7 @@ class DpActionsBuilder {
   void set_icmp(const SetIcmp& key, const SetIcmp& mask, bool v6);
   void hash_l4(uint32_t basis);
   void recirc(uint32_t id);
+  void lb_output(uint32_t bond_id);  // lb_output(N): bond N's bucket of dp_hash (datapath/bond_table.h)
   void trunc(uint32_t max_len);
   void meter(uint32_t id);
   void userspace(uint32_t pid, std::span<const uint8_t> userdata, bool has_userdata = true,

@@ -1,0 +1,2 @@
+// STUB: the bond logic lands with the bond work (bond.h).
+#include "ofproto/bond.h"

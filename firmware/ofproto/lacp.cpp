@@ -1,0 +1,2 @@
+// STUB: the LACP logic lands with the LACP work (lacp.h).
+#include "ofproto/lacp.h"

@@ -1,0 +1,134 @@
+// LACP (IEEE 802.1AX, Link Aggregation Control Protocol) for a bond: the
+// actor's and partner's state per member, the receive and periodic
+// transmit machines with their fast (1 s, timeout 3 s) and slow (30 s,
+// timeout 90 s) timers, the aggregation checks that decide which members
+// may be enabled, and LACPDU parsing and composition. Semantics are Open
+// vSwitch 3.1's lib/lacp.c (read it to understand; this is keel's code):
+//
+//   * a member is `current` while PDUs arrive within the timeout the
+//     partner asked for (its state's timeout bit), `expired` for one more
+//     timeout (the partner is then assumed to want fast), then `defaulted`;
+//   * the bond is negotiated once some member is current (or expired) and
+//     attached; members attach when their partner is in sync and agrees
+//     on system id and key with the lead member: a member whose partner
+//     system or key differs is not enabled (may_enable false);
+//   * PDUs are sent every 1 s (fast) or 30 s (slow), as the *partner's*
+//     timeout bit asks, and at once when the actor's state changes; a
+//     passive actor sends only once it has heard an active partner;
+//   * lacp-fallback-ab: without a partner the bond may work as
+//     active-backup (status stays `configured`, members may be enabled).
+//
+// Bad input: a frame that is not a whole LACPDU (short, wrong subtype or
+// version, TLV types or lengths that lie) is counted (rx_bad) and ignored;
+// nothing is read past the frame. tests/fuzz/fuzz_lacp.cpp holds parse_lacpdu.
+//
+// Thread-safety: every method takes the object's own mutex. The writers
+// are the maintenance thread (run(), carrier) and the upcall handlers
+// (process_packet, when a slow-protocol frame arrives); show commands read
+// snapshots. No PMD ever calls it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "flow/flow_key.h"
+#include "ofproto/bond.h"
+
+namespace keel::ofproto {
+
+inline constexpr flow::EthAddr kLacpDstMac{{0x01, 0x80, 0xc2, 0x00, 0x00, 0x02}};
+inline constexpr uint16_t kEthTypeSlowProtocols = 0x8809;
+
+// One side's information in a LACPDU (802.1AX's actor/partner TLV).
+struct LacpInfo {
+  uint16_t sys_priority = 0;
+  flow::EthAddr sys_id{};
+  uint16_t key = 0;
+  uint16_t port_priority = 0;
+  uint16_t port_id = 0;
+  uint8_t state = 0;  // kLacpState* bits
+  bool operator==(const LacpInfo&) const = default;
+};
+inline constexpr uint8_t kLacpStateActivity = 0x01, kLacpStateTimeout = 0x02, kLacpStateAggregation = 0x04,
+                         kLacpStateSync = 0x08, kLacpStateCollecting = 0x10, kLacpStateDistributing = 0x20,
+                         kLacpStateDefaulted = 0x40, kLacpStateExpired = 0x80;
+
+struct LacpPdu {
+  LacpInfo actor, partner;
+  uint16_t collector_max_delay = 0;
+};
+// The LACPDU in an Ethernet frame (dst, src, 0x8809, subtype 1, version 1,
+// TLVs); nullopt: not a valid one (never reads past `frame`).
+std::optional<LacpPdu> parse_lacpdu(std::span<const uint8_t> frame);
+// A whole frame (padded to 124 bytes of payload as 802.1AX) from `src`.
+std::vector<uint8_t> compose_lacpdu(const LacpPdu& pdu, const flow::EthAddr& src);
+
+struct LacpSettings {
+  std::string name;                 // the bond's
+  flow::EthAddr sys_id{};           // other_config:lacp-system-id; default: the bond's first member's MAC
+  uint16_t sys_priority = 65534;    // other_config:lacp-system-priority (OVS's default, as captured)
+  bool active = true;               // lacp=active|passive
+  bool fast = false;                // other_config:lacp-time
+  bool fallback_ab = false;         // other_config:lacp-fallback-ab
+};
+struct LacpMemberSettings {
+  std::string name;
+  uint16_t port_id = 0;             // OVS: the OpenFlow port number
+  uint16_t port_priority = 65535;
+  uint16_t key = 0;                 // aggregation key; OVS: the lowest member port id (0: same)
+  flow::EthAddr mac{};              // source MAC of its PDUs
+};
+
+enum class LacpMemberStatus : uint8_t { current, expired, defaulted };
+
+struct LacpMemberView {
+  std::string name;
+  LacpMemberStatus status = LacpMemberStatus::defaulted;
+  bool attached = false, may_enable = false;
+  uint16_t port_id = 0, port_priority = 0;
+  LacpInfo actor, partner;
+  uint64_t rx_pdus = 0, rx_bad = 0, tx_pdus = 0;
+};
+struct LacpView {
+  std::string name;
+  bool active = true, fast = false, negotiated = false;
+  flow::EthAddr sys_id{};
+  uint16_t sys_priority = 0, key = 0;
+  std::vector<LacpMemberView> members;
+};
+
+// A frame to send on a member.
+struct LacpTx {
+  size_t member = 0;
+  std::vector<uint8_t> frame;
+};
+
+class Lacp {
+ public:
+  Lacp(const LacpSettings& s, std::vector<LacpMemberSettings> members);
+  void reconfigure(const LacpSettings& s);
+
+  // A slow-protocol frame received on `member` at now_ms: true if it was a
+  // valid LACPDU (processed), false if counted as bad and ignored.
+  bool process_packet(size_t member, std::span<const uint8_t> frame, uint64_t now_ms);
+  void set_carrier(size_t member, bool up);
+  // Timers; appends the PDUs due to `tx`. Call at least every 100 ms.
+  void run(uint64_t now_ms, std::vector<LacpTx>& tx);
+
+  LacpStatus status() const;  // configured / negotiated (never off)
+  bool may_enable(size_t member) const;
+  LacpView view() const;
+
+ private:
+  mutable std::mutex mu_;
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace keel::ofproto
