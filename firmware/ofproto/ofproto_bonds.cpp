@@ -28,9 +28,9 @@ uint64_t now_ms() { return hal::now_ns() / 1'000'000; }
 // The MAC a member's PDUs and learning packets come from, and bond/show's
 // "active member mac": the port's hardware address.
 flow::EthAddr port_mac(const hal::Port& p) {
-  // TODO(bond-dp): hal::Port::mac() once it lands; until then a locally
-  // administered address derived from the datapath port id.
-  flow::EthAddr a{{0x02, 0x6b, 0x65, 0x65, static_cast<uint8_t>(p.id() >> 8), static_cast<uint8_t>(p.id())}};
+  const hal::MacAddr m = p.mac();
+  flow::EthAddr a{};
+  for (size_t i = 0; i < 6; ++i) a.b[i] = m[i];
   return a;
 }
 
@@ -318,7 +318,7 @@ void Ofproto::run_bonds(uint64_t now) {
       if (b.carrier[i] != static_cast<int8_t>(up)) {
         b.carrier[i] = up;
         bond.set_carrier(i, up);
-        if (b.lacp) b.lacp->set_carrier(i, up);
+        if (b.lacp) b.lacp->set_carrier(i, up, now);
       }
     }
     // LACP: PDUs out, its verdicts in.
