@@ -113,7 +113,16 @@ Status Ofproto::add_bond(std::string_view bridge, std::string_view bond, const B
   if (!id)
     return error(Errc::resource_exhausted, "too many bonds (at most " + std::to_string(datapath::kMaxBondId) + ")");
 
-  // Every member checked before anything changes.
+  // Every member checked before anything changes (ovs-vsctl's words for
+  // one that is taken).
+  for (const std::string& m : req.members)
+    if (hal::Port* p = dp_.find_port(m))
+      if (PortOwner o = port_owner(p->id()); o.bridge) {
+        const BondPort* in = bond_of_member(m);
+        return error(Errc::already_exists, "cannot create an interface named " + m +
+                                               " because an interface named " + m + " already exists on bridge " +
+                                               o.bridge->name() + (in ? " (in bond " + in->name + ")" : ""));
+      }
   std::vector<PortConfig> pcs;
   std::vector<std::vector<std::pair<uint16_t, int>>> affinities(req.members.size());
   for (size_t i = 0; i < req.members.size(); ++i) {

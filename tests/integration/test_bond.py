@@ -209,7 +209,8 @@ def test_active_backup_and_slb_output():
 
 BAD = [
     ("add-bond br0 b1 a1", "at least 2 interfaces"),
-    ("add-bond br0 b1 a1 p0", "already in bridge br0"),
+    ("add-bond br0 b1 a1 p0", "cannot create an interface named p0 because an interface named p0 already exists on "
+                              "bridge br0"),
     ("add-bond br0 b1 a1 nosuch", "no port 'nosuch'"),
     ("add-bond br0 b1 a1 a1", "named twice"),
     ("add-bond br0 p0 a1 a2", "a datapath port has that name"),
@@ -256,7 +257,8 @@ def test_config_errors_change_nothing():
     check("add-bond br0 bond0 a1 a2 bond_mode=balance-slb" in with_bond, "the bond was added", p)
     for i in range(len(BAD) + 2, len(shows)):
         check(shows[i] == with_bond, "a refused command changed the running config:\n" + shows[i], p)
-    for want in ("already in bond bond0", "a bond of bridge br0 has that name", "already exists on bridge br0",
+    for want in ("already exists on bridge br0 (in bond bond0)", "already in bond bond0",
+                 "a bond of bridge br0 has that name", "a port named bond0 already exists on bridge br0",
                  "round-robin", "true or false", "is a member of bond bond0"):
         check(want in p.stderr, "expected an error mentioning %r" % want, p)
 
