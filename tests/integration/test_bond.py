@@ -293,7 +293,52 @@ def test_running_config_round_trip():
     check(p2.stdout == first, "the running config recreates itself:\n%s\n---\n%s" % (first, p2.stdout), p2)
 
 
+# --- LACP through the slow path ---------------------------------------------
+
+PARTNER = bytes.fromhex("02000000aa00")
+
+
+def lacpdu(port, key=1, state=0x3d, lie=False):
+    """A partner's LACPDU (802.1AX): actor = the partner, partner info zero.
+    lie: the actor TLV claims 200 bytes."""
+    actor = struct.pack("!BBH6sHHHB3x", 1, 200 if lie else 20, 65535, PARTNER, key, 255, port, state)
+    partner = struct.pack("!BB18x", 2, 20)
+    collector = struct.pack("!BBH12x", 3, 16, 0)
+    body = struct.pack("!BB", 1, 1) + actor + partner + collector + struct.pack("!BB50x", 0, 0)
+    src = PARTNER[:5] + bytes([port])
+    return bytes.fromhex("0180c2000002") + src + b"\x88\x09" + body
+
+
+def test_lacpdus_reach_lacp_never_normal():
+    d = tmpdir()
+    good1, good2 = lacpdu(1), lacpdu(2)
+    write_pcap(os.path.join(d, "a1in.pcap"), [good1, good1[:40], lacpdu(1, lie=True)])
+    write_pcap(os.path.join(d, "a2in.pcap"), [good2])
+    cfg = os.path.join(d, "keel.cfg")
+    with open(cfg, "w") as f:
+        f.write("add-br br0\nadd-port br0 p0\nadd-bond br0 bond0 a1 a2 bond_mode=balance-tcp lacp=active\n"
+                "add-flow br0 actions=NORMAL\n")
+    p = run_keel("--config", cfg, "--config-dir", d, "--port", "p0=pcap:out=" + os.path.join(d, "p0.pcap"),
+                 "--port", "a1=pcap:in=%s,out=%s" % (os.path.join(d, "a1in.pcap"), os.path.join(d, "a1.pcap")),
+                 "--port", "a2=pcap:in=%s,out=%s" % (os.path.join(d, "a2in.pcap"), os.path.join(d, "a2.pcap")),
+                 "--exit-when-drained", stdin="flow-dump\nlacp-show bond0 --format json\nlacp-show bond0\n")
+    check(p.returncode == 0, "keel failed", p)
+    flows = flows_of(p.stdout)
+    check(flows and all("actions:userspace(pid=0,userdata(0201" in f for f in flows),
+          "LACPDUs go to the slow path and nowhere else: %s" % flows, p)
+    check(not os.path.exists(os.path.join(d, "p0.pcap")) or not read_pcap(os.path.join(d, "p0.pcap")),
+          "no slow-protocol frame was flooded by NORMAL")
+    v = [j for j in json_lines(p.stdout) if "lacp" in j][0]["lacp"][0]
+    m = {x["member"]: x for x in v["members"]}
+    check(m["a1"]["rx_bad"] == 2, "a truncated and a lying LACPDU are counted as bad: %s" % m["a1"], p)
+    for name, port in (("a1", 1), ("a2", 2)):
+        check(m[name]["partner"]["sys_id"] == "02:00:00:00:aa:00" and m[name]["partner"]["port_id"] == port,
+              "%s learned its partner from its LACPDU: %s" % (name, m[name]["partner"]), p)
+    check("---- bond0 ----" in p.stdout and "partner sys_id: 02:00:00:00:aa:00" in p.stdout,
+          "lacp-show prints the partner", p)
+
+
 if __name__ == "__main__":
     main([test_lb_output_one_megaflow, test_bucket_map_predicts_member, test_recirc_scheme,
           test_member_down_carries_nothing, test_active_backup_and_slb_output, test_config_errors_change_nothing,
-          test_running_config_round_trip])
+          test_running_config_round_trip, test_lacpdus_reach_lacp_never_normal])
