@@ -545,6 +545,26 @@ TEST_CASE("rebalance: OVS's rule, never a move that does not make things better"
     CHECK(f->bond.dp_buckets()[0] == 1);
     CHECK(f->bond.dp_buckets()[2] == 2);
   }
+  SUBCASE("as a live Open vSwitch 3.1 did (balance-slb, dummy ports, 1038-byte frames): 60+40+1 frames on one member") {
+    // ovs-appctl bond/show before and after: hash 38 (60 frames) stayed on
+    // m1, hashes 235 (40 frames) and 230 (1 frame) moved to m2: both fit
+    // under the midpoint, taken heaviest first.
+    auto f = fresh();
+    BondBucketStats st;
+    st.bytes[0] = 60 * 1038;
+    st.bytes[2] = 40 * 1038;
+    st.bytes[4] = 1 * 1038;
+    CHECK(f->bond.rebalance(st, 1000));
+    CHECK(f->bond.dp_buckets()[0] == 1);
+    CHECK(f->bond.dp_buckets()[2] == 2);
+    CHECK(f->bond.dp_buckets()[4] == 2);
+  }
+  SUBCASE("as a live Open vSwitch 3.1 did: 200 frames in one bucket, the other member idle: it stays") {
+    auto f = fresh();
+    BondBucketStats st;
+    st.bytes[0] = 200 * 1038;
+    CHECK_FALSE(f->bond.rebalance(st, 1000));
+  }
   SUBCASE("a heavy and a tiny bucket: moving the tiny one improves by less than 10%: nothing moves") {
     auto f = fresh();
     BondBucketStats st;
