@@ -193,7 +193,7 @@ struct Bond::Impl {
     std::optional<size_t> best;
     for (size_t i = 0; i < members.size(); ++i) {
       const Member& m = members[i];
-      if (m.delay_expires && m.may_enable && !m.admin_disabled &&
+      if (m.delay_expires && m.carrier && m.may_enable && !m.admin_disabled &&
           (!best || *m.delay_expires < *members[*best].delay_expires))
         best = i;
     }
@@ -725,7 +725,7 @@ BondView Bond::view(uint64_t now_ms) const {
     mv.dp_port = m.cfg.dp_port;
     mv.mac = m.cfg.mac;
     mv.enabled = m.enabled;
-    mv.may_enable = m.may_enable;
+    mv.may_enable = m.carrier && m.may_enable;  // OVS's may_enable: carrier and LACP
     mv.active = b.active == i;
     mv.carrier = m.carrier;
     mv.admin_disabled = m.admin_disabled;

@@ -121,6 +121,7 @@ struct BondMemberView {
   uint32_t ofport = 0;
   uint16_t dp_port = 0;
   flow::EthAddr mac{};
+  // may_enable as bond/show prints it (Open vSwitch's: carrier and LACP's verdict).
   bool enabled = false, may_enable = false, active = false;
   bool carrier = false, admin_disabled = false;
   std::optional<uint64_t> delay_left_ms;  // updelay / downdelay running
