@@ -151,6 +151,9 @@ class Bridge {
   // across tables appears at once): pass it to table(i).lookup().
   Version version() const { return version_.load(std::memory_order_acquire); }
   const Classifier& table(uint8_t id) const { return *tables_[id]; }
+  // Whether datapath port `dp_port`'s link is up (the bundle() action's
+  // member choice); true when no probe was set (unit tests).
+  bool port_link_up(uint16_t dp_port) const { return !link_probe_ || link_probe_(dp_port); }
   MacLearning& mac() { return mac_; }
   const MacLearning& mac() const { return mac_; }
   // Bumped by every rule change (after publish): the revalidator compares.
@@ -168,6 +171,9 @@ class Bridge {
   static constexpr size_t kMaxLoggedChanges = 4096;
 
   // --- writer (control thread) ---
+  // Set once, before the bridge is published (Ofproto::add_bridge): reads
+  // the datapath port's link state (any thread).
+  void set_link_probe(std::function<bool(uint16_t)> probe) { link_probe_ = std::move(probe); }
   Status add_port(const PortConfig& port);  // ofport 0: the lowest free number
   // Several ports at once (a bond's members), all or none: ofport 0 gets
   // the lowest free number; `finish`, when given, sees the ports with
@@ -227,6 +233,7 @@ class Bridge {
   void bury(std::vector<OfRule*> rules);
 
   std::string name_;
+  std::function<bool(uint16_t)> link_probe_;
   datapath::Rcu* rcu_;
   std::shared_ptr<const PortMap> ports_;
   std::array<std::unique_ptr<Classifier>, kNumTables> tables_;

@@ -186,6 +186,7 @@ class Ctx {
   void output_normal(const PortConfig& out, const XVlan& x);
   void output_bundle(const PortConfig& out, uint16_t vid);
   bool is_gratuitous_arp();
+  bool bundle_member_enabled(uint32_t ofport);
   bool bond_recirc();     // second pass of a bond's recirculation; false: no bond has the id
   bool process_special(); // slow-protocol frames on a LACP bond member; true: done
 
@@ -443,6 +444,12 @@ void Ctx::do_actions(const OfActions& acts) {
           } else if constexpr (std::is_same_v<T, OfWriteMetadata>) {
             const uint64_t md = text::ntoh64(flow_.metadata);
             flow_.metadata = text::hton64((md & ~x.mask) | (x.value & x.mask));
+          } else if constexpr (std::is_same_v<T, OfBundle>) {
+            // xlate_bundle_action(): the member bundle_execute() picks
+            // (none enabled: OFPP_NONE, nothing is output).
+            const std::optional<uint32_t> port =
+                bundle_execute(x, flow_, &wc_, [this](uint32_t p) { return bundle_member_enabled(p); });
+            output_action(port.value_or(kOfppNone), 0);
           }
         },
         a);
@@ -869,6 +876,30 @@ bool Ctx::is_gratuitous_arp() {
     return flow_.nw_src == flow_.nw_dst;
   }
   return false;
+}
+
+// member_enabled_cb() of Open vSwitch: the reserved ports that are not
+// CONTROLLER always; a port when its link is up and, if it is a bond's
+// member, the bond has it enabled (OVS's xport->may_enable).
+bool Ctx::bundle_member_enabled(uint32_t ofport) {
+  switch (ofport) {
+    case kOfppInPort:
+    case kOfppTable:
+    case kOfppNormal:
+    case kOfppFlood:
+    case kOfppAll:
+    case kOfppNone:
+      return true;
+    case kOfppController:
+      return false;
+    default:
+      break;
+  }
+  const PortConfig* p = ports_->by_ofport(ofport);
+  if (!p || !br_.port_link_up(p->dp_port)) return false;
+  if (!p->bond_obj) return true;
+  const BondView v = p->bond_obj->view(in_.now_ns / 1'000'000);
+  return p->bond_member < v.members.size() && v.members[p->bond_member].enabled;
 }
 
 // output_normal()'s choice of port for a bundle (OVS: a bond's

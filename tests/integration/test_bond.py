@@ -338,7 +338,22 @@ def test_lacpdus_reach_lacp_never_normal():
           "lacp-show prints the partner", p)
 
 
+def test_bundle_action_skips_disabled_members():
+    """bundle(...) picks among the enabled members: a bond member the bond
+    disabled, or a port whose link is down, is not chosen."""
+    cmds = ["del-br br0", "add-br br0", "add-port br0 p0", "add-bond br0 b0 p1 p2 bond_mode=active-backup",
+            "add-flow br0 in_port=1,actions=bundle(eth_src,0,active_backup,ofport,members:2,3)",
+            "trace br0 in_port=1", "bond-disable-member b0 p1", "trace br0 in_port=1",
+            "port-link p2 down", "trace br0 in_port=1"]
+    p = run_keel("--port", "p0=null", "--port", "p1=null", "--port", "p2=null", "--config-dir", tmpdir(),
+                 stdin="\n".join(cmds) + "\n")
+    acts = [l for l in p.stdout.splitlines() if l.startswith("Datapath actions:")]
+    check(acts == ["Datapath actions: 2", "Datapath actions: 3", "Datapath actions: drop"],
+          "bundle() follows the members' state: %s" % acts, p)
+
+
 if __name__ == "__main__":
     main([test_lb_output_one_megaflow, test_bucket_map_predicts_member, test_recirc_scheme,
           test_member_down_carries_nothing, test_active_backup_and_slb_output, test_config_errors_change_nothing,
-          test_running_config_round_trip, test_lacpdus_reach_lacp_never_normal])
+          test_running_config_round_trip, test_lacpdus_reach_lacp_never_normal,
+          test_bundle_action_skips_disabled_members])
