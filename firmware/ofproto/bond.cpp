@@ -673,7 +673,7 @@ BondVerdict Bond::check_admissibility(size_t member, const flow::FlowKey& flow) 
   // LACP configured but not negotiated: drop unless falling back.
   switch (b.lacp) {
     case LacpStatus::negotiated:
-      return (m.enabled || m.may_enable) ? BondVerdict::accept : BondVerdict::drop;
+      return (m.enabled || (m.carrier && m.may_enable)) ? BondVerdict::accept : BondVerdict::drop;
     case LacpStatus::configured:
       if (!b.s.lacp_fallback_ab) return BondVerdict::drop;
       break;
