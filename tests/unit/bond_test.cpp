@@ -238,6 +238,19 @@ TEST_CASE("bucket selection: balance-tcp uses the 5-tuple bucket, and only with 
   CHECK_FALSE(b.use_lb_output());
 }
 
+TEST_CASE("balance-tcp without LACP: may use recirculation and lb_output (as bond/show says), sends nothing") {
+  // A live Open vSwitch 3.1 (balance-tcp, lacp off, lb-output-action=true):
+  // "bond may use recirculation: yes", "lb_output action: enabled".
+  Fixture f(settings(BondMode::balance_tcp));
+  CHECK(f.bond.may_recirc());
+  CHECK(f.bond.use_lb_output());
+  BondView v = f.bond.view(0);
+  CHECK(v.may_recirc);
+  CHECK(v.lb_output);
+  CHECK(v.lacp_status == LacpStatus::off);
+  CHECK_FALSE(f.bond.choose_output(tcp4(1, 2, 3, 4), nullptr, 0).has_value());
+}
+
 TEST_CASE("balance-tcp with lacp-fallback-ab and no partner works as active-backup") {
   BondSettings s = settings(BondMode::balance_tcp, LacpMode::active);
   s.lacp_fallback_ab = true;
