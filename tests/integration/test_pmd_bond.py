@@ -5,8 +5,14 @@ with `hash(l4(0)),lb_output(N)` is accepted, dumped as Open vSwitch writes
 it, and with no table for bond N every packet is dropped and counted
 (pmd-stats-show's bond_drops); `port-link PORT down` makes a sim port drop
 what it is given to send (counted as tx drops), and `show ports` says the
-link is down; bad `port-link` input is refused."""
+link is down; bad `port-link` input is refused. And hash(l4(0)) reuses
+the packet's RSS hash as Open vSwitch's odp-execute does: on a multi-queue
+sim input (software Toeplitz RSS) dp_hash is hash_int(rss, 0), so which
+dp_hash bucket a packet lands in is computed here from its addresses and
+ports alone (toeplitz() and ovs_hash_int() below: what a test predicting
+lb_output's member per packet needs)."""
 import os
+import struct
 
 from harness import check, json_lines, main, read_pcap, run_keel, tmpdir, udp_frame, write_pcap
 
@@ -20,6 +26,71 @@ def boot(config_lines, stdin, frames):
     p = run_keel("--config", cfg, "--port", "p0=pcap:in=" + inp, "--port", "p1=pcap:out=" + outp,
                  "--exit-when-drained", stdin=stdin)
     return p, (read_pcap(outp) if os.path.exists(outp) else None)
+
+
+RSS_KEY = bytes.fromhex("6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa")
+M32 = 0xffffffff
+
+
+def toeplitz(data, key=RSS_KEY):
+    """The Toeplitz hash of `data` with the standard 40-byte key (keel/hal/rss.h)."""
+    k = int.from_bytes(key, "big")
+    klen = len(key) * 8
+    h = 0
+    for i in range(len(data) * 8):
+        if data[i // 8] & (0x80 >> (i % 8)):
+            h ^= (k >> (klen - 32 - i)) & M32
+    return h
+
+
+def ovs_hash_int(x, basis):
+    """Open vSwitch 3.1's hash_int() (lib/hash.h, generic build): core/hash.h's hash_int()."""
+    rot = lambda v, n: ((v << n) | (v >> (32 - n))) & M32
+
+    def add(h, d):
+        if d:
+            d = (d * 0xcc9e2d51) & M32
+            d = rot(d, 15)
+            d = (d * 0x1b873593) & M32
+            h ^= d
+        h = rot(h, 13)
+        return (h * 5 + 0xe6546b64) & M32
+
+    h = add(add(x, 0), basis) ^ 8
+    h ^= h >> 16
+    h = (h * 0x85ebca6b) & M32
+    h ^= h >> 13
+    h = (h * 0xc2b2ae35) & M32
+    return h ^ (h >> 16)
+
+
+def rss_of_udp4(frame):
+    """The sim NIC's RSS hash of an untagged IPv4/UDP frame: src, dst, ports."""
+    return toeplitz(frame[26:34] + frame[34:38])
+
+
+def test_hash_l4_reuses_the_rss_hash():
+    check(ovs_hash_int(0x12345678, 7) == 0xc154f9a8, "hash_int reference")  # as core/hash.h's static_assert
+    frames = [udp_frame(i, 80) for i in range(96)]
+    buckets = [ovs_hash_int(rss_of_udp4(f), 0) & 0xff for f in frames]
+    keep = sorted(set(buckets))[: len(set(buckets)) // 2]  # half the buckets seen go to p1
+    flows = ["dp-flow add recirc_id(0),in_port(1),eth_type(0x0800),ipv4(frag=no) actions:hash(l4(0)),recirc(0x1)"]
+    # Every bucket has a second-pass flow (no miss): half of them output, half drop.
+    flows += ["dp-flow add recirc_id(0x1),dp_hash(%#x/0xff),in_port(1),eth_type(0x0800),ipv4(frag=no) actions:%s"
+              % (b, "2" if b in keep else "drop") for b in range(256)]
+    d = tmpdir()
+    inp, outp, cfg = (os.path.join(d, x) for x in ("in.pcap", "out.pcap", "keel.conf"))
+    write_pcap(inp, frames)
+    with open(cfg, "w") as f:
+        f.write("\n".join(flows) + "\n")
+    p = run_keel("--config", cfg, "--port", "p0=pcap:in=%s,rxq=2" % inp, "--port", "p1=pcap:out=" + outp,
+                 "--exit-when-drained", stdin="")
+    check(p.returncode == 0, "keel exited %d" % p.returncode, p)
+    want = [f for f, b in zip(frames, buckets) if b in keep]
+    got = read_pcap(outp)
+    check(0 < len(want) < len(frames) and got == want,
+          "exactly the frames whose bucket hash_int(rss, 0) & 255 has a flow: %d of %d, got %d"
+          % (len(want), len(frames), len(got)), p)
 
 
 def test_lb_output_without_a_bond_table_drops_and_counts():
@@ -71,5 +142,5 @@ def test_port_link_down_drops_tx_and_shows_down():
 
 
 if __name__ == "__main__":
-    main([test_lb_output_without_a_bond_table_drops_and_counts, test_bad_input_is_refused,
+    main([test_hash_l4_reuses_the_rss_hash, test_lb_output_without_a_bond_table_drops_and_counts, test_bad_input_is_refused,
           test_port_link_down_drops_tx_and_shows_down])
