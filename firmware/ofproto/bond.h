@@ -17,10 +17,15 @@
 //     negotiated (without it nothing is sent or accepted, unless
 //     lacp-fallback-ab, which makes it behave as active-backup).
 //   * members are enabled after `updelay` ms of carrier (and LACP
-//     may_enable), disabled after `downdelay` ms without; an admin can
-//     disable one (bond-disable-member). A disabled member's buckets go to
-//     enabled members at once (the least loaded first); an enabled member
-//     gets buckets at the next rebalance.
+//     may_enable), disabled after `downdelay` ms without (a member the bond
+//     starts with is taken as its link is, no delay; when every member is
+//     down, the first whose updelay runs skips the rest of it); an admin can
+//     disable one (bond-disable-member: it stays disabled until
+//     bond-enable-member — Open vSwitch 3.1's bond/disable-member is undone
+//     by its next link-state poll, observed live). A disabled member's
+//     buckets go to enabled members at once (the least loaded first); an
+//     enabled member gets buckets at the next rebalance. A hash-basis change
+//     keeps the bucket -> member map (OVS empties it).
 //   * rebalancing (bond_rebalance): every rebalance interval, from the bytes
 //     each bucket carried since the last one (an exponentially decayed sum,
 //     halved after each run as in OVS), buckets move from the most to the

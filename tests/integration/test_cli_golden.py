@@ -75,6 +75,8 @@ def test_datapath():
                         "flow-dump --format json", "dp-flow get " + FLOW.split(" ")[0],
                         "pmd-stats-show", "pmd-stats-show --format json", "pmd-rxq-show",
                         "pmd-rxq-show --format json", "dpcls-show", "dpcls-show --format json",
+                        "pmd-bond-show", "pmd-bond-show --pmd", "pmd-bond-show --format json",
+                        "pmd-bond-show --pmd --format json", "pmd-bond-show 1",
                         "dp-flow add in_port(1) actions:frob", "set emc-insert-inv-prob -1",
                         "set smc-enable maybe", "set vlan-limit 3", "set vlan-limit -1"])
 

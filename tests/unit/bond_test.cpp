@@ -50,8 +50,8 @@ FlowKey tcp4(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport, EthAddr
 }
 
 EthAddr mac_n(uint32_t n) {
-  return EthAddr{{2, 0x11, static_cast<uint8_t>(n >> 24), static_cast<uint8_t>(n >> 16), static_cast<uint8_t>(n >> 8),
-                  static_cast<uint8_t>(n)}};
+  return EthAddr{{2, 0x11, static_cast<uint8_t>(n >> 24), static_cast<uint8_t>(n >> 16),
+                  static_cast<uint8_t>(n >> 8), static_cast<uint8_t>(n)}};
 }
 
 std::vector<BondMemberConfig> members(int n) {
@@ -103,7 +103,8 @@ bool is_zero(const void* p, size_t n) {
 
 }  // namespace
 
-TEST_CASE("settings as bridge.c: interval 1..999 is 1000, primary only in active-backup, lb_output only in tcp") {
+TEST_CASE(
+    "settings as bridge.c: interval 1..999 is 1000, primary only in active-backup, lb_output only in tcp") {
   BondSettings s;
   s.rebalance_interval_ms = 1;
   CHECK(bond_effective_settings(s).rebalance_interval_ms == 1000);
@@ -237,6 +238,19 @@ TEST_CASE("bucket selection: balance-tcp uses the 5-tuple bucket, and only with 
   CHECK_FALSE(b.use_lb_output());
 }
 
+TEST_CASE("balance-tcp without LACP: may use recirculation and lb_output (as bond/show says), sends nothing") {
+  // A live Open vSwitch 3.1 (balance-tcp, lacp off, lb-output-action=true):
+  // "bond may use recirculation: yes", "lb_output action: enabled".
+  Fixture f(settings(BondMode::balance_tcp));
+  CHECK(f.bond.may_recirc());
+  CHECK(f.bond.use_lb_output());
+  BondView v = f.bond.view(0);
+  CHECK(v.may_recirc);
+  CHECK(v.lb_output);
+  CHECK(v.lacp_status == LacpStatus::off);
+  CHECK_FALSE(f.bond.choose_output(tcp4(1, 2, 3, 4), nullptr, 0).has_value());
+}
+
 TEST_CASE("balance-tcp with lacp-fallback-ab and no partner works as active-backup") {
   BondSettings s = settings(BondMode::balance_tcp, LacpMode::active);
   s.lacp_fallback_ab = true;
@@ -311,7 +325,8 @@ TEST_CASE("admissibility verdicts") {
   CHECK(Fixture(settings(BondMode::active_backup)).bond.check_admissibility(9, uni) == BondVerdict::drop);
 }
 
-TEST_CASE("active-backup failover: the primary is preferred, the active moves when it goes down, learning is due") {
+TEST_CASE(
+    "active-backup failover: the primary is preferred, the active moves when it goes down, learning is due") {
   BondSettings s = settings(BondMode::active_backup);
   s.primary = "pb";
   Fixture f(s);
@@ -545,7 +560,9 @@ TEST_CASE("rebalance: OVS's rule, never a move that does not make things better"
     CHECK(f->bond.dp_buckets()[0] == 1);
     CHECK(f->bond.dp_buckets()[2] == 2);
   }
-  SUBCASE("as a live Open vSwitch 3.1 did (balance-slb, dummy ports, 1038-byte frames): 60+40+1 frames on one member") {
+  SUBCASE(
+      "as a live Open vSwitch 3.1 did (balance-slb, dummy ports, 1038-byte frames): 60+40+1 frames on one "
+      "member") {
     // ovs-appctl bond/show before and after: hash 38 (60 frames) stayed on
     // m1, hashes 235 (40 frames) and 230 (1 frame) moved to m2: both fit
     // under the midpoint, taken heaviest first.
@@ -745,9 +762,9 @@ TEST_CASE("learning packets: OVS's RARP from the MAC to broadcast, tagged on a V
   const EthAddr mac{{0x00, 0x11, 0x22, 0x33, 0x44, 0x55}};
   const std::vector<uint8_t> untagged = {
       0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x80, 0x35,  // Ethernet, RARP
-      0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x03,                                      // Ethernet/IPv4, op 3
-      0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x00, 0x00, 0x00, 0x00,                          // sha, spa
-      0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x00, 0x00, 0x00, 0x00,                          // tha, tpa
+      0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x03,              // Ethernet/IPv4, op 3
+      0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x00, 0x00, 0x00, 0x00,  // sha, spa
+      0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x00, 0x00, 0x00, 0x00,  // tha, tpa
   };
   CHECK(compose_learning_packet(mac, 0) == untagged);
   std::vector<uint8_t> tagged = untagged;

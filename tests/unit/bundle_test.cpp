@@ -91,7 +91,8 @@ TEST_CASE("bundle: prints as ovs-ofctl 3.1 prints it") {
       {"bundle(symmetric_l3,0,hrw,ofport,members:)", "bundle(symmetric_l3,0,hrw,ofport,members:)"},
       {"bundle(symmetric_l3,0,hrw,ofport,members:LOCAL,IN_PORT)",
        "bundle(symmetric_l3,0,hrw,ofport,members:LOCAL,IN_PORT)"},
-      {"bundle(eth_src,0,hrw,ofport,members:1,2),output:3", "bundle(eth_src,0,hrw,ofport,members:1,2),output:3"},
+      {"bundle(eth_src,0,hrw,ofport,members:1,2),output:3",
+       "bundle(eth_src,0,hrw,ofport,members:1,2),output:3"},
       {"bundle(eth_src,0,hrw,ofport,members:[1,2])", "bundle(eth_src,0,hrw,ofport,members:1,2)"},
       {"bundle(eth_src,0,hrw,ofport,members:1 2)", "bundle(eth_src,0,hrw,ofport,members:1,2)"},
       {"bundle(eth_src,0,hrw,ofport,members:1,,2)", "bundle(eth_src,0,hrw,ofport,members:1,2)"},
@@ -150,7 +151,8 @@ TEST_CASE("bundle: port names both ways, as dump-flows --names") {
 
 TEST_CASE("bundle: refusals name the token") {
   // ovs-ofctl: "eth_src,0,hrw,ofport: not enough arguments to bundle action"
-  CHECK(parse_err("bundle(eth_src,0,hrw,ofport)").find("not enough arguments to bundle action") != std::string::npos);
+  CHECK(parse_err("bundle(eth_src,0,hrw,ofport)").find("not enough arguments to bundle action") !=
+        std::string::npos);
   CHECK(parse_err("bundle(eth_src,0,hrw)").find("not enough arguments") != std::string::npos);
   CHECK(parse_err("bundle()").find("not enough arguments") != std::string::npos);
   // ovs-ofctl: "missing member delimiter, expected `members', got `ports'"
@@ -158,16 +160,20 @@ TEST_CASE("bundle: refusals name the token") {
         "missing member delimiter, expected `members', got 'ports' at column 29: "
         "bundle(fields,basis,algorithm,ofport,members:PORT,...)");
   // strtok_r()'s reading of spaces around commas, as ovs-ofctl: got `,'.
-  CHECK(parse_err("bundle(symmetric_l3l4+udp, 50 , active_backup , ofport , members: 1)")
-            .find("got ','") != std::string::npos);
+  CHECK(parse_err("bundle(symmetric_l3l4+udp, 50 , active_backup , ofport , members: 1)").find("got ','") !=
+        std::string::npos);
   CHECK(parse_err("bundle(foo,0,hrw,ofport,members:1)").find("unknown bundle fields 'foo' at column 8") == 0);
-  CHECK(parse_err("bundle(eth_src,0,rr,ofport,members:1)").find("unknown bundle algorithm 'rr' at column 18") == 0);
-  CHECK(parse_err("bundle(eth_src,0,hrw,port,members:1)").find("unknown member_type 'port' at column 22") == 0);
+  CHECK(
+      parse_err("bundle(eth_src,0,rr,ofport,members:1)").find("unknown bundle algorithm 'rr' at column 18") ==
+      0);
+  CHECK(parse_err("bundle(eth_src,0,hrw,port,members:1)").find("unknown member_type 'port' at column 22") ==
+        0);
   CHECK(parse_err("bundle(eth_src,0,hrw,ofport,members:p1)").find("bad port number 'p1' at column 37") == 0);
   CHECK(parse_err("bundle(eth_src,0,hrw,ofport,members:65536)").find("bad port number '65536'") == 0);
   CHECK(parse_err("bundle(eth_src,0,hrw,ofport,members:1):").find("at column") != std::string::npos);
   // keel refuses what ovs-ofctl's atoi() would silently misread.
-  CHECK(parse_err("bundle(eth_src,abc,hrw,ofport,members:1)").find("bad bundle basis 'abc' at column 16") == 0);
+  CHECK(parse_err("bundle(eth_src,abc,hrw,ofport,members:1)").find("bad bundle basis 'abc' at column 16") ==
+        0);
   CHECK(parse_err("bundle(eth_src,0x10,hrw,ofport,members:1)").find("bad bundle basis") == 0);
   CHECK(parse_err("bundle(eth_src,65536,hrw,ofport,members:1)").find("bad bundle basis") == 0);
   CHECK(parse_err("bundle(eth_src,-1,hrw,ofport,members:1)").find("bad bundle basis") == 0);
@@ -180,8 +186,8 @@ TEST_CASE("bundle: refusals name the token") {
   CHECK(parse_err("bundle_load(eth_src,0,hrw,ofport,NXM_NX_REG0[],members:1,2)")
             .find("unsupported action 'bundle_load' at column 1") == 0);
   // Not in an action set (OVS: "disallowed action in action set").
-  CHECK(parse_err("write_actions(bundle(eth_src,0,hrw,ofport,members:1,2))").find("disallowed action in action set") ==
-        0);
+  CHECK(parse_err("write_actions(bundle(eth_src,0,hrw,ofport,members:1,2))")
+            .find("disallowed action in action set") == 0);
 }
 
 TEST_CASE("bundle: check_of_actions() as bundle_check()") {
@@ -197,8 +203,10 @@ TEST_CASE("bundle: check_of_actions() as bundle_check()") {
   CHECK(check("bundle(symmetric_l3,0,hrw,ofport,members:CONTROLLER)").find("unsupported controller member") !=
         std::string::npos);
   // OVS: "invalid member 65280" (OFPBAC_BAD_OUT_PORT).
-  CHECK(check("bundle(eth_src,0,hrw,ofport,members:65280)").find("invalid member 65280") != std::string::npos);
-  CHECK(check("bundle(eth_src,0,hrw,ofport,members:1,0xfff7)").find("invalid member 65527") != std::string::npos);
+  CHECK(check("bundle(eth_src,0,hrw,ofport,members:65280)").find("invalid member 65280") !=
+        std::string::npos);
+  CHECK(check("bundle(eth_src,0,hrw,ofport,members:1,0xfff7)").find("invalid member 65527") !=
+        std::string::npos);
 }
 
 TEST_CASE("bundle_execute: active_backup takes the first enabled member, in the listed order") {
@@ -218,7 +226,8 @@ TEST_CASE("bundle_execute: active_backup takes the first enabled member, in the 
   CHECK(wc == zero_key());
 }
 
-TEST_CASE("bundle_execute: hrw spreads flows, keeps a flow's member, and moves only the flows of a failed member") {
+TEST_CASE(
+    "bundle_execute: hrw spreads flows, keeps a flow's member, and moves only the flows of a failed member") {
   OfBundle b{HashFields::symmetric_l4, 0, BundleAlgorithm::hrw, {1, 2, 3, 4}};
   std::set<uint32_t> up = {1, 2, 3, 4};
   auto enabled = [&](uint32_t p) { return up.count(p) > 0; };
@@ -352,7 +361,8 @@ TEST_CASE("flow hashes: what each one reads") {
   CHECK(flow_hash_fields(a, HashFields::symmetric_l4, 0) != flow_hash_fields(b, HashFields::symmetric_l4, 0));
   // UDP ports are left out of symmetric_l3l4, kept in symmetric_l3l4+udp.
   FlowKey u1 = tcp4(1, 2, 3, 4, 17), u2 = tcp4(1, 2, 5, 6, 17);
-  CHECK(flow_hash_fields(u1, HashFields::symmetric_l3l4, 0) == flow_hash_fields(u2, HashFields::symmetric_l3l4, 0));
+  CHECK(flow_hash_fields(u1, HashFields::symmetric_l3l4, 0) ==
+        flow_hash_fields(u2, HashFields::symmetric_l3l4, 0));
   CHECK(flow_hash_fields(u1, HashFields::symmetric_l3l4_udp, 0) !=
         flow_hash_fields(u2, HashFields::symmetric_l3l4_udp, 0));
   // nw_src / nw_dst of a non-IP flow: the basis.
@@ -362,15 +372,16 @@ TEST_CASE("flow hashes: what each one reads") {
   // 5-tuple: not symmetric, ports of TCP/UDP/SCTP/ICMP.
   CHECK(flow_hash_5tuple(tcp4(1, 2, 3, 4), 0) != flow_hash_5tuple(tcp4(2, 1, 4, 3), 0));
   CHECK(flow_hash_5tuple(tcp4(1, 2, 3, 4), 0) != flow_hash_5tuple(tcp4(1, 2, 3, 5), 0));
-  CHECK(flow_hash_5tuple(tcp4(1, 2, 3, 4, 47), 0) == flow_hash_5tuple(tcp4(1, 2, 3, 5, 47), 0));  // GRE: no ports
+  CHECK(flow_hash_5tuple(tcp4(1, 2, 3, 4, 47), 0) ==
+        flow_hash_5tuple(tcp4(1, 2, 3, 5, 47), 0));  // GRE: no ports
   CHECK(hash_mac(a.dl_src, 1, 0) != hash_mac(a.dl_src, 2, 0));
   CHECK(hash_mac(a.dl_src, 1, 0) != hash_mac(a.dl_src, 1, 5));
 }
 
 TEST_CASE("hash fields and algorithm names") {
-  for (HashFields f : {HashFields::eth_src, HashFields::symmetric_l4, HashFields::symmetric_l3l4,
-                       HashFields::symmetric_l3l4_udp, HashFields::nw_src, HashFields::nw_dst,
-                       HashFields::symmetric_l3})
+  for (HashFields f :
+       {HashFields::eth_src, HashFields::symmetric_l4, HashFields::symmetric_l3l4,
+        HashFields::symmetric_l3l4_udp, HashFields::nw_src, HashFields::nw_dst, HashFields::symmetric_l3})
     CHECK(parse_hash_fields(to_string(f)) == f);
   CHECK(parse_hash_fields("SYMMETRIC_L3L4+UDP") == HashFields::symmetric_l3l4_udp);
   CHECK_FALSE(parse_hash_fields("l4").has_value());
@@ -378,13 +389,15 @@ TEST_CASE("hash fields and algorithm names") {
   CHECK(std::string(to_string(BundleAlgorithm::hrw)) == "hrw");
 }
 
-TEST_CASE("bundle: any mix of its tokens parses to something that prints back the same, or to a clear error") {
+TEST_CASE(
+    "bundle: any mix of its tokens parses to something that prints back the same, or to a clear error") {
   const char* fields[] = {"eth_src", "SYMMETRIC_L4", "symmetric_l3l4+udp", "nw_dst", "x", ""};
   const char* bases[] = {"0", "1", "65535", "65536", "0x10", "-1", ""};
   const char* algs[] = {"hrw", "active_backup", "HRW", "rr", ""};
   const char* types[] = {"ofport", "OFPORT", "port", ""};
   const char* delims[] = {"members:", "slaves:", "members", "Members: ", "ports:", ":", ""};
-  const char* ports[] = {"1", "0", "65535", "65536", "LOCAL", "none", "in_port", "p1", "0xfff7", "CONTROLLER", ""};
+  const char* ports[] = {"1",       "0",  "65535",  "65536",      "LOCAL", "none",
+                         "in_port", "p1", "0xfff7", "CONTROLLER", ""};
   const char* seps[] = {",", " ", ", ", " , ", ",,", "[", "]", ":"};
   uint32_t seed = 12345;
   auto rnd = [&](size_t n) {
