@@ -19,6 +19,7 @@ Needs /dev/net/tun and root (skipped without)."""
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -218,9 +219,83 @@ def test_hash_basis_change_loses_nothing():
         k.close()
 
 
+def partner_reply(pdu, port, fast=True):
+    """The LACPDU a partner (system 02:00:00:00:aa:00, key 1) answers keel's
+    `pdu` with: its own actor info, and keel's actor info as its partner."""
+    keel_actor = pdu[16:36]  # TLV 1 (type, len 20, 18 bytes of info)
+    state = 0x3d | (0x02 if fast else 0)  # activity aggregation sync collecting distributing (+ fast timeout)
+    actor = struct.pack("!BBH6sHHHB3x", 1, 20, 65535, bytes.fromhex("02000000aa00"), 1, 255, port, state)
+    partner = b"\x02\x14" + keel_actor[2:]
+    collector = struct.pack("!BBH12x", 3, 16, 0)
+    body = struct.pack("!BB", 1, 1) + actor + partner + collector + struct.pack("!BB50x", 0, 0)
+    return bytes.fromhex("0180c2000002") + bytes.fromhex("02000000aa0%d" % port) + b"\x88\x09" + body
+
+
+def test_lacp_partner_negotiates_then_lb_output():
+    """The members are TAP devices; this test is their LACP partner (it
+    answers every LACPDU keel sends). balance-tcp needs LACP negotiated:
+    then 10k L4 flows give one megaflow hash(l4(0)),lb_output(1)."""
+    base = os.getpid() % 10000
+    names = {"p0": "kbp%d" % base, "a1": "kba%d" % base, "a2": "kbb%d" % base}
+    d = tmpdir()
+    cfg = os.path.join(d, "cfg")
+    with open(cfg, "w") as f:
+        f.write("add-br br0\nadd-port br0 p0\nadd-bond br0 bond0 a1 a2 bond_mode=balance-tcp lacp=active "
+                "other_config:lacp-time=fast\nadd-flow br0 actions=NORMAL\n")
+    err = tempfile.TemporaryFile(mode="w+")
+    p = subprocess.Popen(keel_cmd("--config", cfg, "--config-dir", d,
+                                  *sum((["--port", "%s=tap:%s" % (n, t)] for n, t in names.items()), [])),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
+    socks = {}
+    try:
+        ask_live(p, err, "show ports")
+        for n, t in names.items():
+            subprocess.run(["sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % t], capture_output=True)
+            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x8809) if n != "p0" else 0)
+            s.bind((t, 0))
+            s.settimeout(0.05)
+            socks[n] = s
+        answered = {"a1": 0, "a2": 0}
+
+        def exchange():
+            for i, n in enumerate(("a1", "a2")):
+                try:
+                    while True:
+                        f = socks[n].recv(2048)
+                        if f[12:14] == b"\x88\x09" and f[14] == 1:
+                            socks[n].send(partner_reply(f, i + 1))
+                            answered[n] += 1
+                except socket.timeout:
+                    pass
+            show = ask_live(p, err, "bond-show bond0")
+            return ("lacp_status: negotiated" in show and "member a1: enabled" in show and
+                    "member a2: enabled" in show)
+        wait_for(exchange, "LACP negotiated with the test's partner on both members")
+        lacp = ask_live(p, err, "lacp-show bond0")
+        check("status: active negotiated" in lacp and "partner sys_id: 02:00:00:00:aa:00" in lacp,
+              "lacp-show: negotiated with the partner:\n" + lacp)
+        for i in range(10000):
+            socks["p0"].send(tcp_frame(i))
+
+        def forwarded():
+            exchange()  # keep the partner current
+            ports = {q["name"]: q for q in json.loads(ask_live(p, err, "show ports --format json"))["ports"]}
+            return ports["a1"]["tx"]["packets"] + ports["a2"]["tx"]["packets"] >= 9000
+        wait_for(forwarded, "the flows left on the members")
+        flows = [l for l in ask_live(p, err, "flow-dump").splitlines()
+                 if "eth_type(0x0800)" in l and "in_port(1)" in l]
+        check(len(flows) == 1 and flows[0].endswith("actions:hash(l4(0)),lb_output(1)"),
+              "one lb_output megaflow for 10k L4 flows: %s" % flows)
+    finally:
+        for s in socks.values():
+            s.close()
+        p.stdin.close()
+        p.wait(timeout=60)
+
+
 if __name__ == "__main__":
     if not tap_available():
         print("SKIP: needs /dev/net/tun and root")
         sys.exit(0)
     main([test_member_down_then_up, test_failover_sends_learning_packets, test_stuck_traffic_is_rebalanced,
-          test_hash_basis_change_loses_nothing])
+          test_hash_basis_change_loses_nothing, test_lacp_partner_negotiates_then_lb_output])
