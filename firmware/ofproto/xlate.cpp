@@ -925,6 +925,7 @@ void Ctx::output_bundle(const PortConfig& out, uint16_t vid) {
   }
   std::optional<BondMemberConfig> m = bond.choose_output(flow_, &wc_, vid);
   if (!m) return;  // no member enabled: drop (as OVS, silently)
+  if (bond.settings().mode != BondMode::active_backup) out_.bond_choices.push_back({out.bond_obj, flow_, vid});
   compose_output(m->ofport);
 }
 

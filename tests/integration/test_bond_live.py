@@ -31,11 +31,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_bond import bucket_map, tcp_frame  # noqa: E402
 
 
-def marked(i, mark, pad=0):
+def marked(i, mark, pad=0, vary_mac=False):
     """tcp_frame(i) with its IPv4 source's first byte = mark (10 + phase),
-    and `pad` bytes of trailer (counted in the bond's bucket loads)."""
+    and `pad` bytes of trailer (counted in the bond's bucket loads);
+    vary_mac: source MAC 00:00:00:00:01:(i % 256) (balance-slb hashes it)."""
     f = bytearray(tcp_frame(i))
     f[26] = mark
+    if vary_mac:
+        f[10] = 1
+        f[11] = i & 255
     # The IPv4 header checksum is 0 in tcp_frame; keel does not check it.
     return bytes(f) + bytes(pad)
 
@@ -171,12 +175,22 @@ def test_failover_sends_learning_packets():
 
 
 def test_stuck_traffic_is_rebalanced():
-    k = Live("bond_mode=balance-tcp other_config:bond-rebalance-interval=1000")
+    for mode in ("balance-tcp", "balance-slb"):
+        stuck_traffic_is_rebalanced(mode)
+
+
+def stuck_traffic_is_rebalanced(mode):
+    # balance-tcp: loads from the datapath's bucket counters (lb_output);
+    # balance-slb: from the megaflows' statistics the revalidator pushes.
+    slb = mode == "balance-slb"
+    k = Live("bond_mode=%s other_config:bond-rebalance-interval=1000" % mode)
     try:
         a1, a2 = k.ids["a1"], k.ids["a2"]
         check(k.ask("bond-disable-member bond0 a2") == "disabled\n", "bond-disable-member")
-        wait_for(lambda: set(k.buckets().values()) == {a1}, "everything on a1")
-        k.send([marked(i, 10) for i in range(64)])
+        wait_for(lambda: "member a2: disabled" in k.ask("bond-show bond0"), "a2 disabled")
+        if not slb:
+            wait_for(lambda: set(k.buckets().values()) == {a1}, "everything on a1")
+        k.send([marked(i, 10, vary_mac=slb) for i in range(64)])
         check(k.ask("bond-enable-member bond0 a2") == "enabled\n", "bond-enable-member")
         start = k.port("a2")["tx"]["packets"]
 
@@ -184,10 +198,10 @@ def test_stuck_traffic_is_rebalanced():
             # The same 64 flows, stuck on a1's buckets; 1400-byte frames:
             # Open vSwitch's rule moves nothing for less than 100 kB of
             # imbalance, keel's too.
-            k.send([marked(i, 10, pad=1346) for i in range(64)])
+            k.send([marked(i, 10, pad=1346, vary_mac=slb) for i in range(64)])
             time.sleep(0.1)
             return k.port("a2")["tx"]["packets"] > start
-        wait_for(moved, "some of the stuck flows moved to a2 at a rebalance")
+        wait_for(moved, "%s: some of the stuck flows moved to a2 at a rebalance" % mode)
         show = k.ask("bond-show bond0")
         check("kB load" in show, "bond-show lists loaded hashes:\n" + show)
     finally:
