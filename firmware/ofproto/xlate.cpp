@@ -911,9 +911,13 @@ void Ctx::output_bundle(const PortConfig& out, uint16_t vid) {
   }
   const Bond& bond = *out.bond_obj;
   if (bond.use_lb_output() || bond.use_recirc()) {
-    // Every L4 flow shares this megaflow: the hash reads no field into
-    // the mask (OVS: "Recirculation does not require unmasking hash
-    // fields"); the datapath picks the member per packet.
+    // As OVS's output_normal(): the bond must have a member for the packet
+    // at all (balance-tcp needs LACP negotiated: without, or with no member
+    // enabled, nothing is sent), asked without a mask. Every L4 flow then
+    // shares this megaflow: the hash reads no field into the mask (OVS:
+    // "Recirculation does not require unmasking hash fields"); the
+    // datapath picks the member per packet.
+    if (!bond.choose_output(flow_, nullptr, vid)) return;
     const uint32_t basis = bond.settings().hash_basis;
     commit();
     b_.hash_l4(basis);

@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
 """Bonds in a live keel (issue 14): p0 is a TAP device this test writes
-frames into, a1 and a2 (the bond's members) pcap outputs read at the end,
-bridge br0 with NORMAL (the frames' destination is unknown: they flood into
-the bond).
+frames into, bridge br0 with NORMAL (the frames' destination is unknown:
+they flood into the bond a1+a2). balance-tcp bonds run LACP with the test
+as their partner (a1, a2 TAPs; a thread answers keel's LACPDUs and keeps
+what else arrives); the other modes have pcap outputs as members.
+
+* Must show: LACP negotiated (bond-show, lacp-show); 10k L4 flows give ONE
+  megaflow `hash(l4(0)),lb_output(1)`; pmd-bond-show's bucket map predicts
+  the member of every frame; with lb-output-action=false the traffic takes
+  `hash(l4(0)),recirc(0x1)` and one `recirc_id(0x1),dp_hash(B/0xff)`
+  megaflow per bucket, each frame on its bucket's member.
 
 * A member taken down (`port-link a1 down`) carries nothing once the PMDs
   hold the new table: its buckets are all on a2 in every PMD, and no frame
@@ -23,6 +30,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from harness import ask_live, check, keel_cmd, main, read_pcap, tmpdir, wait_for
@@ -44,19 +52,74 @@ def marked(i, mark, pad=0, vary_mac=False):
     return bytes(f) + bytes(pad)
 
 
+# keel's own hash(l4) of a frame without an RSS hash (a TAP port gives
+# none): flow::hash_l4 over the miniflow words (CRC32-C per 64-bit word,
+# then core/hash.h's hash_finish), for an untagged IPv4 TCP/UDP frame.
+def _crc_table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        t.append(c)
+    return t
+
+
+_CRC = _crc_table()
+
+
+def _crc64(h, w):
+    for i in range(8):
+        h = _CRC[(h ^ (w >> (8 * i))) & 0xff] ^ (h >> 8)
+    return h
+
+
+def _finish(h, n):
+    h ^= n
+    h ^= h >> 16
+    h = (h * 0x85ebca6b) & 0xffffffff
+    h ^= h >> 13
+    h = (h * 0xc2b2ae35) & 0xffffffff
+    h ^= h >> 16
+    return h
+
+
+def keel_bucket(frame, basis=0):
+    ip = frame[14:]
+    ihl = (ip[0] & 15) * 4
+    h = basis
+    h = _crc64(h, int.from_bytes(ip[12:20], "little"))  # nw_src, nw_dst
+    for _ in range(4):
+        h = _crc64(h, 0)  # the IPv6 address words
+    h = _crc64(h, ip[9])  # nw_proto
+    h = _crc64(h, int.from_bytes(ip[ihl:ihl + 4], "little"))  # tp_src, tp_dst
+    return _finish(h, 40) & 255
+
+
 class Live:
-    def __init__(self, bond_words, extra=""):
-        self.ifname = "kbd%d" % (os.getpid() % 100000)
+    """keel with p0 a TAP the test writes to and the bond's members a1, a2.
+    lacp=False: pcap outputs, read at the end. lacp=True: TAPs whose other
+    end is this test's LACP partner (a thread answers every LACPDU keel
+    sends and keeps the other frames per member)."""
+
+    def __init__(self, bond_words, extra="", lacp=False):
+        base = os.getpid() % 10000
+        self.ifname = "kbd%d" % base
+        self.lacp = lacp
         self.d = tmpdir()
         cfg = os.path.join(self.d, "cfg")
         with open(cfg, "w") as f:
-            f.write("add-br br0\nadd-port br0 p0\nadd-bond br0 bond0 a1 a2 %s\nadd-flow br0 actions=NORMAL\n%s" %
-                    (bond_words, extra))
+            f.write("add-br br0\nadd-port br0 p0\nadd-bond br0 bond0 a1 a2 %s%s\nadd-flow br0 actions=NORMAL\n%s" %
+                    (bond_words, " lacp=active other_config:lacp-time=fast" if lacp else "", extra))
+        self.taps = {"a1": "kbe%d" % base, "a2": "kbf%d" % base}
+        if lacp:
+            members = ["--port", "a1=tap:" + self.taps["a1"], "--port", "a2=tap:" + self.taps["a2"]]
+        else:
+            members = ["--port", "a1=pcap:out=" + os.path.join(self.d, "a1.pcap"),
+                       "--port", "a2=pcap:out=" + os.path.join(self.d, "a2.pcap")]
         self.err = tempfile.TemporaryFile(mode="w+")
         self.p = subprocess.Popen(
-            keel_cmd("--config", cfg, "--config-dir", self.d, "--port", "p0=tap:" + self.ifname,
-                     "--port", "a1=pcap:out=" + os.path.join(self.d, "a1.pcap"),
-                     "--port", "a2=pcap:out=" + os.path.join(self.d, "a2.pcap")),
+            keel_cmd("--config", cfg, "--config-dir", self.d, "--port", "p0=tap:" + self.ifname, *members),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True, bufsize=1)
         self.ask("show ports")
         subprocess.run(["sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % self.ifname], capture_output=True)
@@ -64,6 +127,39 @@ class Live:
         self.sock.bind((self.ifname, 0))
         ports = self.ask_json("show ports")["ports"]
         self.ids = {p["name"]: p["id"] for p in ports}
+        self.got = {"a1": [], "a2": []}
+        if lacp:
+            self.stop = False
+            self.msocks = {}
+            for i, n in enumerate(("a1", "a2")):
+                subprocess.run(["sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % self.taps[n]],
+                               capture_output=True)
+                s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))  # ETH_P_ALL
+                s.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE: keep every frame
+                s.bind((self.taps[n], 0))
+                s.settimeout(0.02)
+                self.msocks[n] = s
+            self.partner = threading.Thread(target=self._partner, daemon=True)
+            self.partner.start()
+            wait_for(lambda: "lacp_status: negotiated" in self.ask("bond-show bond0") and
+                     "member a1: enabled" in self.ask("bond-show bond0") and
+                     "member a2: enabled" in self.ask("bond-show bond0"), "LACP negotiated with the test's partner")
+
+    def _partner(self):
+        while not self.stop:
+            for i, n in enumerate(("a1", "a2")):
+                try:
+                    while True:
+                        f, addr = self.msocks[n].recvfrom(4096)
+                        if addr[2] == socket.PACKET_OUTGOING:
+                            continue  # our own PDUs
+                        if f[12:14] == b"\x88\x09":
+                            if f[14] == 1:
+                                self.msocks[n].send(partner_reply(f, i + 1))
+                        else:
+                            self.got[n].append(f)
+                except (socket.timeout, OSError):
+                    pass
 
     def ask(self, cmd):
         return ask_live(self.p, self.err, cmd)
@@ -74,19 +170,31 @@ class Live:
     def port(self, name):
         return [p for p in self.ask_json("show ports")["ports"] if p["name"] == name][0]
 
-    def send(self, frames):
-        for f in frames:
+    def send(self, frames, chunk=0, pause=0.01):
+        """chunk: pause after every `chunk` frames (the TAP's queue drops
+        what keel has not read yet)."""
+        for i, f in enumerate(frames):
             self.sock.send(f)
+            if chunk and i % chunk == chunk - 1:
+                time.sleep(pause)
+
+    def data_tx(self):
+        """Frames the members sent that are not keel's own LACPDUs."""
+        tx = self.port("a1")["tx"]["packets"] + self.port("a2")["tx"]["packets"]
+        if self.lacp:
+            tx -= sum(m["tx_pdus"] for m in self.ask_json("lacp-show bond0")["lacp"][0]["members"])
+        return tx
 
     def buckets(self):
         return bucket_map(self.ask("pmd-bond-show"))
 
-    def pmd_tables(self):
-        """Every PMD's table (pmd-bond-show --pmd --format json)."""
-        j = self.ask_json("pmd-bond-show --pmd")
-        return j
-
     def close(self):
+        if self.lacp:
+            time.sleep(0.3)  # the last frames reach the partner's sockets
+            self.stop = True
+            self.partner.join()
+            for s in self.msocks.values():
+                s.close()
         self.sock.close()
         self.p.stdin.close()
         self.p.wait(timeout=60)
@@ -94,6 +202,8 @@ class Live:
         return self.err.read()
 
     def frames_on(self, name):
+        if self.lacp:
+            return [f for f in self.got[name] if len(f) >= 34 and f[12:14] == b"\x08\x00"]
         path = os.path.join(self.d, name + ".pcap")
         return read_pcap(path) if os.path.exists(path) else []
 
@@ -108,10 +218,9 @@ def tap_available():
 
 
 def test_member_down_then_up():
-    k = Live("bond_mode=balance-tcp bond_updelay=300 other_config:bond-rebalance-interval=1000")
+    k = Live("bond_mode=balance-tcp bond_updelay=300 other_config:bond-rebalance-interval=1000", lacp=True)
     try:
         a1, a2 = k.ids["a1"], k.ids["a2"]
-        check(set(k.buckets().values()) == {a1, a2}, "both members hold buckets at first")
         k.send([marked(i, 10) for i in range(500)])
         wait_for(lambda: k.port("p0")["rx"]["packets"] >= 500, "keel received phase 1")
         check(k.ask("port-link a1 down") == "", "port-link a1 down")
@@ -183,9 +292,9 @@ def stuck_traffic_is_rebalanced(mode):
     # balance-tcp: loads from the datapath's bucket counters (lb_output);
     # balance-slb: from the megaflows' statistics the revalidator pushes.
     slb = mode == "balance-slb"
-    k = Live("bond_mode=%s other_config:bond-rebalance-interval=1000" % mode)
+    k = Live("bond_mode=%s other_config:bond-rebalance-interval=1000" % mode, lacp=not slb)
     try:
-        a1, a2 = k.ids["a1"], k.ids["a2"]
+        a1 = k.ids["a1"]
         check(k.ask("bond-disable-member bond0 a2") == "disabled\n", "bond-disable-member")
         wait_for(lambda: "member a2: disabled" in k.ask("bond-show bond0"), "a2 disabled")
         if not slb:
@@ -209,23 +318,22 @@ def stuck_traffic_is_rebalanced(mode):
 
 
 def test_hash_basis_change_loses_nothing():
-    k = Live("bond_mode=balance-tcp")
+    k = Live("bond_mode=balance-tcp", lacp=True)
     try:
         n = 24000
         half = n // 2
-        k.send([marked(i, 10) for i in range(half)])
+        rx0, tx0 = k.port("p0")["rx"]["packets"], k.data_tx()
+        k.send([marked(i, 10) for i in range(half)], chunk=200)
         check(k.ask("set port bond0 other_config:bond-hash-basis=5") == "", "set the hash basis")
-        k.send([marked(i, 10) for i in range(half, n)])
+        k.send([marked(i, 10) for i in range(half, n)], chunk=200)
 
         def settled():
-            rx = k.port("p0")["rx"]["packets"]
-            tx = k.port("a1")["tx"]["packets"] + k.port("a2")["tx"]["packets"]
-            return rx > 0 and tx == rx
+            return k.port("p0")["rx"]["packets"] - rx0 == k.data_tx() - tx0
 
         time.sleep(0.5)
         wait_for(settled, "every frame received left on a member")
         wait_for(lambda: "hash(l4(5)),lb_output(1)" in k.ask("flow-dump"), "the megaflow hashes with basis 5")
-        rx = k.port("p0")["rx"]["packets"]
+        rx = k.port("p0")["rx"]["packets"] - rx0
         check(rx >= n * 0.9, "most frames reached keel (%d of %d; the TAP may drop some)" % (rx, n))
         drops = k.port("a1")["tx"]["dropped"] + k.port("a2")["tx"]["dropped"]
         check(drops == 0, "no drop on the members: %d" % drops)
@@ -245,66 +353,61 @@ def partner_reply(pdu, port, fast=True):
     return bytes.fromhex("0180c2000002") + bytes.fromhex("02000000aa0%d" % port) + b"\x88\x09" + body
 
 
-def test_lacp_partner_negotiates_then_lb_output():
-    """The members are TAP devices; this test is their LACP partner (it
-    answers every LACPDU keel sends). balance-tcp needs LACP negotiated:
-    then 10k L4 flows give one megaflow hash(l4(0)),lb_output(1)."""
-    base = os.getpid() % 10000
-    names = {"p0": "kbp%d" % base, "a1": "kba%d" % base, "a2": "kbb%d" % base}
-    d = tmpdir()
-    cfg = os.path.join(d, "cfg")
-    with open(cfg, "w") as f:
-        f.write("add-br br0\nadd-port br0 p0\nadd-bond br0 bond0 a1 a2 bond_mode=balance-tcp lacp=active "
-                "other_config:lacp-time=fast\nadd-flow br0 actions=NORMAL\n")
-    err = tempfile.TemporaryFile(mode="w+")
-    p = subprocess.Popen(keel_cmd("--config", cfg, "--config-dir", d,
-                                  *sum((["--port", "%s=tap:%s" % (n, t)] for n, t in names.items()), [])),
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
-    socks = {}
+def test_lacp_lb_output_predicts_members_then_recirc():
+    """The members' partner is this test (it answers keel's LACPDUs):
+    negotiated on both members (lacp-show shows the partner); then 10k L4
+    flows give one megaflow hash(l4(0)),lb_output(1) and pmd-bond-show's
+    map predicts the member of every frame (keel's hash(l4) of the frame:
+    a TAP gives no RSS hash); with lb-output-action=false the same traffic
+    takes hash(l4(0)),recirc(0x1) and one recirc_id(0x1),dp_hash(B/0xff)
+    megaflow per bucket, each frame on its bucket's member."""
+    k = Live("bond_mode=balance-tcp", lacp=True)
     try:
-        ask_live(p, err, "show ports")
-        for n, t in names.items():
-            subprocess.run(["sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % t], capture_output=True)
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x8809) if n != "p0" else 0)
-            s.bind((t, 0))
-            s.settimeout(0.05)
-            socks[n] = s
-        answered = {"a1": 0, "a2": 0}
-
-        def exchange():
-            for i, n in enumerate(("a1", "a2")):
-                try:
-                    while True:
-                        f = socks[n].recv(2048)
-                        if f[12:14] == b"\x88\x09" and f[14] == 1:
-                            socks[n].send(partner_reply(f, i + 1))
-                            answered[n] += 1
-                except socket.timeout:
-                    pass
-            show = ask_live(p, err, "bond-show bond0")
-            return ("lacp_status: negotiated" in show and "member a1: enabled" in show and
-                    "member a2: enabled" in show)
-        wait_for(exchange, "LACP negotiated with the test's partner on both members")
-        lacp = ask_live(p, err, "lacp-show bond0")
+        lacp = k.ask("lacp-show bond0")
         check("status: active negotiated" in lacp and "partner sys_id: 02:00:00:00:aa:00" in lacp,
               "lacp-show: negotiated with the partner:\n" + lacp)
-        for i in range(10000):
-            socks["p0"].send(tcp_frame(i))
-
-        def forwarded():
-            exchange()  # keep the partner current
-            ports = {q["name"]: q for q in json.loads(ask_live(p, err, "show ports --format json"))["ports"]}
-            return ports["a1"]["tx"]["packets"] + ports["a2"]["tx"]["packets"] >= 9000
-        wait_for(forwarded, "the flows left on the members")
-        flows = [l for l in ask_live(p, err, "flow-dump").splitlines()
-                 if "eth_type(0x0800)" in l and "in_port(1)" in l]
+        a1, a2 = k.ids["a1"], k.ids["a2"]
+        m = k.buckets()
+        check(len(m) == 256 and set(m.values()) == {a1, a2}, "256 buckets on both members")
+        rx0, tx0 = k.port("p0")["rx"]["packets"], k.data_tx()
+        k.send([marked(i, 10) for i in range(10000)], chunk=200)
+        wait_for(lambda: k.data_tx() - tx0 == k.port("p0")["rx"]["packets"] - rx0, "the flows left on the members")
+        flows = [l for l in k.ask("flow-dump").splitlines() if "eth_type(0x0800)" in l]
         check(len(flows) == 1 and flows[0].endswith("actions:hash(l4(0)),lb_output(1)"),
               "one lb_output megaflow for 10k L4 flows: %s" % flows)
+        check(k.ask("set port bond0 other_config:lb-output-action=false") == "", "lb-output-action=false")
+        # Each bucket's first frame misses in the second pass: paced, so
+        # that the upcalls keep up (a burst beyond the upcall records is
+        # dropped and counted, as Open vSwitch's "miss with failed upcall").
+        rx0, tx0 = k.port("p0")["rx"]["packets"], k.data_tx()
+        k.send([marked(i, 11) for i in range(3000)], chunk=50, pause=0.02)
+        wait_for(lambda: k.data_tx() - tx0 >= 0.9 * (k.port("p0")["rx"]["packets"] - rx0) > 2000,
+                 "the recirculated frames left on the members")
+        time.sleep(0.5)
+        dump = k.ask("flow-dump").splitlines()
+        first = [l for l in dump if l.startswith("recirc_id(0),") and "eth_type(0x0800)" in l]
+        check(len(first) == 1 and first[0].endswith("actions:hash(l4(0)),recirc(0x1)"),
+              "first pass: hash(l4(0)),recirc(0x1): %s" % first)
+        second = {}
+        for l in dump:
+            if l.startswith("recirc_id(0x1),"):
+                h = l.split("dp_hash(")[1].split(")")[0]
+                check(h.endswith("/0xff"), "the second pass matches dp_hash/0xff: " + l)
+                second[int(h.split("/")[0], 16) & 255] = int(l.rsplit("actions:", 1)[1])
     finally:
-        for s in socks.values():
-            s.close()
-        p.stdin.close()
-        p.wait(timeout=60)
+        k.close()
+    for name in ("a1", "a2"):
+        for f in k.frames_on(name):
+            b = keel_bucket(f)
+            if f[26] == 10:
+                check(m[b] == k.ids[name], "lb_output: a frame of bucket %d left on %s, pmd-bond-show said %d" %
+                      (b, name, m[b]))
+            elif f[26] == 11:
+                check(second.get(b) == k.ids[name], "recirc: a frame of bucket %d left on %s, its megaflow says %s"
+                      % (b, name, second.get(b)))
+    check(len(second) > 200, "one second-pass megaflow per bucket used: %d" % len(second))
+    seen = len([f for n in ("a1", "a2") for f in k.frames_on(n) if f[26] in (10, 11)])
+    check(seen >= 10000, "the partner saw most frames (%d of 13000)" % seen)
 
 
 if __name__ == "__main__":
@@ -312,4 +415,4 @@ if __name__ == "__main__":
         print("SKIP: needs /dev/net/tun and root")
         sys.exit(0)
     main([test_member_down_then_up, test_failover_sends_learning_packets, test_stuck_traffic_is_rebalanced,
-          test_hash_basis_change_loses_nothing, test_lacp_partner_negotiates_then_lb_output])
+          test_hash_basis_change_loses_nothing, test_lacp_lb_output_predicts_members_then_recirc])

@@ -81,6 +81,22 @@ struct Switch {
     REQUIRE(br->flow_mod(fm).ok());
   }
   uint16_t dp_port(const std::string& name) const { return dp.find_port(name)->id(); }
+  // A partner's LACPDU on every member of `bond`, then a tick: negotiated.
+  void negotiate(const std::string& bond, uint64_t now_ms = 1000) {
+    std::lock_guard lk(of->writer_mutex());
+    const BondPort* b = of->find_bond(bond);
+    REQUIRE(b);
+    REQUIRE(b->lacp);
+    for (size_t i = 0; i < b->members.size(); ++i) {
+      LacpPdu pdu;
+      pdu.actor = LacpInfo{65535, flow::EthAddr{{2, 0, 0, 0, 0xaa, 0}}, 1, 255, static_cast<uint16_t>(i + 1),
+                           static_cast<uint8_t>(kLacpStateActivity | kLacpStateAggregation | kLacpStateSync |
+                                                kLacpStateCollecting | kLacpStateDistributing)};
+      REQUIRE(b->lacp->process_packet(i, compose_lacpdu(pdu, flow::EthAddr{{2, 0, 0, 0, 0xaa, 1}}), now_ms));
+    }
+    of->run_bonds(now_ms);
+    REQUIRE(b->bond->lacp_status() == LacpStatus::negotiated);
+  }
   // Translates a packet received on datapath port `in` (match syntax for the rest).
   XlateOut x(const std::string& in, const std::string& key, uint64_t now = 1) {
     auto m = flow::parse_of_match(key);
@@ -202,11 +218,21 @@ TEST_CASE("add_bond: members become ports naming their bond; refusals leave the 
   CHECK(s.br->ports()->by_name("p1")->bond_obj->id() == 1);
 }
 
-TEST_CASE("NORMAL on a balance-tcp bond: one lb_output megaflow, L4 not in the mask; recirc scheme") {
+TEST_CASE("NORMAL on a balance-tcp bond: drops without LACP negotiated, as OVS; lb_output; recirc scheme") {
   Switch s;
-  REQUIRE(s.bond("bond0", "p1 p2 bond_mode=balance-tcp").ok());
+  REQUIRE(s.bond("bond9", "p3 p4 bond_mode=balance-tcp").ok());  // lacp=off: balance-tcp sends nothing
   s.flow("actions=NORMAL");
   XlateOut o = s.x("p0", "tcp,dl_src=00:00:00:00:00:01,dl_dst=00:00:00:00:00:02,tp_src=1,tp_dst=2");
+  CHECK(acts(o) == "drop");
+  {
+    std::lock_guard lk(s.of->writer_mutex());
+    REQUIRE(s.of->del_port("", "bond9").ok());
+  }
+  REQUIRE(s.bond("bond0", "p1 p2 bond_mode=balance-tcp lacp=active").ok());
+  o = s.x("p0", "tcp,dl_src=00:00:00:00:00:01,dl_dst=00:00:00:00:00:02,tp_src=1,tp_dst=2");
+  CHECK(acts(o) == "drop");  // configured, not negotiated
+  s.negotiate("bond0");
+  o = s.x("p0", "tcp,dl_src=00:00:00:00:00:01,dl_dst=00:00:00:00:00:02,tp_src=1,tp_dst=2");
   CHECK(acts(o) == "hash(l4(0)),lb_output(1)");
   CHECK(o.wc.tp_src == 0);
   CHECK(o.wc.tp_dst == 0);
