@@ -72,17 +72,17 @@ void put_info(uint8_t* p, const LacpInfo& i) {
 enum class PduKind : uint8_t { lacp, marker, bad };
 
 // Classifies `frame` as parse_lacpdu's contract says. Accepted: an
-// untagged slow-protocol frame of at least 14 + 110 bytes, subtype 1, a
+// untagged slow-protocol frame of at least 14 + 110 bytes (shorter is bad
+// whatever its subtype, as Open vSwitch), subtype 1, a
 // version other than 0, actor TLV (1, 20), partner TLV (2, 20); version 1
 // must also carry the collector TLV (3, 16) and the terminator (0, 0) where
 // 802.1AX-2008 puts them. A later version may put other TLVs there
 // (802.1AX-2014's v2 has extra TLVs) and a v1 receiver interprets only the
 // v1 fields. Subtype 2 is a Marker PDU (counted apart, as Open vSwitch).
 PduKind classify(std::span<const uint8_t> frame, LacpPdu* out) {
-  if (frame.size() < kEthHeaderLen + 1 || get16(frame.data() + 12) != kEthTypeSlowProtocols) return PduKind::bad;
+  if (frame.size() < kEthHeaderLen + kPduLen || get16(frame.data() + 12) != kEthTypeSlowProtocols) return PduKind::bad;
   const uint8_t* p = frame.data() + kEthHeaderLen;
   if (p[0] == kSubtypeMarker) return PduKind::marker;
-  if (frame.size() < kEthHeaderLen + kPduLen) return PduKind::bad;
   if (p[0] != kSubtypeLacp || p[1] == 0) return PduKind::bad;
   if (p[kActorTlv] != 1 || p[kActorTlv + 1] != kInfoTlvLen) return PduKind::bad;
   if (p[kPartnerTlv] != 2 || p[kPartnerTlv + 1] != kInfoTlvLen) return PduKind::bad;
