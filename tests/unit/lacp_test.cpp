@@ -420,6 +420,38 @@ TEST_CASE("lacp: a member whose partner system or key differs is not attached") 
   }
 }
 
+TEST_CASE("lacp: partners of another system or key: Open vSwitch's text") {
+  // bond7: p15 to bond8, p16 to bond9 (another system); bond10: p21 to
+  // bond11, p22 to bond12 (bond11's system id, another key).
+  auto one = [](std::string name, flow::EthAddr sys, std::string m1, uint16_t id1, std::string m2, uint16_t id2) {
+    return BondCfg{name, sys, true, true, false, {{m1, id1}, {m2, id2}}, id1};
+  };
+  SUBCASE("another system") {
+    Lacp a = make(one("bond7", mac(0xaa, 0x30, 0, 0, 0, 0x07), "p15", 15, "p16", 16));
+    Lacp b = make(one("bond8", mac(0xaa, 0x40, 0, 0, 0, 0x08), "p17", 17, "p18", 18));
+    Lacp c = make(one("bond9", mac(0xaa, 0x40, 0, 0, 0, 0x09), "p19", 19, "p20", 20));
+    Net net{{&a, &b, &c}, {{&a, 0, &b, 0}, {&a, 1, &c, 0}}, {}};
+    uint64_t now = 0;
+    net.step(now);
+    net.run_until(now, 5300);
+    CHECK(format_lacp_show(a.view()) == ovs_text("bond7.txt"));
+    CHECK(a.may_enable(0));
+    CHECK_FALSE(a.may_enable(1));
+  }
+  SUBCASE("another key") {
+    Lacp a = make(one("bond10", mac(0xaa, 0x30, 0, 0, 0, 0x10), "p21", 21, "p22", 22));
+    Lacp b = make(one("bond11", mac(0xaa, 0x40, 0, 0, 0, 0x11), "p23", 23, "p24", 24));
+    Lacp c = make(one("bond12", mac(0xaa, 0x40, 0, 0, 0, 0x11), "p25", 25, "p26", 26));
+    Net net{{&a, &b, &c}, {{&a, 0, &b, 0}, {&a, 1, &c, 0}}, {}};
+    uint64_t now = 0;
+    net.step(now);
+    net.run_until(now, 5300);
+    CHECK(format_lacp_show(a.view()) == ovs_text("bond10.txt"));
+    CHECK(a.may_enable(0));
+    CHECK_FALSE(a.may_enable(1));
+  }
+}
+
 TEST_CASE("lacp: carrier down: the member expires, sends nothing, drops what it hears") {
   Lacp a = make(bond0()), b = make(bond1());
   Net net{{&a, &b}, {{&a, 0, &b, 0}, {&a, 1, &b, 1}}, {}};

@@ -8,6 +8,9 @@
 #   bond2             passive, alone
 #   bond3             active, lacp-fallback-ab=true, alone
 #   bond6             active fast, alone (bond6_expired.txt: 300 ms in)
+#   bond7             p15 to bond8 (p17), p16 to bond9 (p19): another system
+#   bond10            p21 to bond11 (p23), p22 to bond12 (p25): the same
+#                     system id (bond12's lacp-system-id), another key
 # bondN.txt: lacp/show bondN 5.3 s in; stats0.txt: lacp/show-stats bond0;
 # cut4s_*/cut7s_*: 4 s / 7 s after p4's socket is pointed elsewhere (the
 # p2-p4 link cut); pdus.hex: p13's and p1's first PDUs from tx_pcap
@@ -54,12 +57,37 @@ $V add-br br0 -- set bridge br0 datapath_type=netdev other-config:hwaddr=aa:55:a
   -- add-bond br6 bond6 p13 p14 bond_mode=balance-tcp lacp=active other-config:lacp-time=fast \
   -- set interface p13 type=dummy ofport_request=13 other-config:lacp-aggregation-key=13 options:tx_pcap=$D/p13.pcap \
   -- set interface p14 type=dummy ofport_request=14 other-config:lacp-aggregation-key=13 \
-  -- set interface p1 options:tx_pcap=$D/p1.pcap
+  -- set interface p1 options:tx_pcap=$D/p1.pcap \
+  -- add-br br7 -- set bridge br7 datapath_type=netdev other-config:hwaddr=aa:30:00:00:00:07 \
+  -- add-bond br7 bond7 p15 p16 bond_mode=balance-tcp lacp=active other-config:lacp-time=fast \
+  -- set interface p15 type=dummy options:pstream=punix:$D/p15.sock ofport_request=15 other-config:lacp-aggregation-key=15 \
+  -- set interface p16 type=dummy options:pstream=punix:$D/p16.sock ofport_request=16 other-config:lacp-aggregation-key=15 \
+  -- add-br br8 -- set bridge br8 datapath_type=netdev other-config:hwaddr=aa:40:00:00:00:08 \
+  -- add-bond br8 bond8 p17 p18 bond_mode=balance-tcp lacp=active other-config:lacp-time=fast \
+  -- set interface p17 type=dummy options:stream=unix:$D/p15.sock ofport_request=17 other-config:lacp-aggregation-key=17 \
+  -- set interface p18 type=dummy ofport_request=18 other-config:lacp-aggregation-key=17 \
+  -- add-br br9 -- set bridge br9 datapath_type=netdev other-config:hwaddr=aa:40:00:00:00:09 \
+  -- add-bond br9 bond9 p19 p20 bond_mode=balance-tcp lacp=active other-config:lacp-time=fast \
+  -- set interface p19 type=dummy options:stream=unix:$D/p16.sock ofport_request=19 other-config:lacp-aggregation-key=19 \
+  -- set interface p20 type=dummy ofport_request=20 other-config:lacp-aggregation-key=19 \
+  -- add-br br10 -- set bridge br10 datapath_type=netdev other-config:hwaddr=aa:30:00:00:00:10 \
+  -- add-bond br10 bond10 p21 p22 bond_mode=balance-tcp lacp=active other-config:lacp-time=fast \
+  -- set interface p21 type=dummy options:pstream=punix:$D/p21.sock ofport_request=21 other-config:lacp-aggregation-key=21 \
+  -- set interface p22 type=dummy options:pstream=punix:$D/p22.sock ofport_request=22 other-config:lacp-aggregation-key=21 \
+  -- add-br br11 -- set bridge br11 datapath_type=netdev other-config:hwaddr=aa:40:00:00:00:11 \
+  -- add-bond br11 bond11 p23 p24 bond_mode=balance-tcp lacp=active other-config:lacp-time=fast \
+  -- set interface p23 type=dummy options:stream=unix:$D/p21.sock ofport_request=23 other-config:lacp-aggregation-key=23 \
+  -- set interface p24 type=dummy ofport_request=24 other-config:lacp-aggregation-key=23 \
+  -- add-br br12 -- set bridge br12 datapath_type=netdev other-config:hwaddr=aa:40:00:00:00:12 \
+  -- add-bond br12 bond12 p25 p26 bond_mode=balance-tcp lacp=active other-config:lacp-time=fast \
+     other-config:lacp-system-id=aa:40:00:00:00:11 \
+  -- set interface p25 type=dummy options:stream=unix:$D/p22.sock ofport_request=25 other-config:lacp-aggregation-key=25 \
+  -- set interface p26 type=dummy ofport_request=26 other-config:lacp-aggregation-key=25
 $A netdev-dummy/set-admin-state up
 $A time/warp 300 100
 $A lacp/show bond6 > $D/bond6_expired.txt
 for i in $(seq 1 50); do $A time/warp 100 >/dev/null; done
-for b in 0 1 2 3 4 5 6; do $A lacp/show bond$b > $D/bond$b.txt; $A bond/show bond$b > $D/bondshow$b.txt; done
+for b in 0 1 2 3 4 5 6 7 10; do $A lacp/show bond$b > $D/bond$b.txt; $A bond/show bond$b > $D/bondshow$b.txt; done
 $A lacp/show-stats bond0 > $D/stats0.txt
 # Take p4 down: p2 (its peer) hears nothing more.
 $V set interface p4 options:stream=unix:$D/nowhere.sock
