@@ -30,8 +30,9 @@
 //     no member has a partner (status stays `configured`); once one has,
 //     the defaulted ones detach.
 //
-// Bad input: a frame that is not a whole LACPDU (shorter than 14 + 110
-// bytes, not EtherType 0x8809, subtype other than 1, version 0, actor or
+// Bad input: a frame that is not a whole LACPDU (fewer than 110 bytes after
+// the EtherType, not EtherType 0x8809 untagged or after one VLAN tag — Open
+// vSwitch reads a single-tagged LACPDU too —, subtype other than 1, version 0, actor or
 // partner TLV type or length that lies; for version 1 also the collector
 // TLV and terminator) is counted (rx_bad) and ignored; a Marker PDU
 // (subtype 2) is counted apart (rx_marker); nothing is read past the frame.

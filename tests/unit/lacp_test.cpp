@@ -184,6 +184,23 @@ TEST_CASE("lacp: compose gives Open vSwitch's bytes; parse gives them back") {
   // Longer frames (a NIC's padding or FCS) parse the same.
   f.resize(f.size() + 4, 0xee);
   CHECK(parse_lacpdu(f));
+
+  // Behind one VLAN tag (Open vSwitch processes it: checked live with
+  // netdev-dummy/receive), not two (under vlan-limit=1 it never reaches LACP).
+  auto tagged = compose_lacpdu(odd, src);
+  const uint8_t tag[4] = {0x81, 0x00, 0x00, 0x05}, stag[4] = {0x88, 0xa8, 0x00, 0x07};
+  tagged.insert(tagged.begin() + 12, tag, tag + 4);
+  auto t1 = parse_lacpdu(tagged);
+  REQUIRE(t1);
+  CHECK(t1->actor == odd.actor);
+  CHECK(t1->partner == odd.partner);
+  tagged.insert(tagged.begin() + 12, stag, stag + 4);
+  CHECK_FALSE(parse_lacpdu(tagged));
+  // A tag and then too few bytes for the PDU.
+  auto short_tagged = compose_lacpdu(odd, src);
+  short_tagged.insert(short_tagged.begin() + 12, tag, tag + 4);
+  short_tagged.resize(short_tagged.size() - 5);
+  CHECK_FALSE(parse_lacpdu(short_tagged));
 }
 
 TEST_CASE("lacp: an active bond sends at once what Open vSwitch sends") {
