@@ -192,8 +192,15 @@ class Bond {
 
   // --- translation (readers) ---
   LacpStatus lacp_status() const;
-  // Whether output uses lb_output (balance-tcp, lb_output_action, LACP
-  // negotiated or not needed) or the recirculation scheme.
+  // Whether output uses lb_output (balance-tcp, lb_output_action, not
+  // falling back to active-backup) or the recirculation scheme: OVS's
+  // bond_use_lb_output() / bond_may_recirc(), which do not look at LACP.
+  // Translation asks choose_output(flow, nullptr, vlan) first, as OVS's
+  // output_normal() does, and outputs nothing when it says nullopt: a
+  // balance-tcp bond without LACP negotiated (lacp=off included) sends
+  // nothing and drops what it receives (observed on a live Open vSwitch
+  // 3.1: flooding skips the bond, ofproto/trace says "bonding refused
+  // admissibility"); only then hash(l4(basis)) + lb_output(id) / recirc(id).
   bool use_lb_output() const;
   bool use_recirc() const;
   // OVS's bond_may_recirc(): balance-tcp not falling back to active-backup
