@@ -74,6 +74,16 @@ namespace keel::ofproto {
 class Bond;
 class Lacp;
 
+// The recirculation scheme's per-bucket traffic of one bond (lb-output-action
+// =false): the bytes and packets the second-pass megaflows of each bucket
+// carried, added by the revalidator from their statistics (relaxed atomics,
+// one writer at a time per flow, any reader); the maintenance tick hands
+// them to Bond::rebalance as the datapath's bucket counters are for
+// lb_output. Shared by the bond's members' PortConfigs.
+struct BondRecircLoads {
+  std::array<std::atomic<uint64_t>, 256> bytes{}, packets{};
+};
+
 // VLAN role of a port for NORMAL (ovs-vsctl vlan_mode, tag, trunks).
 enum class VlanMode : uint8_t {
   trunk,           // tagged frames of `trunks` (empty: all VLANs); untagged = VLAN 0
@@ -106,6 +116,7 @@ struct PortConfig {
   std::string bond;
   std::shared_ptr<Bond> bond_obj;
   std::shared_ptr<Lacp> lacp;
+  std::shared_ptr<BondRecircLoads> bond_loads;
   size_t bond_member = 0;
   uint32_t bond_ofport = 0;
   // The port that stands for this one in the MAC table and in "is this the

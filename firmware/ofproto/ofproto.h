@@ -117,6 +117,7 @@ struct BondPort {
   uint32_t id = 0;                 // 1..kMaxBondId: lb_output(id), recirc(id), bond/show's Recirc-ID
   std::shared_ptr<Bond> bond;
   std::shared_ptr<Lacp> lacp;      // null: lacp=off
+  std::shared_ptr<BondRecircLoads> loads;  // the recirculation scheme's bucket counters
   std::vector<std::string> members;
   // Maintenance state.
   bool dp_installed = false;       // Datapath::bond_set() done for id (lb_output in use)

@@ -151,6 +151,7 @@ Status Ofproto::add_bond(std::string_view bridge, std::string_view bond, const B
   bp->id = id;
   bp->members = req.members;
   bp->carrier.assign(req.members.size(), -1);
+  bp->loads = std::make_shared<BondRecircLoads>();
   const BondSettings settings = req.settings;
   Status st = br->add_ports(pcs, [&](std::vector<PortConfig>& ports) -> Status {
     std::vector<BondMemberConfig> mc;
@@ -175,6 +176,7 @@ Status Ofproto::add_bond(std::string_view bridge, std::string_view bond, const B
       ports[i].bond = name;
       ports[i].bond_obj = bp->bond;
       ports[i].lacp = bp->lacp;
+      ports[i].bond_loads = bp->loads;
       ports[i].bond_member = i;
       ports[i].bond_ofport = ports[0].ofport;
     }
@@ -353,11 +355,17 @@ void Ofproto::run_bonds(uint64_t now) {
       if (b.dp_installed) {
         if (auto stats = dp_.bond_stats(b.id); stats && bond.rebalance(*stats, now)) ch.tables = ch.revalidate = true;
       }
-      // Without a datapath table (slb, tcp through recirculation) the
-      // datapath counts nothing per bucket: Bond::rebalance sees zeros,
-      // which moves nothing (OVS accounts those from flow statistics).
-      else if (bond.rebalance(datapath::BondBucketStats{}, now)) {
-        ch.revalidate = true;
+      // The recirculation scheme: the second-pass megaflows' bytes per
+      // bucket (the revalidator adds them). balance-slb and a member chosen
+      // by translation: Bond::account() fed the loads; the stats are unused.
+      else {
+        datapath::BondBucketStats st;
+        if (bond.use_recirc())
+          for (unsigned i = 0; i < datapath::kBondBuckets; ++i) {
+            st.bytes[i] = b.loads->bytes[i].load(std::memory_order_relaxed);
+            st.packets[i] = b.loads->packets[i].load(std::memory_order_relaxed);
+          }
+        if (bond.rebalance(st, now)) ch.revalidate = true;
       }
     }
     // The datapath table follows lb_output use.

@@ -661,7 +661,14 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
       return;
     }
     if (k.bond_accounts)
-      for (const BondAccounting& b : k.cold->bond_accounts) b.bond->account(b.flow, b.vlan, bytes);
+      for (const BondAccounting& b : k.cold->bond_accounts) {
+        if (b.loads) {  // relaxed: the maintenance tick reads them, one writer per flow
+          b.loads->bytes[b.bucket & 255].fetch_add(bytes, std::memory_order_relaxed);
+          b.loads->packets[b.bucket & 255].fetch_add(pkts, std::memory_order_relaxed);
+        } else {
+          b.bond->account(b.flow, b.vlan, bytes);
+        }
+      }
     if (k.rule1) {
       if (k.rule1 != agg_rule) {
         flush_agg();

@@ -109,6 +109,7 @@ namespace keel::ofproto {
 
 class Bridge;
 class Bond;
+struct BondRecircLoads;
 
 // A flow whose bond member translation chose (balance-slb; balance-tcp
 // without lb_output or recirculation): the revalidator adds the flow's new
@@ -117,6 +118,9 @@ struct BondAccounting {
   std::shared_ptr<Bond> bond;
   flow::FlowKey flow{};
   uint16_t vlan = 0;
+  // Set for a recirculation second pass: its bytes go to this bucket.
+  std::shared_ptr<BondRecircLoads> loads;
+  unsigned bucket = 0;
 };
 
 // What translation gives the slow path for one flow.

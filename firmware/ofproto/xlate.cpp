@@ -956,7 +956,10 @@ bool Ctx::bond_recirc() {
     trace_list_ = &n->subs;
     report(NodeType::action, m ? "output:" + std::to_string(m->ofport) : std::string("drop"));
   }
-  if (m) compose_output(m->ofport);
+  if (m) {
+    compose_output(m->ofport);
+    if (owner->bond_loads) out_.bond_choices.push_back({owner->bond_obj, {}, 0, owner->bond_loads, bucket});
+  }
   return true;
 }
 

@@ -129,6 +129,9 @@ struct XlateOut {
     std::shared_ptr<Bond> bond;
     flow::FlowKey flow{};
     uint16_t vlan = 0;
+    // The recirculation scheme's second pass: the bucket's counters instead.
+    std::shared_ptr<BondRecircLoads> loads;
+    unsigned bucket = 0;
   };
   std::vector<BondChoice> bond_choices;
   bool mac_changed = false;    // NORMAL learned a new MAC or a move

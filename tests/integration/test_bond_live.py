@@ -284,20 +284,22 @@ def test_failover_sends_learning_packets():
 
 
 def test_stuck_traffic_is_rebalanced():
-    for mode in ("balance-tcp", "balance-slb"):
+    for mode in ("balance-tcp", "balance-tcp other_config:lb-output-action=false", "balance-slb"):
         stuck_traffic_is_rebalanced(mode)
 
 
 def stuck_traffic_is_rebalanced(mode):
-    # balance-tcp: loads from the datapath's bucket counters (lb_output);
-    # balance-slb: from the megaflows' statistics the revalidator pushes.
+    # balance-tcp: loads from the datapath's bucket counters (lb_output), or
+    # the second-pass megaflows' statistics (recirculation); balance-slb:
+    # from the megaflows' statistics the revalidator pushes (Bond::account).
     slb = mode == "balance-slb"
+    table = mode == "balance-tcp"
     k = Live("bond_mode=%s other_config:bond-rebalance-interval=1000" % mode, lacp=not slb)
     try:
         a1 = k.ids["a1"]
         check(k.ask("bond-disable-member bond0 a2") == "disabled\n", "bond-disable-member")
         wait_for(lambda: "member a2: disabled" in k.ask("bond-show bond0"), "a2 disabled")
-        if not slb:
+        if table:
             wait_for(lambda: set(k.buckets().values()) == {a1}, "everything on a1")
         k.send([marked(i, 10, vary_mac=slb) for i in range(64)])
         check(k.ask("bond-enable-member bond0 a2") == "enabled\n", "bond-enable-member")
