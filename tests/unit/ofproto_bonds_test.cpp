@@ -61,7 +61,8 @@ struct Switch {
     std::vector<std::string> w = split(line);
     BondRequest req;
     size_t i = 0;
-    for (; i < w.size() && w[i].find('=') == std::string::npos && w[i] != "--"; ++i) req.members.push_back(w[i]);
+    for (; i < w.size() && w[i].find('=') == std::string::npos && w[i] != "--"; ++i)
+      req.members.push_back(w[i]);
     BondColumns cols;
     std::vector<std::string> rest(w.begin() + static_cast<long>(i), w.end());
     if (Status st = parse_bond_columns(rest, name, req.members, cols); !st.ok()) return st;
@@ -89,7 +90,11 @@ struct Switch {
     REQUIRE(b->lacp);
     for (size_t i = 0; i < b->members.size(); ++i) {
       LacpPdu pdu;
-      pdu.actor = LacpInfo{65535, flow::EthAddr{{2, 0, 0, 0, 0xaa, 0}}, 1, 255, static_cast<uint16_t>(i + 1),
+      pdu.actor = LacpInfo{65535,
+                           flow::EthAddr{{2, 0, 0, 0, 0xaa, 0}},
+                           1,
+                           255,
+                           static_cast<uint16_t>(i + 1),
                            static_cast<uint8_t>(kLacpStateActivity | kLacpStateAggregation | kLacpStateSync |
                                                 kLacpStateCollecting | kLacpStateDistributing)};
       REQUIRE(b->lacp->process_packet(i, compose_lacpdu(pdu, flow::EthAddr{{2, 0, 0, 0, 0xaa, 1}}), now_ms));
@@ -117,12 +122,13 @@ std::string acts(const XlateOut& o) { return flow::format_dp_actions(o.actions);
 TEST_CASE("bond columns: every setting parses, prints back and parses to the same settings") {
   BondColumns c;
   std::vector<std::string> members{"a1", "a2"};
-  REQUIRE(parse_bond_columns(split("bond_mode=balance-tcp lacp=active bond_updelay=200 bond_downdelay=100 "
-                                   "other_config:bond-rebalance-interval=1000 other_config:lb-output-action=false "
-                                   "other_config:bond-primary=a2 other_config:bond-hash-basis=7 "
-                                   "other_config:lacp-time=fast other_config:lacp-fallback-ab=true tag=10 "
-                                   "-- set Interface a2 ofport_request=7 mtu_request=9000"),
-                             "bond0", members, c)
+  REQUIRE(parse_bond_columns(
+              split("bond_mode=balance-tcp lacp=active bond_updelay=200 bond_downdelay=100 "
+                    "other_config:bond-rebalance-interval=1000 other_config:lb-output-action=false "
+                    "other_config:bond-primary=a2 other_config:bond-hash-basis=7 "
+                    "other_config:lacp-time=fast other_config:lacp-fallback-ab=true tag=10 "
+                    "-- set Interface a2 ofport_request=7 mtu_request=9000"),
+              "bond0", members, c)
               .ok());
   CHECK(c.settings.mode == BondMode::balance_tcp);
   CHECK(c.settings.lacp == LacpMode::active);
@@ -156,15 +162,16 @@ TEST_CASE("bond columns: bad words are refused by name and change nothing") {
     CHECK(c.settings.hash_basis == 99);
     return st.ok() ? std::string("OK") : std::string(st.message());
   };
-  CHECK(err("bond_mode=balance-foo").find("constraint violation: balance-foo is not one of the allowed values") !=
-        std::string::npos);
+  CHECK(err("bond_mode=balance-foo")
+            .find("constraint violation: balance-foo is not one of the allowed values") != std::string::npos);
   CHECK(err("other_config:lb-output-action=yes").find("true or false") != std::string::npos);
   CHECK(err("other_config:lacp-time=medium").find("fast or slow") != std::string::npos);
   CHECK(err("other_config:bond-hash-basis=4294967296").find("0..4294967295") != std::string::npos);
   CHECK(err("other_config:bond-hash-basis=3 other_config:nope=1").find("no bond other_config key") !=
         std::string::npos);
   CHECK(err("bond_updelay=-1").find("a delay of") != std::string::npos);
-  CHECK(err("-- set Interface a9 mtu_request=9000").find("no row \"a9\" in table Interface") != std::string::npos);
+  CHECK(err("-- set Interface a9 mtu_request=9000").find("no row \"a9\" in table Interface") !=
+        std::string::npos);
   CHECK(err("-- set Bridge br0 x=1").find("add-bond takes only") != std::string::npos);
   CHECK(err("frobnicate=1").find("Port does not contain a column") != std::string::npos);
 }
@@ -173,9 +180,11 @@ TEST_CASE("add_bond: members become ports naming their bond; refusals leave the 
   Switch s;
   const size_t before = s.br->ports()->ports.size();
   CHECK(std::string(s.bond("b", "p1").message()).find("at least 2 interfaces") != std::string::npos);
-  CHECK(std::string(s.bond("b", "p1 p0").message()).find("already exists on bridge br0") != std::string::npos);
+  CHECK(std::string(s.bond("b", "p1 p0").message()).find("already exists on bridge br0") !=
+        std::string::npos);
   CHECK(std::string(s.bond("b", "p1 p9").message()).find("no port 'p9'") != std::string::npos);
-  CHECK(std::string(s.bond("p2", "p1 p3").message()).find("a datapath port has that name") != std::string::npos);
+  CHECK(std::string(s.bond("p2", "p1 p3").message()).find("a datapath port has that name") !=
+        std::string::npos);
   CHECK(std::string(s.bond("b", "p1 p2 -- set Interface p2 ofport_request=1").message())
             .find("OpenFlow port 1 is already p0") != std::string::npos);
   CHECK(s.br->ports()->ports.size() == before);
@@ -200,7 +209,8 @@ TEST_CASE("add_bond: members become ports naming their bond; refusals leave the 
         std::string::npos);
   {
     std::lock_guard lk(s.of->writer_mutex());
-    CHECK(std::string(s.of->del_port("br0", "p1").message()).find("is a member of bond bond0") != std::string::npos);
+    CHECK(std::string(s.of->del_port("br0", "p1").message()).find("is a member of bond bond0") !=
+          std::string::npos);
     CHECK(std::string(s.of->add_port("br0", "bond0").message()).find("a bond of bridge br0 has that name") !=
           std::string::npos);
   }
