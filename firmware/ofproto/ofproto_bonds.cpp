@@ -211,7 +211,6 @@ Status Ofproto::set_bond(std::string_view bond, const BondSettings& s, const Por
     return invalid("tag " + std::to_string(*vlan.tag) + " out of range (0..4095)");
   for (uint16_t v : vlan.trunks)
     if (v > 4095) return invalid("trunks: VLAN " + std::to_string(v) + " out of range (0..4095)");
-  const BondSettings old = bp->bond->settings();
   // LACP comes or goes with lacp=; the Lacp keeps its state otherwise.
   std::shared_ptr<Lacp> lacp = bp->lacp;
   const auto members = bp->bond->members();
@@ -258,7 +257,6 @@ Status Ofproto::set_bond(std::string_view bond, const BondSettings& s, const Por
   if (!st.ok()) return st;
   bp->lacp = std::move(lacp);
   bp->bond->reconfigure(s, now_ms());
-  if (old.hash_basis != s.hash_basis || old.mode != s.mode) bp->bridge->mac().flush();
   run_bonds(now_ms());
   return {};
 }
