@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "cli/command_tree_impl.h"
@@ -21,6 +22,7 @@
 #include "flow/miniflow.h"
 #include "flow/of_match_syntax.h"
 #include "keel/hal/cpu.h"
+#include "ofproto/ofproto.h"
 
 namespace keel::cli {
 
@@ -721,7 +723,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
   // --- pmd-bond-show [BOND_ID] [--pmd] [--format json] ---
   auto* bond_show = t.app.add_subcommand(
       "pmd-bond-show", "the lb_output bucket tables (like dpif-netdev/bond-show; --pmd: what each PMD holds)");
-  bond_show->add_option("BOND_ID", t.arg1, "only this bond id (1..255)");
+  bond_show->add_option("BOND", t.arg1, "only this bond: its name or its id (1..255)");
   bond_show->add_flag("--pmd", t.flag_m, "per PMD: every PMD's own copy of the tables");
   t.add_format(bond_show);
   bond_show->callback([&t] {
@@ -730,9 +732,16 @@ void add_datapath_commands(CommandTree::Impl& t) {
       uint64_t id = 0;
       bool digits = t.arg1.size() <= 3;
       for (char c : t.arg1) digits &= c >= '0' && c <= '9';
-      if (digits) id = std::stoull(t.arg1);
-      if (!digits || id < 1 || id > datapath::kMaxBondId) {
-        t.status = invalid("pmd-bond-show: bond id '" + t.arg1 + "': expected a number 1.." +
+      if (digits) {
+        id = std::stoull(t.arg1);
+      } else {
+        // A bond's name: its id (bond-show's "bond-id N").
+        ofproto::Ofproto& of = t.sys.ofproto();
+        std::lock_guard lk(of.writer_mutex());
+        if (const ofproto::BondPort* bp = of.find_bond(t.arg1)) id = bp->id;
+      }
+      if (id < 1 || id > datapath::kMaxBondId) {
+        t.status = invalid("pmd-bond-show: '" + t.arg1 + "' is neither a bond nor a bond id 1.." +
                            std::to_string(datapath::kMaxBondId));
         return;
       }

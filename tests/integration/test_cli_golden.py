@@ -103,7 +103,7 @@ def test_bonds():
     # defaulted, nothing negotiated: no table), stable whatever the timing.
     golden("bonds", ["del-br br0", "add-br br0", "add-bond br0 bond0 p0 p1 bond_mode=balance-tcp", "bond-show",
                      "bond-show bond0 --format json", "pmd-bond-show", "pmd-bond-show --format json",
-                     "pmd-bond-show --pmd", "set port bond0 lacp=passive other_config:bond-hash-basis=3",
+                     "pmd-bond-show --pmd", "pmd-bond-show bond0", "pmd-bond-show nosuch", "set port bond0 lacp=passive other_config:bond-hash-basis=3",
                      "bond-show bond0", "lacp-show", "lacp-show bond0 --format json", "pmd-bond-show",
                      "bond-disable-member bond0 p1", "bond-show bond0", "bond-enable-member bond0 p1",
                      "set port bond0 bond_mode=active-backup lacp=off", "bond-set-active-member bond0 p1",
