@@ -712,16 +712,40 @@ void Pmd::pending_remove(Upcall* u) noexcept {
   // Not listed: it went up before this thread last (re)started.
 }
 
+namespace {
+// A slow-protocol frame (EtherType 0x8809 — LACP, marker — untagged or
+// behind up to two 802.1Q/802.1ad tags): what kUpcallControlReserve is kept
+// for. Reads the frame's first bytes only for packets that already missed.
+inline bool is_control_frame(const hal::Packet* p) noexcept {
+  const uint8_t* d = p->data();
+  uint32_t off = 12;
+  for (int tags = 0; tags <= 2; ++tags, off += 4) {
+    if (p->len() < off + 2) return false;
+    const uint16_t type = static_cast<uint16_t>(d[off] << 8 | d[off + 1]);
+    if (type == 0x8809) return true;
+    if (type != 0x8100 && type != 0x88a8) return false;
+  }
+  return false;
+}
+}  // namespace
+
 void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned depth) {
   Upcall* up = misses_up_ ? pending_for(pp, depth) : nullptr;
   if (up && follow(up, pkt, pp)) return;
-  Upcall* u = upcalls_left_ && dp_.upcalls_enabled() ? upcalls_->take() : nullptr;
+  Upcall* u = nullptr;
+  const bool control = is_control_frame(pkt);
+  if (dp_.upcalls_enabled()) {
+    if (control) [[unlikely]]
+      u = upcalls_->take();  // the reserve and no budget: a bond's LACP must get through a storm
+    else if (upcalls_left_)
+      u = upcalls_->take_above(kUpcallControlReserve);
+  }
   if (!u) {
     hal::release(pkt);
     bump(c_.lost, 1);
     return;
   }
-  --upcalls_left_;
+  if (!control) --upcalls_left_;
   submit_miss(u, pkt, pp, depth, false);
 }
 
@@ -895,7 +919,13 @@ void Pmd::after_pass(unsigned depth) {
   // 5. Slow-path requests (userspace()): to the slow path like misses.
   if (exec_->upcalls.n) {
     for (const UpcallRequest& r : exec_->upcalls.requests()) {
-      Upcall* u = dp_.upcalls_enabled() ? upcalls_->take() : nullptr;
+      // Live: a control-protocol frame (a bond's LACPDU, slow_path) may take
+      // the reserve; other userspace() packets leave it. Offline runs keep
+      // their own accounting (kOfflineReserve) and never lose a record here.
+      Upcall* u = nullptr;
+      if (dp_.upcalls_enabled()) {
+        u = offline_ || is_control_frame(r.pkt) ? upcalls_->take() : upcalls_->take_above(kUpcallControlReserve);
+      }
       if (!u) {
         hal::release(r.pkt);
         bump(c_.lost, 1);

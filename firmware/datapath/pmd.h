@@ -8,7 +8,9 @@
 //                                                  the slow path translates and
 //                                                  answers with a megaflow to
 //                                                  install and actions to run;
-//                                                  live: no record free -> lost;
+//                                                  live: no record free -> lost
+//                                                  (the last kUpcallControlReserve
+//                                                  only for LACP frames, upcall.h);
 //                                                  offline: the input waits
 //      recirc(id) re-enters the pipeline with the new recirc_id, at most
 //      kMaxRecircDepth times per packet.

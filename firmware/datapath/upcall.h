@@ -12,7 +12,8 @@
 // channel's queue count (the Udpif's handler count; a userspace() record has
 // hash 0: queue 0, so controller packets of one PMD stay in order). No
 // record or no budget left in this burst: the packet is dropped and counted
-// as lost; the PMD never waits. (In an offline run the PMD stops reading its
+// as lost; the PMD never waits. kUpcallControlReserve records are kept for
+// control-protocol frames (LACP), which also bypass the per-burst budget. (In an offline run the PMD stops reading its
 // inputs instead, and marks records `derived` that must be translated before
 // those already queued: see pmd.h; an offline PMD submits to queue 0 alone,
 // which handler 0 alone polls, so it sees them in the order they were sent.) A miss whose key equals
@@ -63,6 +64,12 @@
 namespace keel::datapath {
 
 inline constexpr unsigned kUpcallRecords = 512;        // per PMD
+// Live runs: records only control-protocol frames (slow protocols, EtherType
+// 0x8809: LACP, marker) may take, so that a miss storm of data packets can't
+// starve a bond's LACP (its members would expire and go down). Ordinary
+// misses and userspace() packets find "no record" while no more than this
+// many are free, and are lost (counted) as when none is.
+inline constexpr unsigned kUpcallControlReserve = 16;
 inline constexpr unsigned kUpcallUserdataMax = 64;     // bytes of userspace() userdata carried
 inline constexpr unsigned kUpcallFollowers = 31;       // packets with the same key riding on one miss
 inline constexpr unsigned kMaxUpcallQueues = 16;       // per PMD: one per handler thread, at most
@@ -125,6 +132,10 @@ class UpcallChannel {
     Upcall* u = nullptr;
     return free_.pop(u) ? u : nullptr;
   }
+  // take() unless no more than `reserve` records are free (the count is
+  // read without a lock: handlers recycle concurrently, so it may be a
+  // few records stale either way; the reserve stays roughly whole).
+  Upcall* take_above(unsigned reserve) noexcept { return free_.size() > reserve ? take() : nullptr; }
   // one_queue: queue 0 whatever the count (an offline run's PMD: its one
   // handler must see the records in the order they were sent).
   void submit(Upcall* u, bool one_queue = false) noexcept {

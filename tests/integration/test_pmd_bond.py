@@ -113,9 +113,9 @@ def test_lb_output_without_a_bond_table_drops_and_counts():
 
 
 def test_bad_input_is_refused():
-    for cmd, needle in [("pmd-bond-show 0", "expected a number 1..255"),
-                        ("pmd-bond-show 256", "expected a number 1..255"),
-                        ("pmd-bond-show bond0", "expected a number 1..255"),
+    for cmd, needle in [("pmd-bond-show 0", "neither a bond nor a bond id 1..255"),
+                        ("pmd-bond-show 256", "neither a bond nor a bond id 1..255"),
+                        ("pmd-bond-show bond0", "neither a bond nor a bond id 1..255"),
                         ("pmd-bond-show 7", "no bond with id 7"),
                         ("port-link nosuch down", "no port named 'nosuch'"),
                         ("port-link p1 sideways", "sideways"),

@@ -281,9 +281,51 @@ TEST_CASE("a handler that never answers: records run out, the rest is lost, the 
     CHECK(eventually([&] { return r.dp.pmds()[0]->counters().misses >= sent + 100; }));
   }
   const datapath::PmdCounters c = r.dp.pmds()[0]->counters();
-  CHECK(c.upcalls == datapath::kUpcallRecords);
-  CHECK(c.lost == n - datapath::kUpcallRecords);
+  // Data misses leave the control reserve (a bond's LACP) untouched.
+  const unsigned data_records = datapath::kUpcallRecords - datapath::kUpcallControlReserve;
+  CHECK(c.upcalls == data_records);
+  CHECK(c.lost == n - data_records);
   r.dp.set_upcalls_enabled(false);
   r.dp.stop();
   r.dp.drop_pending_upcalls();  // releases the queued packets
+}
+
+TEST_CASE("a miss storm that took every record still lets a bond's LACPDUs up (the control reserve)") {
+  Rig r;
+  r.dp.set_upcalls_enabled(true);
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  const unsigned n = datapath::kUpcallRecords + 200;
+  for (unsigned sent = 0; sent < n; sent += 100) {
+    r.inject(100, sent);
+    CHECK(eventually([&] { return r.dp.pmds()[0]->counters().misses >= sent + 100; }));
+  }
+  const datapath::PmdCounters before = r.dp.pmds()[0]->counters();
+  REQUIRE(before.upcalls == datapath::kUpcallRecords - datapath::kUpcallControlReserve);
+  // LACPDUs (slow protocols, 0x8809), untagged and behind an 802.1Q tag,
+  // each from another port id so no two share a key: every one goes up.
+  hal::Packet* pkts[8];
+  const unsigned k = r.backend->alloc_burst(std::span(pkts, 8));
+  REQUIRE(k == 8);
+  for (unsigned i = 0; i < k; ++i) {
+    uint8_t f[128] = {0x01, 0x80, 0xc2, 0, 0, 0x02, 2, 0, 0, 0, 0, static_cast<uint8_t>(i + 1)};
+    size_t off = 12;
+    if (i % 2) {
+      f[off] = 0x81, f[off + 1] = 0x00, f[off + 2] = 0, f[off + 3] = 10;
+      off += 4;
+    }
+    f[off] = 0x88, f[off + 1] = 0x09, f[off + 2] = 1, f[off + 3] = 1;
+    std::memcpy(pkts[i]->data(), f, sizeof f);
+    (void)pkts[i]->set_len(124);
+  }
+  REQUIRE(r.in->inject(std::span(pkts, k)) == k);
+  CHECK(eventually([&] { return r.dp.pmds()[0]->counters().misses >= before.misses + 8; }));
+  const datapath::PmdCounters after = r.dp.pmds()[0]->counters();
+  CHECK(after.upcalls == before.upcalls + 8);
+  CHECK(after.lost == before.lost);
+  // And a data miss after them is still lost: the reserve is not for it.
+  r.inject(1, n + 1000);
+  CHECK(eventually([&] { return r.dp.pmds()[0]->counters().lost == before.lost + 1; }));
+  r.dp.set_upcalls_enabled(false);
+  r.dp.stop();
+  r.dp.drop_pending_upcalls();
 }
