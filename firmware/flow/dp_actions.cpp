@@ -426,6 +426,7 @@ constexpr std::string_view kUnsupportedSetHeaders[] = {
     "ct_state", "ct_zone", "ct_mark", "ct_label",      "nsh",      "tcp_flags", "packet_type",
 };
 constexpr std::string_view kUserspaceCookies[] = {"sFlow", "slow_path", "flow_sample", "ipfix", "controller"};
+constexpr uint8_t kSlowPathLacpBytes[kSlowPathUserdataBytes] = {kUserdataKindSlowPath, kSlowPathReasonLacp};
 
 template <size_t N>
 bool one_of(std::string_view s, const std::string_view (&list)[N]) {
@@ -808,6 +809,10 @@ class ActionParser {
           if (hi < 0 || lo < 0) return error_at("bad userdata", hex, "expected pairs of hex digits");
           ud.push_back(static_cast<uint8_t>(hi << 4 | lo));
         }
+      } else if (t == "slow_path(lacp)") {
+        if (have_ud) return error_at("duplicate userspace field", item);
+        have_ud = true;
+        ud.assign(std::begin(kSlowPathLacpBytes), std::end(kSlowPathLacpBytes));
       } else if (split_kv(item, k, v) && k.text == "pid") {
         if (have_pid) return error_at("duplicate userspace field", k);
         have_pid = true;
@@ -981,7 +986,11 @@ void put_action(std::string& out, const DpAction& a, const DpPortName* port_name
     case DpActionType::kUserspace: {
       out += "userspace(pid=";
       put_dec(out, a.pid());
-      if (a.sub & kUserspaceUserdata) {
+      const std::span<const uint8_t> ud = a.userdata();
+      if ((a.sub & kUserspaceUserdata) && ud.size() == kSlowPathUserdataBytes &&
+          std::equal(ud.begin(), ud.end(), std::begin(kSlowPathLacpBytes))) {
+        out += ",slow_path(lacp)";
+      } else if (a.sub & kUserspaceUserdata) {
         static constexpr char kHex[] = "0123456789abcdef";
         out += ",userdata(";
         for (uint8_t c : a.userdata()) out += kHex[c >> 4], out += kHex[c & 15];

@@ -83,7 +83,8 @@
 // for_each_output_port()).
 // Deliberate differences from Open vSwitch: userspace() keeps its userdata opaque and prints
 // it as `userdata(hex)` (OVS decodes its own cookie formats, sFlow(...),
-// slow_path(...), ...; those are refused here); `userspace(pid=N)` has no
+// flow_sample(...), ...; those are refused here), except keel's own
+// slow-path cookie, `slow_path(lacp)` as OVS prints it; `userspace(pid=N)` has no
 // userdata (OVS would add a zeroed cookie); `set(ipv4(proto=,frag=))` and
 // `set(ipv6(proto=,frag=))` are read, kept and printed but not executed, as
 // in OVS's userspace datapath; `drop` is also read as an action inside a
@@ -151,6 +152,15 @@ inline constexpr uint8_t kHashAlgL4 = 1;  // hash(l4(basis)); sym_l4 is not impl
 inline constexpr uint8_t kUserspaceUserdata = 1 << 0;       // userdata(...) (possibly empty)
 inline constexpr uint8_t kUserspaceActions = 1 << 1;        // ",actions": send the flow's actions up too
 inline constexpr uint8_t kUserspaceTunnelOutPort = 1 << 2;  // tunnel_out_port=N
+
+// keel's slow-path userdata, Open vSwitch's slow_path(REASON) cookie: a
+// frame the slow path itself must process (a bond's LACPDU). 8 bytes: kind
+// kUserdataKindSlowPath, the reason, six zero bytes. Inside userspace(...)
+// these exact bytes print and read as `slow_path(lacp)`, as Open vSwitch
+// prints its cookie; any other userdata stays `userdata(hex)`.
+inline constexpr uint8_t kUserdataKindSlowPath = 2;
+inline constexpr uint8_t kSlowPathReasonLacp = 1;
+inline constexpr size_t kSlowPathUserdataBytes = 8;
 
 inline constexpr size_t kMaxDpActionsLen = 32768;  // bytes of one list, nested ones included
 inline constexpr unsigned kMaxCloneDepth = 8;

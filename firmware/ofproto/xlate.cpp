@@ -970,7 +970,7 @@ bool Ctx::process_special() {
   const PortConfig* in = ports_->by_ofport(flow_.in_port);
   if (!in || !in->lacp || flow_.dl_type != hton16(0x8809)) return false;
   uint8_t ud[kSlowPathUserdataLen];
-  encode_slow_path_userdata(SlowPathReason::lacp, in->ofport, ud);
+  encode_slow_path_userdata(SlowPathReason::lacp, ud);
   b_.userspace(0, ud);
   out_.slow_path_lacp = true;
   return true;
@@ -1296,11 +1296,10 @@ void encode_controller_userdata(const ControllerUserdata& c, uint8_t (&out)[kCon
   for (int i = 0; i < 8; ++i) out[16 + i] = static_cast<uint8_t>(c.cookie >> (56 - 8 * i));
 }
 
-void encode_slow_path_userdata(SlowPathReason r, uint32_t in_ofport, uint8_t (&out)[kSlowPathUserdataLen]) {
+void encode_slow_path_userdata(SlowPathReason r, uint8_t (&out)[kSlowPathUserdataLen]) {
   std::memset(out, 0, sizeof out);
   out[0] = kUserdataSlowPath;
   out[1] = static_cast<uint8_t>(r);
-  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<uint8_t>(in_ofport >> (24 - 8 * i));
 }
 
 std::optional<SlowPathReason> decode_slow_path_userdata(std::span<const uint8_t> u) {

@@ -204,18 +204,19 @@ void encode_controller_userdata(const ControllerUserdata& c, uint8_t (&out)[kCon
 // A frame the slow path itself must process: today LACPDUs (slow-protocol
 // frames, dl_type 0x8809, as OVS's process_special() recognises them)
 // received on a member of a bond that runs LACP. Translation emits
-// `userspace(pid=0,userdata(<8 bytes>))` and nothing else (such frames
-// never reach NORMAL or the rule tables); the handler's sink
-// (ofproto/slow_path.cpp) hands the frame to the bond's Lacp.
+// `userspace(pid=0,slow_path(lacp))` and nothing else (such frames never
+// reach NORMAL or the rule tables), as Open vSwitch does; the handler's
+// sink (ofproto/slow_path.cpp) hands the frame to the bond of the upcall's
+// input port, whose Lacp processes it. The cookie's bytes are
+// flow/dp_actions.h's (so flow-dump prints them as Open vSwitch does):
 //
 //   byte  0      kUserdataSlowPath (2)
 //   byte  1      reason (SlowPathReason: 1 lacp)
-//   bytes 2-3    0 (reserved)
-//   bytes 4-7    OpenFlow in_port, big-endian
-inline constexpr uint8_t kUserdataSlowPath = 2;
-inline constexpr size_t kSlowPathUserdataLen = 8;
-enum class SlowPathReason : uint8_t { lacp = 1 };
-void encode_slow_path_userdata(SlowPathReason r, uint32_t in_ofport, uint8_t (&out)[kSlowPathUserdataLen]);
+//   bytes 2-7    0
+inline constexpr uint8_t kUserdataSlowPath = flow::kUserdataKindSlowPath;
+inline constexpr size_t kSlowPathUserdataLen = flow::kSlowPathUserdataBytes;
+enum class SlowPathReason : uint8_t { lacp = flow::kSlowPathReasonLacp };
+void encode_slow_path_userdata(SlowPathReason r, uint8_t (&out)[kSlowPathUserdataLen]);
 std::optional<SlowPathReason> decode_slow_path_userdata(std::span<const uint8_t> userdata);
 // nullopt: not a controller userdata (wrong length or type).
 std::optional<ControllerUserdata> decode_controller_userdata(std::span<const uint8_t> userdata);

@@ -227,7 +227,7 @@ def test_lacpdus_reach_lacp_never_normal():
                  "--exit-when-drained", stdin="flow-dump\nlacp-show bond0 --format json\nlacp-show bond0\n")
     check(p.returncode == 0, "keel failed", p)
     flows = flows_of(p.stdout)
-    check(flows and all("actions:userspace(pid=0,userdata(0201" in f for f in flows),
+    check(flows and all("actions:userspace(pid=0,slow_path(lacp))" in f for f in flows),
           "LACPDUs go to the slow path and nowhere else: %s" % flows, p)
     check(not os.path.exists(os.path.join(d, "p0.pcap")) or not read_pcap(os.path.join(d, "p0.pcap")),
           "no slow-protocol frame was flooded by NORMAL")

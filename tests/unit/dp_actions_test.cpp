@@ -480,3 +480,18 @@ TEST_CASE("port names both ways, as dpctl with names (flow-dump -m)") {
   REQUIRE(d.ok());
   CHECK(format_dp_actions(*d, &name) == "pop_vlan,drop");
 }
+
+TEST_CASE("keel's slow-path cookie prints and reads as Open vSwitch's slow_path(lacp)") {
+  auto a = flow::parse_dp_actions("userspace(pid=0,slow_path(lacp))");
+  REQUIRE(a.ok());
+  CHECK(flow::format_dp_actions(a.value()) == "userspace(pid=0,slow_path(lacp))");
+  auto hex = flow::parse_dp_actions("userspace(pid=0,userdata(0201000000000000))");
+  REQUIRE(hex.ok());
+  CHECK(hex.value() == a.value());  // the same bytes
+  // Any other userdata stays hex; other cookies and reasons are refused by name.
+  auto other = flow::parse_dp_actions("userspace(pid=0,userdata(0201000000000001))");
+  REQUIRE(other.ok());
+  CHECK(flow::format_dp_actions(other.value()) == "userspace(pid=0,userdata(0201000000000001))");
+  CHECK(!flow::parse_dp_actions("userspace(pid=0,slow_path(stp))").ok());
+  CHECK(!flow::parse_dp_actions("userspace(pid=0,slow_path(lacp),slow_path(lacp))").ok());
+}
