@@ -185,6 +185,7 @@ def report_bond(rs, opt):
     shutil.copy2(keel_src, opt.keel)
     scen_copy = scenario_copy(scen_dir, workdir, flows)
     results = {}  # (who, variant) -> [run dicts]
+    dumps = {}    # (variant, round) -> keel's flow-dump at the end of the run
     failures = []
     t0 = time.time()
     tx_names = conf["TX_IFACES"].split()
@@ -214,6 +215,8 @@ def report_bond(rs, opt):
                 r = None
             if r is not None:
                 r.update({"who": "keel", "mode": mode, "flows": n, "rx_port": "sim-pcap" if sim_rx else "dpdk"})
+                dump = (p.get("keel_dumps") or [[]])[-1]
+                dumps[(v, rnd)] = dump
                 if r["problems"]:
                     failures.append("keel %s run %d: %s" % (v, rnd, r["problems"]))
                 results.setdefault(("keel", v), []).append(r)
@@ -242,6 +245,14 @@ def report_bond(rs, opt):
     print("runs: %d rounds; window %.0f s after %.0f s warm-up; wall time %.0f s; 1-min load average %s-%s"
           % (opt.runs, opt.seconds, opt.warmup, time.time() - t0,
              "%.1f" % min(loads) if loads else "NA", "%.1f" % max(loads) if loads else "NA"))
+    # keel's datapath flows of the last round, lb_output and recirc at
+    # each flow count (the issue: one megaflow hash(l4(0)),lb_output(N)
+    # serves any number of L4 flows; recirc: 1 + one per used bucket).
+    for v, _, n in variants:
+        d = dumps.get((v, opt.runs))
+        if d is not None:
+            print("keel flow-dump, %s (round %d): %d flows%s" % (v, opt.runs, len(d), "".join(
+                "\n    " + f for f in d[:4]) + ("\n    ..." if len(d) > 4 else "")))
     for f in failures:
         print("PROBLEM: " + f)
     return 1 if failures else 0
