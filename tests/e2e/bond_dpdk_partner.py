@@ -35,6 +35,7 @@ PARTNER = os.environ.get("BOND_PARTNER", "")
 DPDK_DST = "02:0d:00:00:00:01"  # a MAC behind the DPDK bond (static entry in keel)
 KEEL_SRC = "02:0b:00:00:00:02"
 KEEL_CONFIG = """add-br br0
+add-flow br0 actions=NORMAL
 add-bond br0 bond0 k0 k1 bond_mode=balance-tcp lacp=active other_config:lacp-time=fast
 add-port br0 ksrc
 fdb-add br0 k0 0 %s

@@ -46,6 +46,7 @@ OVS_MAC = "02:0a:00:00:00:01"   # the traffic source behind Open vSwitch's bridg
 KEEL_MAC = "02:0b:00:00:00:01"  # the traffic source behind keel's bridge
 
 KEEL_CONFIG = """add-br br0
+add-flow br0 actions=NORMAL
 add-bond br0 bond0 k0 k1 bond_mode=balance-tcp lacp=active other_config:lacp-time=fast other_config:lb-output-action=true other_config:bond-rebalance-interval=1000
 add-port br0 ksrc
 fdb-add br0 k0 0 %s
