@@ -5,10 +5,12 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "cli/console.h"
+#include "datapath/bond_table.h"
 
 namespace keel::control {
 class ConfigStore;
@@ -96,6 +98,10 @@ struct CommandTree::Impl {
 };
 
 void add_datapath_commands(CommandTree::Impl& t);
+// pmd-bond-show's text (cli/commands_datapath.cpp) from Datapath::bond_dump():
+// Open vSwitch 3.1's dpif-netdev/bond-show, and keel's per-PMD view (--pmd).
+std::string pmd_bond_show_text(std::span<const datapath::PmdBondView> views);
+std::string pmd_bond_show_pmd_text(std::span<const datapath::PmdBondView> views);
 void add_config_commands(CommandTree::Impl& t);   // cli/commands_config.cpp
 void add_logging_commands(CommandTree::Impl& t);  // cli/commands_logging.cpp
 void add_users_commands(CommandTree::Impl& t);    // cli/commands_users.cpp
@@ -103,6 +109,7 @@ void add_ofproto_commands(CommandTree::Impl& t);  // cli/commands_ofproto.cpp
 void add_trace_commands(CommandTree::Impl& t);    // cli/commands_trace.cpp
 void add_udpif_commands(CommandTree::Impl& t);    // cli/commands_udpif.cpp
 void add_fdb_commands(CommandTree::Impl& t);      // cli/commands_fdb.cpp
+void add_bond_commands(CommandTree::Impl& t);     // cli/commands_bond.cpp
 void add_perf_commands(CommandTree::Impl& t);     // cli/commands_perf.cpp
 
 // The words of a trailing positional joined by single blanks (a flow or a

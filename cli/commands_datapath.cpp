@@ -1,5 +1,6 @@
 // Datapath commands: `dp-flow add|mod|del|get`, `flow-dump`,
-// `pmd-stats-show`, `pmd-stats-clear`, `pmd-rxq-show`, `dpcls-show`.
+// `pmd-stats-show`, `pmd-stats-clear`, `pmd-rxq-show`, `dpcls-show`,
+// `pmd-bond-show` (`ovs-appctl dpif-netdev/bond-show`), `port-link`.
 // Open vSwitch-named output keeps Open vSwitch's text layout:
 // `flow-dump` is `ovs-appctl dpctl/dump-flows`, `pmd-stats-show` is
 // `ovs-appctl dpif-netdev/pmd-stats-show`, `pmd-rxq-show` likewise.
@@ -347,13 +348,53 @@ void pmd_stats_keel_text(std::string& out, const datapath::PmdCounters& c, bool 
   out += "  keel: recirculated too deep: " + std::to_string(c.recirc_too_deep) + "\n";
   out += "  keel: output to an invalid port: " + std::to_string(c.invalid_port) + "\n";
   out += "  keel: dropped by the executor: " + std::to_string(c.exec_dropped) + "\n";
+  out += "  keel: lb_output drops (no bond table / no member): " + std::to_string(c.bond_drops) + "\n";
+  out += "  keel: control-plane packets sent: " + std::to_string(c.ctl_tx) + " (refused, ring full: " +
+         std::to_string(c.ctl_tx_full) + ")\n";
   if (offline)
     out += "  keel: offline: ordered upcalls " + std::to_string(c.ordered_upcalls) + ", backpressure pauses " +
            std::to_string(c.backpressure) + "\n";
   out += "  keel: iterations: " + std::to_string(c.iterations) + "\n";
 }
 
+// pmd-bond-show: a bucket's member as Open vSwitch prints it (the datapath
+// port number; a bucket with no member is ODPP_NONE, u32 all ones).
+uint64_t bond_member_number(uint16_t m) { return m == datapath::kNoBondMember ? 0xffffffffull : m; }
+
 }  // namespace
+
+// Open vSwitch 3.1's dpif-netdev/bond-show (dpif_netdev_bond_show): nothing
+// at all without a bond; else "Bonds:" and per bond id, ascending, its 256
+// buckets. `views` as Datapath::bond_dump() gives them; every PMD holds the
+// same tables once bond_set() returned, so the first PMD's are shown.
+std::string pmd_bond_show_text(std::span<const datapath::PmdBondView> views) {
+  std::string out;
+  if (views.empty()) return out;
+  const unsigned first = views.front().pmd;
+  out += "Bonds:\n";
+  for (const datapath::PmdBondView& v : views) {
+    if (v.pmd != first) continue;
+    out += "  bond-id " + std::to_string(v.bond_id) + ":\n";
+    for (unsigned b = 0; b < datapath::kBondBuckets; ++b)
+      out += "    bucket " + std::to_string(b) + " - member " + std::to_string(bond_member_number(v.members[b])) + "\n";
+  }
+  return out;
+}
+
+// pmd-bond-show --pmd: keel's view of what each PMD holds.
+std::string pmd_bond_show_pmd_text(std::span<const datapath::PmdBondView> views) {
+  std::string out;
+  for (size_t i = 0; i < views.size(); ++i) {
+    const datapath::PmdBondView& v = views[i];
+    if (i == 0 || views[i - 1].pmd != v.pmd)
+      out += "pmd thread numa_id 0 core_id " + std::to_string(v.core) + ":\n  Bond cache:\n";
+    out += "    bond-id " + std::to_string(v.bond_id) + " :\n";
+    for (unsigned b = 0; b < datapath::kBondBuckets; ++b)
+      out += "      bucket " + std::to_string(b) + " - member " + std::to_string(bond_member_number(v.members[b])) +
+             "\n";
+  }
+  return out;
+}
 
 void add_datapath_commands(CommandTree::Impl& t) {
   // --- dp-flow add|mod|del|get ---
@@ -552,6 +593,9 @@ void add_datapath_commands(CommandTree::Impl& t) {
             .field("recirc_too_deep", c.recirc_too_deep)
             .field("invalid_port", c.invalid_port)
             .field("exec_dropped", c.exec_dropped)
+            .field("bond_drops", c.bond_drops)
+            .field("ctl_tx", c.ctl_tx)
+            .field("ctl_tx_full", c.ctl_tx_full)
             .field("tx_batches", c.tx_batches)
             .field("tx_batch_packets", c.tx_batch_packets)
             .field("ordered_upcalls", c.ordered_upcalls)
@@ -672,6 +716,90 @@ void add_datapath_commands(CommandTree::Impl& t) {
       }
     }
     t.print(out);
+  });
+
+  // --- pmd-bond-show [BOND_ID] [--pmd] [--format json] ---
+  auto* bond_show = t.app.add_subcommand(
+      "pmd-bond-show", "the lb_output bucket tables (like dpif-netdev/bond-show; --pmd: what each PMD holds)");
+  bond_show->add_option("BOND_ID", t.arg1, "only this bond id (1..255)");
+  bond_show->add_flag("--pmd", t.flag_m, "per PMD: every PMD's own copy of the tables");
+  t.add_format(bond_show);
+  bond_show->callback([&t] {
+    std::vector<datapath::PmdBondView> views = t.sys.datapath().bond_dump();
+    if (!t.arg1.empty()) {
+      uint64_t id = 0;
+      bool digits = t.arg1.size() <= 3;
+      for (char c : t.arg1) digits &= c >= '0' && c <= '9';
+      if (digits) id = std::stoull(t.arg1);
+      if (!digits || id < 1 || id > datapath::kMaxBondId) {
+        t.status = invalid("pmd-bond-show: bond id '" + t.arg1 + "': expected a number 1.." +
+                           std::to_string(datapath::kMaxBondId));
+        return;
+      }
+      std::erase_if(views, [id](const datapath::PmdBondView& v) { return v.bond_id != id; });
+      if (views.empty()) {
+        t.status = error(Errc::not_found, "pmd-bond-show: no bond with id " + t.arg1 + " uses lb_output");
+        return;
+      }
+    }
+    const bool per_pmd = t.flag_m;
+    if (t.format == "json") {
+      auto buckets = [](Json& j, const datapath::PmdBondView& v) {
+        j.begin_array("buckets");
+        for (unsigned b = 0; b < datapath::kBondBuckets; ++b) {
+          j.begin_object().field("bucket", b);
+          if (v.members[b] == datapath::kNoBondMember) {
+            j.null_field("member");
+          } else {
+            j.field("member", static_cast<uint64_t>(v.members[b]));
+          }
+          j.end_object();
+        }
+        j.end_array();
+      };
+      Json j;
+      j.begin_object();
+      if (per_pmd) {
+        j.begin_array("pmds");
+        for (size_t i = 0; i < views.size(); ++i) {
+          const datapath::PmdBondView& v = views[i];
+          if (i == 0 || views[i - 1].pmd != v.pmd)
+            j.begin_object().field("pmd", v.pmd).field("core", v.core).begin_array("bonds");
+          j.begin_object().field("bond_id", v.bond_id);
+          buckets(j, v);
+          j.end_object();
+          if (i + 1 == views.size() || views[i + 1].pmd != v.pmd) j.end_array().end_object();
+        }
+        j.end_array();
+      } else {
+        j.begin_array("bonds");
+        for (const datapath::PmdBondView& v : views) {
+          if (v.pmd != views.front().pmd) continue;
+          j.begin_object().field("bond_id", v.bond_id);
+          buckets(j, v);
+          j.end_object();
+        }
+        j.end_array();
+      }
+      j.end_object();
+      t.print(j.str() + "\n");
+      return;
+    }
+    t.print(per_pmd ? pmd_bond_show_pmd_text(views) : pmd_bond_show_text(views));
+  });
+
+  // --- port-link PORT up|down ---
+  auto* link = t.app.add_subcommand("port-link",
+                                    "take a port's link down or up (sim ports: a down link receives and sends nothing)");
+  link->add_option("PORT", t.arg1, "port name")->required();
+  link->add_option("STATE", t.arg2, "up or down")->required()->check(CLI::IsMember({"up", "down"}));
+  link->callback([&t] {
+    hal::Port* p = t.sys.datapath().find_port(t.arg1);
+    if (!p) {
+      t.status = error(Errc::not_found, "port-link: no port named '" + t.arg1 + "'");
+      return;
+    }
+    t.status = p->set_link(t.arg2 == "up");
   });
 
   // --- tunables (Open vSwitch's other_config names) ---

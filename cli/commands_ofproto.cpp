@@ -597,16 +597,38 @@ void add_ofproto_commands(CommandTree::Impl& t) {
   // keep their values (the port's current options, read back through the
   // running-config words, are the starting point).
   CLI::App* setport = t.app.get_subcommand("set")->add_subcommand(
-      "port", "ovs-vsctl set Port: set port PORT tag=N trunks=N,N vlan_mode=M (the others unchanged)");
+      "port", "ovs-vsctl set Port: set port PORT tag=N trunks=N,N vlan_mode=M (the others unchanged); for a "
+      "bond also bond_mode, lacp, bond_updelay, bond_downdelay, other_config:KEY=VALUE (add-bond's columns)");
   setport->ignore_case();
   setport->preparse_callback([a](size_t) { a->reset(); });
   setport->add_option("PORT", a->port, "a port on a bridge")->required();
   setport->add_option("COLUMNS", a->words, "COLUMN=VALUE words of the Port table: tag, trunks, vlan_mode")->required();
   setport->callback(run([&t, &of, a] {
+    if (const ofproto::BondPort* bp = of.find_bond(a->port)) {
+      // A bond: its settings and VLAN columns, the ones not named unchanged.
+      ofproto::BondSettings s = bp->bond->settings();
+      ofproto::PortOptions po;
+      if (const auto* m = bp->bridge->ports()->by_name(bp->members.at(0))) {
+        std::istringstream in(ofproto::format_port_columns(*m));
+        std::vector<std::string> now;
+        for (std::string w; in >> w && w != "--";) now.push_back(w);
+        if (Status st = ofproto::parse_port_columns(now, a->port, po); !st.ok()) {
+          t.status = std::move(st);
+          return;
+        }
+      }
+      for (const std::string& w : a->words)
+        if (Status st = ofproto::apply_bond_column(w, s, po); !st.ok()) {
+          t.status = std::move(st);
+          return;
+        }
+      t.status = of.set_bond(a->port, s, po);
+      return;
+    }
     const ofproto::PortConfig* cur = nullptr;
     for (Bridge* b : of.bridges())
       if (const auto* p = b->ports()->by_name(a->port)) cur = p;
-    if (!cur) {
+    if (!cur || cur->bond_obj) {  // a bond's member is an Interface, not a Port
       t.status = error(Errc::not_found, "no row \"" + a->port + "\" in table Port");
       return;
     }
@@ -856,6 +878,7 @@ void add_ofproto_commands(CommandTree::Impl& t) {
                           for (Bridge* b : of.bridges()) {
                             lines.push_back("add-br " + b->name());
                             for (const auto& p : b->ports()->ports) {
+                              if (p.bond_obj) continue;  // the bonds section's add-bond lines
                               // ovs-vsctl's own syntax (pastes into ovs-vsctl too).
                               lines.push_back("add-port " + b->name() + " " + p.name + " " +
                                               ofproto::format_port_columns(p));

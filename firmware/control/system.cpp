@@ -106,6 +106,7 @@ Status System::start() {
   udpif_->start();
   if (Status st = dp_->start(bes); !st.ok()) {
     udpif_->stop();
+    ofproto_->set_revalidate_hook(nullptr);
     udpif_.reset();
     return st;
   }
@@ -122,6 +123,7 @@ void System::shutdown() {
     dp_->stop();
     dp_->drop_pending_upcalls();  // records the handler had not answered
     dp_->stop_ports();
+    if (ofproto_) ofproto_->set_revalidate_hook(nullptr);
     udpif_.reset();
     ofproto_.reset();
     dp_.reset();  // ports are destroyed before their backends

@@ -17,9 +17,25 @@
 // (PMD, bond id) slot, not to one table, so a replaced table keeps counting
 // where the old one left off; bond_del() and a bond_set() that creates the
 // id start them at zero.
+//
+// In a PMD (pmd.h): an array of kMaxBondId + 1 PmdBondSlots indexed by bond
+// id (slot 0 unused). A slot points to an immutable BondMembers table and to
+// the slot's BondBucketCounters; both are allocated by the poster
+// (Datapath::bond_set, on the control thread), installed by the PMD between
+// bursts through its request ring (FlowRequest::Op::bond_set / bond_del),
+// and what the PMD swapped out goes back in the request for the poster to
+// free once the PMD answered: nothing is allocated or freed on the PMD.
+// The executor (execute.h) reads a slot's two pointers with relaxed loads
+// (the PMD wrote them itself) and bumps the counters with a relaxed load +
+// store (single writer, no locked instruction). Other threads read the
+// pointers with acquire loads and the counters with relaxed loads, only
+// while holding the Datapath's bond mutex, which every free of a table or
+// counter block is done under (so what they read is never freed under
+// them).
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 
 namespace keel::datapath {
@@ -39,6 +55,20 @@ struct BondBucketStats {
   std::array<uint64_t, kBondBuckets> packets{};
   std::array<uint64_t, kBondBuckets> bytes{};
 };
+
+// The per-bucket counters of one (PMD, bond id) slot: written by that PMD
+// alone (relaxed load + store), read by anyone (relaxed).
+struct BondBucketCounters {
+  std::array<std::atomic<uint64_t>, kBondBuckets> packets{};
+  std::array<std::atomic<uint64_t>, kBondBuckets> bytes{};
+};
+
+// One bond id in one PMD (see the top). Null members: no such bond.
+struct PmdBondSlot {
+  std::atomic<const BondMembers*> members{nullptr};
+  std::atomic<BondBucketCounters*> counters{nullptr};
+};
+using PmdBondSlots = std::array<PmdBondSlot, kMaxBondId + 1>;
 
 // One PMD's copy of one bond's table (pmd-bond-show).
 struct PmdBondView {

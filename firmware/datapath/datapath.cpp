@@ -74,6 +74,7 @@ Status Datapath::set_pmd_cores(std::vector<int> cores, std::vector<unsigned>* fo
   if (cores == cfg_.pmd_cores) return {};
   const std::vector<int> old = cfg_.pmd_cores;
   Status st;
+  std::lock_guard bonds(bond_mu_);  // pmds_ changes (send_packet, bond_*: see the top)
   {
     std::lock_guard lock(flow_mu_);  // nobody else should be here (see the top), but flows stay consistent
     st = change_pmds(std::move(cores), forgotten);
@@ -81,7 +82,7 @@ Status Datapath::set_pmd_cores(std::vector<int> cores, std::vector<unsigned>* fo
   if (!st.ok() && running_) {
     // A new PMD could not start (its core refused the pinning): back to the
     // cores there were, so that every queue is polled again (PMDs removed
-    // meanwhile come back with empty tables).
+    // meanwhile come back with empty flow tables, and every bond table).
     std::lock_guard lock(flow_mu_);
     (void)change_pmds(old, forgotten);
   }
@@ -123,12 +124,14 @@ Status Datapath::change_pmds(std::vector<int> cores, std::vector<unsigned>* forg
     if (next[i]) continue;
     next[i] = std::make_unique<Pmd>(*this, i, cores[i], cfg_.pmd_idle_sleep_us, pcfg);
     next[i]->hold_rx(rx_held_);
+    install_bonds(*next[i]);  // every bond table, fresh counters (bond_mu_ is held)
     fresh.push_back(i);
     if (forgotten && i < old_n) forgotten->push_back(i);
   }
   pmds_ = std::move(next);
   cfg_.pmd_cores = std::move(cores);
-  gone.clear();  // their megaflows are freed with their tables
+  for (auto& p : gone) retire_bond_counters(*p);  // bond_stats() keeps their counts
+  gone.clear();  // their megaflows are freed with their tables, and their bond tables
   if (!running_) return {};
 
   // The queues of the removed PMDs move to the others, the new ones get

@@ -69,6 +69,11 @@
 // (relaxed) once per burst; a burst is parsed under one limit.
 // offline() is an atomic written by start() before the PMDs start and read
 // by the slow path's handler (after it popped a record from a PMD).
+// Bonds (bond_*) and send_packet() serialise on bond_mu_, a mutex no PMD
+// takes (PMDs see bond tables only through their request rings:
+// bond_table.h); set_pmd_cores() holds it too while it changes pmds(), so
+// send_packet() may come from any thread. bond_mu_ is never held with
+// flow_mu_ except by set_pmd_cores() (bond_mu_ first).
 // The scheduling settings (pmd-rxq-assign, -isolate, affinities) and the
 // AutoLb are the control thread's; the RxqLoads are allocated by add_port()
 // and freed with the Datapath (pmd.h says who writes them).
@@ -188,12 +193,15 @@ class Datapath {
   // later (set_pmd_cores) gets every table. Control thread (any writer
   // holding the Ofproto writer mutex); all or nothing.
   Status bond_set(uint32_t id, const BondMembers& members);
-  // Removes it from every PMD (lb_output(id) then drops, counted).
+  // Removes it from every PMD (lb_output(id) then drops, counted); its
+  // counters go with it. No such bond: not_found.
   Status bond_del(uint32_t id);
   // The bond ids installed, ascending.
   std::vector<uint32_t> bond_ids() const;
   // Per-bucket packets and bytes summed over the PMDs since the bond was
-  // created (relaxed reads of the PMDs' counters); nullopt: no such bond.
+  // created (relaxed reads of the PMDs' counters; a PMD removed by
+  // set_pmd_cores() leaves its counts behind, so the sums never go down);
+  // nullopt: no such bond.
   std::optional<BondBucketStats> bond_stats(uint32_t id) const;
   // What every PMD holds now, PMD order then bond id (pmd-bond-show).
   std::vector<PmdBondView> bond_dump() const;
@@ -201,9 +209,11 @@ class Datapath {
   // --- packets from the control plane (LACPDUs, learning packets) ---
   // Copies `frame` into a buffer of the port's backend and hands it to a
   // PMD (the first running one), which sends it on `port` between bursts
-  // with its own tx queue. Never blocks: a full hand-off ring is an error
-  // (counted). Any thread. Before start() / after stop(): sent at once on
-  // the caller's thread.
+  // with its own tx queue (Pmd::post_tx; counted as a tx of that port and
+  // in the PMD's ctl_tx). Never waits for the PMD: a full hand-off ring is
+  // an error (counted: ctl_tx_full). A frame shorter than 14 bytes, no such
+  // port, no free buffer: an error, nothing sent. Any thread. Before
+  // start() / after stop(): sent at once on the caller's thread (tx queue 0).
   Status send_packet(uint16_t port, std::span<const uint8_t> frame);
 
   // Before start(): whether an all-replay run may go offline (see above).
@@ -358,11 +368,22 @@ class Datapath {
   void apply_plan(std::span<const SchedRxq> rxqs, const SchedPlan& plan, bool parked);
   Status reschedule_parked(bool parked);
   static void drop_pending_upcalls(Pmd& pmd);
+  // Bonds (bond_api.cpp), under bond_mu_: adds a PMD's counters of bond
+  // `id` to `s`; keeps a PMD's counts before it goes (retired); gives a
+  // new PMD (not running) every table.
+  static void add_bond_counters(const Pmd& pmd, uint32_t id, BondBucketStats& s);
+  void retire_bond_counters(const Pmd& pmd);
+  void install_bonds(Pmd& pmd);
 
   DatapathConfig cfg_;
   std::atomic<bool> upcalls_enabled_{false};
   std::atomic<unsigned> vlan_limit_{packet::kDefaultVlanLimit};
   mutable std::mutex flow_mu_;  // control thread vs revalidator; never a PMD
+  mutable std::mutex bond_mu_;  // bonds, send_packet, pmds_ changes; never a PMD
+  // The bond tables as installed (what a new PMD gets), and the counts of
+  // PMDs removed since each bond was created (bond_stats()).
+  std::array<std::unique_ptr<BondMembers>, kMaxBondId + 1> bonds_{};
+  std::array<std::unique_ptr<BondBucketStats>, kMaxBondId + 1> bond_retired_{};
   std::array<std::unique_ptr<hal::Port>, kMaxPorts> ports_{};
   uint16_t n_ports_ = 0;
   std::array<std::atomic<uint16_t>, kMaxPorts> xconnect_{};

@@ -472,6 +472,14 @@ class Executor {
   void to_tx(std::span<const ExecPacket> pk, uint32_t port) noexcept;
   void to_recirc(std::span<const ExecPacket> pk, uint32_t id) noexcept;
   void to_slow_path(std::span<const ExecPacket> pk, const DpAction& a) noexcept;
+  void to_bond(std::span<const ExecPacket> pk, uint32_t bond_id) noexcept;
+  // lb_output's table for `bond_id` (null: none) and the member of the
+  // batch's first packet (for its copies' backend).
+  const BondMembers* bond_table(uint32_t bond_id) const noexcept {
+    return ctx_.bonds && bond_id <= kMaxBondId
+               ? (*ctx_.bonds)[bond_id].members.load(std::memory_order_relaxed)
+               : nullptr;
+  }
 
   void push_vlan(Batch& b, const DpAction& a) noexcept;
   void pop_vlan(Batch& b) noexcept;
@@ -576,6 +584,36 @@ void Executor::to_slow_path(std::span<const ExecPacket> pk, const DpAction& a) n
     }
     q.reqs[q.n++] = {e.pkt, e.key, ud, a.pid(), args.tunnel_out_port, a.sub};
     ++c_.upcalls;
+  }
+}
+
+void Executor::to_bond(std::span<const ExecPacket> pk, uint32_t bond_id) noexcept {
+  const BondMembers* t = bond_table(bond_id);
+  if (!t) [[unlikely]] {
+    for (const ExecPacket& e : pk) hal::release(e.pkt);
+    c_.bond_drops += pk.size();
+    return;
+  }
+  BondBucketCounters* cnt = (*ctx_.bonds)[bond_id].counters.load(std::memory_order_relaxed);
+  for (const ExecPacket& e : pk) {
+    const uint32_t bucket = e.pkt->meta().dp_hash & kBondBucketMask;
+    const uint16_t member = (*t)[bucket];
+    if (member == kNoBondMember) [[unlikely]] {
+      hal::release(e.pkt);
+      ++c_.bond_drops;
+      continue;
+    }
+    if (cnt) [[likely]] {
+      // Single writer (this PMD): no locked instruction.
+      std::atomic<uint64_t>& np = cnt->packets[bucket];
+      std::atomic<uint64_t>& nb = cnt->bytes[bucket];
+      np.store(np.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      nb.store(nb.load(std::memory_order_relaxed) + e.pkt->len(), std::memory_order_relaxed);
+    }
+    hal::Packet* p = e.pkt;
+    const uint64_t before = c_.tx_overflow;
+    ctx_.tx.push(member, {&p, 1}, c_.tx_overflow);
+    c_.outputs += 1 - (c_.tx_overflow - before);
   }
 }
 
@@ -711,6 +749,19 @@ void Executor::run(Batch& b, std::span<const uint8_t> list) noexcept {
         consume(b, last, true, nullptr, [&](std::span<const ExecPacket> pk) { to_slow_path(pk, a); });
         b.max_len = 0;
         break;
+      case DpActionType::kLbOutput: {
+        // Copies (not the last action) from the backend of the member the
+        // first packet goes to: a bond's members share one in practice.
+        hal::Backend* from = nullptr;
+        if (!last) {
+          const BondMembers* t = bond_table(a.bond_id());
+          const uint16_t m = t ? (*t)[b.pk[0].pkt->meta().dp_hash & kBondBucketMask] : kNoBondMember;
+          from = m != kNoBondMember ? backend_for(m) : nullptr;
+        }
+        consume(b, last, true, from, [&](std::span<const ExecPacket> pk) { to_bond(pk, a.bond_id()); });
+        b.max_len = 0;
+        break;
+      }
       case DpActionType::kDrop:
         release(b, c_.dropped);
         return;
@@ -725,8 +776,11 @@ void Executor::run(Batch& b, std::span<const uint8_t> list) noexcept {
         break;
       case DpActionType::kHash:
         for (unsigned i = 0; i < b.n; ++i) {
-          if (const flow::Miniflow* key = b.pk[i].key) [[likely]] {
-            b.pk[i].pkt->meta().dp_hash = flow::hash_l4(*key, a.basis());
+          hal::Packet& p = *b.pk[i].pkt;
+          if (p.has_rss_hash()) {
+            p.meta().dp_hash = hash_int(p.rss_hash(), a.basis());  // odp-execute: the NIC's hash, mixed
+          } else if (const flow::Miniflow* key = b.pk[i].key) [[likely]] {
+            p.meta().dp_hash = flow::hash_l4(*key, a.basis());
           } else {
             ++c_.header_missing;
           }

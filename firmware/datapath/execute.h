@@ -52,11 +52,21 @@
 //                4 bytes (no checksum covers them). proto= and frag= are not
 //                executed. L4 checksums are touched only when the parser saw
 //                the whole L4 header (LayerOffsets::payload set).
-//   hash(l4(B))  meta().dp_hash = flow::hash_l4(*key, B).
+//   hash(l4(B))  meta().dp_hash = hash_int(rss, B) (core/hash.h) when the
+//                packet carries an RSS hash (hal::Packet::has_rss_hash():
+//                the NIC's, or a sim port's software one), as OVS's
+//                odp-execute; else flow::hash_l4(*key, B), the 5-tuple hash.
+//   lb_output(N) the packet goes to the output batch of member
+//                table[dp_hash & kBondBucketMask] of the PMD's bond table N
+//                (ctx.bonds, bond_table.h), counting the packet and its
+//                bytes in that bucket's slot; no table N, no bond table
+//                array, or a bucket holding kNoBondMember: released and
+//                counted (bond_drops). Always the packet itself when last,
+//                a copy from the member's backend otherwise (as output).
 //   meter(N)     no meters yet: packets pass (meter_ignored), as OVS does for
 //                a meter that does not exist.
 // A packet that lacks what an action needs (no IPv4 header for
-// set(ipv4(...)), no tag for pop_vlan, no key for hash) is left unchanged
+// set(ipv4(...)), no tag for pop_vlan, neither RSS hash nor key for hash) is left unchanged
 // and counted (header_missing); OVS refuses such flows at install time
 // through their prerequisites, so this only happens with hand-made flows.
 //
@@ -65,7 +75,8 @@
 // updated: hash(l4) after set(ipv4(...)) hashes the packet as classified.
 //
 // Cost: one call per batch; per packet and action a few loads and stores,
-// inlined. A copy costs an allocation from the pool (per batch) and a memcpy
+// inlined (lb_output: a table load, two counter bumps and the output slot
+// lookup per packet, no hashing: hash(l4) before it did that). A copy costs an allocation from the pool (per batch) and a memcpy
 // of the frame, plus one indirect call per batch to find the output port's
 // backend (and for a clone a walk over its nested actions up to the first
 // output).
@@ -79,7 +90,9 @@
 // backend's alloc_burst(), which any thread may call (hal/backend.h); the
 // port_backend callback the PMD sets reads the datapath's port table, which
 // does not change while PMDs run, and the port's backend pointer, set when
-// the port was opened. The action bytes must stay alive
+// the port was opened. lb_output reads the PMD's bond slots (ctx.bonds),
+// which only that PMD writes, between bursts (bond_table.h), and bumps
+// their per-bucket counters (relaxed load + store: single writer). The action bytes must stay alive
 // until the context's queues are drained (userdata spans point into them):
 // the PMD drains them in the same burst (after_pass copies the userdata into
 // the upcall record), and a flow's actions are freed only between bursts
@@ -90,6 +103,7 @@
 #include <cstdint>
 #include <span>
 
+#include "datapath/bond_table.h"
 #include "flow/dp_actions.h"
 #include "flow/miniflow.h"
 #include "keel/hal/backend.h"
@@ -125,6 +139,7 @@ struct alignas(64) ExecCounters {
   uint64_t header_missing = 0;   // an action skipped a packet lacking its header (left unchanged)
   uint64_t meter_ignored = 0;    // passed through meter() (no meters yet)
   uint64_t unsupported = 0;      // an action type this build cannot run (reserved types): released
+  uint64_t bond_drops = 0;       // lb_output: no such bond, or its bucket has no member: released
 };
 
 // Takes ownership of `pkts` (they are sent or released by the callee).
@@ -208,6 +223,9 @@ struct alignas(64) ExecContext {
   hal::Backend* backend = nullptr;  // copies come from here; null: every copy fails (copy_failed)
   PortBackendFn port_backend = nullptr;  // null: every copy from `backend`
   void* port_backend_arg = nullptr;
+  // lb_output's tables, indexed by bond id (the PMD's own, bond_table.h);
+  // null: every lb_output drops (bond_drops).
+  const PmdBondSlots* bonds = nullptr;
   OutputBatches tx;
   RecircQueue recirc;
   SlowPathQueue upcalls;

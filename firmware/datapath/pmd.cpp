@@ -54,11 +54,19 @@ Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const P
     return p ? p->backend() : nullptr;
   };
   exec_->port_backend_arg = this;
+  exec_->bonds = bonds_.get();
   emc_->set_insert_inv_prob(cfg.emc_insert_inv_prob);
   upcall_budget_ = cfg.upcall_budget;
 }
 
-Pmd::~Pmd() { stop(); }
+Pmd::~Pmd() {
+  stop();
+  // The slots own what they point to (bond_table.h).
+  for (PmdBondSlot& b : *bonds_) {
+    delete b.members.load(std::memory_order_relaxed);
+    delete b.counters.load(std::memory_order_relaxed);
+  }
+}
 
 Status Pmd::start(std::vector<hal::Backend*> backends) {
   backends_ = std::move(backends);
@@ -94,6 +102,9 @@ Status Pmd::start(std::vector<hal::Backend*> backends) {
 void Pmd::stop() {
   quit_.store(true, std::memory_order_relaxed);
   if (thread_.joinable()) thread_.join();
+  // Control-plane frames posted after the thread's last look: not sent.
+  CtlTx t;
+  while (ctl_tx_.pop(t)) hal::release(t.pkt);
   pause_.store(false, std::memory_order_relaxed);
   parked_.store(false, std::memory_order_relaxed);
 }
@@ -162,6 +173,19 @@ Status Pmd::wait(FlowRequest& req) {
 void Pmd::apply(FlowRequest& req) {
   req.result = FlowResult::ok;
   switch (req.op) {
+    case FlowRequest::Op::bond_set:
+    case FlowRequest::Op::bond_del: {
+      if (req.bond_id == 0 || req.bond_id > kMaxBondId) {
+        req.result = FlowResult::not_found;
+        break;
+      }
+      // Swapped, never freed here: the poster frees what comes back.
+      PmdBondSlot& b = (*bonds_)[req.bond_id];
+      req.bond_members = b.members.exchange(req.bond_members, std::memory_order_acq_rel);
+      if (req.op == FlowRequest::Op::bond_del || req.bond_counters)
+        req.bond_counters = b.counters.exchange(req.bond_counters, std::memory_order_acq_rel);
+      break;
+    }
     case FlowRequest::Op::install:
       req.result = table_.install(req.flow);
       break;
@@ -197,7 +221,8 @@ void Pmd::apply(FlowRequest& req) {
     }
   }
   if (req.result != FlowResult::ok) bump(c_.request_failed, 1);
-  if (!running() && req.op != FlowRequest::Op::dpcls_info) {
+  if (!running() && (req.op == FlowRequest::Op::install || req.op == FlowRequest::Op::remove ||
+                     req.op == FlowRequest::Op::modify)) {
     // Nobody will sweep the EMC: forget dead flows now.
     emc_->clear();
     table_.release_swept(~uint64_t{0} - 2);
@@ -210,6 +235,29 @@ void Pmd::drain_requests() {
   while (requests_.pop(req)) apply(*req);
 }
 
+bool Pmd::post_tx(uint16_t port, hal::Packet* pkt) noexcept {
+  if (ctl_tx_.push({pkt, port})) return true;
+  ctl_tx_full_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+void Pmd::drain_ctl_tx() noexcept {
+  CtlTx t;
+  unsigned sent = 0;
+  // At most a ring's worth per iteration: posters can't hold the PMD here.
+  for (unsigned i = 0; i < kCtlTxRing && ctl_tx_.pop(t); ++i) {
+    hal::Port* out = t.port < kMaxDpPorts ? dp_.port_fast(t.port) : nullptr;
+    if (!out) {
+      hal::release(t.pkt);
+      bump(c_.invalid_port, 1);
+      continue;
+    }
+    send_on(*out, t.port, std::span(&t.pkt, 1));
+    ++sent;
+  }
+  bump(c_.ctl_tx, sent);
+}
+
 PmdCounters Pmd::counters() const {
   auto ld = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
   PmdCounters v{ld(c_.iterations),    ld(c_.rx_packets),       ld(c_.recirculations), ld(c_.xconnect_hits),
@@ -218,7 +266,8 @@ PmdCounters Pmd::counters() const {
                 ld(c_.runts),         ld(c_.tx_batches),    ld(c_.tx_batch_packets), ld(c_.invalid_port),   ld(c_.exec_dropped),
                 ld(c_.busy_cycles),   ld(c_.idle_cycles),      ld(c_.upcalls),        ld(c_.action_upcalls),
                 ld(c_.upcall_installs), ld(c_.upcall_followers), ld(c_.install_failed), ld(c_.request_failed),
-                ld(c_.ordered_upcalls), ld(c_.backpressure)};
+                ld(c_.ordered_upcalls), ld(c_.backpressure), ld(c_.bond_drops), ld(c_.ctl_tx),
+                ld(ctl_tx_full_)};
   const PmdCounters& b = baseline_;
   v.rx_packets -= b.rx_packets, v.recirculations -= b.recirculations, v.xconnect_hits -= b.xconnect_hits;
   v.simple_hits -= b.simple_hits;
@@ -232,6 +281,7 @@ PmdCounters Pmd::counters() const {
   v.upcall_followers -= b.upcall_followers;
   v.install_failed -= b.install_failed, v.request_failed -= b.request_failed;
   v.ordered_upcalls -= b.ordered_upcalls, v.backpressure -= b.backpressure;
+  v.bond_drops -= b.bond_drops, v.ctl_tx -= b.ctl_tx, v.ctl_tx_full -= b.ctl_tx_full;
   return v;
 }
 
@@ -363,6 +413,11 @@ void Pmd::run() {
 
     drain_requests();
     handle_answers();
+    if (exec_->counters.bond_drops != bond_drops_seen_) [[unlikely]] {
+      bump(c_.bond_drops, exec_->counters.bond_drops - bond_drops_seen_);
+      bond_drops_seen_ = exec_->counters.bond_drops;
+    }
+    drain_ctl_tx();
     if (table_.has_dead()) {
       emc_->sweep(kEmcSweepPerIteration);
       table_.release_swept(emc_->generation());
@@ -420,6 +475,7 @@ void Pmd::run() {
   mark_ = submitted_;
   last_up_ = nullptr;
   exec_->release_all();
+  drain_ctl_tx();  // what was posted before stop() still leaves
   release_txqs();
   for (hal::Backend* b : backends_) b->thread_exit();
 }
@@ -439,7 +495,8 @@ void Pmd::housekeeping() {
 
 // Packets the executor did not send (pmd-stats' exec_dropped).
 static uint64_t exec_drops(const ExecCounters& c) {
-  return c.dropped + c.tx_overflow + c.recirc_overflow + c.no_headroom + c.unsupported + c.copy_failed;
+  return c.dropped + c.tx_overflow + c.recirc_overflow + c.no_headroom + c.unsupported + c.copy_failed +
+         c.bond_drops;
 }
 
 // The TCP flags of a parsed key, host order (0 unless TCP). Word 69's top
@@ -1127,7 +1184,11 @@ void Pmd::send(uint32_t port_id, std::span<hal::Packet* const> pkts) noexcept {
   }
   bump(c_.tx_batches, 1);
   bump(c_.tx_batch_packets, pkts.size());
-  const auto id = static_cast<uint16_t>(port_id);
+  send_on(*out, static_cast<uint16_t>(port_id), pkts);
+}
+
+void Pmd::send_on(hal::Port& port, uint16_t id, std::span<hal::Packet* const> pkts) noexcept {
+  hal::Port* out = &port;
   const Datapath::TxQueue tq = dp_.txq(index_, id);
   if (!tq.shared) [[likely]] {
     // A queue of its own: no lock. Port::tx takes at most a burst; larger

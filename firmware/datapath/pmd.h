@@ -15,7 +15,9 @@
 //
 // Packets every iteration; between bursts the PMD applies flow requests
 // posted to its ring (install, remove, modify: it is the only writer of its
-// flow table, EMC and SMC), and every kHousekeepingEvery iterations it
+// flow table, EMC and SMC; bond_set, bond_del: its lb_output tables,
+// bond_table.h), sends the control-plane frames posted to its tx ring
+// (post_tx(): LACPDUs, learning packets), and every kHousekeepingEvery iterations it
 // re-ranks its dpcls subtables, sweeps its EMC for dead flows, notes which
 // CPU it runs on (display_core()) and closes the load interval when due.
 //
@@ -103,6 +105,19 @@
 // Between bursts nothing is allocated: install answers allocate only in the
 // dpcls, nothrow (dpcls.h), and failures are codes plus counters
 // (install_failed, request_failed).
+// Bond tables (bond_table.h): the PMD's PmdBondSlots, one per bond id, are
+// written by the PMD thread alone (bond_set/bond_del requests, between
+// bursts; on the caller's thread when the PMD is not running) and read by
+// its executor; the tables and counter blocks a request swaps out go back
+// in the request for the poster to free. Other threads read the slots
+// (bonds()) only under the Datapath's bond mutex (datapath.h). The
+// counters they point to are single-writer relaxed atomics.
+// Control-plane tx (post_tx()): a bounded MPMC ring of (port, packet) that
+// any thread pushes to and the PMD pops between bursts, sending each on
+// the port with its own tx queue (as its outputs: XPS and the shared-queue
+// lock included); a full ring refuses (the caller keeps the packet and
+// counts it, ctl_tx_full: a relaxed fetch_add by the poster). stop()
+// releases what is left after the thread has joined.
 //
 // Offline mode (datapath.h; set before start(), then fixed, on every PMD):
 // this PMD polls its rx queues — every input with one PMD; with several, a
@@ -202,6 +217,10 @@ struct PmdCounters {
   // Offline mode only:
   uint64_t ordered_upcalls = 0;  // hits of derived packets sent up behind an upcall (input order)
   uint64_t backpressure = 0;     // times the inputs stopped for want of an upcall record
+  // Bonds and control-plane frames (keel only):
+  uint64_t bond_drops = 0;   // lb_output: no table for the bond, or its bucket has no member
+  uint64_t ctl_tx = 0;       // control-plane frames sent (post_tx: LACPDUs, learning packets)
+  uint64_t ctl_tx_full = 0;  // control-plane frames refused: the PMD's tx ring was full
 };
 
 // Counters pmd-perf-show adds to PmdCounters: the idle sleeps and the
@@ -225,7 +244,7 @@ inline constexpr uint64_t kXpsTimeoutNs = 500'000'000;
 // What the PMD writes back is plain data (codes, a POD array the requester
 // allocated): it builds no string and allocates nothing to answer.
 struct FlowRequest {
-  enum class Op : uint8_t { install, remove, modify, dpcls_info };
+  enum class Op : uint8_t { install, remove, modify, dpcls_info, bond_set, bond_del };
   Op op = Op::install;
   Megaflow* flow = nullptr;  // install: the new flow; remove/modify: a template (in_port, mask, key)
   const flow::DpActions* actions = nullptr;  // modify: the new list; afterwards the old one
@@ -234,6 +253,14 @@ struct FlowRequest {
   // info_n to the total (more than info_cap: ask again with a bigger one).
   SubtableInfo* info = nullptr;
   size_t info_cap = 0, info_n = 0;
+  // bond_set / bond_del (bond_table.h): the bond id (1..kMaxBondId, else
+  // not_found). bond_set: the new table, and the slot's counter block when
+  // the set creates the id (null: the slot keeps its counters); bond_del:
+  // both null. Afterwards both hold what the PMD swapped out (null when
+  // nothing), which the poster frees.
+  uint32_t bond_id = 0;
+  const BondMembers* bond_members = nullptr;
+  BondBucketCounters* bond_counters = nullptr;
   FlowResult result = FlowResult::ok;
   std::atomic<bool> done{false};
 };
@@ -366,6 +393,16 @@ class Pmd {
   bool request_async(FlowRequest& req);
   Status wait(FlowRequest& req);
 
+  // A control-plane frame to send on datapath port `port` between bursts
+  // (see the top): false when the ring is full (counted in ctl_tx_full;
+  // the packet is still the caller's). Any thread, while the PMD runs.
+  bool post_tx(uint16_t port, hal::Packet* pkt) noexcept;
+  static constexpr unsigned kCtlTxRing = 64;
+
+  // The lb_output tables (bond_table.h): read by other threads only under
+  // the Datapath's bond mutex.
+  const PmdBondSlots& bonds() const { return *bonds_; }
+
   // Completed loop iterations; a reader that sees N+2 after seeing N knows a
   // whole iteration ran after its first read (used to wait for a drain).
   uint64_t iterations() const { return c_.iterations.load(std::memory_order_acquire); }
@@ -400,7 +437,8 @@ class Pmd {
         emc_hits{0}, smc_hits{0}, megaflow_hits{0}, subtable_lookups{0}, misses{0}, lost{0},
         recirc_too_deep{0}, malformed{0}, runts{0}, tx_batches{0}, tx_batch_packets{0}, invalid_port{0},
         exec_dropped{0}, busy_cycles{0}, idle_cycles{0}, upcalls{0}, action_upcalls{0}, upcall_installs{0},
-        upcall_followers{0}, ordered_upcalls{0}, backpressure{0}, install_failed{0}, request_failed{0};
+        upcall_followers{0}, ordered_upcalls{0}, backpressure{0}, install_failed{0}, request_failed{0},
+        bond_drops{0}, ctl_tx{0};
   };
   // Which packets of a burst each cache stage found (bit i: packet i).
   struct LookupHits {
@@ -410,6 +448,8 @@ class Pmd {
   void run();
   void apply(FlowRequest& req);
   void drain_requests();
+  // Sends what post_tx() queued (PMD thread).
+  void drain_ctl_tx() noexcept;
   void housekeeping();
   // The parked state of pause() (PMD thread).
   void park();
@@ -459,6 +499,8 @@ class Pmd {
   // Slow-path requests and recirculation after a pass at `depth`.
   void after_pass(unsigned depth);
   void send(uint32_t port, std::span<hal::Packet* const> pkts) noexcept;
+  // send() without the output-batch counters (control-plane frames).
+  void send_on(hal::Port& out, uint16_t id, std::span<hal::Packet* const> pkts) noexcept;
   // The shared tx queue this PMD uses on `port` (XPS, see the top).
   uint16_t steer_txq(uint16_t port, uint16_t n_txq, uint64_t now) noexcept;
   void release_txqs() noexcept;
@@ -482,6 +524,15 @@ class Pmd {
   std::atomic<uint32_t> emc_insert_inv_prob_;
   std::atomic<bool> smc_enable_;
   MpmcRing<FlowRequest*> requests_{256};
+  struct CtlTx {
+    hal::Packet* pkt;
+    uint16_t port;
+  };
+  MpmcRing<CtlTx> ctl_tx_{kCtlTxRing};
+  std::atomic<uint64_t> ctl_tx_full_{0};  // posters (fetch_add)
+  // lb_output tables by bond id (bond_table.h); the executor reads them.
+  std::unique_ptr<PmdBondSlots> bonds_ = std::make_unique<PmdBondSlots>();
+  uint64_t bond_drops_seen_ = 0;  // exec_->counters.bond_drops already in c_.bond_drops
   std::unique_ptr<UpcallChannel> upcalls_ = std::make_unique<UpcallChannel>();
   uint32_t upcall_budget_ = 32;
   uint32_t upcalls_left_ = 0;  // in this burst

@@ -181,7 +181,13 @@ void DpActionsBuilder::push_vlan(uint16_t tpid, uint16_t tci) {
 void DpActionsBuilder::pop_vlan() { append(DpActionType::kPopVlan, 0, 0, 8); }
 void DpActionsBuilder::hash_l4(uint32_t basis) { append(DpActionType::kHash, kHashAlgL4, basis, 8); }
 void DpActionsBuilder::recirc(uint32_t id) { append(DpActionType::kRecirc, 0, id, 8); }
-void DpActionsBuilder::lb_output(uint32_t bond_id) { append(DpActionType::kLbOutput, 0, bond_id, 8); }
+void DpActionsBuilder::lb_output(uint32_t bond_id) {
+  if (bond_id < 1 || bond_id > kMaxLbOutputBond) {
+    fail("lb_output: bond id " + std::to_string(bond_id) + " is not 1.." + std::to_string(kMaxLbOutputBond));
+    return;
+  }
+  append(DpActionType::kLbOutput, 0, bond_id, 8);
+}
 void DpActionsBuilder::trunc(uint32_t max_len) { append(DpActionType::kTrunc, 0, max_len, 8); }
 void DpActionsBuilder::meter(uint32_t id) { append(DpActionType::kMeter, 0, id, 8); }
 
@@ -310,6 +316,12 @@ Status validate_list(const uint8_t* p, size_t n, size_t base, unsigned depth) {
         if ((h.type == DpActionType::kDrop || h.type == DpActionType::kPopVlan) && h.arg != 0)
           return bad_at(base + off, "unexpected argument");
         break;
+      case DpActionType::kLbOutput:
+        if (h.sub != 0 || pn != 0) return bad_at(base + off, "unexpected payload");
+        if (h.arg < 1 || h.arg > kMaxLbOutputBond)
+          return bad_at(base + off, "lb_output bond id " + std::to_string(h.arg) + " is not 1.." +
+                                        std::to_string(kMaxLbOutputBond));
+        break;
       case DpActionType::kHash:
         if (h.sub != kHashAlgL4 || pn != 0) return bad_at(base + off, "bad hash action");
         break;
@@ -346,7 +358,6 @@ Status validate_list(const uint8_t* p, size_t n, size_t base, unsigned depth) {
           return bad_at(base + off, "non-zero padding");
         break;
       }
-      case DpActionType::kLbOutput:
       case DpActionType::kTnlPush:
       case DpActionType::kTnlPop:
         return bad_at(base + off, "action type " + std::to_string(static_cast<unsigned>(h.type)) +
@@ -408,7 +419,7 @@ Span trim_delimiters(const Span& s) {
 // the message says "not supported" rather than "unknown").
 constexpr std::string_view kUnsupportedActions[] = {
     "ct",       "ct_clear", "sample",  "push_mpls", "pop_mpls", "add_mpls", "push_eth",      "pop_eth",
-    "push_nsh", "pop_nsh",  "dec_ttl", "lb_output", "tnl_push", "tnl_pop",  "check_pkt_len",
+    "push_nsh", "pop_nsh",  "dec_ttl", "tnl_push", "tnl_pop",  "check_pkt_len",
 };
 constexpr std::string_view kUnsupportedSetHeaders[] = {
     "tunnel",   "vlan",    "nd",      "nd_extensions", "eth_type", "skb_mark",  "skb_priority", "mpls",
@@ -562,11 +573,30 @@ class ActionParser {
       return {};
     }
     if (name == "userspace") return userspace(tok);
+    if (name == "lb_output") return lb_output(tok);
     if (one_of(name, kUnsupportedActions)) {
       return error_at("unsupported action", tok.whole,
                       "keel's datapath does not implement " + std::string(name));
     }
     return error_at("unknown action", tok.whole);
+  }
+
+  // lb_output(N): N in decimal, as odp-util reads it ("lb_output(%u)").
+  Status lb_output(const ActionToken& tok) {
+    if (Status st = need_args(tok, "lb_output(N)"); !st) return st;
+    const std::string range = "bond id must be 1.." + std::to_string(kMaxLbOutputBond);
+    const std::string_view t = tok.args.text;
+    bool digits = !t.empty();
+    for (char c : t) digits &= is_digit(c);
+    if (!digits) return error_at("bad bond id", tok.args, "expected a decimal number; " + range);
+    uint64_t v = 0;
+    for (char c : t) {
+      v = v * 10 + static_cast<unsigned>(c - '0');
+      if (v > kMaxLbOutputBond) break;
+    }
+    if (v < 1 || v > kMaxLbOutputBond) return error_at("out-of-range value", tok.args, range);
+    b_.lb_output(static_cast<uint32_t>(v));
+    return {};
   }
 
   Status push_vlan(const ActionToken& tok) {
@@ -926,6 +956,11 @@ void put_action(std::string& out, const DpAction& a, const DpPortName* port_name
     case DpActionType::kRecirc:
       out += "recirc(";
       put_hex_alt(out, a.recirc_id());
+      out += ')';
+      return;
+    case DpActionType::kLbOutput:
+      out += "lb_output(";
+      put_dec(out, a.bond_id());
       out += ')';
       return;
     case DpActionType::kClone:

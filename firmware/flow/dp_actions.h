@@ -18,12 +18,13 @@
 //                    userspace: flags (kUserspace*)
 //   bytes 2-3 len    bytes of the whole action, header included; a multiple of 8
 //   bytes 4-7 arg    the action's one 32-bit argument (host order):
-//                    output: port; recirc: id; trunc: max length; meter: id;
+//                    output: port; recirc: id; lb_output: bond id; trunc: max length; meter: id;
 //                    hash: basis; push_vlan: tpid << 16 | tci; userspace: pid
 //
 // then `len - 8` payload bytes:
 //
-//   output, drop, pop_vlan, push_vlan, hash, recirc, trunc, meter   none (8 bytes in all)
+//   output, drop, pop_vlan, push_vlan, hash, recirc, lb_output, trunc, meter
+//              none (8 bytes in all)
 //   set        the header's fields, then a mask of the same layout (a 1 bit is
 //              written); SetEth 12+12, SetIpv4 12+12, SetIpv6 40+40,
 //              SetL4 (tcp, udp, sctp) 4+4, SetArp 24+24; padded to 8 with zeros
@@ -41,10 +42,14 @@
 // a list is at most kMaxDpActionsLen bytes, clone() nests at most
 // kMaxCloneDepth deep, userdata is at most kMaxUserdataLen bytes.
 //
-// Reserved: type codes for lb_output(bond), tnl_push(...) and tnl_pop(port)
-// are fixed below so the encoding does not change when they arrive; until
-// then the builder cannot emit them, the parser rejects them and
-// validate_dp_actions() refuses them.
+// lb_output(N) sends the packet to bucket dp_hash & 255 of bond N's table
+// (datapath/bond_table.h); N is 1..kMaxLbOutputBond (the builder, the
+// parser and validate_dp_actions() refuse anything else).
+//
+// Reserved: type codes for tnl_push(...) and tnl_pop(port) are fixed below
+// so the encoding does not change when they arrive; until then the builder
+// cannot emit them, the parser rejects them and validate_dp_actions()
+// refuses them.
 //
 // Text. Parsing follows odp_actions_from_string(): actions separated by
 // commas or white space; a bare number is output to that datapath port;
@@ -64,6 +69,7 @@
 //   set(icmp(type=,code=)) set(icmpv6(type=,code=))  the checksum follows
 //   hash(l4(0))                        basis in decimal
 //   recirc(0x5)                        %#x: recirc(0) for 0
+//   lb_output(1)                       bond id in decimal (read in decimal only)
 //   clone(pop_vlan,3)                  an empty nested list prints `drop`
 //   trunc(100)
 //   userspace(pid=N[,userdata(hex)][,actions][,tunnel_out_port=N])
@@ -119,8 +125,8 @@ enum class DpActionType : uint8_t {
   kTrunc = 9,
   kUserspace = 10,
   kMeter = 11,
-  // Reserved for later: not built, parsed, validated or executed yet.
   kLbOutput = 16,
+  // Reserved for later: not built, parsed, validated or executed yet.
   kTnlPush = 17,
   kTnlPop = 18,
 };
@@ -149,6 +155,7 @@ inline constexpr uint8_t kUserspaceTunnelOutPort = 1 << 2;  // tunnel_out_port=N
 inline constexpr size_t kMaxDpActionsLen = 32768;  // bytes of one list, nested ones included
 inline constexpr unsigned kMaxCloneDepth = 8;
 inline constexpr size_t kMaxUserdataLen = 256;
+inline constexpr uint32_t kMaxLbOutputBond = 255;  // lb_output(1..255): datapath::kMaxBondId
 
 struct DpActionHeader {
   DpActionType type;
@@ -236,6 +243,7 @@ struct DpAction {
 
   uint32_t port() const { return arg; }                                    // output
   uint32_t recirc_id() const { return arg; }                               // recirc
+  uint32_t bond_id() const { return arg; }                                 // lb_output
   uint32_t max_len() const { return arg; }                                 // trunc
   uint32_t meter_id() const { return arg; }                                // meter
   uint32_t basis() const { return arg; }                                   // hash

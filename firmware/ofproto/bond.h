@@ -83,6 +83,13 @@ struct BondSettings {
   bool operator==(const BondSettings&) const = default;
 };
 
+// The settings a bond works with, from the configured ones (bridge.c's
+// port_configure_bond): a rebalance interval of 1..999 ms is 1000;
+// bond-primary counts only in active-backup or with lacp-fallback-ab;
+// lb-output-action only in balance-tcp. Bond::settings() returns what was
+// configured, BondView::settings this.
+BondSettings bond_effective_settings(const BondSettings& s);
+
 struct BondMemberConfig {
   std::string name;
   uint32_t ofport = 0;
@@ -117,17 +124,23 @@ struct BondMemberView {
   bool enabled = false, may_enable = false, active = false;
   bool carrier = false, admin_disabled = false;
   std::optional<uint64_t> delay_left_ms;  // updelay / downdelay running
-  // Buckets on this member with the bytes that count for rebalancing.
+  // Buckets on this member with the bytes that count for rebalancing
+  // (every bucket it holds, loaded or not; empty in active-backup;
+  // bond/show prints those with a load of 1 kB or more).
   std::vector<std::pair<unsigned, uint64_t>> hashes;
 };
 struct BondView {
   std::string name;
   uint32_t id = 0;
-  BondSettings settings;
+  BondSettings settings;  // bond_effective_settings()
   LacpStatus lacp_status = LacpStatus::off;
+  bool may_recirc = false;  // "bond may use recirculation" (Bond::may_recirc())
+  bool lb_output = false;   // "lb_output action: enabled" (Bond::use_lb_output())
+  bool primary_is_member = false;      // false with a bond-primary naming no member: "(no such member)"
+  flow::EthAddr active_member_mac{};   // the last active member's MAC (zero: none was ever active)
   std::optional<uint64_t> next_rebalance_ms;  // nullopt: rebalancing off (interval 0 or mode active-backup)
   std::optional<size_t> active;               // index into members
-  std::vector<BondMemberView> members;
+  std::vector<BondMemberView> members;        // in configuration order (bond/show sorts them by name)
 };
 
 class Bond {
@@ -157,7 +170,16 @@ class Bond {
   // bond keeps the previous reading and works on the difference. True when
   // buckets moved (push the tables, re-translate).
   bool rebalance_due(uint64_t now_ms) const;
+  // The stats are used when output uses lb_output or the recirculation
+  // scheme (cumulative: Datapath::bond_stats, or the sum of the second-pass
+  // megaflows' bytes per bucket); otherwise (balance-slb, or balance-tcp
+  // chosen by translation) the bytes come from account(). A counter that
+  // went backwards (the datapath table was recreated) counts as no traffic.
   bool rebalance(const datapath::BondBucketStats& cumulative, uint64_t now_ms);
+  // bond_account(): `n_bytes` sent by a flow whose member translation chose
+  // (not lb_output/recirc), added to its bucket's load; ignored when the bond
+  // does not rebalance.
+  void account(const flow::FlowKey& flow, uint16_t vlan, uint64_t n_bytes);
   // Learning packets due after run() said so, for the given (vlan, mac)
   // entries of the bridge's MAC table not learned on this bond; clears the flag.
   std::vector<LearningPacket> take_learning_due(std::span<const std::pair<uint16_t, flow::EthAddr>> macs);
@@ -168,6 +190,12 @@ class Bond {
   // negotiated or not needed) or the recirculation scheme.
   bool use_lb_output() const;
   bool use_recirc() const;
+  // OVS's bond_may_recirc(): balance-tcp not falling back to active-backup
+  // (use_lb_output() || use_recirc()).
+  bool may_recirc() const;
+  // The bucket of a flow in balance-slb (hash of source MAC and vlan) and
+  // balance-tcp (5-tuple hash); nullopt in active-backup.
+  std::optional<unsigned> bucket_of(const flow::FlowKey& flow, uint16_t vlan) const;
   // The member for a packet of `flow` in `vlan` (active-backup: the active
   // one; slb: its source MAC bucket; tcp without recirc: the 5-tuple bucket)
   // and the key bits consulted ORed into *wc; nullopt: drop (no member).

@@ -72,33 +72,56 @@ Bridge::~Bridge() {
   }
 }
 
-Status Bridge::add_port(const PortConfig& port) {
-  auto cur = ports();
-  if (cur->by_name(port.name)) return error(Errc::already_exists, "bridge " + name_ + " already has port " + port.name);
-  if (const PortConfig* p = cur->by_dp_port(port.dp_port))
-    return error(Errc::already_exists, "bridge " + name_ + ": datapath port of " + port.name + " is already port " + p->name);
-  PortConfig pc = port;
-  if (pc.ofport == 0) {
-    uint32_t n = 1;
-    for (const PortConfig& p : cur->ports) {  // in ofport order
-      if (p.ofport == n) ++n;
-      else if (p.ofport > n) break;
+Status Bridge::add_port(const PortConfig& port) { return add_ports({port}); }
+
+Status Bridge::add_ports(std::vector<PortConfig> add,
+                         const std::function<Status(std::vector<PortConfig>&)>& finish) {
+  auto next = std::make_shared<PortMap>(*ports());
+  auto taken = [&](uint32_t n) { return next->by_ofport(n) != nullptr; };
+  // Requested numbers first, so that a member asking for N is not beaten to
+  // it by another member's free pick.
+  for (int pass = 0; pass < 2; ++pass)
+    for (PortConfig& pc : add) {
+      if ((pass == 0) != (pc.ofport != 0)) continue;
+      if (next->by_name(pc.name)) return error(Errc::already_exists, "bridge " + name_ + " already has port " + pc.name);
+      if (const PortConfig* p = next->by_dp_port(pc.dp_port))
+        return error(Errc::already_exists,
+                     "bridge " + name_ + ": datapath port of " + pc.name + " is already port " + p->name);
+      if (pc.ofport == 0) {
+        uint32_t n = 1;
+        while (n < flow::kOfppMax && taken(n)) ++n;
+        if (n >= flow::kOfppMax)
+          return error(Errc::resource_exhausted, "bridge " + name_ + ": no free OpenFlow port number");
+        pc.ofport = n;
+      } else if (pc.ofport >= flow::kOfppMax) {
+        return invalid("OpenFlow port number " + std::to_string(pc.ofport) + " out of range (1.." +
+                       std::to_string(flow::kOfppMax - 1) + ")");
+      } else if (const PortConfig* p = next->by_ofport(pc.ofport)) {
+        return error(Errc::already_exists,
+                     "bridge " + name_ + ": OpenFlow port " + std::to_string(pc.ofport) + " is already " + p->name);
+      }
+      auto at = std::lower_bound(next->ports.begin(), next->ports.end(), pc.ofport,
+                                 [](const PortConfig& p, uint32_t n) { return p.ofport < n; });
+      next->ports.insert(at, pc);
     }
-    if (n >= flow::kOfppMax) return error(Errc::resource_exhausted, "bridge " + name_ + ": no free OpenFlow port number");
-    pc.ofport = n;
-  } else if (pc.ofport >= flow::kOfppMax) {
-    return invalid("OpenFlow port number " + std::to_string(pc.ofport) + " out of range (1.." +
-                   std::to_string(flow::kOfppMax - 1) + ")");
-  } else if (const PortConfig* p = cur->by_ofport(pc.ofport)) {
-    return error(Errc::already_exists,
-                 "bridge " + name_ + ": OpenFlow port " + std::to_string(pc.ofport) + " is already " + p->name);
+  if (finish) {
+    if (Status st = finish(add); !st.ok()) return st;
+    for (const PortConfig& pc : add)
+      for (PortConfig& p : next->ports)
+        if (p.name == pc.name) p = pc;
   }
-  auto next = std::make_shared<PortMap>(*cur);
-  auto at = std::lower_bound(next->ports.begin(), next->ports.end(), pc.ofport,
-                             [](const PortConfig& p, uint32_t n) { return p.ofport < n; });
-  next->ports.insert(at, std::move(pc));
   std::atomic_store(&ports_, std::shared_ptr<const PortMap>(std::move(next)));
-  port_changed();  // translation may output to it now
+  port_changed();  // translation may output to them now
+  return {};
+}
+
+Status Bridge::edit_ports(const std::function<Status(std::vector<PortConfig>&)>& edit) {
+  auto next = std::make_shared<PortMap>(*ports());
+  if (Status st = edit(next->ports); !st.ok()) return st;
+  std::sort(next->ports.begin(), next->ports.end(),
+            [](const PortConfig& a, const PortConfig& b) { return a.ofport < b.ofport; });
+  std::atomic_store(&ports_, std::shared_ptr<const PortMap>(std::move(next)));
+  port_changed();
   return {};
 }
 

@@ -51,6 +51,7 @@
 #include <cstdint>
 #include <mutex>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -69,6 +70,9 @@ class Rcu;
 }
 
 namespace keel::ofproto {
+
+class Bond;
+class Lacp;
 
 // VLAN role of a port for NORMAL (ovs-vsctl vlan_mode, tag, trunks).
 enum class VlanMode : uint8_t {
@@ -92,6 +96,21 @@ struct PortConfig {
   // implied by the tag; tag=0 given). Forwarding does not look at them;
   // `show` and the running config print what was given.
   bool vlan_mode_set = false, tag_set = false;
+  // A member of a bond (add-bond): the bond's name, its Bond and (when
+  // lacp is not off) Lacp, this member's index in Bond::members(), and the
+  // OpenFlow port that stands for the whole bond in the MAC table (its
+  // first member's: what fdb-show prints, as OVS prints a bundle's first
+  // port). Every member carries the bond's VLAN settings. The objects are
+  // shared with the Ofproto (which runs them) and live as long as any
+  // snapshot that names them; their methods take their own locks.
+  std::string bond;
+  std::shared_ptr<Bond> bond_obj;
+  std::shared_ptr<Lacp> lacp;
+  size_t bond_member = 0;
+  uint32_t bond_ofport = 0;
+  // The port that stands for this one in the MAC table and in "is this the
+  // input bundle" checks: the bond's first member, else the port itself.
+  uint32_t bundle() const { return bond_obj ? bond_ofport : ofport; }
 };
 
 // An immutable snapshot of a bridge's ports.
@@ -150,6 +169,19 @@ class Bridge {
 
   // --- writer (control thread) ---
   Status add_port(const PortConfig& port);  // ofport 0: the lowest free number
+  // Several ports at once (a bond's members), all or none: ofport 0 gets
+  // the lowest free number; `finish`, when given, sees the ports with
+  // their numbers before they are published and may complete them (the
+  // bond links) or refuse (nothing changes).
+  Status add_ports(std::vector<PortConfig> add,
+                   const std::function<Status(std::vector<PortConfig>&)>& finish = nullptr);
+  // Edits the ports as one new snapshot (all or nothing: an error from
+  // `edit` publishes nothing); translation is told (as for a port change).
+  Status edit_ports(const std::function<Status(std::vector<PortConfig>&)>& edit);
+  // Something translation reads outside the rules changed (a bond's
+  // enabled members or active member): every installed flow of this
+  // bridge is re-translated by the next revalidation round.
+  void invalidate_translations() { port_changed(); }
   Status set_port_vlan(std::string_view name, VlanMode mode, uint16_t tag, std::vector<uint16_t> trunks);
   // Records a port's mtu_request (Ofproto::set_mtu_request applies it to the datapath port).
   Status set_port_mtu_request(std::string_view name, std::optional<uint32_t> mtu);

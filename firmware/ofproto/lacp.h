@@ -5,9 +5,12 @@
 // may be enabled, and LACPDU parsing and composition. Semantics are Open
 // vSwitch 3.1's lib/lacp.c (read it to understand; this is keel's code):
 //
-//   * a member is `current` while PDUs arrive within the timeout the
-//     partner asked for (its state's timeout bit), `expired` for one more
-//     timeout (the partner is then assumed to want fast), then `defaulted`;
+//   * a member is `current` while PDUs arrive within 3x the actor's own
+//     transmit period (lacp-time: 3 s fast, 90 s slow; Open vSwitch arms the
+//     receive timer from its own setting), then `expired` for 3 s (the
+//     partner is then assumed fast and out of sync), then `defaulted`
+//     (partner forgotten). A new member of an active actor starts expired;
+//     of a passive one, defaulted;
 //   * the bond is negotiated once some member is current (or expired) and
 //     attached; members attach when their partner is in sync and agrees
 //     on system id and key with the lead member: a member whose partner
@@ -66,7 +69,10 @@ struct LacpPdu {
 // The LACPDU in an Ethernet frame (dst, src, 0x8809, subtype 1, version 1,
 // TLVs); nullopt: not a valid one (never reads past `frame`).
 std::optional<LacpPdu> parse_lacpdu(std::span<const uint8_t> frame);
-// A whole frame (padded to 124 bytes of payload as 802.1AX) from `src`.
+// A whole frame from `src` to kLacpDstMac: the 14-byte Ethernet header and
+// the 110-byte LACPDU (124 bytes, as Open vSwitch sends it; the NIC pads
+// nothing more, 124 >= 60). Collector TLV, terminator and reserved bytes as
+// 802.1AX-2008; Open vSwitch sends a max delay of 0.
 std::vector<uint8_t> compose_lacpdu(const LacpPdu& pdu, const flow::EthAddr& src);
 
 struct LacpSettings {
@@ -87,13 +93,21 @@ struct LacpMemberSettings {
 
 enum class LacpMemberStatus : uint8_t { current, expired, defaulted };
 
+// Open vSwitch's per-member counters (lacp/show-stats). rx_pdus counts
+// every slow-protocol frame handed to process_packet, valid or not.
+struct LacpCounters {
+  uint64_t tx_pdus = 0, rx_pdus = 0, rx_bad = 0, rx_marker = 0;
+  uint64_t link_expired = 0, link_defaulted = 0, carrier_changed = 0;
+};
+
 struct LacpMemberView {
   std::string name;
   LacpMemberStatus status = LacpMemberStatus::defaulted;
   bool attached = false, may_enable = false;
   uint16_t port_id = 0, port_priority = 0;
   LacpInfo actor, partner;
-  uint64_t rx_pdus = 0, rx_bad = 0, tx_pdus = 0;
+  uint64_t rx_pdus = 0, rx_bad = 0, tx_pdus = 0;  // also in counters
+  LacpCounters counters;
 };
 struct LacpView {
   std::string name;
@@ -111,18 +125,30 @@ struct LacpTx {
 
 class Lacp {
  public:
+  // `members` in the bond's order (the indexes every other call takes).
+  // The bond's aggregation key is that of the member with the lowest
+  // port_id: its `key`, or its port_id when the key is 0 (Open vSwitch
+  // takes the first member it registered, in practice the lowest OpenFlow
+  // port). sys_id must not be zero (Open vSwitch refuses it: the caller
+  // checks, as bridge.c does).
   Lacp(const LacpSettings& s, std::vector<LacpMemberSettings> members);
   void reconfigure(const LacpSettings& s);
 
   // A slow-protocol frame received on `member` at now_ms: true if it was a
   // valid LACPDU (processed), false if counted as bad and ignored.
   bool process_packet(size_t member, std::span<const uint8_t> frame, uint64_t now_ms);
-  void set_carrier(size_t member, bool up);
+  // The member's carrier; acts only on a change (up -> down or back): the
+  // member then expires (when current, or the actor is active) and gets 3 s
+  // of fast receive timeout. A down member sends nothing and drops the PDUs
+  // it receives. Members start with carrier up. now_ms: the time of the
+  // change (default: the latest time seen by run/process_packet).
+  void set_carrier(size_t member, bool up, std::optional<uint64_t> now_ms = std::nullopt);
   // Timers; appends the PDUs due to `tx`. Call at least every 100 ms.
   void run(uint64_t now_ms, std::vector<LacpTx>& tx);
 
   LacpStatus status() const;  // configured / negotiated (never off)
   bool may_enable(size_t member) const;
+  bool is_current(size_t member) const;  // has partner info (not defaulted): Interface lacp_current
   LacpView view() const;
 
  private:
@@ -130,5 +156,12 @@ class Lacp {
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
+
+// `ovs-appctl lacp/show BOND`'s text for one bond (Open vSwitch 3.1's
+// layout: members sorted by name, state words in bit order). Several bonds:
+// concatenate, in the order lacp/show lists them.
+std::string format_lacp_show(const LacpView& v);
+// `ovs-appctl lacp/show-stats BOND`'s text for one bond.
+std::string format_lacp_stats(const LacpView& v);
 
 }  // namespace keel::ofproto

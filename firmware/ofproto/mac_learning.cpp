@@ -40,6 +40,7 @@ bool MacLearning::learn(uint16_t vlan, const flow::EthAddr& mac, uint32_t ofport
   auto it = map_.find(key);
   if (it != map_.end()) {
     auto e = it->second;
+    if (e->is_static) return false;  // fdb-add's entries stay where they were put
     const uint64_t age_limit = uint64_t{aging_s_} * kNsPerSec;
     const bool aged = now_ns >= e->learned_ns && now_ns - e->learned_ns >= age_limit;
     e->learned_ns = now_ns;
@@ -56,11 +57,7 @@ bool MacLearning::learn(uint16_t vlan, const flow::EthAddr& mac, uint32_t ofport
     ++generation_;
     return true;
   }
-  while (map_.size() >= max_entries_ && !lru_.empty()) {
-    const MacEntry& victim = lru_.back();
-    map_.erase(Key{victim.vlan, victim.mac});
-    lru_.pop_back();
-    ++stats_.evicted;
+  while (map_.size() >= max_entries_ && evict_one()) {
   }
   lru_.push_front(MacEntry{vlan, mac, ofport, now_ns});
   map_.emplace(key, lru_.begin());
@@ -74,6 +71,7 @@ std::optional<uint32_t> MacLearning::lookup(uint16_t vlan, const flow::EthAddr& 
   auto it = map_.find(Key{vlan, mac});
   if (it == map_.end()) return std::nullopt;
   const MacEntry& e = *it->second;
+  if (e.is_static) return e.ofport;
   if (now_ns >= e.learned_ns && now_ns - e.learned_ns >= uint64_t{aging_s_} * kNsPerSec) return std::nullopt;
   return e.ofport;
 }
@@ -82,12 +80,14 @@ size_t MacLearning::expire(uint64_t now_ns) {
   std::lock_guard<std::mutex> g(mu_);
   const uint64_t limit = uint64_t{aging_s_} * kNsPerSec;
   size_t n = 0;
-  // The back is the least recently learned; stop at the first live entry.
-  while (!lru_.empty()) {
-    const MacEntry& e = lru_.back();
-    if (now_ns < e.learned_ns || now_ns - e.learned_ns < limit) break;
-    map_.erase(Key{e.vlan, e.mac});
-    lru_.pop_back();
+  // The back is the least recently learned; stop at the first live
+  // dynamic entry (static ones never age: step over them).
+  for (auto it = lru_.end(); it != lru_.begin();) {
+    --it;
+    if (it->is_static) continue;
+    if (now_ns < it->learned_ns || now_ns - it->learned_ns < limit) break;
+    map_.erase(Key{it->vlan, it->mac});
+    it = lru_.erase(it);
     ++n;
   }
   if (n) {
@@ -131,14 +131,48 @@ void MacLearning::set_max_entries(uint32_t n) {
   std::lock_guard<std::mutex> g(mu_);
   max_entries_ = n ? n : 1;
   bool changed = false;
-  while (map_.size() > max_entries_) {
-    const MacEntry& victim = lru_.back();
-    map_.erase(Key{victim.vlan, victim.mac});
-    lru_.pop_back();
-    ++stats_.evicted;
-    changed = true;
-  }
+  while (map_.size() > max_entries_ && evict_one()) changed = true;
   if (changed) ++generation_;
+}
+
+bool MacLearning::evict_one() {
+  for (auto it = lru_.end(); it != lru_.begin();) {
+    --it;
+    if (it->is_static) continue;
+    map_.erase(Key{it->vlan, it->mac});
+    lru_.erase(it);
+    ++stats_.evicted;
+    return true;
+  }
+  return false;
+}
+
+std::optional<MacEntry> MacLearning::add_static(uint16_t vlan, const flow::EthAddr& mac, uint32_t ofport) {
+  std::lock_guard<std::mutex> g(mu_);
+  Key key{vlan, mac};
+  std::optional<MacEntry> old;
+  if (auto it = map_.find(key); it != map_.end()) {
+    old = *it->second;
+    lru_.erase(it->second);
+    map_.erase(it);
+  } else {
+    while (map_.size() >= max_entries_ && evict_one()) {
+    }
+  }
+  lru_.push_front(MacEntry{vlan, mac, ofport, 0, true});
+  map_.emplace(key, lru_.begin());
+  ++generation_;
+  return old;
+}
+
+bool MacLearning::del_static(uint16_t vlan, const flow::EthAddr& mac) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = map_.find(Key{vlan, mac});
+  if (it == map_.end() || !it->second->is_static) return false;
+  lru_.erase(it->second);
+  map_.erase(it);
+  ++generation_;
+  return true;
 }
 
 uint32_t MacLearning::aging() const {

@@ -1,5 +1,6 @@
 // MacLearning — a bridge's MAC table for the NORMAL action: (VLAN, MAC) ->
-// OpenFlow port, learned from source addresses, aged out, bounded in size.
+// OpenFlow port, learned from source addresses (or static: fdb-add), aged
+// out, bounded in size.
 // As Open vSwitch's mac-learning: default aging 300 s, default limit 2048
 // entries; when full, the least recently used entry is evicted; a MAC seen
 // on another port "moves" (the entry is updated and the move counted).
@@ -25,6 +26,7 @@ struct MacEntry {
   flow::EthAddr mac{};
   uint32_t ofport = 0;
   uint64_t learned_ns = 0;  // last time the MAC was seen as a source
+  bool is_static = false;   // fdb-add: never ages, never moved by learning
 };
 
 struct MacLearningStats {
@@ -46,6 +48,13 @@ class MacLearning {
   std::optional<uint32_t> lookup(uint16_t vlan, const flow::EthAddr& mac, uint64_t now_ns) const;
   // Drops aged entries; returns how many.
   size_t expire(uint64_t now_ns);
+  // fdb-add (Open vSwitch's fdb/add): a static entry (never ages, learning
+  // does not move it; flush and flush_port remove it as OVS's flush does).
+  // Returns the entry it replaced, if any (OVS's "Overriding already
+  // existing ... entry" message needs it).
+  std::optional<MacEntry> add_static(uint16_t vlan, const flow::EthAddr& mac, uint32_t ofport);
+  // fdb-del: false when there is no static entry for (vlan, mac).
+  bool del_static(uint16_t vlan, const flow::EthAddr& mac);
   // Forgets everything (fdb-flush), or what was learned on one port (port removed).
   void flush();
   void flush_port(uint32_t ofport);
@@ -72,6 +81,7 @@ class MacLearning {
   struct KeyHash {
     size_t operator()(const Key& k) const noexcept;
   };
+  bool evict_one();  // the least recently used dynamic entry (under mu_); false: none
   mutable std::mutex mu_;
   uint32_t aging_s_, max_entries_;
   std::list<MacEntry> lru_;  // front = most recently learned

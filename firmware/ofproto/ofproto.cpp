@@ -225,6 +225,14 @@ Status Ofproto::del_bridge(std::string_view name) {
   auto it = std::find_if(owned_.begin(), owned_.end(), [&](const auto& b) { return b->name() == name; });
   if (it == owned_.end()) return error(Errc::not_found, "no bridge " + std::string(name));
   Bridge* b = it->get();
+  for (auto bi = bonds_.begin(); bi != bonds_.end();) {
+    if ((*bi)->bridge == b) {
+      bond_dp_del(**bi);
+      bi = bonds_.erase(bi);
+    } else {
+      ++bi;
+    }
+  }
   for (const PortConfig& pc : b->ports()->ports) reset_mtu(pc);
   dying_.push_back(std::move(*it));
   owned_.erase(it);
@@ -251,17 +259,20 @@ static Status check_mtu_request(uint32_t mtu) {
 static_assert(PortOptions::kMinMtuRequest == hal::kMinMtu && PortOptions::kMaxMtuRequest == hal::kMaxMtu,
               "the mtu_request range ovs-vsctl's words are checked against is the one ports carry");
 
-Status Ofproto::add_port(std::string_view bridge, std::string_view port, const PortOptions& opts) {
-  Bridge* b = find_bridge(bridge);
-  if (!b) return error(Errc::not_found, "no bridge " + std::string(bridge));
+Result<PortConfig> Ofproto::prepare_port(std::string_view port, const PortOptions& opts,
+                                         std::vector<std::pair<uint16_t, int>>& affinity) const {
   hal::Port* p = dp_.find_port(port);
   if (!p) {
     std::string known;
     for (hal::Port* q : dp_.ports()) known += (known.empty() ? "" : ", ") + q->name();
     return error(Errc::not_found, "no port '" + std::string(port) + "' (ports: " + known + ")");
   }
-  if (PortOwner o = port_owner(p->id()); o.bridge)
+  if (PortOwner o = port_owner(p->id()); o.bridge) {
+    if (const BondPort* b = bond_of_member(port))
+      return error(Errc::already_exists,
+                   "port " + std::string(port) + " is already in bond " + b->name + " of bridge " + o.bridge->name());
     return error(Errc::already_exists, "port " + std::string(port) + " is already in bridge " + o.bridge->name());
+  }
   if (opts.ofport && (*opts.ofport == 0 || *opts.ofport >= flow::kOfppMax))
     return invalid("ofport_request " + std::to_string(*opts.ofport) + " out of range (1.." +
                    std::to_string(flow::kOfppMax - 1) + ")");
@@ -274,13 +285,11 @@ Status Ofproto::add_port(std::string_view bridge, std::string_view port, const P
     if (Status st = check_interface_type(*opts.type, port, p->kind()); !st.ok()) return st;
   auto mode = vlan_mode_of(port, opts);
   if (!mode) return std::move(mode).take_status();
-  datapath::Datapath::RxqAffinity affinity;
   if (opts.rxq_affinity) {
     auto a = datapath::Datapath::parse_rxq_affinity(*opts.rxq_affinity);
     if (!a) return std::move(a).take_status();
     affinity = std::move(a.value());
   }
-
   PortConfig pc;
   pc.name = std::string(port);
   pc.ofport = opts.ofport.value_or(0);
@@ -293,24 +302,50 @@ Status Ofproto::add_port(std::string_view bridge, std::string_view port, const P
   pc.mtu_request = opts.mtu_request;
   pc.rxq_affinity = opts.rxq_affinity.value_or("");
   pc.n_rxq = opts.n_rxq;
+  return pc;
+}
+
+Status Ofproto::apply_port_device(const PortConfig& pc, DeviceUndo& undo) {
+  hal::Port* p = dp_.port(pc.dp_port);
+  undo.dp_port = pc.dp_port;
+  undo.rxq = p->n_rxq();
+  undo.mtu = p->mtu();
   // The queue count first (the device may refuse it), then the MTU, both
   // undone if the bridge refuses the port.
-  const uint16_t old_rxq = p->n_rxq();
-  if (opts.n_rxq)
-    if (Status st = dp_.set_port_rxqs(p->id(), *opts.n_rxq); !st.ok()) return st.prefix("options:n_rxq");
-  const uint32_t old_mtu = p->mtu();
-  if (opts.mtu_request)
-    if (Status st = dp_.set_port_mtu(p->id(), *opts.mtu_request); !st.ok()) {
-      (void)dp_.set_port_rxqs(p->id(), old_rxq);
+  if (pc.n_rxq)
+    if (Status st = dp_.set_port_rxqs(p->id(), *pc.n_rxq); !st.ok()) return st.prefix("options:n_rxq");
+  if (pc.mtu_request)
+    if (Status st = dp_.set_port_mtu(p->id(), *pc.mtu_request); !st.ok()) {
+      (void)dp_.set_port_rxqs(p->id(), undo.rxq);
       return st;
     }
-  if (Status st = b->add_port(pc); !st.ok()) {
-    (void)dp_.set_port_mtu(p->id(), old_mtu);  // back to a value it had: cannot fail
-    (void)dp_.set_port_rxqs(p->id(), old_rxq);
+  undo.applied = true;
+  return {};
+}
+
+void Ofproto::undo_port_device(const DeviceUndo& undo) {
+  if (!undo.applied) return;
+  (void)dp_.set_port_mtu(undo.dp_port, undo.mtu);  // back to a value it had: cannot fail
+  (void)dp_.set_port_rxqs(undo.dp_port, undo.rxq);
+}
+
+Status Ofproto::add_port(std::string_view bridge, std::string_view port, const PortOptions& opts) {
+  Bridge* b = find_bridge(bridge);
+  if (!b) return error(Errc::not_found, "no bridge " + std::string(bridge));
+  if (find_bond(port))
+    return error(Errc::already_exists, "port " + std::string(port) + ": a bond of bridge " +
+                                           find_bond(port)->bridge->name() + " has that name");
+  datapath::Datapath::RxqAffinity affinity;
+  auto pc = prepare_port(port, opts, affinity);
+  if (!pc) return std::move(pc).take_status();
+  DeviceUndo undo;
+  if (Status st = apply_port_device(*pc, undo); !st.ok()) return st;
+  if (Status st = b->add_port(*pc); !st.ok()) {
+    undo_port_device(undo);
     return st;
   }
   if (!affinity.empty()) {
-    (void)dp_.set_rxq_affinity(p->id(), std::move(affinity));
+    (void)dp_.set_rxq_affinity(pc->dp_port, std::move(affinity));
     (void)dp_.reschedule();
   }
   publish_index();
@@ -394,9 +429,14 @@ Status Ofproto::del_port(std::string_view bridge, std::string_view port) {
   } else {
     for (Bridge* c : bridges())
       if (c->ports()->by_name(port)) b = c;
+    if (const BondPort* bp = find_bond(port)) b = bp->bridge;
     if (!b) return error(Errc::not_found, "no bridge has port " + std::string(port));
   }
+  if (const BondPort* bp = find_bond(port); bp && bp->bridge == b) return del_bond(b->name(), port);
   const PortConfig* pc = b->ports()->by_name(port);
+  if (pc && pc->bond_obj)
+    return invalid("port " + std::string(port) + " is a member of bond " + pc->bond + " (del-port " + pc->bond +
+                   " removes the bond)");
   const PortConfig gone = pc ? *pc : PortConfig{};
   if (Status st = b->del_port(port); !st.ok()) return st;
   reset_mtu(gone);
@@ -428,6 +468,7 @@ void Ofproto::reclaim() {
 size_t Ofproto::run(uint64_t now_ns) {
   size_t n = 0;
   for (const auto& b : owned_) n += b->expire(now_ns);
+  run_bonds(now_ns / 1'000'000);
   reclaim();
   return n;
 }

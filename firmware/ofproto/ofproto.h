@@ -28,6 +28,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,9 +38,12 @@
 #include <vector>
 
 #include "core/status.h"
+#include "datapath/bond_table.h"
 #include "datapath/rcu.h"
 #include "flow/of_actions.h"
+#include "ofproto/bond.h"
 #include "ofproto/bridge.h"
+#include "ofproto/lacp.h"
 
 namespace keel::datapath {
 class Datapath;
@@ -77,6 +81,36 @@ struct PortOptions {
   // PortConfig and printed back by the running config.
   std::optional<std::string> rxq_affinity;
   std::optional<uint16_t> n_rxq;
+};
+
+// add_bond's request: ovs-vsctl add-bond's Port columns (BondSettings and
+// the VLAN columns tag/trunks/vlan_mode in `port`), the member interfaces
+// in order, and each member's Interface columns (ofport_request,
+// mtu_request, type, options:n_rxq, other_config:pmd-rxq-affinity).
+struct BondRequest {
+  BondSettings settings;
+  PortOptions port;
+  std::vector<std::string> members;
+  std::vector<PortOptions> ifaces;  // empty, or one per member
+};
+
+// A bond as the Ofproto runs it. Written by the writers (under the writer
+// mutex): the control thread (configuration, bond-* commands) and the
+// maintenance thread (ticks); show commands read it under the writer mutex.
+// Translation never reads this: it reaches the Bond and Lacp through the
+// members' PortConfigs.
+struct BondPort {
+  std::string name;
+  Bridge* bridge = nullptr;
+  uint32_t id = 0;                 // 1..kMaxBondId: lb_output(id), recirc(id), bond/show's Recirc-ID
+  std::shared_ptr<Bond> bond;
+  std::shared_ptr<Lacp> lacp;      // null: lacp=off
+  std::vector<std::string> members;
+  // Maintenance state.
+  bool dp_installed = false;       // Datapath::bond_set() done for id (lb_output in use)
+  datapath::BondMembers pushed{};  // what the datapath holds then
+  std::vector<int8_t> carrier;     // last link state polled per member (-1: never)
+  uint64_t dp_errors = 0;          // bond_set/bond_del/send_packet failures (logged once each kind)
 };
 
 // One packet sent to the controller.
@@ -157,6 +191,34 @@ class Ofproto {
   // for a port on a bridge: the fields of opts that are set (rxq_affinity,
   // n_rxq), all or nothing.
   Status set_interface_queues(std::string_view port, const PortOptions& opts);
+  // --- bonds (writer) ---
+  // ovs-vsctl add-bond BR BOND IFACE...: every member becomes a port of
+  // the bridge (its own OpenFlow port) carrying the bond's VLAN settings,
+  // all or none. Errors (nothing changed): fewer than two members, a member
+  // named twice, unknown, already in a bridge (and so in a bond), a bond
+  // name that is a port or another bond, no free bond id, a bad setting.
+  Status add_bond(std::string_view bridge, std::string_view bond, const BondRequest& req);
+  // `set port BOND COLUMN=VALUE...`: new settings and VLAN columns (all of
+  // them: the caller starts from the current ones). LACP created or
+  // dropped as lacp= says; the buckets stay where they are.
+  Status set_bond(std::string_view bond, const BondSettings& s, const PortOptions& vlan);
+  // del-port [BR] BOND (del_port() calls it for a bond's name).
+  Status del_bond(std::string_view bridge, std::string_view bond);
+  // bond-enable-member / bond-disable-member / bond-set-active-member
+  // (errors in Open vSwitch's words: "no such bond", "no such member",
+  // "cannot make disabled member active"). set_active_member: *changed
+  // says whether it was another member before ("done" / "no change").
+  Status bond_enable_member(std::string_view bond, std::string_view member, bool enable);
+  Status bond_set_active_member(std::string_view bond, std::string_view member, bool* changed);
+  // (writer / show commands under the writer mutex)
+  const BondPort* find_bond(std::string_view name) const;
+  std::vector<const BondPort*> bonds() const;  // sorted by name
+  // The bond a port of a bridge is a member of (nullptr: none).
+  const BondPort* bond_of_member(std::string_view port) const;
+  // Called (maintenance thread, writer mutex held) when bonds changed what
+  // translation decides: the Udpif's kick (make_udpif sets it).
+  void set_revalidate_hook(std::function<void()> f) { revalidate_hook_ = std::move(f); }
+
   // --- ports (readers, lock-free) ---
   PortOwner port_owner(uint16_t dp_port) const noexcept;
 
@@ -164,8 +226,16 @@ class Ofproto {
   datapath::Rcu& rcu() { return rcu_; }
   // Runs the Rcu callbacks that are due and what they made ready (writer).
   void reclaim();
-  // Expires timed-out rules of every bridge, then reclaims (writer).
+  // Expires timed-out rules of every bridge, runs the bonds (run_bonds),
+  // then reclaims (writer).
   size_t run(uint64_t now_ns);
+  // One maintenance tick of every bond (writer): link state of each member
+  // (hal::Port::link()), LACP (PDUs out through Datapath::send_packet),
+  // Bond::run, rebalancing when due (Datapath::bond_stats -> Bond::rebalance),
+  // the datapath's bucket table (bond_set / bond_del as lb_output use
+  // changes), learning packets, and a revalidation request when the
+  // bond's decisions changed (Bridge::invalidate_translations + the hook).
+  void run_bonds(uint64_t now_ms);
 
   // --- controller queue ---
   bool push_packet_in(PacketIn pi);  // false: queue full (counted)
@@ -188,6 +258,20 @@ class Ofproto {
 
  private:
   void reset_mtu(const PortConfig& pc);  // a port leaving its bridge gets 1500 back
+  // add_port's steps, shared with add_bond: checks (no side effect), then
+  // the device settings (queue count, MTU) with what undoes them.
+  Result<PortConfig> prepare_port(std::string_view port, const PortOptions& opts,
+                                  std::vector<std::pair<uint16_t, int>>& affinity) const;
+  struct DeviceUndo {
+    uint16_t dp_port = 0, rxq = 0;
+    uint32_t mtu = 0;
+    bool applied = false;
+  };
+  Status apply_port_device(const PortConfig& pc, DeviceUndo& undo);
+  void undo_port_device(const DeviceUndo& undo);
+  BondPort* find_bond_mut(std::string_view name);
+  void bond_dp_del(BondPort& b);          // drops the datapath table, if any
+  Status check_bond_settings(const BondSettings& s, const std::vector<std::string>& members) const;
 
   // dp port id -> owner; immutable once published.
   struct PortIndex {
@@ -215,6 +299,9 @@ class Ofproto {
   std::atomic<uint32_t> flow_limit_{kDefaultFlowLimit};
   std::atomic<uint32_t> max_idle_ms_{kDefaultMaxIdleMs};
   std::atomic<uint32_t> revalidate_interval_ms_{kDefaultRevalidateIntervalMs};
+
+  std::vector<std::unique_ptr<BondPort>> bonds_;  // writer only
+  std::function<void()> revalidate_hook_;
 
   std::thread maint_;
   std::mutex maint_mu_;

@@ -554,6 +554,206 @@ Status parse_port_columns(std::span<const std::string> words, std::string_view p
   return {};
 }
 
+namespace {
+
+// COLUMN[:KEY]=VALUE split as apply_port_column() splits it.
+struct ColumnWord {
+  std::string_view column;  // the schema's name
+  std::optional<std::string> key;
+  std::string_view value;
+};
+
+Result<ColumnWord> split_port_word(std::string_view word) {
+  const std::string arg(word);
+  std::string_view p = word;
+  auto name = token_parse(p);
+  if (!name) return std::move(name).take_status();
+  if (name->empty()) return invalid(arg + ": missing column name");
+  auto col = find_column(*name, PortTable::port);
+  if (!col) return std::move(col).take_status();
+  ColumnWord w;
+  w.column = col->name;
+  if (!p.empty() && p.front() == ':') {
+    p.remove_prefix(1);
+    auto k = token_parse(p);
+    if (!k) return std::move(k).take_status();
+    Atom a;
+    if (Status st = atom_from_string(*k, BaseType{false}, a, nullptr); !st.ok()) return st;
+    w.key = std::move(a.string);
+  }
+  if (p.size() < 2 || p.front() != '=')
+    return invalid(arg + ": argument does not end in \"=\" followed by a value.");
+  w.value = p.substr(1);
+  return w;
+}
+
+constexpr std::string_view kBondModes[] = {"active-backup", "balance-slb", "balance-tcp"};
+constexpr std::string_view kLacpModes[] = {"active", "passive", "off"};
+const ColumnType kBondModeType{BaseType{false, 0, 0, kBondModes}, std::nullopt, 0, 1, "set of up to 1 strings"};
+const ColumnType kLacpType{BaseType{false, 0, 0, kLacpModes}, std::nullopt, 0, 1, "set of up to 1 strings"};
+const ColumnType kDelayType{BaseType{true}, std::nullopt, 1, 1, "integer"};
+
+Result<uint64_t> other_config_uint(std::string_view key, const std::string& v, uint64_t max) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  if (v.empty() || v[0] == '-' || *end || errno || n > max)
+    return invalid("other_config:" + std::string(key) + "=" + v + ": a number of 0.." + std::to_string(max));
+  return static_cast<uint64_t>(n);
+}
+
+Result<bool> other_config_bool(std::string_view key, const std::string& v) {
+  if (v == "true") return true;
+  if (v == "false") return false;
+  return invalid("other_config:" + std::string(key) + "=" + v + ": true or false");
+}
+
+}  // namespace
+
+Status apply_bond_column(std::string_view word, BondSettings& s, PortOptions& po) {
+  auto w = split_port_word(word);
+  if (!w) return std::move(w).take_status();
+  const std::string_view c = w->column;
+  BondSettings next = s;
+  if (c == "bond_mode") {
+    auto d = datum_from_string(w->value, kBondModeType);
+    if (!d) return std::move(d).take_status();
+    next.mode = d->empty() ? BondMode::active_backup : *parse_bond_mode(d->front().first.string);
+  } else if (c == "lacp") {
+    auto d = datum_from_string(w->value, kLacpType);
+    if (!d) return std::move(d).take_status();
+    next.lacp = d->empty() ? LacpMode::off : *parse_lacp_mode(d->front().first.string);
+  } else if (c == "bond_updelay" || c == "bond_downdelay") {
+    auto d = datum_from_string(w->value, kDelayType);
+    if (!d) return std::move(d).take_status();
+    const int64_t ms = d->front().first.integer;
+    if (ms < 0 || ms > INT32_MAX)
+      return invalid(std::string(c) + "=" + std::to_string(ms) + ": a delay of 0.." + std::to_string(INT32_MAX) +
+                     " ms");
+    (c == "bond_updelay" ? next.updelay_ms : next.downdelay_ms) = static_cast<uint32_t>(ms);
+  } else if (c == "other_config" && w->key) {
+    const std::string& k = *w->key;
+    Atom v;
+    if (k == "bond-rebalance-interval" || k == "lb-output-action" || k == "bond-primary" ||
+        k == "bond-hash-basis" || k == "lacp-time" || k == "lacp-fallback-ab") {
+      if (Status st = atom_from_string(std::string(w->value), BaseType{false}, v, nullptr); !st.ok()) return st;
+    }
+    if (k == "bond-rebalance-interval") {
+      auto n = other_config_uint(k, v.string, INT32_MAX);
+      if (!n) return std::move(n).take_status();
+      next.rebalance_interval_ms = static_cast<uint32_t>(*n);
+    } else if (k == "bond-hash-basis") {
+      auto n = other_config_uint(k, v.string, UINT32_MAX);
+      if (!n) return std::move(n).take_status();
+      next.hash_basis = static_cast<uint32_t>(*n);
+    } else if (k == "lb-output-action" || k == "lacp-fallback-ab") {
+      auto b = other_config_bool(k, v.string);
+      if (!b) return std::move(b).take_status();
+      (k == "lb-output-action" ? next.lb_output_action : next.lacp_fallback_ab) = *b;
+    } else if (k == "bond-primary") {
+      next.primary = v.string;
+    } else if (k == "lacp-time") {
+      if (v.string != "fast" && v.string != "slow")
+        return invalid("other_config:lacp-time=" + v.string + ": fast or slow");
+      next.lacp_fast = v.string == "fast";
+    } else {
+      return invalid("other_config:" + k +
+                     ": keel knows no bond other_config key \"" + k +
+                     "\" (it takes bond-rebalance-interval, lb-output-action, bond-primary, bond-hash-basis, "
+                     "lacp-time, lacp-fallback-ab)");
+    }
+  } else {
+    // tag, trunks, vlan_mode (and the errors for everything else).
+    PortOptions p = po;
+    if (Status st = apply_port_column(word, PortTable::port, p); !st.ok()) return st;
+    po = std::move(p);
+    return {};
+  }
+  s = std::move(next);
+  return {};
+}
+
+Status parse_bond_columns(std::span<const std::string> words, std::string_view bond,
+                          std::span<const std::string> members, BondColumns& out) {
+  BondColumns next = out;
+  next.ifaces.resize(members.size());
+  // -1: the bond's own words (Port columns); else the member whose
+  // Interface columns follow.
+  long target = -1;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i] == "--") {
+      if (i + 1 >= words.size() || words[i + 1] == "--") continue;
+      if (words[i + 1] != "set")
+        return invalid("after --, add-bond takes only `set Interface IFACE COLUMN=VALUE...` or `set Port " +
+                       std::string(bond) + " ...` (not '" + words[i + 1] + "')");
+      i += 1;
+      size_t n = 0;
+      while (i + 1 + n < words.size() && words[i + 1 + n] != "--") ++n;
+      if (n < 3)
+        return invalid("'set' command requires at least 3 arguments (set TABLE RECORD COLUMN[:KEY]=VALUE...)");
+      const std::string& tname = words[i + 1];
+      auto m = best_matches(kTables, tname);
+      if (m.empty()) return invalid("unknown table \"" + tname + "\"");
+      if (m.size() > 1) return invalid("\"" + tname + "\" matches multiple table names: " + join(m));
+      const std::string& rec = words[i + 2];
+      if (m[0] == "Port") {
+        if (rec != bond)
+          return invalid("no row \"" + rec + "\" in table Port (add-bond sets only " + std::string(bond) + ")");
+        target = -1;
+      } else if (m[0] == "Interface") {
+        auto it = std::find(members.begin(), members.end(), rec);
+        if (it == members.end())
+          return invalid("no row \"" + rec + "\" in table Interface (the bond's interfaces are named before "
+                         "its columns)");
+        target = it - members.begin();
+      } else {
+        return invalid("set " + std::string(m[0]) + ": add-bond takes only `-- set Port` and `-- set Interface`");
+      }
+      i += 2;
+      continue;
+    }
+    if (target < 0) {
+      if (Status st = apply_bond_column(words[i], next.settings, next.port); !st.ok()) return st;
+    } else if (Status st = apply_port_column(words[i], PortTable::interface, next.ifaces[target]); !st.ok()) {
+      return st;
+    }
+  }
+  out = std::move(next);
+  return {};
+}
+
+std::string format_bond_columns(const BondSettings& s, std::span<const PortConfig> members) {
+  std::string out;
+  auto add = [&out](const std::string& w) { out += (out.empty() ? "" : " ") + w; };
+  const BondSettings d;
+  add(std::string("bond_mode=") + to_string(s.mode));
+  if (s.lacp != d.lacp) add(std::string("lacp=") + to_string(s.lacp));
+  if (s.updelay_ms != d.updelay_ms) add("bond_updelay=" + std::to_string(s.updelay_ms));
+  if (s.downdelay_ms != d.downdelay_ms) add("bond_downdelay=" + std::to_string(s.downdelay_ms));
+  if (s.rebalance_interval_ms != d.rebalance_interval_ms)
+    add("other_config:bond-rebalance-interval=" + std::to_string(s.rebalance_interval_ms));
+  if (s.lb_output_action != d.lb_output_action)
+    add(std::string("other_config:lb-output-action=") + (s.lb_output_action ? "true" : "false"));
+  if (!s.primary.empty()) add("other_config:bond-primary=" + s.primary);
+  if (s.hash_basis != d.hash_basis) add("other_config:bond-hash-basis=" + std::to_string(s.hash_basis));
+  if (s.lacp_fast != d.lacp_fast) add(std::string("other_config:lacp-time=") + (s.lacp_fast ? "fast" : "slow"));
+  if (s.lacp_fallback_ab != d.lacp_fallback_ab)
+    add(std::string("other_config:lacp-fallback-ab=") + (s.lacp_fallback_ab ? "true" : "false"));
+  if (!members.empty()) {
+    // The VLAN words and the Interface words are add-port's.
+    const std::string first = format_port_columns(members[0]);
+    const size_t cut = first.find("-- set Interface ");
+    const std::string vlan = first.substr(0, cut == std::string::npos ? first.size() : cut);
+    if (!vlan.empty()) add(vlan.substr(0, vlan.find_last_not_of(' ') + 1));
+    for (const PortConfig& m : members) {
+      const std::string w = format_port_columns(m);
+      const size_t at = w.find("-- set Interface ");
+      if (at != std::string::npos) add(w.substr(at));
+    }
+  }
+  return out;
+}
+
 bool port_has_tag(const PortConfig& p) {
   return p.tag_set || p.tag != 0 || (p.vlan_mode == VlanMode::access && !p.vlan_mode_set);
 }

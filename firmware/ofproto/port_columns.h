@@ -36,6 +36,7 @@
 #include <string_view>
 
 #include "core/status.h"
+#include "ofproto/bond.h"
 #include "ofproto/bridge.h"
 #include "ofproto/ofproto.h"
 
@@ -65,6 +66,39 @@ Status parse_port_columns(std::span<const std::string> words, std::string_view p
 // parse_port_columns() gives back p's options. vlan_mode is printed when
 // it was given or differs from what the tag implies.
 std::string format_port_columns(const PortConfig& p);
+
+// --- bonds (ovs-vsctl add-bond BR BOND IFACE... [COLUMN[:KEY]=VALUE]...) ---
+//
+// The Port columns of a bond: bond_mode (active-backup, balance-slb,
+// balance-tcp), lacp (off, active, passive), bond_updelay, bond_downdelay
+// (ms, >= 0), the other_config keys bond-rebalance-interval (ms, >= 0),
+// lb-output-action (true|false), bond-primary (a member name),
+// bond-hash-basis (0..4294967295), lacp-time (fast|slow),
+// lacp-fallback-ab (true|false), and the VLAN columns tag, trunks,
+// vlan_mode (for the whole bond). Open vSwitch reads the other_config
+// values leniently (a bad one means the default); keel refuses them with
+// the key and the values it takes. `-- set Interface IFACE COLUMN=...`
+// sets one member's Interface columns (ofport_request, mtu_request, type,
+// options:n_rxq, other_config:pmd-rxq-affinity).
+struct BondColumns {
+  BondSettings settings;
+  PortOptions port;  // tag, trunks, vlan_mode (the other fields are not read)
+  std::vector<PortOptions> ifaces;  // one per member, in the order given
+};
+
+// One bond Port column word (as `set port BOND ...` takes them) into s/po.
+// On error nothing is changed.
+Status apply_bond_column(std::string_view word, BondSettings& s, PortOptions& po);
+// What follows add-bond's interfaces; `members` are the interface names.
+// All or nothing.
+Status parse_bond_columns(std::span<const std::string> words, std::string_view bond,
+                          std::span<const std::string> members, BondColumns& out);
+// The words after `add-bond BR BOND M1 M2...` that recreate the bond:
+// its Port columns (only those that differ from the defaults, in a fixed
+// order), then `-- set Interface M ofport_request=N ...` per member.
+// `members` are the members' PortConfigs in the bond's order (their VLAN
+// settings are the bond's).
+std::string format_bond_columns(const BondSettings& s, std::span<const PortConfig> members);
 
 // Whether p's tag column is set (what `show` and the running config print):
 // it was given, is not 0, or is what makes the port an access port.

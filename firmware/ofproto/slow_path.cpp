@@ -34,7 +34,27 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
     return {};
   };
   ActionSink sink = [&ofp](const datapath::Upcall& u) {
-    auto cu = decode_controller_userdata(std::span<const uint8_t>(u.userdata, u.userdata_len));
+    const std::span<const uint8_t> ud(u.userdata, u.userdata_len);
+    if (auto sp = decode_slow_path_userdata(ud)) {
+      // slow_path(lacp): a LACPDU received on a bond member goes to the
+      // bond's Lacp (which counts what it can't parse).
+      const uint16_t dp_port = static_cast<uint16_t>(u.key.get(KEEL_FLOW_WORD(in_port)) & 0xffffffffu);
+      const PortOwner owner = ofp.port_owner(dp_port);
+      if (!owner.bridge) return;
+      auto ports = owner.bridge->ports();
+      const PortConfig* pc = ports->by_dp_port(dp_port);
+      if (pc && pc->lacp && *sp == SlowPathReason::lacp) {
+        if (pc->lacp->process_packet(pc->bond_member, std::span<const uint8_t>(u.pkt->data(), u.pkt->len()),
+                                     hal::now_ns() / 1'000'000) &&
+            pc->bond_obj && pc->lacp->may_enable(pc->bond_member)) {
+          // As OVS's process_special(): the member may carry traffic before
+          // the next tick runs the bond.
+          pc->bond_obj->set_may_enable(pc->bond_member, true);
+        }
+      }
+      return;
+    }
+    auto cu = decode_controller_userdata(ud);
     if (!cu) return;  // not ours
     const PortOwner owner = ofp.port_owner(static_cast<uint16_t>(u.key.get(KEEL_FLOW_WORD(in_port)) & 0xffffffffu));
     PacketIn pi;
@@ -52,7 +72,12 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
   };
   UdpifKnobs knobs{[&ofp] { return ofp.flow_limit(); }, [&ofp] { return ofp.max_idle_ms(); },
                    [&ofp] { return ofp.revalidate_interval_ms(); }};
-  return std::make_unique<Udpif>(ofp.datapath(), ofp.rcu(), std::move(translate), std::move(sink), std::move(knobs));
+  auto u = std::make_unique<Udpif>(ofp.datapath(), ofp.rcu(), std::move(translate), std::move(sink), std::move(knobs));
+  // Bonds changed a decision (maintenance thread): a round now. The
+  // System stops the Ofproto's maintenance thread before it destroys this.
+  Udpif* raw = u.get();
+  ofp.set_revalidate_hook([raw] { raw->kick(); });
+  return u;
 }
 
 }  // namespace keel::ofproto

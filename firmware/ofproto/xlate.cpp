@@ -16,6 +16,7 @@
 #include "flow/flow_text.h"
 #include "flow/of_fields.h"
 #include "flow/of_match_syntax.h"
+#include "ofproto/bond.h"
 
 namespace keel::ofproto {
 
@@ -183,6 +184,10 @@ class Ctx {
   void normal();
   bool input_vid_is_valid(uint16_t vid, const PortConfig& in);
   void output_normal(const PortConfig& out, const XVlan& x);
+  void output_bundle(const PortConfig& out, uint16_t vid);
+  bool is_gratuitous_arp();
+  bool bond_recirc();     // second pass of a bond's recirculation; false: no bond has the id
+  bool process_special(); // slow-protocol frames on a LACP bond member; true: done
 
   // commit
   void commit();
@@ -271,10 +276,14 @@ void Ctx::run() {
   if (bridge) trace_list_ = &bridge->subs;
 
   if (flow_.recirc_id != 0) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "Recirculation context not found for ID %x", flow_.recirc_id);
-    report_error(buf);
-    error_ = XlateError::no_recirc_context;
+    if (!bond_recirc()) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "Recirculation context not found for ID %x", flow_.recirc_id);
+      report_error(buf);
+      error_ = XlateError::no_recirc_context;
+    }
+  } else if (process_special()) {
+    // The slow path has it (OVS: "process_special() did all the processing").
   } else {
     table_id_ = 0;
     const OfRule* rule = static_cast<const OfRule*>(br_.table(0).lookup(flow_, in_.version, &wc_));
@@ -745,7 +754,7 @@ void Ctx::output_normal(const PortConfig& out, const XVlan& x) {
     }
     flow_.vlans[i].tci = hton16(tci);
   }
-  compose_output(out.ofport);
+  output_bundle(out, o.v[0].vid);
   flow_.vlans[0] = saved[0];
   flow_.vlans[1] = saved[1];
 }
@@ -799,20 +808,31 @@ void Ctx::normal() {
     report(NodeType::detail, "packet has reserved destination MAC, dropping");
     return;
   }
-
-  // is_gratuitous_arp(): consulted on every NORMAL ARP packet, so its
-  // reads are in the mask (it matters for learning on bonds).
-  if (is_arp(flow_) && flow_.dl_type == hton16(text::kEthTypeArp) && is_broadcast(flow_.dl_dst)) {
-    wc_.nw_proto = 0xff;
-    if (flow_.nw_proto == 1 /* ARP request */) {
-      set_ones(wc_.nw_src);
-      set_ones(wc_.nw_dst);
+  MacLearning& ml = br_.mac();
+  if (in->bond_obj) {
+    switch (in->bond_obj->check_admissibility(in->bond_member, flow_)) {
+      case BondVerdict::accept:
+        break;
+      case BondVerdict::drop:
+        report(NodeType::detail, "bonding refused admissibility, dropping");
+        return;
+      case BondVerdict::drop_if_moved: {
+        const std::optional<uint32_t> at = ml.lookup(vlan, flow_.dl_src, in_.now_ns);
+        if (at && *at != in->bundle() && !is_gratuitous_arp()) {
+          report(NodeType::detail, "SLB bond thinks this packet looped back, dropping");
+          return;
+        }
+        break;
+      }
     }
   }
 
-  MacLearning& ml = br_.mac();
+  // is_gratuitous_arp(): consulted on every NORMAL ARP packet, so its
+  // reads are in the mask (it matters for learning on bonds).
+  (void)is_gratuitous_arp();
+
   if (in_.may_learn && !is_multicast(flow_.dl_src)) {
-    if (ml.learn(vlan, flow_.dl_src, in->ofport, in_.now_ns)) out_.mac_changed = true;
+    if (ml.learn(vlan, flow_.dl_src, in->bundle(), in_.now_ns)) out_.mac_changed = true;
   }
   out_.mac_generation = ml.generation();
 
@@ -821,7 +841,7 @@ void Ctx::normal() {
     const PortConfig* out = ports_->by_ofport(*port);
     if (!out) {
       report(NodeType::warn, "learned port is unknown, dropping");
-    } else if (out == in || out->ofport == in->ofport) {
+    } else if (out == in || out->bundle() == in->bundle()) {
       report(NodeType::detail, "learned port is input port, dropping");
     } else {
       report(NodeType::detail, "forwarding to learned port");
@@ -830,8 +850,91 @@ void Ctx::normal() {
     return;
   }
   report(NodeType::detail, "no learned MAC for destination, flooding");
+  // Once per bundle: a bond is flooded to through its first member's entry
+  // (output_bundle picks the member), and never back into the input bond.
   for (const PortConfig& p : ports_->ports)
-    if (p.ofport != in->ofport && includes_vlan(p, x)) output_normal(p, x);
+    if (p.bundle() != in->bundle() && p.bundle() == p.ofport && includes_vlan(p, x)) output_normal(p, x);
+}
+
+// is_gratuitous_arp(): an ARP to broadcast whose sender is its target (a
+// request) or any ARP reply to broadcast; what it reads joins the mask.
+bool Ctx::is_gratuitous_arp() {
+  if (flow_.dl_type != hton16(text::kEthTypeArp)) return false;
+  if (!is_broadcast(flow_.dl_dst)) return false;
+  wc_.nw_proto = 0xff;
+  if (flow_.nw_proto == 2 /* ARP reply */) return true;
+  if (flow_.nw_proto == 1 /* ARP request */) {
+    set_ones(wc_.nw_src);
+    set_ones(wc_.nw_dst);
+    return flow_.nw_src == flow_.nw_dst;
+  }
+  return false;
+}
+
+// output_normal()'s choice of port for a bundle (OVS: a bond's
+// bond_choose_output_member(), or the recirculation it asks for).
+void Ctx::output_bundle(const PortConfig& out, uint16_t vid) {
+  if (!out.bond_obj) {
+    compose_output(out.ofport);
+    return;
+  }
+  const Bond& bond = *out.bond_obj;
+  if (bond.use_lb_output() || bond.use_recirc()) {
+    // Every L4 flow shares this megaflow: the hash reads no field into
+    // the mask (OVS: "Recirculation does not require unmasking hash
+    // fields"); the datapath picks the member per packet.
+    const uint32_t basis = bond.settings().hash_basis;
+    commit();
+    b_.hash_l4(basis);
+    if (bond.use_lb_output())
+      b_.lb_output(bond.id());
+    else
+      b_.recirc(bond.id());
+    return;
+  }
+  std::optional<BondMemberConfig> m = bond.choose_output(flow_, &wc_, vid);
+  if (!m) return;  // no member enabled: drop (as OVS, silently)
+  compose_output(m->ofport);
+}
+
+// The second pass of `hash(l4(B)),recirc(ID)`: Open vSwitch installs one
+// rule per bucket in its internal table 254 (bond_update_post_recirc_rules:
+// recirc_id=ID,dp_hash=K/0xff -> output:member); keel answers the same
+// from the Bond directly, with the same megaflow
+// (recirc_id(ID),dp_hash(K/0xff),...).
+bool Ctx::bond_recirc() {
+  const PortConfig* owner = nullptr;
+  for (const PortConfig& p : ports_->ports)
+    if (p.bond_obj && p.bond_obj->id() == flow_.recirc_id) {
+      owner = &p;
+      break;
+    }
+  if (!owner) return false;
+  const unsigned bucket = flow_.dp_hash & datapath::kBondBucketMask;
+  wc_.dp_hash |= datapath::kBondBucketMask;
+  std::optional<BondMemberConfig> m = owner->bond_obj->bucket_member(bucket);
+  if (trace_list_) {
+    char head[96];
+    std::snprintf(head, sizeof head, "254. recirc_id=%#x,dp_hash=%#x/0xff, priority 20", flow_.recirc_id, bucket);
+    TraceNode* n = report(NodeType::table, head);
+    trace_list_ = &n->subs;
+    report(NodeType::action, m ? "output:" + std::to_string(m->ofport) : std::string("drop"));
+  }
+  if (m) compose_output(m->ofport);
+  return true;
+}
+
+// process_special(): a slow-protocol frame (OVS's ETH_TYPE_LACP, 0x8809)
+// received on a member of a bond that runs LACP goes to the slow path and
+// nowhere else. dl_type is in every megaflow already (wc_init).
+bool Ctx::process_special() {
+  const PortConfig* in = ports_->by_ofport(flow_.in_port);
+  if (!in || !in->lacp || flow_.dl_type != hton16(0x8809)) return false;
+  uint8_t ud[kSlowPathUserdataLen];
+  encode_slow_path_userdata(SlowPathReason::lacp, in->ofport, ud);
+  b_.userspace(0, ud);
+  out_.slow_path_lacp = true;
+  return true;
 }
 
 // --- commit_odp_actions() ------------------------------------------------------
@@ -1134,6 +1237,8 @@ std::string xlate_trace(Bridge& bridge, const FlowKey& flow, uint64_t now_ns) {
   out += "\nDatapath actions: ";
   out += format_dp_actions(x.actions);
   out += '\n';
+  if (x.slow_path_lacp)
+    out += "\nThis flow is handled by the userspace slow path because it:\n  - Consists of LACP packets.\n";
   if (x.error != XlateError::ok)
     out += std::string("\nTranslation failed (") + to_string(x.error) + "), packet is dropped.\n";
   return out;
@@ -1150,6 +1255,19 @@ void encode_controller_userdata(const ControllerUserdata& c, uint8_t (&out)[kCon
   out[7] = static_cast<uint8_t>(c.max_len);
   for (int i = 0; i < 4; ++i) out[8 + i] = static_cast<uint8_t>(c.in_ofport >> (24 - 8 * i));
   for (int i = 0; i < 8; ++i) out[16 + i] = static_cast<uint8_t>(c.cookie >> (56 - 8 * i));
+}
+
+void encode_slow_path_userdata(SlowPathReason r, uint32_t in_ofport, uint8_t (&out)[kSlowPathUserdataLen]) {
+  std::memset(out, 0, sizeof out);
+  out[0] = kUserdataSlowPath;
+  out[1] = static_cast<uint8_t>(r);
+  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<uint8_t>(in_ofport >> (24 - 8 * i));
+}
+
+std::optional<SlowPathReason> decode_slow_path_userdata(std::span<const uint8_t> u) {
+  if (u.size() != kSlowPathUserdataLen || u[0] != kUserdataSlowPath) return std::nullopt;
+  if (u[1] != static_cast<uint8_t>(SlowPathReason::lacp)) return std::nullopt;
+  return SlowPathReason::lacp;
 }
 
 std::optional<ControllerUserdata> decode_controller_userdata(std::span<const uint8_t> u) {

@@ -31,7 +31,18 @@
 //     kMaxResubmits (4096) table actions in all stops translation with an
 //     error: the packet is dropped (empty actions) and the trace says why;
 //   * NORMAL is an L2 learning switch with VLAN access/trunk/native ports
-//     (Bridge::mac(), PortConfig::vlan_mode), as OVS's xlate_normal().
+//     (Bridge::mac(), PortConfig::vlan_mode), as OVS's xlate_normal();
+//   * bonds (PortConfig::bond_obj) as OVS's bundles: a MAC learned on any
+//     member is learned for the bond (PortConfig::bundle()); input on a
+//     member passes Bond::check_admissibility first; flooding skips the
+//     whole input bond and outputs once per bond; output to a bond is the
+//     member Bond::choose_output picks (active-backup, balance-slb), or
+//     for balance-tcp `hash(l4(basis)),lb_output(id)` (Bond::use_lb_output)
+//     or `hash(l4(basis)),recirc(id)` (use_recirc), whose second pass
+//     (recirc_id == the bond's id) matches dp_hash/0xff and outputs to the
+//     bucket's member; no usable member drops;
+//   * LACPDUs received on a member of a bond with LACP are sent to the
+//     slow path (see "slow path" below) and nothing else happens to them.
 //
 // The mask (XlateOut::wc). It starts as OVS's xlate_wc_init(): in_port,
 // recirc_id, dl_type, and nw_frag for IP; the classifier ORs in what each
@@ -93,7 +104,7 @@ enum class XlateError : uint8_t {
   ok = 0,
   recursion_too_deep,   // resubmit depth reached kMaxResubmitDepth
   too_many_resubmits,   // kMaxResubmits table actions
-  no_recirc_context,    // recirc_id != 0: keel's xlate never recirculates
+  no_recirc_context,    // recirc_id != 0 and no bond of the bridge has that id
   actions_too_long,     // the action list outgrew kMaxDpActionsLen
 };
 const char* to_string(XlateError e);
@@ -108,6 +119,7 @@ struct XlateOut {
   XlateError error = XlateError::ok;  // set: actions are empty (drop), the reason is in the trace
   bool uses_normal = false;    // NORMAL ran: revalidate when the MAC table's generation moves
   bool to_controller = false;  // a controller userspace() action was emitted
+  bool slow_path_lacp = false; // a LACPDU on a LACP bond member: userspace(slow path) and nothing else
   bool mac_changed = false;    // NORMAL learned a new MAC or a move
   uint64_t mac_generation = 0; // MacLearning::generation() when NORMAL looked (0 if no NORMAL)
   uint32_t in_ofport = 0;      // the OpenFlow input port
@@ -172,6 +184,25 @@ struct ControllerUserdata {
 };
 
 void encode_controller_userdata(const ControllerUserdata& c, uint8_t (&out)[kControllerUserdataLen]);
+
+// --- slow path (Open vSwitch's slow_path(REASON) userspace cookie) --------
+//
+// A frame the slow path itself must process: today LACPDUs (slow-protocol
+// frames, dl_type 0x8809, as OVS's process_special() recognises them)
+// received on a member of a bond that runs LACP. Translation emits
+// `userspace(pid=0,userdata(<8 bytes>))` and nothing else (such frames
+// never reach NORMAL or the rule tables); the handler's sink
+// (ofproto/slow_path.cpp) hands the frame to the bond's Lacp.
+//
+//   byte  0      kUserdataSlowPath (2)
+//   byte  1      reason (SlowPathReason: 1 lacp)
+//   bytes 2-3    0 (reserved)
+//   bytes 4-7    OpenFlow in_port, big-endian
+inline constexpr uint8_t kUserdataSlowPath = 2;
+inline constexpr size_t kSlowPathUserdataLen = 8;
+enum class SlowPathReason : uint8_t { lacp = 1 };
+void encode_slow_path_userdata(SlowPathReason r, uint32_t in_ofport, uint8_t (&out)[kSlowPathUserdataLen]);
+std::optional<SlowPathReason> decode_slow_path_userdata(std::span<const uint8_t> userdata);
 // nullopt: not a controller userdata (wrong length or type).
 std::optional<ControllerUserdata> decode_controller_userdata(std::span<const uint8_t> userdata);
 

@@ -6,7 +6,7 @@
 // tx halves are not a snapshot of one instant, which is what `show ports`
 // needs and all it can get without making the PMD pay for a lock.
 //
-// set_mtu() and tx_over_mtu() are here too: the first is control-path code,
+// set_mtu(), set_link(), mac(), tx_link_down() and tx_over_mtu() are here too: the first is control-path code,
 // the second runs only for a burst that holds a frame over the MTU.
 //
 // Thread-safety: to_string() is pure. set_mtu() runs on the control thread
@@ -84,6 +84,36 @@ uint16_t Port::tx_over_mtu(uint16_t q, std::span<Packet* const> pkts) noexcept {
   return sent;
 }
 
+uint16_t Port::tx_link_down(uint16_t q, std::span<Packet* const> pkts) noexcept {
+  release_burst(pkts);
+  bump(txc_[q].dropped, pkts.size());
+  bump(txc_[q].link_dropped, pkts.size());
+  return 0;
+}
+
+Status Port::set_link(bool up) {
+  if (Status st = apply_link(up); !st.ok()) return st.prefix("port " + name() + ": link " + (up ? "up" : "down"));
+  return {};
+}
+
+MacAddr Port::mac() const {
+  if (has_mac_) return mac_;
+  // Open vSwitch's dummy ports: aa:55 then a 32-bit number (theirs a
+  // counter, ours the datapath port number).
+  return {0xaa, 0x55, 0, 0, static_cast<uint8_t>(id_ >> 8), static_cast<uint8_t>(id_)};
+}
+
+std::string format_mac(const MacAddr& m) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < m.size(); ++i) {
+    if (i) s += ':';
+    s += kHex[m[i] >> 4];
+    s += kHex[m[i] & 15];
+  }
+  return s;
+}
+
 PortCounters Port::counters() const {
   PortCounters c;
   constexpr auto relaxed = std::memory_order_relaxed;
@@ -99,6 +129,7 @@ PortCounters Port::counters() const {
     c.tx_bytes += q.bytes.load(relaxed);
     c.tx_dropped += q.dropped.load(relaxed);
     c.tx_mtu_exceeded_drops += q.mtu_dropped.load(relaxed);
+    c.tx_link_down_drops += q.link_dropped.load(relaxed);
   }
   return c;
 }
@@ -111,6 +142,7 @@ void Port::clear_counters() {
       q.bytes.store(0, relaxed);
       q.dropped.store(0, relaxed);
       q.mtu_dropped.store(0, relaxed);
+      q.link_dropped.store(0, relaxed);
     }
   }
 }

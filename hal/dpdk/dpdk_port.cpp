@@ -346,6 +346,11 @@ Result<std::unique_ptr<Port>> DpdkPort::open(const std::shared_ptr<DpdkShared>& 
       new DpdkPort(shared, spec, pid, device, driver, reads_pcap_file_once(devargs)));
   port->qs_ = qs;
   port->set_queues(nrx, ntx);
+  if (rte_ether_addr a; rte_eth_macaddr_get(pid, &a) == 0) {
+    MacAddr m;
+    std::memcpy(m.data(), a.addr_bytes, m.size());
+    port->set_mac(m);
+  }
   const uint64_t now = now_ns();
   for (auto& w : port->watch_) w.last_rx_ns.store(now, std::memory_order_relaxed);
   shared->ports.push_back(port.get());
@@ -464,6 +469,16 @@ Status DpdkPort::apply_mtu(uint32_t mtu) {
   const int rc = rte_eth_dev_set_mtu(port_id_, static_cast<uint16_t>(mtu));
   if (rc == 0 || rc == -ENOTSUP) return {};  // -ENOTSUP: a vdev without an MTU; tx's limit still holds
   return Status(errc_of(-rc), std::string("rte_eth_dev_set_mtu failed: ") + rte_strerror(-rc));
+}
+
+Status DpdkPort::apply_link(bool up) {
+  if (stopped_) return error(Errc::unavailable, "the port is stopped");
+  const int rc = up ? rte_eth_dev_set_link_up(port_id_) : rte_eth_dev_set_link_down(port_id_);
+  if (rc == 0) return {};
+  if (rc == -ENOTSUP)
+    return error(Errc::unsupported, "driver " + driver_ + " cannot set its link " + (up ? "up" : "down"));
+  return Status(errc_of(-rc), std::string(up ? "rte_eth_dev_set_link_up" : "rte_eth_dev_set_link_down") +
+                                  " failed: " + rte_strerror(-rc));
 }
 
 uint16_t DpdkPort::tx_burst(uint16_t q, std::span<Packet* const> pkts) noexcept {

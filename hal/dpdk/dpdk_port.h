@@ -84,6 +84,7 @@ class DpdkPort final : public Port {
   uint16_t rx_burst(uint16_t q, std::span<Packet*> out) noexcept override;
   uint16_t tx_burst(uint16_t q, std::span<Packet* const> pkts) noexcept override;
   Status apply_mtu(uint32_t mtu) override;
+  Status apply_link(bool up) override;
   Status apply_queue_count(uint16_t n_rx, uint16_t& n_tx) override;
   TxFrameLimit frame_limit_for(uint32_t mtu) const override {
     return {mtu + kEthHeaderLen + kVlanHeaderLen, mtu + kEthHeaderLen + kVlanHeaderLen};

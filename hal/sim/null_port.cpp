@@ -13,7 +13,7 @@ class NullPort final : public Port {
  public:
   explicit NullPort(const PortSpec& spec) : Port(spec.name, "null") { set_queues(1, 1); }
 
-  LinkState link() const override { return sim_link_up(); }
+  LinkState link() const override { return sim_link(*this); }
   std::string describe() const override { return "null"; }
   InputKind input_kind() const override { return InputKind::none; }
 

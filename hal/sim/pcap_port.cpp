@@ -94,7 +94,7 @@ class PcapPort final : public Port {
   }
   ~PcapPort() override { stop(); }
 
-  LinkState link() const override { return sim_link_up(); }
+  LinkState link() const override { return sim_link(*this); }
 
   InputState input_state() const override {
     if (!reader_) return InputState::live;

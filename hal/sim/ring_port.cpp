@@ -88,7 +88,7 @@ size_t RingPort::rx_pending() const noexcept {
   return n;
 }
 
-LinkState RingPort::link() const { return sim_link_up(); }
+LinkState RingPort::link() const { return sim_link(*this); }
 
 std::string RingPort::describe() const {
   std::string d = "ring size=" + std::to_string(ring_size());

@@ -32,7 +32,7 @@ class SamplePort final : public Port {
     set_queues(1, 1);
   }
 
-  LinkState link() const override { return sim_link_up(); }
+  LinkState link() const override { return sim_link(*this); }
   std::string describe() const override { return "sample pps=" + std::to_string(pps_); }
 
  protected:

@@ -5,7 +5,8 @@
 // adds the "port NAME: " prefix. Every sim port has one rx queue, or
 // spec.rxq for ring and pcap in= ports (RSS, keel/hal/rss.h); one tx queue,
 // or for a ring port the tx queues the caller asks (its tx ring is
-// multi-producer); and reports its link up at 10 Gb/s.
+// multi-producer); and reports its link up at 10 Gb/s (down after
+// Port::set_link(false)).
 //
 // Thread-safety: called on the control thread while the port is not yet
 // visible to any PMD.
@@ -22,7 +23,8 @@ namespace keel::hal::sim {
 
 inline constexpr uint32_t kSimLinkSpeedMbps = 10000;
 
-inline LinkState sim_link_up() { return LinkState{true, kSimLinkSpeedMbps, true}; }
+// What a sim port's link() reports: up at 10 Gb/s unless set_link(false).
+inline LinkState sim_link(const Port& p) { return LinkState{!p.link_forced_down(), kSimLinkSpeedMbps, true}; }
 
 Result<std::unique_ptr<Port>> open_pcap_port(const PortSpec& spec, const std::shared_ptr<Pool>& pool);
 // n_txq: the tx queues the caller asks (Backend::open_port), 1..kMaxQueues.

@@ -55,7 +55,7 @@ class TapPort final : public Port {
     ::close(fd_);
   }
 
-  LinkState link() const override { return sim_link_up(); }
+  LinkState link() const override { return sim_link(*this); }
   std::string describe() const override { return "tap " + ifname_; }
 
  protected:

@@ -93,6 +93,10 @@ TEST_CASE("actions that print back exactly as written") {
       "recirc(0)",
       "recirc(0x1)",
       "recirc(0xffffffff)",
+      "lb_output(1)",
+      "lb_output(255)",
+      "hash(l4(0)),lb_output(7)",
+      "clone(lb_output(3)),2",
       "clone(1)",
       "clone(clone(push_vlan(vid=12,pcp=0),2),1)",
       "clone(pop_vlan,3),2",
@@ -182,8 +186,14 @@ TEST_CASE("errors name the token and its column") {
       {"2,)", "unbalanced ')' ')' at column 3"},
       {"pop_vlan;3", "unexpected text ';3' at column 9: after action 'pop_vlan'"},
       {"ct(commit),2", "unsupported action 'ct(commit)' at column 1: keel's datapath does not implement ct"},
-      {"1,lb_output(1)",
-       "unsupported action 'lb_output(1)' at column 3: keel's datapath does not implement lb_output"},
+      {"1,lb_output(0)", "out-of-range value '0' at column 13: bond id must be 1..255"},
+      {"lb_output(256)", "out-of-range value '256' at column 11: bond id must be 1..255"},
+      {"lb_output(99999999999999999999999)",
+       "out-of-range value '99999999999999999999999' at column 11: bond id must be 1..255"},
+      {"lb_output(0x1)", "bad bond id '0x1' at column 11: expected a decimal number; bond id must be 1..255"},
+      {"lb_output(-1)", "bad bond id '-1' at column 11: expected a decimal number; bond id must be 1..255"},
+      {"lb_output()", "bad bond id '' at column 11: expected a decimal number; bond id must be 1..255"},
+      {"lb_output", "missing arguments 'lb_output' at column 1: expected lb_output(N)"},
       {"tnl_pop(4)",
        "unsupported action 'tnl_pop(4)' at column 1: keel's datapath does not implement tnl_pop"},
       {"set(vlan(vid=5))",
@@ -399,6 +409,43 @@ TEST_CASE("validate_dp_actions refuses malformed encodings") {
   CHECK(validate_dp_actions(without_output).ok());
   std::vector<uint8_t> cut_in_clone(bytes.begin(), bytes.begin() + 40);
   CHECK(!validate_dp_actions(cut_in_clone).ok());  // the clone's length runs past the end
+}
+
+TEST_CASE("lb_output: builder, parser and validator agree on 1..255") {
+  DpActionsBuilder b;
+  b.hash_l4(0);
+  b.lb_output(9);
+  auto built = b.finish();
+  REQUIRE(built.ok());
+  CHECK(format_dp_actions(*built) == "hash(l4(0)),lb_output(9)");
+  auto parsed = parse_dp_actions("hash(l4(0)),lb_output(9)");
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == *built);
+  DpActionReader r(built->bytes());
+  r.next();
+  DpAction lb = r.next();
+  CHECK(lb.type == DpActionType::kLbOutput);
+  CHECK(lb.bond_id() == 9);
+
+  for (uint32_t bad : {0u, 256u, 0xffffffffu}) {
+    DpActionsBuilder e;
+    e.lb_output(bad);
+    CHECK(!e.ok());
+    CHECK(!e.finish().ok());
+  }
+
+  // An encoded lb_output: 8 bytes, no sub, bond id 1..255.
+  std::vector<uint8_t> bytes(built->bytes().begin(), built->bytes().end());
+  CHECK(validate_dp_actions(bytes).ok());
+  auto corrupt = [&](size_t at, uint8_t v) {
+    std::vector<uint8_t> c = bytes;
+    c[at] = v;
+    return validate_dp_actions(c);
+  };
+  CHECK(!corrupt(8 + 4, 0).ok());   // bond id 0
+  CHECK(!corrupt(8 + 5, 1).ok());   // bond id 265
+  CHECK(!corrupt(8 + 1, 1).ok());   // sub set
+  CHECK(!corrupt(8 + 2, 16).ok());  // payload
 }
 
 TEST_CASE("for_each_output_port sees nested outputs, in order") {

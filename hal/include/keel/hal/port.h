@@ -21,12 +21,28 @@
 // sums the bytes (one compare per packet); only a burst with an oversized
 // frame takes the out-of-line filtering path.
 //
+// Link (set_link(), Open vSwitch's netdev up/down; `port-link PORT up|down`):
+// a sim port keeps a flag that link() reports; while it is down rx() hands
+// out nothing (a pcap replay waits: no record is read or lost) and tx()
+// releases every packet, counted as tx_dropped and tx_link_down_drops (one
+// relaxed load per burst each). A DPDK port asks the device
+// (rte_eth_dev_set_link_up/down) and link() reports what the device says;
+// a driver without the operation is an error.
+//
+// Hardware address (mac()): a DPDK port's is the device's
+// (rte_eth_macaddr_get at open); any other port's is derived from its
+// datapath port number as Open vSwitch's dummy ports number theirs,
+// aa:55:00:00:HH:LL (a locally administered unicast address).
+//
 // Thread-safety: queue q of a port is used by one thread at a time. rx queue
 // q is polled by exactly one PMD. tx queue q is owned by one PMD; when a port
 // has fewer tx queues than PMDs, the datapath serialises tx on a shared queue
 // itself (as Open vSwitch does with its dynamic txqs). Counters are per queue,
 // single writer (the thread using the queue), read by anyone with relaxed
-// loads; counters() sums them.
+// loads; counters() sums them. set_link() runs on the control thread; the
+// sim flag is a relaxed atomic the rx/tx paths load once per burst (a
+// burst in flight finishes under the old state). mac() is immutable once
+// the port is in the datapath (set_mac() at open; the id when added).
 #pragma once
 
 #include <array>
@@ -55,7 +71,11 @@ struct PortCounters {
   uint64_t rx_packets = 0, rx_bytes = 0, rx_dropped = 0;
   uint64_t tx_packets = 0, tx_bytes = 0, tx_dropped = 0;
   uint64_t tx_mtu_exceeded_drops = 0;  // longer than the MTU allows; also in tx_dropped
+  uint64_t tx_link_down_drops = 0;     // sent while the (sim) link was set down; also in tx_dropped
 };
+
+using MacAddr = std::array<uint8_t, 6>;
+std::string format_mac(const MacAddr& m);  // "aa:55:00:00:00:01"
 
 // The longest frame tx() sends for a given MTU: `untagged` for any frame,
 // `tagged` for one whose outer EtherType is 802.1Q (tagged >= untagged).
@@ -92,6 +112,8 @@ class Port {
   // Receives up to out.size() (<= kMaxBurst) packets from rx queue q. The
   // packets' in_port is set to id(). Ownership passes to the caller.
   uint16_t rx(uint16_t q, std::span<Packet*> out) noexcept {
+    if (link_down_.load(std::memory_order_relaxed)) [[unlikely]]
+      return 0;  // a down sim link receives nothing (its input waits)
     uint16_t n = rx_burst(q, out);
     uint64_t bytes = 0;
     for (uint16_t i = 0; i < n; ++i) {
@@ -107,6 +129,8 @@ class Port {
   // and counted as tx_dropped.
   uint16_t tx(uint16_t q, std::span<Packet* const> pkts) noexcept {
     if (pkts.empty()) return 0;
+    if (link_down_.load(std::memory_order_relaxed)) [[unlikely]]
+      return tx_link_down(q, pkts);
     // Relaxed: set_mtu() may change it between bursts; a burst uses one value.
     const uint32_t max_len = tx_max_len_.load(std::memory_order_relaxed);
     uint64_t bytes = 0;
@@ -137,6 +161,14 @@ class Port {
   void clear_counters();  // only while no PMD polls the port
 
   virtual LinkState link() const = 0;
+  // Takes the link down or up (see the top). Control thread. Errors leave
+  // the link as it was.
+  Status set_link(bool up);
+  // Whether set_link(false) holds a sim port's link down.
+  bool link_forced_down() const { return link_down_.load(std::memory_order_relaxed); }
+
+  // The port's hardware address (see the top).
+  MacAddr mac() const;
   virtual InputState input_state() const { return InputState::live; }
 
   // --- offline runs (datapath.h: every input replays a file) ---
@@ -194,6 +226,17 @@ class Port {
   // set_mtu()'s backend hook: applies `mtu` to the device (a TAP device's
   // kernel MTU, rte_eth_dev_set_mtu). An error leaves the port unchanged.
   virtual Status apply_mtu(uint32_t /*mtu*/) { return {}; }
+  // set_link()'s backend hook: a device's own link operation. The default
+  // (every sim port) is the flag rx()/tx() look at.
+  virtual Status apply_link(bool up) {
+    link_down_.store(!up, std::memory_order_relaxed);
+    return {};
+  }
+  // A backend that knows the device's address sets it at open.
+  void set_mac(const MacAddr& m) {
+    mac_ = m;
+    has_mac_ = true;
+  }
   // The frame limit for an MTU; the default is Open vSwitch's netdev-dummy
   // rule (lib/netdev-dummy.c, netdev_dummy_send).
   virtual TxFrameLimit frame_limit_for(uint32_t mtu) const {
@@ -232,6 +275,8 @@ class Port {
   // tx() of a burst holding a frame over the limit (port.cpp): drops and
   // counts those, sends the rest in order.
   uint16_t tx_over_mtu(uint16_t q, std::span<Packet* const> pkts) noexcept;
+  // tx() while the sim link is down (port.cpp): releases and counts all.
+  uint16_t tx_link_down(uint16_t q, std::span<Packet* const> pkts) noexcept;
   void store_frame_limit(TxFrameLimit l) {
     tx_max_len_.store(l.untagged, std::memory_order_relaxed);
     tx_max_len_tagged_.store(l.tagged, std::memory_order_relaxed);
@@ -239,7 +284,8 @@ class Port {
 
   struct alignas(64) QueueCounters {
     std::atomic<uint64_t> packets{0}, bytes{0}, dropped{0};
-    std::atomic<uint64_t> mtu_dropped{0};  // tx only: part of `dropped`
+    std::atomic<uint64_t> mtu_dropped{0};   // tx only: part of `dropped`
+    std::atomic<uint64_t> link_dropped{0};  // tx only: part of `dropped`
   };
   // Single writer per queue: a relaxed load+store is enough and costs no
   // locked instruction; readers may see a value one burst old.
@@ -252,6 +298,9 @@ class Port {
   uint16_t n_rxq_ = 1, n_txq_ = 1;
   uint16_t id_ = kInvalidPort;
   Backend* backend_ = nullptr;
+  std::atomic<bool> link_down_{false};  // sim link (apply_link's default)
+  MacAddr mac_{};
+  bool has_mac_ = false;
   // Written by set_mtu() (control thread), read by tx() with relaxed loads:
   // a burst in flight may still use the old limit.
   std::atomic<uint32_t> mtu_{kDefaultMtu};
