@@ -206,7 +206,10 @@ def test_layout_vs_ovs():
     }
     problems = []
     for what, (k, o) in texts.items():
-        diff = bp.layout_diff(bp.mask_layout(k, KEEL_NAMES), bp.mask_layout(o, OVS_NAMES), what)
+        masked = bp.mask_layout(k, KEEL_NAMES)
+        diff = bp.layout_diff(masked, bp.mask_layout(o, OVS_NAMES), what)
+        if not diff:
+            print("  %s, masked (the same for both):\n%s" % (what, "\n".join("    | " + l for l in masked)))
         if diff:
             problems.append(diff + "\n--- keel ---\n%s--- Open vSwitch ---\n%s" % (k, o))
     # Values the masking let through that must still hold.
