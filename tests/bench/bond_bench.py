@@ -23,10 +23,12 @@ keel recirc, Open vSwitch lb_output, Open vSwitch recirc, back to back, so
 the same-run ratios (keel lb_output / OVS lb_output, keel lb_output / keel
 recirc, keel at N flows / keel at 1k) compare runs of the same minute.
 
-keel's input port: DPDK net_pcap with infinite_rx=1 (Open vSwitch's) while
-the pcap fits in keel's DPDK pool (host-sim's EAL has 512 MB: up to
---bond-dpdk-max-records records, 150k by default); beyond, keel's own sim
-pcap port (pcap:in=FILE,loop=0), said in the row. Open vSwitch with
+keel's input port: DPDK net_pcap with infinite_rx=1 (Open vSwitch's); its
+pool holds one mbuf per record, and host-sim's EAL has 512 MB, so rows of
+more than --bond-dpdk-max-records records (150k) are not run and say why
+(500k: "DPDK mbuf pool of 516384 mbufs (about 1134 MB ...) could not be
+created"); --bond-sim-rx runs them with keel's sim pcap port instead
+(pcap:in=FILE,loop=0; a different input path, said in the row). Open vSwitch with
 infinite_rx keeps every record in an mbuf of one mempool of at most 262144
 mbufs (shared/bench/README.md; at 500k records ovs-vswitchd says "Not
 enough mbufs to accommodate packets in pcap file. At least 500000 mbufs per
@@ -186,6 +188,7 @@ def report_bond(rs, opt):
     scen_copy = scenario_copy(scen_dir, workdir, flows)
     results = {}  # (who, variant) -> [run dicts]
     dumps = {}    # (variant, round) -> keel's flow-dump at the end of the run
+    skipped = {}  # flows -> why keel's rows were not run
     failures = []
     t0 = time.time()
     tx_names = conf["TX_IFACES"].split()
@@ -193,34 +196,39 @@ def report_bond(rs, opt):
         for v, mode, n in variants:
             records = rs.pcap_records(pcaps[n])
             sim_rx = records > opt.bond_dpdk_max_records
-            try:
-                text, members = keel_config(scen_dir, conf, mode, lacp)
-            except ValueError as e:
-                return _fail(rs, "bond-balance-tcp: " + str(e))
-            rx = conf["RX_IFACE"]
-            ports = [("%s=pcap:in=%s,loop=0" if sim_rx else "%s=dpdk:net_pcap0,rx_pcap=%s,infinite_rx=1")
-                     % (rx, pcaps[n])] + ["%s=%s" % (m, spec) for m, spec in members.items()]
-            p = {"pcap": pcaps[n], "config": text, "rx": rx, "tx": "+".join(tx_names),
-                 "ready": ("bond-show bond0 --format json", "negotiated")}
-            tag = "bond-%s-%d" % (v, rnd)
-            try:
-                r = rs.run_keel(opt, workdir, tag, p, ports=ports)
-            except rs.KeelError as e:
-                errf = os.path.join(workdir, tag + ".stderr")
-                err = open(errf).read().strip()[-600:] if os.path.exists(errf) else ""
-                msg = "keel %s run %d: %s%s" % (v, rnd, e, (" | stderr: " + err) if err else "")
-                rs.log(msg)
-                failures.append(msg)
-                opt.keep = True
-                r = None
-            if r is not None:
-                r.update({"who": "keel", "mode": mode, "flows": n, "rx_port": "sim-pcap" if sim_rx else "dpdk"})
-                dump = (p.get("keel_dumps") or [[]])[-1]
-                dumps[(v, rnd)] = dump
-                if r["problems"]:
-                    failures.append("keel %s run %d: %s" % (v, rnd, r["problems"]))
-                results.setdefault(("keel", v), []).append(r)
-                emit(opt, "keel", v, rnd, r)
+            if sim_rx and not opt.bond_sim_rx:
+                results.setdefault(("keel", v), [])
+                skipped[n] = ("not run: %d records > %d (keel's DPDK pool, one mbuf a record, in host-sim's "
+                              "512 MB EAL)" % (records, opt.bond_dpdk_max_records))
+            else:
+                try:
+                    text, members = keel_config(scen_dir, conf, mode, lacp)
+                except ValueError as e:
+                    return _fail(rs, "bond-balance-tcp: " + str(e))
+                rx = conf["RX_IFACE"]
+                ports = [("%s=pcap:in=%s,loop=0" if sim_rx else "%s=dpdk:net_pcap0,rx_pcap=%s,infinite_rx=1")
+                         % (rx, pcaps[n])] + ["%s=%s" % (m, spec) for m, spec in members.items()]
+                p = {"pcap": pcaps[n], "config": text, "rx": rx, "tx": "+".join(tx_names),
+                     "ready": ("bond-show bond0 --format json", "negotiated")}
+                tag = "bond-%s-%d" % (v, rnd)
+                try:
+                    r = rs.run_keel(opt, workdir, tag, p, ports=ports)
+                except rs.KeelError as e:
+                    errf = os.path.join(workdir, tag + ".stderr")
+                    err = open(errf).read().strip()[-600:] if os.path.exists(errf) else ""
+                    msg = "keel %s run %d: %s%s" % (v, rnd, e, (" | stderr: " + err) if err else "")
+                    rs.log(msg)
+                    failures.append(msg)
+                    opt.keep = True
+                    r = None
+                if r is not None:
+                    r.update({"who": "keel", "mode": mode, "flows": n, "rx_port": "sim-pcap" if sim_rx else "dpdk"})
+                    dump = (p.get("keel_dumps") or [[]])[-1]
+                    dumps[(v, rnd)] = dump
+                    if r["problems"]:
+                        failures.append("keel %s run %d: %s" % (v, rnd, r["problems"]))
+                    results.setdefault(("keel", v), []).append(r)
+                    emit(opt, "keel", v, rnd, r)
             if ovs_ok:
                 if n > opt.bond_ovs_max_flows:
                     results.setdefault(("ovs", v), [])
@@ -239,7 +247,7 @@ def report_bond(rs, opt):
     else:
         rs.log("work dir kept: " + workdir)
     print()
-    print(bond_table(results, variants, opt, ovs_ok))
+    print(bond_table(results, variants, opt, ovs_ok, skipped))
     print()
     loads = [float(r[k]) for rr in results.values() for r in rr for k in ("load_start", "load_end") if k in r]
     print("runs: %d rounds; window %.0f s after %.0f s warm-up; wall time %.0f s; 1-min load average %s-%s"
@@ -288,7 +296,7 @@ def per_round(results, key_a, key_b):
             if isinstance(x.get("mpps"), float) and isinstance(y.get("mpps"), float) and y["mpps"] > 0]
 
 
-def bond_table(results, variants, opt, ovs_ok):
+def bond_table(results, variants, opt, ovs_ok, skipped):
     flows = []
     for _, _, n in variants:
         if n not in flows:
@@ -309,8 +317,10 @@ def bond_table(results, variants, opt, ovs_ok):
             ovs_l, ovs_r = med_range([r.get("mpps") for r in ol]), med_range([r.get("mpps") for r in orr])
         base = "lb_output-" + flows_label(1000)
         flat = per_round(results, ("keel", lb), ("keel", base)) if ("keel", base) in results else []
+        k_l = skipped.get(n) or med_range([r["mpps"] for r in kl])
+        k_r = skipped.get(n) or med_range([r["mpps"] for r in kr])
         out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s |" % (
-            n, med_range([r["mpps"] for r in kl]), med_range([r["mpps"] for r in kr]), ovs_l, ovs_r,
+            n, k_l, k_r, ovs_l, ovs_r,
             med_range(per_round(results, ("keel", lb), ("ovs", lb))),
             med_range(per_round(results, ("keel", lb), ("keel", rc))),
             med_range(per_round(results, ("ovs", lb), ("ovs", rc))),

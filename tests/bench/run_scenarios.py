@@ -947,8 +947,11 @@ def main():
     ap.add_argument("--bond-flows", default="1,1000,100000,500000",
                     help="--bond: the flow counts (1,1000,100000,500000)")
     ap.add_argument("--bond-dpdk-max-records", type=int, default=150000,
-                    help="--bond: keel's input is DPDK net_pcap up to this many pcap records, keel's sim "
-                    "pcap port beyond (host-sim's EAL memory is 512 MB, ~2.3 KB a record) (150000)")
+                    help="--bond: keel's input is DPDK net_pcap up to this many pcap records; rows beyond are "
+                    "not run (host-sim's EAL memory is 512 MB, ~2.3 KB a record) (150000)")
+    ap.add_argument("--bond-sim-rx", action="store_true",
+                    help="--bond: rows beyond --bond-dpdk-max-records run with keel's sim pcap port as the "
+                    "input (pcap:in=FILE,loop=0) instead of not at all")
     ap.add_argument("--bond-ovs-max-flows", type=int, default=200000,
                     help="--bond: Open vSwitch rows only up to this many flows (its mempool holds at most "
                     "262144 mbufs and infinite_rx keeps every record in one) (200000)")
