@@ -46,8 +46,8 @@ bool bond_balanced(const BondView& v) {
 // bond_print_details() of Open vSwitch 3.1.
 std::string bond_show_text(const BondView& v) {
   const auto& s = v.settings;
-  const bool tcp = s.mode == ofproto::BondMode::balance_tcp;
-  const bool lb = tcp && s.lb_output_action;
+  const bool tcp = v.may_recirc;
+  const bool lb = v.lb_output;
   std::string o = "---- " + v.name + " ----\n";
   o += std::string("bond_mode: ") + to_string(s.mode) + "\n";
   o += std::string("bond may use recirculation: ") + (tcp ? "yes" : "no") +
@@ -62,15 +62,17 @@ std::string bond_show_text(const BondView& v) {
   if (balanced && v.next_rebalance_ms) o += "next rebalance: " + std::to_string(*v.next_rebalance_ms) + " ms\n";
   o += std::string("lacp_status: ") + to_string(v.lacp_status) + "\n";
   o += std::string("lacp_fallback_ab: ") + (s.lacp_fallback_ab ? "true" : "false") + "\n";
-  bool found_primary = false;
-  for (const auto& m : v.members) found_primary |= m.name == s.primary;
   o += "active-backup primary: " + (s.primary.empty() ? std::string("<none>") : s.primary) +
-       (!found_primary && !s.primary.empty() ? " (no such member)" : "") + "\n";
-  o += "active member mac: ";
-  if (v.active && *v.active < v.members.size())
-    o += bond_mac_text(v.members[*v.active].mac) + "(" + v.members[*v.active].name + ")\n";
-  else
-    o += "00:00:00:00:00:00(none)\n";
+       (!v.primary_is_member && !s.primary.empty() ? " (no such member)" : "") + "\n";
+  // OVS prints the last active member's MAC and the member that has it now.
+  o += "active member mac: " + bond_mac_text(v.active_member_mac) + "(";
+  std::string holder = "none";
+  for (const auto& m : v.members)
+    if (m.mac == v.active_member_mac && !(v.active_member_mac == flow::EthAddr{})) {
+      holder = m.name;
+      break;
+    }
+  o += holder + ")\n";
   std::vector<const ofproto::BondMemberView*> sorted;
   for (const auto& m : v.members) sorted.push_back(&m);
   std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->name < b->name; });
@@ -93,15 +95,14 @@ std::string bond_show_text(const BondView& v) {
 
 void bond_show_json(Json& j, const BondView& v) {
   const auto& s = v.settings;
-  const bool tcp = s.mode == ofproto::BondMode::balance_tcp;
   j.begin_object()
       .field("bond", v.name)
       .field("bond_mode", to_string(s.mode))
-      .field("may_use_recirculation", tcp)
-      .field("recirc_id", tcp ? static_cast<int64_t>(v.id) : int64_t{-1})
+      .field("may_use_recirculation", v.may_recirc)
+      .field("recirc_id", v.may_recirc ? static_cast<int64_t>(v.id) : int64_t{-1})
       .field("bond_hash_basis", uint64_t{s.hash_basis})
-      .field("lb_output_action", tcp && s.lb_output_action)
-      .field("bond_id", tcp && s.lb_output_action ? static_cast<int64_t>(v.id) : int64_t{-1})
+      .field("lb_output_action", v.lb_output)
+      .field("bond_id", v.lb_output ? static_cast<int64_t>(v.id) : int64_t{-1})
       .field("updelay_ms", uint64_t{s.updelay_ms})
       .field("downdelay_ms", uint64_t{s.downdelay_ms});
   if (bond_balanced(v) && v.next_rebalance_ms) j.field("next_rebalance_ms", *v.next_rebalance_ms);

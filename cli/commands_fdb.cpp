@@ -46,6 +46,7 @@ void add_fdb_commands(CommandTree::Impl& t) {
             .field("vlan", e.vlan)
             .field("mac", mac_text(e.mac))
             .field("age_s", age(e))
+            .field("static", e.is_static)
             .end_object();
       }
       j.end_array().end_object();
@@ -55,8 +56,11 @@ void add_fdb_commands(CommandTree::Impl& t) {
     std::string out = " port  VLAN  MAC                Age\n";
     for (const auto& e : entries) {
       char line[80];
-      snprintf(line, sizeof line, "%5u  %4u  %s  %3llu\n", e.ofport, e.vlan, mac_text(e.mac).c_str(),
-               static_cast<unsigned long long>(age(e)));
+      if (e.is_static)  // fdb-add's entries (OVS: "static" in the age column)
+        snprintf(line, sizeof line, "%5u  %4u  %s  static\n", e.ofport, e.vlan, mac_text(e.mac).c_str());
+      else
+        snprintf(line, sizeof line, "%5u  %4u  %s  %3llu\n", e.ofport, e.vlan, mac_text(e.mac).c_str(),
+                 static_cast<unsigned long long>(age(e)));
       out += line;
     }
     t.print(out);

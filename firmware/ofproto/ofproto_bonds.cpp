@@ -28,9 +28,9 @@ uint64_t now_ms() { return hal::now_ns() / 1'000'000; }
 // The MAC a member's PDUs and learning packets come from, and bond/show's
 // "active member mac": the port's hardware address.
 flow::EthAddr port_mac(const hal::Port& p) {
-  // TODO(bond-dp): hal::Port::mac() once it lands; until then a locally
-  // administered address derived from the datapath port id.
-  flow::EthAddr a{{0x02, 0x6b, 0x65, 0x65, static_cast<uint8_t>(p.id() >> 8), static_cast<uint8_t>(p.id())}};
+  const hal::MacAddr m = p.mac();
+  flow::EthAddr a{};
+  for (size_t i = 0; i < 6; ++i) a.b[i] = m[i];
   return a;
 }
 
@@ -113,7 +113,16 @@ Status Ofproto::add_bond(std::string_view bridge, std::string_view bond, const B
   if (!id)
     return error(Errc::resource_exhausted, "too many bonds (at most " + std::to_string(datapath::kMaxBondId) + ")");
 
-  // Every member checked before anything changes.
+  // Every member checked before anything changes (ovs-vsctl's words for
+  // one that is taken).
+  for (const std::string& m : req.members)
+    if (hal::Port* p = dp_.find_port(m))
+      if (PortOwner o = port_owner(p->id()); o.bridge) {
+        const BondPort* in = bond_of_member(m);
+        return error(Errc::already_exists, "cannot create an interface named " + m +
+                                               " because an interface named " + m + " already exists on bridge " +
+                                               o.bridge->name() + (in ? " (in bond " + in->name + ")" : ""));
+      }
   std::vector<PortConfig> pcs;
   std::vector<std::vector<std::pair<uint16_t, int>>> affinities(req.members.size());
   for (size_t i = 0; i < req.members.size(); ++i) {
@@ -318,7 +327,7 @@ void Ofproto::run_bonds(uint64_t now) {
       if (b.carrier[i] != static_cast<int8_t>(up)) {
         b.carrier[i] = up;
         bond.set_carrier(i, up);
-        if (b.lacp) b.lacp->set_carrier(i, up);
+        if (b.lacp) b.lacp->set_carrier(i, up, now);
       }
     }
     // LACP: PDUs out, its verdicts in.
