@@ -28,7 +28,9 @@ pool holds one mbuf per record, and host-sim's EAL has 512 MB, so rows of
 more than --bond-dpdk-max-records records (150k) are not run and say why
 (500k: "DPDK mbuf pool of 516384 mbufs (about 1134 MB ...) could not be
 created"); --bond-sim-rx runs them with keel's sim pcap port instead
-(pcap:in=FILE,loop=0; a different input path, said in the row). Open vSwitch with
+(pcap:in=FILE,loop=0; a different input path, said in the row), and
+--bond-rx sim runs every keel row that way (one input path from 1 to 500k
+flows: the flatness figure). Open vSwitch with
 infinite_rx keeps every record in an mbuf of one mempool of at most 262144
 mbufs (shared/bench/README.md; at 500k records ovs-vswitchd says "Not
 enough mbufs to accommodate packets in pcap file. At least 500000 mbufs per
@@ -195,8 +197,8 @@ def report_bond(rs, opt):
     for rnd in range(1, opt.runs + 1):
         for v, mode, n in variants:
             records = rs.pcap_records(pcaps[n])
-            sim_rx = records > opt.bond_dpdk_max_records
-            if sim_rx and not opt.bond_sim_rx:
+            sim_rx = records > opt.bond_dpdk_max_records or opt.bond_rx == "sim"
+            if sim_rx and not (opt.bond_sim_rx or opt.bond_rx == "sim"):
                 results.setdefault(("keel", v), [])
                 skipped[n] = ("not run: %d records > %d (keel's DPDK pool, one mbuf a record, in host-sim's "
                               "512 MB EAL)" % (records, opt.bond_dpdk_max_records))

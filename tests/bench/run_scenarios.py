@@ -952,6 +952,9 @@ def main():
     ap.add_argument("--bond-sim-rx", action="store_true",
                     help="--bond: rows beyond --bond-dpdk-max-records run with keel's sim pcap port as the "
                     "input (pcap:in=FILE,loop=0) instead of not at all")
+    ap.add_argument("--bond-rx", choices=("dpdk", "sim"), default="dpdk",
+                    help="--bond: keel's input port, DPDK net_pcap (infinite_rx=1, as Open vSwitch's) or "
+                    "keel's sim pcap port (pcap:in=FILE,loop=0) for every row (dpdk)")
     ap.add_argument("--bond-ovs-max-flows", type=int, default=200000,
                     help="--bond: Open vSwitch rows only up to this many flows (its mempool holds at most "
                     "262144 mbufs and infinite_rx keeps every record in one) (200000)")
