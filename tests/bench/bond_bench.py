@@ -11,9 +11,13 @@ holds one LACPDU of a fake partner (gen_traffic.py --lacpdu, the scenario's
 AUX_PCAPS) and whose tx drops. keel applies its config before its ports
 start, so the partner's PDU arrives once the bond exists (Open vSwitch's
 post.vsctl restarts its vdevs for that); with lacp-time=slow the partner
-stays current for 90 s, longer than a run. Like the Open vSwitch script,
-a run waits for `bond-show` to say negotiated before the warm-up (and
-fails otherwise).
+stays current for 90 s, longer than a run. As Open vSwitch's script does,
+the input port joins the bridge last: keel boots with p0 outside the bridge
+(what it receives is dropped without an upcall), waits for `bond-show` to
+say negotiated with both members enabled (30 s, else the run fails), then
+`add-port br0 p0`, then the warm-up. (With p0 bridged from the start, 100k
+flows of misses at boot can crowd the partner's one PDU out of the upcall
+queue: the bond then stays `configured` and drops everything.)
 
 Flow counts (--bond-flows, default 1,1000,100000,500000) become variants
 `lb_output-<N>flows` / `recirc-<N>flows`; Open vSwitch runs them from a
@@ -133,7 +137,6 @@ def keel_config(scen_dir, conf, mode, lacp_pcaps):
                             dev = dev.replace("@%s@" % name, pcap)
                         members[part[2]] = "dpdk:" + dev
     rx_br = conf.get("RX_BRIDGE", "br0")
-    lines.append("add-port %s %s" % (rx_br, conf["RX_IFACE"]))
     lines.append("add-flows %s %s" % (conf.get("FLOWS_BRIDGE", rx_br), os.path.join(scen_dir, "flows.txt")))
     for a in open(os.path.join(scen_dir, "setup.appctl")):
         t = a.split()
@@ -147,6 +150,13 @@ def keel_config(scen_dir, conf, mode, lacp_pcaps):
     if missing:
         raise ValueError("no dpdk-devargs for bond member(s) %s in topology.vsctl" % ", ".join(missing))
     return "".join(l + "\n" for l in lines), members
+
+
+def bond_ready(js):
+    """bond-show --format json: every bond negotiated with all members enabled."""
+    bonds = js.get("bonds", [])
+    return bool(bonds) and all(b.get("lacp_status") == "negotiated" and b.get("members") and
+                               all(m.get("enabled") for m in b["members"]) for b in bonds)
 
 
 def med(vals):
@@ -211,7 +221,9 @@ def report_bond(rs, opt):
                 ports = [("%s=pcap:in=%s,loop=0" if sim_rx else "%s=dpdk:net_pcap0,rx_pcap=%s,infinite_rx=1")
                          % (rx, pcaps[n])] + ["%s=%s" % (m, spec) for m, spec in members.items()]
                 p = {"pcap": pcaps[n], "config": text, "rx": rx, "tx": "+".join(tx_names),
-                     "ready": ("bond-show bond0 --format json", "negotiated")}
+                     "ready": ("bond-show --format json", bond_ready,
+                               "bond-show: lacp_status negotiated, every member enabled"),
+                     "after_ready": ["add-port %s %s" % (conf.get("RX_BRIDGE", "br0"), rx)]}
                 tag = "bond-%s-%d" % (v, rnd)
                 try:
                     r = rs.run_keel(opt, workdir, tag, p, ports=ports)

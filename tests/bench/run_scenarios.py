@@ -651,9 +651,11 @@ def run_keel(opt, workdir, tag, p, ports=None, extra_config="", pin=True):
     DPDK vdevs; extra_config: appended to the row's config; pin=False: no
     taskset (the PMDs are placed by `set pmd-cpu-mask` in extra_config).
     p["tx"] may name several ports ("p1+p2": a bond's members; their tx
-    is summed); p["ready"] = (json command, word): before the warm-up, wait
-    (30 s at most, else KeelError) until the command's answer contains the
-    word (bond-balance-tcp: LACP negotiated)."""
+    is summed); p["ready"] = (json command, predicate, what): before the
+    warm-up, wait (30 s at most, else KeelError naming `what`) until the
+    predicate holds for the command's answer (bond-balance-tcp: LACP
+    negotiated), then run the commands p["after_ready"] (bond-balance-tcp:
+    add the input port to the bridge, as Open vSwitch's script adds it last)."""
     pcap, config_text, rx_name, tx_name = p["pcap"], p["config"] + extra_config, p["rx"], p["tx"]
     cfg = os.path.join(workdir, tag + ".conf")
     with open(cfg, "w") as f:
@@ -673,13 +675,17 @@ def run_keel(opt, workdir, tag, p, ports=None, extra_config="", pin=True):
         boot = k.json("show ports --format json", timeout=180)
         ids = {p["name"]: p["id"] for p in boot["ports"]}
         if p.get("ready"):
-            cmd, word = p["ready"]
+            cmd, pred, what = p["ready"]
             deadline = time.monotonic() + 30
-            while word not in json.dumps(k.json(cmd, timeout=30)):
+            while not pred(k.json(cmd, timeout=30)):
                 if time.monotonic() > deadline:
-                    raise KeelError("not ready: %r never said %r within 30 s" % (cmd, word))
+                    raise KeelError("not ready within 30 s: %s (%r)" % (what, cmd))
                 time.sleep(0.1)
             res["ready_s"] = time.monotonic() - t_boot
+        for cmd in p.get("after_ready", []):
+            k.send(cmd)
+        if p.get("after_ready"):
+            k.json("show ports --format json", timeout=60)  # the commands above have run
         time.sleep(opt.warmup)
         k.send("pmd-stats-clear")
         t_a = time.monotonic()
