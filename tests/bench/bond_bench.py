@@ -173,10 +173,35 @@ def med_range(vals, nd=2):
     return "%.*f (%.*f-%.*f)" % (nd, statistics.median(vals), nd, min(vals), nd, max(vals))
 
 
+def load_results(path, variants):
+    """The table's runs from the lines emit() wrote (--results), for --from-results."""
+    results, wanted = {}, {v for v, _, _ in variants}
+    for line in open(path):
+        if not line.startswith("scenario=%s " % BOND_SCENARIO) or " who=" not in line:
+            continue
+        kv = dict(t.split("=", 1) for t in line.split() if "=" in t)
+        if kv["variant"] not in wanted:
+            continue
+        r = {k: _num(v) for k, v in kv.items() if k not in ("scenario", "variant", "who")}
+        results.setdefault((kv["who"], kv["variant"]), []).append(r)
+    return results
+
+
 def report_bond(rs, opt):
     """Runs the bond table. rs: run_scenarios (its run_keel, run_ovs,
     gen_pcap, Keel...). Returns the exit status."""
     scen_dir = os.path.join(opt.shared, "bench", "scenarios", BOND_SCENARIO)
+    if opt.from_results:
+        flows = [int(x) for x in opt.bond_flows.split(",") if x]
+        variants = bond_variants(flows)
+        results = load_results(opt.from_results, variants)
+        skipped = {n: "not run" for _, _, n in variants if not results.get(("keel", "lb_output-" + flows_label(n)))}
+        print(bond_table(results, variants, opt, any(k[0] == "ovs" for k in results), skipped))
+        loads = [r[k] for rr in results.values() for r in rr for k in ("load_start", "load_end")
+                 if isinstance(r.get(k), float)]
+        print("\nfrom %s; 1-min load average %s-%s" % (opt.from_results, "%.1f" % min(loads) if loads else "NA",
+                                                       "%.1f" % max(loads) if loads else "NA"))
+        return 0
     conf = rs.read_conf(os.path.join(scen_dir, "scenario.conf"))
     flows = [int(x) for x in opt.bond_flows.split(",") if x]
     variants = bond_variants(flows)

@@ -974,6 +974,9 @@ def main():
     if not os.path.isdir(scen_dir):
         sys.exit("no %s (use --shared)" % scen_dir)
     os.makedirs(opt.cache, exist_ok=True)
+    if opt.bond and opt.from_results:
+        import bond_bench
+        return bond_bench.report_bond(sys.modules[__name__], opt)
     if opt.bond:
         if os.geteuid() != 0:
             sys.exit("run as root (DPDK EAL)")
