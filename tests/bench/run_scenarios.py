@@ -676,10 +676,14 @@ def run_keel(opt, workdir, tag, p, ports=None, extra_config="", pin=True):
         ids = {p["name"]: p["id"] for p in boot["ports"]}
         if p.get("ready"):
             cmd, pred, what = p["ready"]
-            deadline = time.monotonic() + 30
-            while not pred(k.json(cmd, timeout=30)):
+            deadline = time.monotonic() + p.get("ready_timeout", 30)
+            while True:
+                answer = k.json(cmd, timeout=30)
+                if pred(answer):
+                    break
                 if time.monotonic() > deadline:
-                    raise KeelError("not ready within 30 s: %s (%r)" % (what, cmd))
+                    raise KeelError("not ready within %d s: %s (%r: %s)" % (p.get("ready_timeout", 30), what, cmd,
+                                                                                json.dumps(answer)[:1500]))
                 time.sleep(0.1)
             res["ready_s"] = time.monotonic() - t_boot
         for cmd in p.get("after_ready", []):
