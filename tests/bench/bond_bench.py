@@ -277,7 +277,7 @@ def report_bond(rs, opt):
                         break
                 if r is not None:
                     r.update({"who": "keel", "mode": mode, "flows": n, "rx_port": "sim-pcap" if sim_rx else "dpdk",
-                              "boots": boots})
+                              "boots": boots, "run": rnd})
                     dump = (p.get("keel_dumps") or [[]])[-1]
                     dumps[(v, rnd)] = dump
                     if r["problems"]:
@@ -291,7 +291,7 @@ def report_bond(rs, opt):
                 o = rs.run_ovs(opt, scen_copy, v, rnd, fields=None)
                 if o:
                     o = {k: _num(val) for k, val in o.items() if k not in ("dump", "scenario", "variant", "run")}
-                    o.update({"who": "ovs", "mode": mode, "flows": n,
+                    o.update({"who": "ovs", "mode": mode, "flows": n, "run": rnd,
                               "load_end": open("/proc/loadavg").read().split()[0]})
                     results.setdefault(("ovs", v), []).append(o)
                     emit(opt, "ovs", v, rnd, o)
@@ -339,7 +339,7 @@ def emit(opt, who, variant, rnd, r):
     line = "scenario=%s variant=%s who=%s run=%d " % (BOND_SCENARIO, variant, who, rnd)
     line += " ".join("%s=%s" % (k, ("%.3f" % v if isinstance(v, float) else
                                    str(v).replace(" ", "_") if v not in ("", None) else "-"))
-                     for k, v in r.items() if k not in ("who",))
+                     for k, v in r.items() if k not in ("who", "run"))
     print(line, flush=True)
     if opt.results:
         with open(opt.results, "a") as f:
@@ -347,10 +347,14 @@ def emit(opt, who, variant, rnd, r):
 
 
 def per_round(results, key_a, key_b):
-    """Same-round ratios a/b (runs paired by their order)."""
-    a, b = results.get(key_a, []), results.get(key_b, [])
-    return [x["mpps"] / y["mpps"] for x, y in zip(a, b)
-            if isinstance(x.get("mpps"), float) and isinstance(y.get("mpps"), float) and y["mpps"] > 0]
+    """Same-round ratios a/b (runs paired by their round)."""
+    b = {int(y.get("run", -1)): y for y in results.get(key_b, [])}
+    out = []
+    for x in results.get(key_a, []):
+        y = b.get(int(x.get("run", -2)))
+        if y and isinstance(x.get("mpps"), float) and isinstance(y.get("mpps"), float) and y["mpps"] > 0:
+            out.append(x["mpps"] / y["mpps"])
+    return out
 
 
 def bond_table(results, variants, opt, ovs_ok, skipped):
