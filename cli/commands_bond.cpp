@@ -59,7 +59,8 @@ std::string bond_show_text(const BondView& v) {
   o += "updelay: " + std::to_string(s.updelay_ms) + " ms\n";
   o += "downdelay: " + std::to_string(s.downdelay_ms) + " ms\n";
   const bool balanced = bond_balanced(v);
-  if (balanced && v.next_rebalance_ms) o += "next rebalance: " + std::to_string(*v.next_rebalance_ms) + " ms\n";
+  if (balanced && v.next_rebalance_ms)
+    o += "next rebalance: " + std::to_string(*v.next_rebalance_ms) + " ms\n";
   o += std::string("lacp_status: ") + to_string(v.lacp_status) + "\n";
   o += std::string("lacp_fallback_ab: ") + (s.lacp_fallback_ab ? "true" : "false") + "\n";
   o += "active-backup primary: " + (s.primary.empty() ? std::string("<none>") : s.primary) +
@@ -87,7 +88,8 @@ std::string bond_show_text(const BondView& v) {
     auto hashes = m->hashes;
     std::sort(hashes.begin(), hashes.end());
     for (const auto& [bucket, bytes] : hashes)
-      if (bytes / 1024) o += "  hash " + std::to_string(bucket) + ": " + std::to_string(bytes / 1024) + " kB load\n";
+      if (bytes / 1024)
+        o += "  hash " + std::to_string(bucket) + ": " + std::to_string(bytes / 1024) + " kB load\n";
   }
   o += "\n";
   return o;
@@ -134,7 +136,11 @@ void bond_show_json(Json& j, const BondView& v) {
     std::sort(hashes.begin(), hashes.end());
     j.begin_array("hashes");
     for (const auto& [bucket, bytes] : hashes)
-      j.begin_object().field("hash", bucket).field("bytes", bytes).field("kb_load", bytes / 1024).end_object();
+      j.begin_object()
+          .field("hash", bucket)
+          .field("bytes", bytes)
+          .field("kb_load", bytes / 1024)
+          .end_object();
     j.end_array().end_object();
   }
   j.end_array().end_object();
@@ -162,7 +168,8 @@ std::optional<flow::EthAddr> parse_fdb_mac(const std::string& s) {
 
 // fdb/add's VLAN (OVS takes atoi(); keel wants a VLAN).
 std::optional<uint16_t> parse_fdb_vlan(const std::string& s) {
-  if (s.empty() || s.size() > 4 || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  if (s.empty() || s.size() > 4 || s.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
   const unsigned long v = std::stoul(s);
   if (v > 4095) return std::nullopt;
   return static_cast<uint16_t>(v);
@@ -198,12 +205,13 @@ void add_bond_commands(CommandTree::Impl& t) {
   t.vsctl_commands.push_back("add-bond");
   add->add_option("BR", a->bridge, "bridge")->required();
   add->add_option("BOND", a->bond, "bond (port) name")->required();
-  add->add_option("ARGS", a->words,
-                  "interfaces, then Port columns: bond_mode=active-backup|balance-slb|balance-tcp "
-                  "lacp=off|active|passive bond_updelay=MS bond_downdelay=MS other_config:bond-rebalance-interval=MS "
-                  "other_config:lb-output-action=true|false other_config:bond-primary=IFACE "
-                  "other_config:bond-hash-basis=N other_config:lacp-time=fast|slow "
-                  "other_config:lacp-fallback-ab=true|false tag=N trunks=N,N vlan_mode=M");
+  add->add_option(
+      "ARGS", a->words,
+      "interfaces, then Port columns: bond_mode=active-backup|balance-slb|balance-tcp "
+      "lacp=off|active|passive bond_updelay=MS bond_downdelay=MS other_config:bond-rebalance-interval=MS "
+      "other_config:lb-output-action=true|false other_config:bond-primary=IFACE "
+      "other_config:bond-hash-basis=N other_config:lacp-time=fast|slow "
+      "other_config:lacp-fallback-ab=true|false tag=N trunks=N,N vlan_mode=M");
   add->callback(changing([&t, &of, a] {
     for (std::string& w : a->words)
       if (w == CommandTree::Impl::kVsctlSeparator) w = "--";
@@ -217,8 +225,8 @@ void add_bond_commands(CommandTree::Impl& t) {
       req.members.push_back(w);
     }
     if (req.members.size() < 2) {
-      t.status = invalid("add-bond requires at least 2 interfaces, but only " + std::to_string(req.members.size()) +
-                         " were specified");
+      t.status = invalid("add-bond requires at least 2 interfaces, but only " +
+                         std::to_string(req.members.size()) + " were specified");
       return;
     }
     ofproto::BondColumns cols;
@@ -234,7 +242,8 @@ void add_bond_commands(CommandTree::Impl& t) {
   }));
 
   // --- bond-show [BOND] ---
-  auto* show = cmd("bond-show", "bonds as ovs-appctl bond/show: mode, recirculation, lb_output, LACP, members");
+  auto* show =
+      cmd("bond-show", "bonds as ovs-appctl bond/show: mode, recirculation, lb_output, LACP, members");
   show->add_option("BOND", a->bond, "one bond");
   t.add_format(show);
   show->callback([&t, &of, a] {
@@ -336,7 +345,8 @@ void add_bond_commands(CommandTree::Impl& t) {
   });
 
   // --- bond-set-active-member / bond-enable-member / bond-disable-member ---
-  auto* setact = cmd("bond-set-active-member", "make MEMBER the active member of BOND (bond/set-active-member)");
+  auto* setact =
+      cmd("bond-set-active-member", "make MEMBER the active member of BOND (bond/set-active-member)");
   setact->add_option("BOND", a->bond, "bond")->required();
   setact->add_option("MEMBER", a->member, "member interface")->required();
   setact->callback(changing([&t, &of, a] {
@@ -357,7 +367,8 @@ void add_bond_commands(CommandTree::Impl& t) {
   }
 
   // --- fdb-add BR PORT VLAN MAC / fdb-del BR VLAN MAC (fdb/add, fdb/del) ---
-  auto* fadd = cmd("fdb-add", "add a static MAC entry (fdb/add): fdb-add BR PORT VLAN MAC (a bond member: its bond)");
+  auto* fadd =
+      cmd("fdb-add", "add a static MAC entry (fdb/add): fdb-add BR PORT VLAN MAC (a bond member: its bond)");
   fadd->add_option("BR", a->bridge, "bridge")->required();
   fadd->add_option("PORT", a->port, "port (or bond, or a bond's member)")->required();
   fadd->add_option("VLAN", a->vlan, "VLAN (0..4095)")->required();
@@ -398,8 +409,8 @@ void add_bond_commands(CommandTree::Impl& t) {
       if (e.vlan == *vlan && e.mac == *mac) old = e;
     std::string reply;
     if (old && (bundle_name(old->ofport) != a->port || !old->is_static))
-      reply = std::string("Overriding already existing ") + (old->is_static ? "static" : "dynamic") + " entry on " +
-              std::to_string(old->ofport) + "\n";
+      reply = std::string("Overriding already existing ") + (old->is_static ? "static" : "dynamic") +
+              " entry on " + std::to_string(old->ofport) + "\n";
     (void)br->mac().add_static(*vlan, *mac, p->bundle());
     t.print(reply);
   }));

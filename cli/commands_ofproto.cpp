@@ -332,7 +332,7 @@ struct ShowPort {
   std::string uuid, name;
   std::optional<uint16_t> tag;
   std::vector<uint16_t> trunks;
-  ShowInterface iface;
+  std::vector<ShowInterface> ifaces;  // one, or a bond's members (sorted by uuid, as ovsdb sets)
 };
 
 // An Interface's type and options from its datapath port's spec.
@@ -384,19 +384,36 @@ std::string show_switch(CommandTree::Impl& t, bool json) {
         ShowPort p;
         p.uuid = control::name_uuid(sw, "Port " + name);
         p.name = name;
-        p.iface.uuid = control::name_uuid(sw, "Interface " + name);
-        p.iface.name = name;
         return p;
       };
+      auto iface = [&](const std::string& name) {
+        ShowInterface i;
+        i.uuid = control::name_uuid(sw, "Interface " + name);
+        i.name = name;
+        if (auto it = specs.find(name); it != specs.end()) describe_interface(it->second, i);
+        return i;
+      };
       ShowPort local = row(b->name());
-      local.iface.type = "internal";
+      local.ifaces.push_back(iface(b->name()));
+      local.ifaces.back().type = "internal";
+      local.ifaces.back().options.clear();
       sb.ports.push_back(std::move(local));
       for (const auto& pc : b->ports()->ports) {
-        ShowPort p = row(pc.name);
+        // A bond is one Port whose Interfaces are its members (listed at
+        // its first member).
+        if (pc.bond_obj && pc.ofport != pc.bond_ofport) continue;
+        ShowPort p = row(pc.bond_obj ? pc.bond : pc.name);
         if (ofproto::port_has_tag(pc)) p.tag = pc.tag;
         p.trunks = pc.trunks;
         std::sort(p.trunks.begin(), p.trunks.end());
-        if (auto it = specs.find(pc.name); it != specs.end()) describe_interface(it->second, p.iface);
+        if (pc.bond_obj) {
+          for (const auto& m : b->ports()->ports)
+            if (m.bond == pc.bond) p.ifaces.push_back(iface(m.name));
+          std::sort(p.ifaces.begin(), p.ifaces.end(),
+                    [](const ShowInterface& x, const ShowInterface& y) { return x.uuid < y.uuid; });
+        } else {
+          p.ifaces.push_back(iface(pc.name));
+        }
         sb.ports.push_back(std::move(p));
       }
       std::sort(sb.ports.begin(), sb.ports.end(),
@@ -422,10 +439,13 @@ std::string show_switch(CommandTree::Impl& t, bool json) {
         j.begin_array("trunks");
         for (uint16_t v : p.trunks) j.field({}, static_cast<uint64_t>(v));
         j.end_array().begin_array("interfaces");
-        j.begin_object().field("uuid", p.iface.uuid).field("name", p.iface.name).field("type", p.iface.type);
-        j.begin_object("options");
-        for (const auto& [k, v] : p.iface.options) j.field(k, v);
-        j.end_object().end_object().end_array().end_object();
+        for (const ShowInterface& i : p.ifaces) {
+          j.begin_object().field("uuid", i.uuid).field("name", i.name).field("type", i.type);
+          j.begin_object("options");
+          for (const auto& [k, v] : i.options) j.field(k, v);
+          j.end_object().end_object();
+        }
+        j.end_array().end_object();
       }
       j.end_array().end_object();
     }
@@ -441,14 +461,15 @@ std::string show_switch(CommandTree::Impl& t, bool json) {
       s += "        Port " + ovsdb_string(p.name) + "\n";
       if (p.tag) s += "            tag: " + std::to_string(*p.tag) + "\n";
       if (!p.trunks.empty()) s += "            trunks: [" + trunks_text(p.trunks, ", ") + "]\n";
-      s += "            Interface " + ovsdb_string(p.iface.name) + "\n";
-      if (!p.iface.type.empty()) s += "                type: " + ovsdb_string(p.iface.type) + "\n";
-      if (!p.iface.options.empty()) {
-        s += "                options: {";
-        for (size_t i = 0; i < p.iface.options.size(); ++i)
-          s += (i ? ", " : "") + ovsdb_string(p.iface.options[i].first) + "=" +
-               ovsdb_string(p.iface.options[i].second);
-        s += "}\n";
+      for (const ShowInterface& in : p.ifaces) {
+        s += "            Interface " + ovsdb_string(in.name) + "\n";
+        if (!in.type.empty()) s += "                type: " + ovsdb_string(in.type) + "\n";
+        if (!in.options.empty()) {
+          s += "                options: {";
+          for (size_t i = 0; i < in.options.size(); ++i)
+            s += (i ? ", " : "") + ovsdb_string(in.options[i].first) + "=" + ovsdb_string(in.options[i].second);
+          s += "}\n";
+        }
       }
     }
   }

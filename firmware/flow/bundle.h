@@ -90,7 +90,8 @@ uint32_t bundle_hrw_score(uint32_t i, uint32_t flow_hash) noexcept;
 // may be enabled — that policy is the caller's). `wc` (may be null) gets the
 // hash fields' bits for hrw with more than one member.
 template <class Enabled>
-std::optional<uint32_t> bundle_execute(const OfBundle& b, const FlowKey& flow, FlowKey* wc, Enabled&& enabled) {
+std::optional<uint32_t> bundle_execute(const OfBundle& b, const FlowKey& flow, FlowKey* wc,
+                                       Enabled&& enabled) {
   if (b.algorithm == BundleAlgorithm::active_backup) {
     for (uint32_t m : b.members)
       if (enabled(m)) return m;

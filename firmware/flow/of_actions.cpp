@@ -54,7 +54,7 @@ constexpr ReasonName kReasons[] = {
 // Open vSwitch actions keel does not implement: refused by name.
 constexpr std::string_view kUnsupported[] = {
     "enqueue",      "set_queue",    "pop_queue",       "group",         "ct",           "ct_clear",
-    "nat",          "learn",        "conjunction",     "multipath",     "bundle",       "bundle_load",
+    "nat",          "learn",        "conjunction",     "multipath",     "bundle_load",
     "output_reg",   "output_trunc", "sample",          "clone",         "exit",         "fin_timeout",
     "push_mpls",    "pop_mpls",     "set_mpls_label",  "set_mpls_tc",   "set_mpls_ttl", "dec_mpls_ttl",
     "meter",        "stack_push",   "stack_pop",       "encap",         "decap",        "check_pkt_larger",
@@ -334,6 +334,7 @@ int instruction_rank(std::string_view key) {
 // action_set_classify() != ACTION_SLOT_INVALID.
 bool allowed_in_action_set(const OfAction& a) {
   return !std::holds_alternative<OfController>(a) && !std::holds_alternative<OfOutputReg>(a) &&
+         !std::holds_alternative<OfBundle>(a) &&
          !std::holds_alternative<OfGotoTable>(a) &&
          !std::holds_alternative<OfNote>(a) && !std::holds_alternative<OfWriteActions>(a) &&
          !std::holds_alternative<OfClearActions>(a) && !std::holds_alternative<OfWriteMetadata>(a);
@@ -498,6 +499,7 @@ class ActionParser {
     if (iequals(k, "load")) return parse_load(it, out);
     if (iequals(k, "move")) return parse_move(it, out);
     if (iequals(k, "dec_ttl")) return parse_dec_ttl(it, out);
+    if (iequals(k, "bundle")) return parse_bundle(it, out);
     if (iequals(k, "note")) return parse_note(it, out);
     if (iequals(k, "set_tunnel") || iequals(k, "set_tunnel64")) {
       if (Status st = number(it, UINT64_MAX, "tunnel id", v); !st) return st;
@@ -519,6 +521,64 @@ class ActionParser {
       }
     }
     return error_at("unknown action", it.key);
+  }
+
+  // strtok_r() over a Span: skips leading delimiters, returns the token up
+  // to the next delimiter and steps over that one delimiter (as strtok_r
+  // overwrites it), so "a , b" read with ", " then ": " gives "a" then ",".
+  static std::optional<Span> strtok_span(const Span& s, size_t& pos, std::string_view delims) {
+    while (pos < s.size() && delims.find(s.text[pos]) != std::string_view::npos) ++pos;
+    if (pos >= s.size()) return std::nullopt;
+    const size_t start = pos;
+    while (pos < s.size() && delims.find(s.text[pos]) == std::string_view::npos) ++pos;
+    Span tok = s.sub(start, pos - start);
+    if (pos < s.size()) ++pos;
+    return tok;
+  }
+
+  // bundle(fields,basis,algorithm,ofport,members:P,...) as bundle_parse()
+  // tokenizes it; see bundle.h. Differences from ovs-ofctl, all refusals of
+  // what it would silently accept: the basis must be a decimal 0..65535
+  // (ovs-ofctl's atoi() reads "abc" as 0 and "0x10" as 0), and more than
+  // 2048 members is an error (ovs-ofctl drops the rest).
+  Status parse_bundle(const Item& it, OfActions& out) {
+    static constexpr std::string_view kUsage = "bundle(fields,basis,algorithm,ofport,members:PORT,...)";
+    if (!it.paren) return error_at("bundle takes its arguments in parentheses", it.key, kUsage);
+    const Span& a = it.value;
+    size_t pos = 0;
+    std::optional<Span> fields = strtok_span(a, pos, ", ");
+    std::optional<Span> basis = strtok_span(a, pos, ", ");
+    std::optional<Span> algorithm = strtok_span(a, pos, ", ");
+    std::optional<Span> member_type = strtok_span(a, pos, ", ");
+    std::optional<Span> delim = strtok_span(a, pos, ": ");
+    if (!delim) return error_at("not enough arguments to bundle action", it.key, kUsage);
+    if (!iequals(delim->text, "members") && !iequals(delim->text, "slaves"))
+      return error_at("missing member delimiter, expected `members', got", *delim, kUsage);
+    OfBundle b;
+    while (std::optional<Span> m = strtok_span(a, pos, ", []")) {
+      if (b.members.size() >= kBundleMaxMembers)
+        return error_at("too many bundle members at", *m, "a bundle has at most 2048 members");
+      uint32_t port;
+      if (lookup_port(m->text, o_, port) != PortLookup::ok) return error_at("bad port number", *m);
+      b.members.push_back(port);
+    }
+    bool digits = !basis->empty();
+    for (char c : basis->text) digits &= c >= '0' && c <= '9';
+    uint64_t v = 0;
+    if (!digits || !parse_uint(basis->text, v) || v > 0xffff)
+      return error_at("bad bundle basis", *basis, "a decimal number 0..65535");
+    b.basis = static_cast<uint16_t>(v);
+    std::optional<HashFields> f = parse_hash_fields(fields->text);
+    if (!f)
+      return error_at("unknown bundle fields", *fields,
+                      "eth_src, symmetric_l4, symmetric_l3l4, symmetric_l3l4+udp, nw_src, nw_dst or symmetric_l3");
+    b.fields = *f;
+    std::optional<BundleAlgorithm> alg = parse_bundle_algorithm(algorithm->text);
+    if (!alg) return error_at("unknown bundle algorithm", *algorithm, "active_backup or hrw");
+    b.algorithm = *alg;
+    if (!iequals(member_type->text, "ofport")) return error_at("unknown member_type", *member_type, "ofport");
+    out.push_back(std::move(b));
+    return {};
   }
 
   Status parse_output(const Item& it, OfActions& out) {
@@ -864,6 +924,21 @@ void put_action(std::string& out, const OfAction& action, const OfFormatOptions&
                    out += ')';
                  },
                  [&](const OfClearActions&) { out += "clear_actions"; },
+                 [&](const OfBundle& a) {
+                   // bundle_format(): ports as output prints them (names when known).
+                   out += "bundle(";
+                   out += to_string(a.fields);
+                   out += ',';
+                   put_dec(out, a.basis);
+                   out += ',';
+                   out += to_string(a.algorithm);
+                   out += ",ofport,members:";
+                   for (size_t i = 0; i < a.members.size(); ++i) {
+                     if (i) out += ',';
+                     put_port(out, a.members[i], o);
+                   }
+                   out += ')';
+                 },
                  [&](const OfWriteMetadata& a) {
                    out += "write_metadata:";
                    put_hex_alt(out, a.value);
@@ -1018,6 +1093,30 @@ Status check_list(const OfActions& actions, Match& m, uint8_t table_id, CheckMod
                       "invalid output port (ports are below 0xff00, or IN_PORT, TABLE, NORMAL, "
                       "FLOOD, ALL, CONTROLLER, LOCAL)");
               }
+            },
+            [&](const OfBundle& b) -> Status {
+              // bundle_check(): every member but NONE is a valid output
+              // port; CONTROLLER is not supported (no max_len).
+              for (uint32_t p : b.members) {
+                if (p == kOfppNone) continue;
+                if (p == kOfppController) return check_error(i, a, "unsupported controller member");
+                switch (p) {
+                  case kOfppInPort:
+                  case kOfppTable:
+                  case kOfppNormal:
+                  case kOfppFlood:
+                  case kOfppAll:
+                  case kOfppLocal:
+                    continue;
+                  default:
+                    if (p < kOfppMax) continue;
+                }
+                return check_error(i, a,
+                                   "invalid member " + std::to_string(p) +
+                                       " (members are ports below 0xff00, or IN_PORT, TABLE, NORMAL, FLOOD, "
+                                       "ALL, LOCAL, NONE)");
+              }
+              return {};
             },
             [&](const OfGotoTable& g) -> Status {
               if (i + 1 != actions.size()) return check_error(i, a, "goto_table must be the last action");

@@ -40,7 +40,10 @@
 // push_vlan:0x8100|0x88a8, mod_dl_src, mod_dl_dst, mod_nw_src, mod_nw_dst,
 // mod_nw_tos, mod_nw_ecn, mod_nw_ttl, mod_tp_src, mod_tp_dst,
 // set_field:V[/M]->F, load:V->F[..], move:F[..]->F[..], dec_ttl,
-// dec_ttl(ids), note:hex, set_tunnel, set_tunnel64, and the OpenFlow 1.1+
+// dec_ttl(ids), note:hex, set_tunnel, set_tunnel64,
+// bundle(fields,basis,algorithm,ofport,members:P,...) (OfBundle, bundle.h;
+// printed as ovs-ofctl prints it: lower-case names, `members:`, ports as
+// output prints them; `slaves:` is read as `members:`), and the OpenFlow 1.1+
 // instructions clear_actions, write_actions(A,...) and write_metadata:V[/M]
 // (in OVS's order: actions, clear_actions, write_actions, write_metadata,
 // goto_table; each instruction once). Action names are
@@ -74,6 +77,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "flow/bundle.h"
 #include "flow/flow_key.h"
 #include "flow/match.h"
 #include "flow/of_fields.h"
@@ -266,7 +270,7 @@ struct OfWriteMetadata {
 using OfAction = std::variant<OfOutput, OfOutputReg, OfController, OfResubmit, OfGotoTable, OfSetVlanVid, OfSetVlanPcp,
                               OfStripVlan, OfPushVlan, OfSetEthSrc, OfSetEthDst, OfSetIpv4Src, OfSetIpv4Dst,
                               OfSetIpDscp, OfSetL4Src, OfSetL4Dst, OfLoad, OfMove, OfDecTtl, OfNote,
-                              OfSetTunnel, OfWriteActions, OfClearActions, OfWriteMetadata>;
+                              OfSetTunnel, OfWriteActions, OfClearActions, OfWriteMetadata, OfBundle>;
 using OfActions = std::vector<OfAction>;
 
 struct OfActionSet {
@@ -309,7 +313,9 @@ std::string format_of_action(const OfAction& action, const OfFormatOptions& opti
 //     tcp, vlan_pcp: a VLAN tag, ...; a load into vlan_vid needs a tag too,
 //     as OVS's set_field check, a move into it does not), a writable
 //     destination and bit ranges inside the fields;
-//   * push_vlan: at most two tags.
+//   * push_vlan: at most two tags;
+//   * bundle: every member NONE or a valid output port (as output), never
+//     CONTROLLER (bundle_check()).
 // The flow is followed through the list as OVS does: push_vlan,
 // mod_vlan_vid and mod_vlan_pcp make a tag present, strip_vlan pops one,
 // a load into vlan_tci sets it.

@@ -105,7 +105,7 @@ struct Bond::Impl {
     bool may_enable = false;
     bool enabled = false;
     bool admin_disabled = false;
-    bool seen = false;  // run() has looked at it once (registration: no delay)
+    bool seen = false;                      // run() has looked at it once (registration: no delay)
     std::optional<uint64_t> delay_expires;  // updelay/downdelay running (OVS: != LLONG_MAX)
     uint64_t tx_bytes = 0;                  // rebalance scratch: the sum of its buckets' loads
   };
@@ -113,7 +113,7 @@ struct Bond::Impl {
   BondSettings configured;
   BondSettings s;  // bond_effective_settings(configured)
   std::vector<Member> members;
-  std::array<int, kBuckets> bucket{};        // member index or kNone
+  std::array<int, kBuckets> bucket{};         // member index or kNone
   std::array<uint64_t, kBuckets> tx_bytes{};  // decayed load per bucket
   std::array<uint64_t, kBuckets> prev{};      // last cumulative datapath reading
   std::optional<size_t> active;
@@ -137,7 +137,8 @@ struct Bond::Impl {
            !(s.lacp_fallback_ab && lacp == LacpStatus::configured);
   }
   bool may_send_learning() const {
-    return ((lacp == LacpStatus::off && (s.mode == BondMode::balance_slb || s.mode == BondMode::active_backup)) ||
+    return ((lacp == LacpStatus::off &&
+             (s.mode == BondMode::balance_slb || s.mode == BondMode::active_backup)) ||
             (s.lacp_fallback_ab && lacp == LacpStatus::configured)) &&
            active.has_value();
   }
@@ -193,7 +194,7 @@ struct Bond::Impl {
     std::optional<size_t> best;
     for (size_t i = 0; i < members.size(); ++i) {
       const Member& m = members[i];
-      if (m.delay_expires && m.may_enable && !m.admin_disabled &&
+      if (m.delay_expires && m.carrier && m.may_enable && !m.admin_disabled &&
           (!best || *m.delay_expires < *members[*best].delay_expires))
         best = i;
     }
@@ -380,7 +381,8 @@ struct Bond::Impl {
     // each member's load is the sum of its buckets'.
     std::array<unsigned, kBuckets> order;
     for (unsigned b = 0; b < kBuckets; ++b) order[b] = b;
-    std::stable_sort(order.begin(), order.end(), [&](unsigned a, unsigned b) { return tx_bytes[a] > tx_bytes[b]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](unsigned a, unsigned b) { return tx_bytes[a] > tx_bytes[b]; });
     std::vector<std::vector<unsigned>> entries(members.size());
     for (Member& m : members) m.tx_bytes = 0;
     for (unsigned b : order) {
@@ -415,7 +417,9 @@ struct Bond::Impl {
         members[to].tx_bytes += tx_bytes[b];
         bucket[b] = static_cast<int>(to);
         // Off from's list; not onto to's (no second move in this run).
-        auto& fe = std::find_if(bals.begin(), bals.end(), [&](const Bal& x) { return x.member == from_member; })->entries;
+        auto& fe = std::find_if(bals.begin(), bals.end(), [&](const Bal& x) {
+                     return x.member == from_member;
+                   })->entries;
         fe.erase(std::find(fe.begin(), fe.end(), b));
         reinsert_bal(bals, from_member);
         reinsert_bal(bals, to);
@@ -428,7 +432,8 @@ struct Bond::Impl {
   }
 };
 
-Bond::Bond(std::string name, uint32_t id, BondSettings s, std::vector<BondMemberConfig> members, uint64_t now_ms)
+Bond::Bond(std::string name, uint32_t id, BondSettings s, std::vector<BondMemberConfig> members,
+           uint64_t now_ms)
     : name_(std::move(name)), id_(id), impl_(std::make_shared<Impl>()) {
   Impl& b = *impl_;
   b.configured = s;
@@ -549,7 +554,8 @@ BondChange Bond::run(uint64_t now_ms) {
     b.link_status_update(i);
     if (b.s.mode == BondMode::active_backup && b.is_primary(i) && b.members[i].enabled) primary = i;
   }
-  if (!b.active || !b.members[*b.active].enabled || (primary && b.active != primary)) b.choose_active_member();
+  if (!b.active || !b.members[*b.active].enabled || (primary && b.active != primary))
+    b.choose_active_member();
   b.fix_buckets();
 
   BondChange c;
@@ -603,7 +609,8 @@ void Bond::account(const flow::FlowKey& flow, uint16_t vlan, uint64_t n_bytes) {
   if (std::optional<unsigned> k = b.bucket_of(flow, vlan)) b.tx_bytes[*k] += n_bytes;
 }
 
-std::vector<LearningPacket> Bond::take_learning_due(std::span<const std::pair<uint16_t, flow::EthAddr>> macs) {
+std::vector<LearningPacket> Bond::take_learning_due(
+    std::span<const std::pair<uint16_t, flow::EthAddr>> macs) {
   std::lock_guard lock(mu_);
   Impl& b = *impl_;
   std::vector<LearningPacket> out;
@@ -673,7 +680,7 @@ BondVerdict Bond::check_admissibility(size_t member, const flow::FlowKey& flow) 
   // LACP configured but not negotiated: drop unless falling back.
   switch (b.lacp) {
     case LacpStatus::negotiated:
-      return (m.enabled || m.may_enable) ? BondVerdict::accept : BondVerdict::drop;
+      return (m.enabled || (m.carrier && m.may_enable)) ? BondVerdict::accept : BondVerdict::drop;
     case LacpStatus::configured:
       if (!b.s.lacp_fallback_ab) return BondVerdict::drop;
       break;
@@ -725,7 +732,7 @@ BondView Bond::view(uint64_t now_ms) const {
     mv.dp_port = m.cfg.dp_port;
     mv.mac = m.cfg.mac;
     mv.enabled = m.enabled;
-    mv.may_enable = m.may_enable;
+    mv.may_enable = m.carrier && m.may_enable;  // OVS's may_enable: carrier and LACP
     mv.active = b.active == i;
     mv.carrier = m.carrier;
     mv.admin_disabled = m.admin_disabled;

@@ -17,10 +17,15 @@
 //     negotiated (without it nothing is sent or accepted, unless
 //     lacp-fallback-ab, which makes it behave as active-backup).
 //   * members are enabled after `updelay` ms of carrier (and LACP
-//     may_enable), disabled after `downdelay` ms without; an admin can
-//     disable one (bond-disable-member). A disabled member's buckets go to
-//     enabled members at once (the least loaded first); an enabled member
-//     gets buckets at the next rebalance.
+//     may_enable), disabled after `downdelay` ms without (a member the bond
+//     starts with is taken as its link is, no delay; when every member is
+//     down, the first whose updelay runs skips the rest of it); an admin can
+//     disable one (bond-disable-member: it stays disabled until
+//     bond-enable-member — Open vSwitch 3.1's bond/disable-member is undone
+//     by its next link-state poll, observed live). A disabled member's
+//     buckets go to enabled members at once (the least loaded first); an
+//     enabled member gets buckets at the next rebalance. A hash-basis change
+//     keeps the bucket -> member map (OVS empties it).
 //   * rebalancing (bond_rebalance): every rebalance interval, from the bytes
 //     each bucket carried since the last one (an exponentially decayed sum,
 //     halved after each run as in OVS), buckets move from the most to the
@@ -121,6 +126,7 @@ struct BondMemberView {
   uint32_t ofport = 0;
   uint16_t dp_port = 0;
   flow::EthAddr mac{};
+  // may_enable as bond/show prints it (Open vSwitch's: carrier and LACP's verdict).
   bool enabled = false, may_enable = false, active = false;
   bool carrier = false, admin_disabled = false;
   std::optional<uint64_t> delay_left_ms;  // updelay / downdelay running
@@ -186,8 +192,15 @@ class Bond {
 
   // --- translation (readers) ---
   LacpStatus lacp_status() const;
-  // Whether output uses lb_output (balance-tcp, lb_output_action, LACP
-  // negotiated or not needed) or the recirculation scheme.
+  // Whether output uses lb_output (balance-tcp, lb_output_action, not
+  // falling back to active-backup) or the recirculation scheme: OVS's
+  // bond_use_lb_output() / bond_may_recirc(), which do not look at LACP.
+  // Translation asks choose_output(flow, nullptr, vlan) first, as OVS's
+  // output_normal() does, and outputs nothing when it says nullopt: a
+  // balance-tcp bond without LACP negotiated (lacp=off included) sends
+  // nothing and drops what it receives (observed on a live Open vSwitch
+  // 3.1: flooding skips the bond, ofproto/trace says "bonding refused
+  // admissibility"); only then hash(l4(basis)) + lb_output(id) / recirc(id).
   bool use_lb_output() const;
   bool use_recirc() const;
   // OVS's bond_may_recirc(): balance-tcp not falling back to active-backup

@@ -74,6 +74,16 @@ namespace keel::ofproto {
 class Bond;
 class Lacp;
 
+// The recirculation scheme's per-bucket traffic of one bond (lb-output-action
+// =false): the bytes and packets the second-pass megaflows of each bucket
+// carried, added by the revalidator from their statistics (relaxed atomics,
+// one writer at a time per flow, any reader); the maintenance tick hands
+// them to Bond::rebalance as the datapath's bucket counters are for
+// lb_output. Shared by the bond's members' PortConfigs.
+struct BondRecircLoads {
+  std::array<std::atomic<uint64_t>, 256> bytes{}, packets{};
+};
+
 // VLAN role of a port for NORMAL (ovs-vsctl vlan_mode, tag, trunks).
 enum class VlanMode : uint8_t {
   trunk,           // tagged frames of `trunks` (empty: all VLANs); untagged = VLAN 0
@@ -106,6 +116,7 @@ struct PortConfig {
   std::string bond;
   std::shared_ptr<Bond> bond_obj;
   std::shared_ptr<Lacp> lacp;
+  std::shared_ptr<BondRecircLoads> bond_loads;
   size_t bond_member = 0;
   uint32_t bond_ofport = 0;
   // The port that stands for this one in the MAC table and in "is this the
@@ -151,6 +162,9 @@ class Bridge {
   // across tables appears at once): pass it to table(i).lookup().
   Version version() const { return version_.load(std::memory_order_acquire); }
   const Classifier& table(uint8_t id) const { return *tables_[id]; }
+  // Whether datapath port `dp_port`'s link is up (the bundle() action's
+  // member choice); true when no probe was set (unit tests).
+  bool port_link_up(uint16_t dp_port) const { return !link_probe_ || link_probe_(dp_port); }
   MacLearning& mac() { return mac_; }
   const MacLearning& mac() const { return mac_; }
   // Bumped by every rule change (after publish): the revalidator compares.
@@ -168,6 +182,9 @@ class Bridge {
   static constexpr size_t kMaxLoggedChanges = 4096;
 
   // --- writer (control thread) ---
+  // Set once, before the bridge is published (Ofproto::add_bridge): reads
+  // the datapath port's link state (any thread).
+  void set_link_probe(std::function<bool(uint16_t)> probe) { link_probe_ = std::move(probe); }
   Status add_port(const PortConfig& port);  // ofport 0: the lowest free number
   // Several ports at once (a bond's members), all or none: ofport 0 gets
   // the lowest free number; `finish`, when given, sees the ports with
@@ -227,6 +244,7 @@ class Bridge {
   void bury(std::vector<OfRule*> rules);
 
   std::string name_;
+  std::function<bool(uint16_t)> link_probe_;
   datapath::Rcu* rcu_;
   std::shared_ptr<const PortMap> ports_;
   std::array<std::unique_ptr<Classifier>, kNumTables> tables_;

@@ -71,18 +71,30 @@ void put_info(uint8_t* p, const LacpInfo& i) {
 
 enum class PduKind : uint8_t { lacp, marker, bad };
 
-// Classifies `frame` as parse_lacpdu's contract says. Accepted: an
-// untagged slow-protocol frame of at least 14 + 110 bytes, subtype 1, a
+// Classifies `frame` as parse_lacpdu's contract says. Accepted: a
+// slow-protocol frame (untagged, or behind one 802.1Q/802.1ad tag, as
+// Open vSwitch) with at least 110 bytes after the EtherType (shorter is bad
+// whatever its subtype, as Open vSwitch), subtype 1, a
 // version other than 0, actor TLV (1, 20), partner TLV (2, 20); version 1
 // must also carry the collector TLV (3, 16) and the terminator (0, 0) where
 // 802.1AX-2008 puts them. A later version may put other TLVs there
 // (802.1AX-2014's v2 has extra TLVs) and a v1 receiver interprets only the
 // v1 fields. Subtype 2 is a Marker PDU (counted apart, as Open vSwitch).
 PduKind classify(std::span<const uint8_t> frame, LacpPdu* out) {
-  if (frame.size() < kEthHeaderLen + 1 || get16(frame.data() + 12) != kEthTypeSlowProtocols) return PduKind::bad;
-  const uint8_t* p = frame.data() + kEthHeaderLen;
+  // The EtherType, after one VLAN tag if there is one: Open vSwitch hands
+  // LACP a frame whose flow dl_type is 0x8809 and reads the PDU at its L3
+  // offset; under its default other_config:vlan-limit=1 that is through
+  // one tag, never two (checked live: a single-tagged LACPDU is processed,
+  // a double-tagged one never reaches LACP).
+  size_t type_at = 12;
+  if (frame.size() >= 14) {
+    const uint16_t t = get16(frame.data() + 12);
+    if (t == 0x8100 || t == 0x88a8) type_at = 16;
+  }
+  const size_t l3 = type_at + 2;
+  if (frame.size() < l3 + kPduLen || get16(frame.data() + type_at) != kEthTypeSlowProtocols) return PduKind::bad;
+  const uint8_t* p = frame.data() + l3;
   if (p[0] == kSubtypeMarker) return PduKind::marker;
-  if (frame.size() < kEthHeaderLen + kPduLen) return PduKind::bad;
   if (p[0] != kSubtypeLacp || p[1] == 0) return PduKind::bad;
   if (p[kActorTlv] != 1 || p[kActorTlv + 1] != kInfoTlvLen) return PduKind::bad;
   if (p[kPartnerTlv] != 2 || p[kPartnerTlv + 1] != kInfoTlvLen) return PduKind::bad;

@@ -11,19 +11,33 @@
 //     partner is then assumed fast and out of sync), then `defaulted`
 //     (partner forgotten). A new member of an active actor starts expired;
 //     of a passive one, defaulted;
-//   * the bond is negotiated once some member is current (or expired) and
-//     attached; members attach when their partner is in sync and agrees
-//     on system id and key with the lead member: a member whose partner
-//     system or key differs is not enabled (may_enable false);
-//   * PDUs are sent every 1 s (fast) or 30 s (slow), as the *partner's*
-//     timeout bit asks, and at once when the actor's state changes; a
-//     passive actor sends only once it has heard an active partner;
-//   * lacp-fallback-ab: without a partner the bond may work as
-//     active-backup (status stays `configured`, members may be enabled).
+//   * the bond is negotiated once some member that is not defaulted is
+//     attached. The lead is the best-priority current attached member (else
+//     the best that attaches now); a member attaches when its partner has
+//     the lead's partner's system id and key, and never when it hears its
+//     own system id (looped back). A member may be enabled when attached
+//     and its partner says synchronized: a member whose partner system or
+//     key differs is not enabled (may_enable false). As in Open vSwitch, an
+//     expired member still attaches (the bond reads `negotiated` for the
+//     first 3 s of an active bond with no partner) yet is never enabled;
+//   * PDUs are sent every 1 s or 30 s, as the *partner's* timeout bit asks
+//     (so every 30 s while the partner is defaulted, whatever lacp-time),
+//     and at once when the actor's state changes or the partner's last PDU
+//     showed it holds stale information about us; a passive actor sends
+//     only once it has heard a partner; a member with carrier down sends
+//     nothing and drops what it receives;
+//   * lacp-fallback-ab: defaulted members attach and may be enabled while
+//     no member has a partner (status stays `configured`); once one has,
+//     the defaulted ones detach.
 //
-// Bad input: a frame that is not a whole LACPDU (short, wrong subtype or
-// version, TLV types or lengths that lie) is counted (rx_bad) and ignored;
-// nothing is read past the frame. tests/fuzz/fuzz_lacp.cpp holds parse_lacpdu.
+// Bad input: a frame that is not a whole LACPDU (fewer than 110 bytes after
+// the EtherType, not EtherType 0x8809 untagged or after one VLAN tag — Open
+// vSwitch reads a single-tagged LACPDU too —, subtype other than 1, version 0, actor or
+// partner TLV type or length that lies; for version 1 also the collector
+// TLV and terminator) is counted (rx_bad) and ignored; a Marker PDU
+// (subtype 2) is counted apart (rx_marker); nothing is read past the frame.
+// Open vSwitch checks subtype and the actor/partner TLVs only; the rest is
+// 802.1AX. tests/fuzz/fuzz_lacp.cpp holds parse_lacpdu and process_packet.
 //
 // Thread-safety: every method takes the object's own mutex. The writers
 // are the maintenance thread (run(), carrier) and the upcall handlers
@@ -77,18 +91,23 @@ std::vector<uint8_t> compose_lacpdu(const LacpPdu& pdu, const flow::EthAddr& src
 
 struct LacpSettings {
   std::string name;                 // the bond's
-  flow::EthAddr sys_id{};           // other_config:lacp-system-id; default: the bond's first member's MAC
-  uint16_t sys_priority = 65534;    // other_config:lacp-system-priority (OVS's default, as captured)
+  // other_config:lacp-system-id. Open vSwitch's default is the bridge's
+  // hardware address (bridge.c: port->bridge->ea); the caller picks keel's.
+  // Never zero (Open vSwitch refuses a zero system id).
+  flow::EthAddr sys_id{};
+  // other_config:lacp-system-priority; Open vSwitch's default is 65534 for
+  // a bond of two or more interfaces (65535 for one), as captured.
+  uint16_t sys_priority = 65534;
   bool active = true;               // lacp=active|passive
-  bool fast = false;                // other_config:lacp-time
+  bool fast = false;                // other_config:lacp-time=fast
   bool fallback_ab = false;         // other_config:lacp-fallback-ab
 };
 struct LacpMemberSettings {
   std::string name;
-  uint16_t port_id = 0;             // OVS: the OpenFlow port number
-  uint16_t port_priority = 65535;
-  uint16_t key = 0;                 // aggregation key; OVS: the lowest member port id (0: same)
-  flow::EthAddr mac{};              // source MAC of its PDUs
+  uint16_t port_id = 0;             // Interface other_config:lacp-port-id; OVS's default: the OpenFlow port number
+  uint16_t port_priority = 65535;   // Interface other_config:lacp-port-priority (OVS's default)
+  uint16_t key = 0;                 // Interface other_config:lacp-aggregation-key; 0: none (see Lacp())
+  flow::EthAddr mac{};              // source MAC of its PDUs (Open vSwitch: the interface's MAC)
 };
 
 enum class LacpMemberStatus : uint8_t { current, expired, defaulted };

@@ -217,6 +217,10 @@ Status Ofproto::add_bridge(std::string_view name) {
   if (owned_.size() >= kMaxBridges)
     return error(Errc::resource_exhausted, "too many bridges (at most " + std::to_string(kMaxBridges) + ")");
   owned_.push_back(std::make_unique<Bridge>(std::string(name), &rcu_));
+  owned_.back()->set_link_probe([this](uint16_t id) {
+    hal::Port* p = dp_.port(id);
+    return p && p->link().up;
+  });
   publish_bridges();
   return {};
 }

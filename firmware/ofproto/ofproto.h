@@ -7,7 +7,8 @@
 //
 // Threads:
 //   * control thread (consoles, config) and the maintenance thread (expiry,
-//     reclamation, every kMaintenanceMs): the writers. They serialise on
+//     reclamation, the bonds' tick: run_bonds(), every kMaintenanceMs): the
+//     writers. They serialise on
 //     writer_mutex(): every call to a writer method below, and to a Bridge
 //     writer method, holds it. (The CLI takes it per command; start() runs
 //     the maintenance thread, which takes it per tick.)
@@ -20,8 +21,19 @@
 //     mutex (no PMD ever touches it).
 //   * knobs: relaxed atomics, set by the control thread, read by anyone.
 //
+// Bonds (add_bond): the Ofproto owns each bond's BondPort (writers only)
+// and shares its Bond and Lacp with the members' PortConfigs, through which
+// translation reaches them lock-free (their methods take their own
+// mutexes, never held by a PMD). The maintenance tick feeds them link
+// state, sends their LACPDUs and learning packets (Datapath::send_packet),
+// pushes bucket tables (Datapath::bond_set / bond_del) and asks for a
+// revalidation round when a decision translation made may have changed
+// (Bridge::invalidate_translations, then the revalidate hook).
+//
 // Life cycle: a deleted bridge leaves the index and the bridge list at
 // once and is freed after a grace period; so are replaced index snapshots.
+// A deleted bond's members leave the bridge at once; its Bond and Lacp go
+// with the last snapshot that names them.
 #pragma once
 
 #include <atomic>
@@ -105,6 +117,7 @@ struct BondPort {
   uint32_t id = 0;                 // 1..kMaxBondId: lb_output(id), recirc(id), bond/show's Recirc-ID
   std::shared_ptr<Bond> bond;
   std::shared_ptr<Lacp> lacp;      // null: lacp=off
+  std::shared_ptr<BondRecircLoads> loads;  // the recirculation scheme's bucket counters
   std::vector<std::string> members;
   // Maintenance state.
   bool dp_installed = false;       // Datapath::bond_set() done for id (lb_output in use)

@@ -74,7 +74,8 @@ const BondPort* Ofproto::bond_of_member(std::string_view port) const {
 
 Status Ofproto::check_bond_settings(const BondSettings& s, const std::vector<std::string>& members) const {
   (void)members;  // bond-primary may name no member (bond/show says "(no such member)", as OVS)
-  if (s.rebalance_interval_ms > INT32_MAX) return invalid("other_config:bond-rebalance-interval out of range");
+  if (s.rebalance_interval_ms > INT32_MAX)
+    return invalid("other_config:bond-rebalance-interval out of range");
   // balance-tcp with lacp=off is what Open vSwitch accepts too (it then
   // balances without LACP); no other combination is refused.
   return {};
@@ -86,10 +87,12 @@ Status Ofproto::add_bond(std::string_view bridge, std::string_view bond, const B
   const std::string name(bond);
   if (name.empty() || name.size() > 31) return invalid("bond name '" + name + "': 1 to 31 characters");
   if (find_bond(name))
-    return error(Errc::already_exists, "cannot create a port named " + name + " because a port named " + name +
-                                           " already exists on bridge " + find_bond(name)->bridge->name());
+    return error(Errc::already_exists, "cannot create a port named " + name + " because a port named " +
+                                           name + " already exists on bridge " +
+                                           find_bond(name)->bridge->name());
   if (dp_.find_port(name))
-    return error(Errc::already_exists, "bond " + name + ": a datapath port has that name (a bond needs its own)");
+    return error(Errc::already_exists,
+                 "bond " + name + ": a datapath port has that name (a bond needs its own)");
   if (find_bridge(name)) return error(Errc::already_exists, "bond " + name + ": a bridge has that name");
   if (req.members.size() < 2)
     return invalid("add-bond requires at least 2 interfaces, but only " + std::to_string(req.members.size()) +
@@ -111,7 +114,8 @@ Status Ofproto::add_bond(std::string_view bridge, std::string_view bond, const B
     if (!used) id = c;
   }
   if (!id)
-    return error(Errc::resource_exhausted, "too many bonds (at most " + std::to_string(datapath::kMaxBondId) + ")");
+    return error(Errc::resource_exhausted,
+                 "too many bonds (at most " + std::to_string(datapath::kMaxBondId) + ")");
 
   // Every member checked before anything changes (ovs-vsctl's words for
   // one that is taken).
@@ -120,8 +124,9 @@ Status Ofproto::add_bond(std::string_view bridge, std::string_view bond, const B
       if (PortOwner o = port_owner(p->id()); o.bridge) {
         const BondPort* in = bond_of_member(m);
         return error(Errc::already_exists, "cannot create an interface named " + m +
-                                               " because an interface named " + m + " already exists on bridge " +
-                                               o.bridge->name() + (in ? " (in bond " + in->name + ")" : ""));
+                                               " because an interface named " + m +
+                                               " already exists on bridge " + o.bridge->name() +
+                                               (in ? " (in bond " + in->name + ")" : ""));
       }
   std::vector<PortConfig> pcs;
   std::vector<std::vector<std::pair<uint16_t, int>>> affinities(req.members.size());
@@ -151,6 +156,7 @@ Status Ofproto::add_bond(std::string_view bridge, std::string_view bond, const B
   bp->id = id;
   bp->members = req.members;
   bp->carrier.assign(req.members.size(), -1);
+  bp->loads = std::make_shared<BondRecircLoads>();
   const BondSettings settings = req.settings;
   Status st = br->add_ports(pcs, [&](std::vector<PortConfig>& ports) -> Status {
     std::vector<BondMemberConfig> mc;
@@ -175,6 +181,7 @@ Status Ofproto::add_bond(std::string_view bridge, std::string_view bond, const B
       ports[i].bond = name;
       ports[i].bond_obj = bp->bond;
       ports[i].lacp = bp->lacp;
+      ports[i].bond_loads = bp->loads;
       ports[i].bond_member = i;
       ports[i].bond_ofport = ports[0].ofport;
     }
@@ -200,10 +207,10 @@ Status Ofproto::set_bond(std::string_view bond, const BondSettings& s, const Por
   BondPort* bp = find_bond_mut(bond);
   if (!bp) return error(Errc::not_found, "no row \"" + std::string(bond) + "\" in table Port");
   if (Status st = check_bond_settings(s, bp->members); !st.ok()) return st;
-  if (vlan.tag && *vlan.tag > 4095) return invalid("tag " + std::to_string(*vlan.tag) + " out of range (0..4095)");
+  if (vlan.tag && *vlan.tag > 4095)
+    return invalid("tag " + std::to_string(*vlan.tag) + " out of range (0..4095)");
   for (uint16_t v : vlan.trunks)
     if (v > 4095) return invalid("trunks: VLAN " + std::to_string(v) + " out of range (0..4095)");
-  const BondSettings old = bp->bond->settings();
   // LACP comes or goes with lacp=; the Lacp keeps its state otherwise.
   std::shared_ptr<Lacp> lacp = bp->lacp;
   const auto members = bp->bond->members();
@@ -250,7 +257,6 @@ Status Ofproto::set_bond(std::string_view bond, const BondSettings& s, const Por
   if (!st.ok()) return st;
   bp->lacp = std::move(lacp);
   bp->bond->reconfigure(s, now_ms());
-  if (old.hash_basis != s.hash_basis || old.mode != s.mode) bp->bridge->mac().flush();
   run_bonds(now_ms());
   return {};
 }
@@ -258,7 +264,8 @@ Status Ofproto::set_bond(std::string_view bond, const BondSettings& s, const Por
 void Ofproto::bond_dp_del(BondPort& b) {
   if (!b.dp_installed) return;
   if (Status st = dp_.bond_del(b.id); !st.ok())
-    KEEL_LOG(log_bond, warn, "bond %s: removing datapath bond %u: %s", b.name.c_str(), b.id, st.message().c_str());
+    KEEL_LOG(log_bond, warn, "bond %s: removing datapath bond %u: %s", b.name.c_str(), b.id,
+             st.message().c_str());
   b.dp_installed = false;
 }
 
@@ -272,8 +279,9 @@ Status Ofproto::del_bond(std::string_view bridge, std::string_view bond) {
   for (const PortConfig& p : bp.bridge->ports()->ports)
     if (p.bond == bp.name) gone.push_back(p);
   Status st = bp.bridge->edit_ports([&](std::vector<PortConfig>& ports) -> Status {
-    ports.erase(std::remove_if(ports.begin(), ports.end(), [&](const PortConfig& p) { return p.bond == bp.name; }),
-                ports.end());
+    ports.erase(
+        std::remove_if(ports.begin(), ports.end(), [&](const PortConfig& p) { return p.bond == bp.name; }),
+        ports.end());
     return {};
   });
   if (!st.ok()) return st;
@@ -351,13 +359,20 @@ void Ofproto::run_bonds(uint64_t now) {
     if (ch.tables && !bond.use_lb_output()) ch.revalidate = true;
     if (bond.rebalance_due(now)) {
       if (b.dp_installed) {
-        if (auto stats = dp_.bond_stats(b.id); stats && bond.rebalance(*stats, now)) ch.tables = ch.revalidate = true;
+        if (auto stats = dp_.bond_stats(b.id); stats && bond.rebalance(*stats, now))
+          ch.tables = ch.revalidate = true;
       }
-      // Without a datapath table (slb, tcp through recirculation) the
-      // datapath counts nothing per bucket: Bond::rebalance sees zeros,
-      // which moves nothing (OVS accounts those from flow statistics).
-      else if (bond.rebalance(datapath::BondBucketStats{}, now)) {
-        ch.revalidate = true;
+      // The recirculation scheme: the second-pass megaflows' bytes per
+      // bucket (the revalidator adds them). balance-slb and a member chosen
+      // by translation: Bond::account() fed the loads; the stats are unused.
+      else {
+        datapath::BondBucketStats st;
+        if (bond.use_recirc())
+          for (unsigned i = 0; i < datapath::kBondBuckets; ++i) {
+            st.bytes[i] = b.loads->bytes[i].load(std::memory_order_relaxed);
+            st.packets[i] = b.loads->packets[i].load(std::memory_order_relaxed);
+          }
+        if (bond.rebalance(st, now)) ch.revalidate = true;
       }
     }
     // The datapath table follows lb_output use.
@@ -369,7 +384,8 @@ void Ofproto::run_bonds(uint64_t now) {
           b.dp_installed = true;
           b.pushed = want;
         } else if (b.dp_errors++ == 0) {
-          KEEL_LOG(log_bond, warn, "bond %s: datapath bond %u: %s", b.name.c_str(), b.id, st.message().c_str());
+          KEEL_LOG(log_bond, warn, "bond %s: datapath bond %u: %s", b.name.c_str(), b.id,
+                   st.message().c_str());
         }
       }
     } else if (b.dp_installed) {
@@ -383,7 +399,8 @@ void Ofproto::run_bonds(uint64_t now) {
         if (e.ofport != members[0].ofport) macs.emplace_back(e.vlan, e.mac);
       for (const LearningPacket& lp : bond.take_learning_due(macs))
         if (Status st = dp_.send_packet(lp.dp_port, lp.frame); !st.ok() && b.dp_errors++ == 0)
-          KEEL_LOG(log_bond, warn, "bond %s: sending a learning packet: %s", b.name.c_str(), st.message().c_str());
+          KEEL_LOG(log_bond, warn, "bond %s: sending a learning packet: %s", b.name.c_str(),
+                   st.message().c_str());
     }
     if (ch.revalidate) {
       b.bridge->invalidate_translations();

@@ -30,6 +30,8 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
     out.tables = x->tables;
     out.mac_gen = x->mac_generation;
     out.mac_changed = x->mac_changed;
+    for (auto& c : x->bond_choices)
+      out.bond_accounts.push_back({std::move(c.bond), c.flow, c.vlan, std::move(c.loads), c.bucket});
     out.cacheable = true;
     return {};
   };

@@ -10,6 +10,7 @@
 #include "flow/flow_text.h"
 #include "flow/miniflow.h"
 #include "keel/hal/cpu.h"
+#include "ofproto/bond.h"
 #include "ofproto/bridge.h"
 
 namespace keel::ofproto {
@@ -310,6 +311,8 @@ void Udpif::adopt(Ukey& k, Translation& t) {
   k.uses_normal = t.uses_normal;
   k.mac_gen = t.mac_gen;
   k.cold->tables = t.tables;
+  k.cold->bond_accounts = std::move(t.bond_accounts);
+  k.bond_accounts = !k.cold->bond_accounts.empty();
 }
 
 void Udpif::forget_pmd(unsigned pmd) {
@@ -657,6 +660,15 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
       out.no_bridge_drops += pkts;
       return;
     }
+    if (k.bond_accounts)
+      for (const BondAccounting& b : k.cold->bond_accounts) {
+        if (b.loads) {  // relaxed: the maintenance tick reads them, one writer per flow
+          b.loads->bytes[b.bucket & 255].fetch_add(bytes, std::memory_order_relaxed);
+          b.loads->packets[b.bucket & 255].fetch_add(pkts, std::memory_order_relaxed);
+        } else {
+          b.bond->account(b.flow, b.vlan, bytes);
+        }
+      }
     if (k.rule1) {
       if (k.rule1 != agg_rule) {
         flush_agg();

@@ -108,6 +108,20 @@
 namespace keel::ofproto {
 
 class Bridge;
+class Bond;
+struct BondRecircLoads;
+
+// A flow whose bond member translation chose (balance-slb; balance-tcp
+// without lb_output or recirculation): the revalidator adds the flow's new
+// bytes to the bond's bucket loads (Bond::account, OVS's XC_BOND entry).
+struct BondAccounting {
+  std::shared_ptr<Bond> bond;
+  flow::FlowKey flow{};
+  uint16_t vlan = 0;
+  // Set for a recirculation second pass: its bytes go to this bucket.
+  std::shared_ptr<BondRecircLoads> loads;
+  unsigned bucket = 0;
+};
 
 // What translation gives the slow path for one flow.
 struct Translation {
@@ -121,6 +135,7 @@ struct Translation {
   std::bitset<256> tables;               // tables looked up (a change elsewhere can't matter)
   bool cacheable = true;                 // false: execute only, never install
   bool mac_changed = false;              // NORMAL learned a new MAC or a move
+  std::vector<BondAccounting> bond_accounts;  // bonds whose loads the flow's bytes count in
 };
 
 // Translates `flow` (in_port = datapath port). may_learn: NORMAL may learn
@@ -234,6 +249,7 @@ class Udpif {
     flow::DpActions actions;
     std::vector<const OfRule*> rules;
     std::bitset<256> tables;  // looked up by the translation
+    std::vector<BondAccounting> bond_accounts;
   };
   struct Ukey {
     uint64_t packets = 0, bytes = 0;  // pushed to rules so far
@@ -247,6 +263,7 @@ class Udpif {
     unsigned pmd = 0;
     bool uses_normal = false;
     bool exact = false;  // installed with megaflows off (mask: the whole key)
+    bool bond_accounts = false;  // cold->bond_accounts is not empty
   };
   struct UkeyId {
     unsigned pmd;

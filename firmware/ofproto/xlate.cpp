@@ -186,6 +186,7 @@ class Ctx {
   void output_normal(const PortConfig& out, const XVlan& x);
   void output_bundle(const PortConfig& out, uint16_t vid);
   bool is_gratuitous_arp();
+  bool bundle_member_enabled(uint32_t ofport);
   bool bond_recirc();     // second pass of a bond's recirculation; false: no bond has the id
   bool process_special(); // slow-protocol frames on a LACP bond member; true: done
 
@@ -443,6 +444,12 @@ void Ctx::do_actions(const OfActions& acts) {
           } else if constexpr (std::is_same_v<T, OfWriteMetadata>) {
             const uint64_t md = text::ntoh64(flow_.metadata);
             flow_.metadata = text::hton64((md & ~x.mask) | (x.value & x.mask));
+          } else if constexpr (std::is_same_v<T, OfBundle>) {
+            // xlate_bundle_action(): the member bundle_execute() picks
+            // (none enabled: OFPP_NONE, nothing is output).
+            const std::optional<uint32_t> port =
+                bundle_execute(x, flow_, &wc_, [this](uint32_t p) { return bundle_member_enabled(p); });
+            output_action(port.value_or(kOfppNone), 0);
           }
         },
         a);
@@ -871,6 +878,30 @@ bool Ctx::is_gratuitous_arp() {
   return false;
 }
 
+// member_enabled_cb() of Open vSwitch: the reserved ports that are not
+// CONTROLLER always; a port when its link is up and, if it is a bond's
+// member, the bond has it enabled (OVS's xport->may_enable).
+bool Ctx::bundle_member_enabled(uint32_t ofport) {
+  switch (ofport) {
+    case kOfppInPort:
+    case kOfppTable:
+    case kOfppNormal:
+    case kOfppFlood:
+    case kOfppAll:
+    case kOfppNone:
+      return true;
+    case kOfppController:
+      return false;
+    default:
+      break;
+  }
+  const PortConfig* p = ports_->by_ofport(ofport);
+  if (!p || !br_.port_link_up(p->dp_port)) return false;
+  if (!p->bond_obj) return true;
+  const BondView v = p->bond_obj->view(in_.now_ns / 1'000'000);
+  return p->bond_member < v.members.size() && v.members[p->bond_member].enabled;
+}
+
 // output_normal()'s choice of port for a bundle (OVS: a bond's
 // bond_choose_output_member(), or the recirculation it asks for).
 void Ctx::output_bundle(const PortConfig& out, uint16_t vid) {
@@ -880,9 +911,13 @@ void Ctx::output_bundle(const PortConfig& out, uint16_t vid) {
   }
   const Bond& bond = *out.bond_obj;
   if (bond.use_lb_output() || bond.use_recirc()) {
-    // Every L4 flow shares this megaflow: the hash reads no field into
-    // the mask (OVS: "Recirculation does not require unmasking hash
-    // fields"); the datapath picks the member per packet.
+    // As OVS's output_normal(): the bond must have a member for the packet
+    // at all (balance-tcp needs LACP negotiated: without, or with no member
+    // enabled, nothing is sent), asked without a mask. Every L4 flow then
+    // shares this megaflow: the hash reads no field into the mask (OVS:
+    // "Recirculation does not require unmasking hash fields"); the
+    // datapath picks the member per packet.
+    if (!bond.choose_output(flow_, nullptr, vid)) return;
     const uint32_t basis = bond.settings().hash_basis;
     commit();
     b_.hash_l4(basis);
@@ -894,6 +929,7 @@ void Ctx::output_bundle(const PortConfig& out, uint16_t vid) {
   }
   std::optional<BondMemberConfig> m = bond.choose_output(flow_, &wc_, vid);
   if (!m) return;  // no member enabled: drop (as OVS, silently)
+  if (bond.settings().mode != BondMode::active_backup) out_.bond_choices.push_back({out.bond_obj, flow_, vid});
   compose_output(m->ofport);
 }
 
@@ -920,7 +956,10 @@ bool Ctx::bond_recirc() {
     trace_list_ = &n->subs;
     report(NodeType::action, m ? "output:" + std::to_string(m->ofport) : std::string("drop"));
   }
-  if (m) compose_output(m->ofport);
+  if (m) {
+    compose_output(m->ofport);
+    if (owner->bond_loads) out_.bond_choices.push_back({owner->bond_obj, {}, 0, owner->bond_loads, bucket});
+  }
   return true;
 }
 

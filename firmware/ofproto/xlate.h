@@ -67,6 +67,7 @@
 
 #include <bitset>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -82,6 +83,8 @@
 #include "ofproto/rule.h"
 
 namespace keel::ofproto {
+
+class Bond;
 
 inline constexpr unsigned kMaxResubmitDepth = 64;                                    // OVS MAX_DEPTH
 inline constexpr unsigned kMaxResubmits = kMaxResubmitDepth * kMaxResubmitDepth;  // OVS MAX_RESUBMITS
@@ -120,6 +123,17 @@ struct XlateOut {
   bool uses_normal = false;    // NORMAL ran: revalidate when the MAC table's generation moves
   bool to_controller = false;  // a controller userspace() action was emitted
   bool slow_path_lacp = false; // a LACPDU on a LACP bond member: userspace(slow path) and nothing else
+  // Bonds whose member translation chose, with the flow and VLAN it chose
+  // for: the revalidator counts the flow's bytes in their bucket loads.
+  struct BondChoice {
+    std::shared_ptr<Bond> bond;
+    flow::FlowKey flow{};
+    uint16_t vlan = 0;
+    // The recirculation scheme's second pass: the bucket's counters instead.
+    std::shared_ptr<BondRecircLoads> loads;
+    unsigned bucket = 0;
+  };
+  std::vector<BondChoice> bond_choices;
   bool mac_changed = false;    // NORMAL learned a new MAC or a move
   uint64_t mac_generation = 0; // MacLearning::generation() when NORMAL looked (0 if no NORMAL)
   uint32_t in_ofport = 0;      // the OpenFlow input port

@@ -98,9 +98,10 @@ Status Port::set_link(bool up) {
 
 MacAddr Port::mac() const {
   if (has_mac_) return mac_;
-  // Open vSwitch's dummy ports: aa:55 then a 32-bit number (theirs a
-  // counter, ours the datapath port number).
-  return {0xaa, 0x55, 0, 0, static_cast<uint8_t>(id_ >> 8), static_cast<uint8_t>(id_)};
+  // Open vSwitch's dummy ports: aa:55 then a 32-bit number counting from
+  // 0xaa550000 (netdev-dummy.c), so aa:55:aa:55:HH:LL; ours is 0xaa550000
+  // plus the datapath port number.
+  return {0xaa, 0x55, 0xaa, 0x55, static_cast<uint8_t>(id_ >> 8), static_cast<uint8_t>(id_)};
 }
 
 std::string format_mac(const MacAddr& m) {

@@ -25,6 +25,13 @@
 //   dpcls16  the 16 megaflows (16 masks) of shared/bench's dpcls-16masks,
 //            traffic round-robin over them, EMC and SMC off -> dpcls, 8.5
 //            subtables probed per hit on average
+//   lb_output  1024 flows (dst /16 as emc), one megaflow with
+//            hash(l4(0)),lb_output(1), bond 1's 256 buckets all on p1
+//            (EMC, SMC off): dpcls hit, the 5-tuple hash, the bucket
+//   recirc_bond  the same traffic through Open vSwitch's recirculation
+//            scheme (lb-output-action=false): hash(l4(0)),recirc(0x1),
+//            then one of 256 megaflows recirc_id(1),dp_hash(B/0xff) -> p1:
+//            two dpcls passes per packet
 //   upcall   every packet a new 5-tuple, megaflows off: miss -> upcall ->
 //            handler -> stand-in translation (in_port -> output:2, as
 //            bench_revalidate; cheaper than xlate) -> exact-match install ->
@@ -36,6 +43,9 @@
 //
 // CAPACITY (default N) sizes the packet pool and the rings: give both runs
 // of a pair the same one, so that setting them up costs the same.
+// The result line's pps= is N over the wall time from the inject to the
+// last packet out: meaningful natively (a rough packets/s of the path on
+// one PMD, ring rx/tx included), not under cachegrind.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -78,7 +88,7 @@ int fail(const std::string& what) {
 
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
-    fprintf(stderr, "usage: bench_pipeline xconnect|simple|emc|smc|dpcls1|dpcls16|upcall N [CAPACITY]\n");
+    fprintf(stderr, "usage: bench_pipeline xconnect|simple|emc|smc|dpcls1|dpcls16|lb_output|recirc_bond|upcall N [CAPACITY]\n");
     return 2;
   }
   const std::string path = argv[1];
@@ -86,8 +96,8 @@ int main(int argc, char** argv) {
   const uint32_t capacity = argc == 4 ? static_cast<uint32_t>(std::strtoul(argv[3], nullptr, 10)) : n;
   const bool upcall = path == "upcall";
   if (n == 0 || capacity < n || !(path == "xconnect" || path == "simple" || path == "emc" || path == "smc" || path == "dpcls1" || path == "dpcls16" ||
-                  upcall)) {
-    fprintf(stderr, "usage: bench_pipeline xconnect|simple|emc|smc|dpcls1|dpcls16|upcall N [CAPACITY]\n");
+                  path == "lb_output" || path == "recirc_bond" || upcall)) {
+    fprintf(stderr, "usage: bench_pipeline xconnect|simple|emc|smc|dpcls1|dpcls16|lb_output|recirc_bond|upcall N [CAPACITY]\n");
     return 2;
   }
 
@@ -185,6 +195,7 @@ int main(int argc, char** argv) {
 
   // The path's megaflows.
   std::vector<std::string> flows;
+  std::vector<std::string> flow_actions;  // per flow; empty: output:2
   const char* base = "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x0800),";
   if (path == "xconnect") {
     dp.set_xconnect(1, 2);
@@ -192,6 +203,24 @@ int main(int argc, char** argv) {
     flows.push_back(std::string(base) + "ipv4(frag=no)");
   } else if (path == "emc" || path == "smc" || path == "dpcls1") {
     flows.push_back(std::string(base) + "ipv4(dst=10.1.0.0/255.255.0.0,frag=no)");
+  } else if (path == "lb_output" || path == "recirc_bond") {
+    flows.push_back(std::string(base) + "ipv4(frag=no)");
+    if (path == "lb_output") {
+      datapath::BondMembers t;
+      t.fill(2);
+      if (auto st = dp.bond_set(1, t); !st.ok()) return fail("bond_set: " + st.message());
+      flow_actions.push_back("hash(l4(0)),lb_output(1)");
+    } else {
+      flow_actions.push_back("hash(l4(0)),recirc(0x1)");
+      for (unsigned b = 0; b < datapath::kBondBuckets; ++b) {
+        char t[200];
+        snprintf(t, sizeof t,
+                 "recirc_id(0x1),dp_hash(0x%x/0xff),in_port(1),packet_type(ns=0,id=0),eth_type(0x0800),ipv4(frag=no)",
+                 b);
+        flows.push_back(t);
+        flow_actions.push_back("2");
+      }
+    }
   } else if (path == "dpcls16") {
     // shared/bench/scenarios/dpcls-16masks/flows.txt as Open vSwitch 3.1
     // installs it: group g matches 10.(g+1).0.0/(16 + g%8), g >= 8 also udp dst 1000+g.
@@ -204,12 +233,12 @@ int main(int argc, char** argv) {
       flows.push_back(std::string(base) + t);
     }
   }
-  for (const std::string& text : flows) {
+  for (size_t f = 0; f < flows.size(); ++f) {
+    const std::string& text = flows[f];
     auto m = flow::parse_dp_match(text);
     if (!m.ok()) return fail("flow '" + text + "': " + m.status().message());
-    flow::DpActionsBuilder b;
-    b.output(2);
-    auto a = b.finish();
+    auto a = flow::parse_dp_actions(f < flow_actions.size() ? flow_actions[f] : "2");
+    if (!a.ok()) return fail("actions: " + a.status().message());
     if (auto st = dp.flow_put(*m, a.value(), std::nullopt, false); !st.ok())
       return fail("flow_put '" + text + "': " + st.message());
   }
@@ -224,6 +253,7 @@ int main(int argc, char** argv) {
     }
   };
   const auto deadline = std::chrono::steady_clock::now() + 600s;
+  const auto t0 = std::chrono::steady_clock::now();
   if (!upcall) {
     if (in->inject(std::span(pkts.data(), n)) != n) return fail("rx ring too small");
     while (back < n && std::chrono::steady_clock::now() < deadline) {
@@ -242,16 +272,20 @@ int main(int argc, char** argv) {
     }
   }
 
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   datapath::PmdCounters c = dp.pmds().front()->counters();
   printf("bench_pipeline path=%s packets=%u forwarded=%zu rx=%lu xconnect=%lu simple=%lu emc=%lu smc=%lu megaflow=%lu "
-         "subtable_lookups_per_hit=%.2f misses=%lu lost=%lu upcalls=%lu installs=%lu dp_flows=%zu\n",
+         "subtable_lookups_per_hit=%.2f misses=%lu lost=%lu upcalls=%lu installs=%lu dp_flows=%zu recirc=%lu "
+         "bond_drops=%lu pps=%.0f\n",
          path.c_str(), n, back, static_cast<unsigned long>(c.rx_packets), static_cast<unsigned long>(c.xconnect_hits),
          static_cast<unsigned long>(c.simple_hits),
          static_cast<unsigned long>(c.emc_hits), static_cast<unsigned long>(c.smc_hits),
          static_cast<unsigned long>(c.megaflow_hits),
          c.megaflow_hits ? static_cast<double>(c.subtable_lookups) / static_cast<double>(c.megaflow_hits) : 0.0,
          static_cast<unsigned long>(c.misses), static_cast<unsigned long>(c.lost),
-         static_cast<unsigned long>(c.upcalls), static_cast<unsigned long>(c.upcall_installs), dp.flow_count());
+         static_cast<unsigned long>(c.upcalls), static_cast<unsigned long>(c.upcall_installs), dp.flow_count(),
+         static_cast<unsigned long>(c.recirculations), static_cast<unsigned long>(c.bond_drops),
+         secs > 0 ? static_cast<double>(n) / secs : 0.0);
   const bool ok = back == n;
   if (udpif) udpif->stop();
   dp.stop();

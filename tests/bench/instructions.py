@@ -44,11 +44,13 @@ PATHS = [
     ("smc", "SMC hit (1024 flows, EMC off, SMC on)"),
     ("dpcls1", "dpcls hit, 1 subtable probed (EMC, SMC off)"),
     ("dpcls16", "dpcls hit, 16 masks, 8.5 subtables probed (EMC, SMC off)"),
+    ("lb_output", "balance-tcp bond: hash(l4(0)),lb_output(1), one megaflow (1024 flows, EMC, SMC off)"),
+    ("recirc_bond", "balance-tcp bond by recirculation: hash(l4(0)),recirc, 256 dp_hash megaflows (2 passes)"),
     ("upcall", "upcall to install (new 5-tuple each, megaflows off, stand-in xlate)"),
 ]
 # What each path's checked counter must say for (nearly) every packet.
 EXPECT = {"xconnect": "xconnect", "simple": "simple", "emc": "emc", "smc": "smc", "dpcls1": "megaflow",
-          "dpcls16": "megaflow", "upcall": "installs"}
+          "dpcls16": "megaflow", "lb_output": "megaflow", "recirc_bond": "megaflow", "upcall": "installs"}
 
 
 def run_cg(valgrind, binary, path, n, capacity, workdir):

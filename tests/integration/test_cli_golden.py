@@ -31,6 +31,9 @@ MASKS = [
     # An unpinned PMD is named by the CPU it was last seen on (Pmd::display_core).
     (re.compile(r"flow-dump from pmd on cpu core: \d+"), "flow-dump from pmd on cpu core: C"),
     (re.compile(r"\"pmd_core\":\d+"), '"pmd_core":N'),
+    # A bond's next rebalance counts down from its creation.
+    (re.compile(r"next rebalance: \d+ ms"), "next rebalance: N ms"),
+    (re.compile(r"\"next_rebalance_ms\":\d+"), '"next_rebalance_ms":N'),
 ]
 
 
@@ -72,6 +75,8 @@ def test_datapath():
                         "flow-dump --format json", "dp-flow get " + FLOW.split(" ")[0],
                         "pmd-stats-show", "pmd-stats-show --format json", "pmd-rxq-show",
                         "pmd-rxq-show --format json", "dpcls-show", "dpcls-show --format json",
+                        "pmd-bond-show", "pmd-bond-show --pmd", "pmd-bond-show --format json",
+                        "pmd-bond-show --pmd --format json", "pmd-bond-show 1",
                         "dp-flow add in_port(1) actions:frob", "set emc-insert-inv-prob -1",
                         "set smc-enable maybe", "set vlan-limit 3", "set vlan-limit -1"])
 
@@ -92,10 +97,27 @@ def test_logging():
                        "show logging -n 2"])
 
 
+def test_bonds():
+    # A balance-tcp bond without LACP uses lb_output (pmd-bond-show has its
+    # table); with lacp=passive and no partner it is "configured" (LACP
+    # defaulted, nothing negotiated: no table), stable whatever the timing.
+    golden("bonds", ["del-br br0", "add-br br0", "add-bond br0 bond0 p0 p1 bond_mode=balance-tcp", "bond-show",
+                     "bond-show bond0 --format json", "pmd-bond-show", "pmd-bond-show --format json",
+                     "pmd-bond-show --pmd", "set port bond0 lacp=passive other_config:bond-hash-basis=3",
+                     "bond-show bond0", "lacp-show", "lacp-show bond0 --format json", "pmd-bond-show",
+                     "bond-disable-member bond0 p1", "bond-show bond0", "bond-enable-member bond0 p1",
+                     "set port bond0 bond_mode=active-backup lacp=off", "bond-set-active-member bond0 p1",
+                     "bond-set-active-member bond0 p1", "bond-show", "fdb-add br0 p1 0 00:00:00:00:00:01",
+                     "fdb-add br0 p0 0 00:00:00:00:00:01", "fdb-show br0", "fdb-del br0 0 00:00:00:00:00:01",
+                     "fdb-del br0 0 00:00:00:00:00:01", "show running-config", "bond-show nob", "lacp-show nob",
+                     "bond-enable-member bond0 p7", "bond-set-active-member nob p0", "fdb-add br0 p0 0 zz",
+                     "fdb-add brx p0 0 00:00:00:00:00:01", "fdb-add br0 p9 0 00:00:00:00:00:01"])
+
+
 def test_golden_json_parses():
     # Every "--format json" line in the golden files is one valid JSON object.
     import json
-    for name in ("core", "datapath", "config", "logging"):
+    for name in ("core", "datapath", "config", "logging", "bonds"):
         path = os.path.join(GOLDEN, name + ".txt")
         if not os.path.exists(path):
             continue
@@ -106,4 +128,4 @@ def test_golden_json_parses():
 
 
 if __name__ == "__main__":
-    main([test_core, test_datapath, test_config, test_logging, test_golden_json_parses])
+    main([test_core, test_datapath, test_config, test_logging, test_bonds, test_golden_json_parses])

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/hash.h"
 #include "flow/dp_actions.h"
 #include "flow/flow_hash.h"
 #include "hal/sim/pool.h"
@@ -721,6 +722,107 @@ TEST_CASE("hash(l4) sets dp_hash from the key; recirc queues the packet with its
   CHECK(y.ctx->recirc.pkts[0]->meta().recirc_id == 9);
   REQUIRE(y.tx(2).size() == 1);
   CHECK(y.tx(2)[0]->meta().recirc_id == 0);
+}
+
+TEST_CASE("hash(l4) reuses the packet's RSS hash: dp_hash = hash_int(rss, basis), as odp-execute") {
+  Exec x;
+  x.add(ipv4_tcp()).pkt->set_rss_hash(0x12345678);
+  x.add(ipv4_tcp());  // no RSS hash: the 5-tuple hash
+  x.run("hash(l4(7)),recirc(0x5)");
+  auto q = x.ctx->recirc.packets();
+  REQUIRE(q.size() == 2);
+  CHECK(q[0]->meta().dp_hash == hash_int(0x12345678, 7));
+  CHECK(q[0]->meta().dp_hash == 0xc154f9a8u);  // Open vSwitch 3.1's hash_2words(0x12345678, 7)
+  CHECK(q[1]->meta().dp_hash == flow::hash_l4(x.key(1), 7));
+  CHECK(x.ctx->counters.header_missing == 0);
+}
+
+namespace {
+// A PMD's bond slots with bond `id` holding `members`, as the PMD installs
+// them (bond_table.h); the slots own nothing here: the test frees them.
+struct Bonds {
+  PmdBondSlots slots;
+  BondMembers table{};
+  BondBucketCounters counters;
+  void set(uint32_t id) {
+    slots[id].members.store(&table);
+    slots[id].counters.store(&counters);
+  }
+};
+}  // namespace
+
+TEST_CASE("lb_output sends each packet to members[dp_hash & 255] and counts the bucket") {
+  Exec x;
+  auto bonds = std::make_unique<Bonds>();
+  for (unsigned b = 0; b < kBondBuckets; ++b) bonds->table[b] = b % 2 ? 3 : 4;
+  bonds->set(1);
+  x.ctx->bonds = &bonds->slots;
+  // RSS hashes whose buckets are known: hash_int(rss, 0) & 255.
+  const uint32_t rss[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  unsigned to3 = 0, to4 = 0;
+  for (uint32_t r : rss) {
+    x.add(ipv4_udp()).pkt->set_rss_hash(r);
+    ((hash_int(r, 0) & 255) % 2 ? to3 : to4)++;
+  }
+  REQUIRE(to3 > 0);
+  REQUIRE(to4 > 0);
+  x.run("hash(l4(0)),lb_output(1)");
+  const auto on3 = x.tx(3), on4 = x.tx(4);
+  CHECK(on3.size() == to3);
+  CHECK(on4.size() == to4);
+  for (hal::Packet* p : on3) CHECK(bonds->table[p->meta().dp_hash & 255] == 3);
+  for (hal::Packet* p : on4) CHECK(bonds->table[p->meta().dp_hash & 255] == 4);
+  uint64_t packets = 0, bytes = 0;
+  for (unsigned b = 0; b < kBondBuckets; ++b) {
+    packets += bonds->counters.packets[b].load();
+    bytes += bonds->counters.bytes[b].load();
+  }
+  CHECK(packets == 8);
+  CHECK(bytes == 8 * ipv4_udp().size());
+  const uint32_t b1 = hash_int(1, 0) & 255;
+  CHECK(bonds->counters.packets[b1].load() >= 1);
+  CHECK(x.ctx->counters.outputs == 8);
+  CHECK(x.ctx->counters.bond_drops == 0);
+}
+
+TEST_CASE("lb_output drops and counts without a table, a table array, or a member") {
+  auto bonds = std::make_unique<Bonds>();
+  bonds->table.fill(kNoBondMember);
+  bonds->table[hash_int(9, 0) & 255] = 2;
+  bonds->set(5);
+  {
+    Exec x;  // no bond slots at all
+    x.add(ipv4_udp()).pkt->set_rss_hash(9);
+    x.run("hash(l4(0)),lb_output(5)");
+    CHECK(x.ctx->counters.bond_drops == 1);
+    CHECK(x.tx(2).empty());
+  }
+  {
+    Exec x;
+    x.ctx->bonds = &bonds->slots;
+    uint32_t other = 10;
+    while ((hash_int(other, 0) & 255) == (hash_int(9, 0) & 255)) ++other;
+    x.add(ipv4_udp()).pkt->set_rss_hash(9);  // the one bucket with a member
+    x.add(ipv4_udp()).pkt->set_rss_hash(other);
+    x.run("hash(l4(0)),lb_output(5)");
+    CHECK(x.tx(2).size() == 1);
+    CHECK(x.ctx->counters.bond_drops == 1);
+    CHECK(bonds->counters.packets[hash_int(9, 0) & 255].load() == 1);
+    CHECK(bonds->counters.packets[hash_int(other, 0) & 255].load() == 0);
+    x.add(ipv4_udp()).pkt->set_rss_hash(9);
+    x.run("hash(l4(0)),lb_output(6)");  // no bond 6
+    CHECK(x.ctx->counters.bond_drops == 2);
+  }
+  {
+    // Not the last action: a copy goes to the member, the original on.
+    Exec x;
+    x.ctx->bonds = &bonds->slots;
+    x.add(ipv4_udp()).pkt->set_rss_hash(9);
+    x.run("hash(l4(0)),lb_output(5),7");
+    CHECK(x.tx(2).size() == 1);
+    CHECK(x.tx(7).size() == 1);
+    CHECK(x.tx(2)[0] != x.tx(7)[0]);
+  }
 }
 
 TEST_CASE("userspace queues an upcall with pid, userdata and key") {

@@ -32,7 +32,7 @@
 // Hardware address (mac()): a DPDK port's is the device's
 // (rte_eth_macaddr_get at open); any other port's is derived from its
 // datapath port number as Open vSwitch's dummy ports number theirs,
-// aa:55:00:00:HH:LL (a locally administered unicast address).
+// aa:55:aa:55:HH:LL (a locally administered unicast address).
 //
 // Thread-safety: queue q of a port is used by one thread at a time. rx queue
 // q is polled by exactly one PMD. tx queue q is owned by one PMD; when a port
@@ -75,7 +75,7 @@ struct PortCounters {
 };
 
 using MacAddr = std::array<uint8_t, 6>;
-std::string format_mac(const MacAddr& m);  // "aa:55:00:00:00:01"
+std::string format_mac(const MacAddr& m);  // "aa:55:aa:55:00:01"
 
 // The longest frame tx() sends for a given MTU: `untagged` for any frame,
 // `tagged` for one whose outer EtherType is 802.1Q (tagged >= untagged).
