@@ -16,9 +16,13 @@ the input port joins the bridge last: keel boots with p0 outside the bridge
 (what it receives is dropped without an upcall), waits for `bond-show` to
 say negotiated with both members enabled (15 s, else keel is booted again,
 BOOTS times at most), then
-`add-port br0 p0`, then the warm-up. (With p0 bridged from the start, 100k
+`add-port br0 p0`, then the warm-up; a sim input (--bond-rx sim,
+--bond-sim-rx) is also held down (`port-link p0 down`) until then. (With p0
+bridged from the start, 100k
 flows of misses at boot can crowd the partner's one PDU out of the upcall
-queue: the bond then stays `configured` and drops everything.)
+queue: the bond then stays `configured` and drops everything. Even
+unbridged, the misses before p0's drop flow lands lose a member's PDU in
+some boots, hence the boots again and, for a sim input, the link held down.)
 
 Flow counts (--bond-flows, default 1,1000,100000,500000) become variants
 `lb_output-<N>flows` / `recirc-<N>flows`; Open vSwitch runs them from a
@@ -253,10 +257,17 @@ def report_bond(rs, opt):
                 rx = conf["RX_IFACE"]
                 ports = [("%s=pcap:in=%s,loop=0" if sim_rx else "%s=dpdk:net_pcap0,rx_pcap=%s,infinite_rx=1")
                          % (rx, pcaps[n])] + ["%s=%s" % (m, spec) for m, spec in members.items()]
+                after = ["add-port %s %s" % (conf.get("RX_BRIDGE", "br0"), rx)]
+                if sim_rx:
+                    # A sim port's link can be down (port-link): it then
+                    # receives nothing, not even the misses that precede
+                    # the unbridged port's drop flow.
+                    text += "port-link %s down\n" % rx
+                    after.insert(0, "port-link %s up" % rx)
                 p = {"pcap": pcaps[n], "config": text, "rx": rx, "tx": "+".join(tx_names),
                      "ready": ("bond-show --format json", bond_ready,
                                "bond-show: lacp_status negotiated, every member enabled"),
-                     "after_ready": ["add-port %s %s" % (conf.get("RX_BRIDGE", "br0"), rx)], "ready_timeout": 15}
+                     "after_ready": after, "ready_timeout": 15}
                 r, boots = None, 0
                 while r is None and boots < BOOTS:
                     boots += 1
