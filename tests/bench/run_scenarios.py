@@ -5,8 +5,8 @@ Default (--openflow): every scenario of shared/bench/scenarios from its own
 files -- topology.vsctl as add-br/add-port (ports bound to the harness's
 DPDK vdevs), flows*.txt loaded unchanged with add-flows, the variant's
 other_config / ovs-appctl settings as keel commands -- so every megaflow
-comes from an upcall and xlate; scenarios needing bonds or tunnels are
-skipped with the reason. Throughput scenarios are checked as below plus:
+comes from an upcall and xlate; scenarios needing tunnels are skipped
+with the reason, bond-balance-tcp points at --bond (its own table). Throughput scenarios are checked as below plus:
 megaflows equal to the hand-derived ones and (--ovs) to Open vSwitch's
 dpctl/dump-flows of the same round. flow-setup and revalidate-100k
 (MEASURE=flowsetup / revalidate) get their own runs and tables
@@ -77,6 +77,17 @@ Several PMDs (issue 13; their own tables, run instead of the others):
   tests/bench/run_scenarios.py --scaling --ovs --scenarios p2p-10kflows,dpcls-16masks \
       --variants default,emc-off --runs 5 --seconds 3 --warmup 2 --results s.txt
   tests/bench/run_scenarios.py --flowsetup-offline --scenarios flow-setup --runs 3 --results o.txt
+
+Bonds (issue 14; bond_bench.py, its own table, run instead of the others):
+
+  --bond: bond-balance-tcp with keel's lb-output-action=true and false at
+    --bond-flows L4 flows (1,1000,100000,500000), keel's members DPDK
+    net_pcap vdevs holding one LACPDU of a fake partner (tx drops), a wait
+    for `bond-show` to say negotiated before the warm-up; with --ovs Open
+    vSwitch's lb_output and recirc variants of the same flow counts right
+    after keel's, round by round (same-run ratios).
+
+  tests/bench/run_scenarios.py --bond --ovs --runs 3 --seconds 5 --warmup 3 --results b.txt
 """
 
 import argparse
@@ -322,7 +333,7 @@ def read_topology(d, conf):
             elif p[0] == "add-port":
                 bridge(p[1]).append((p[2], requested.get(p[2])))
             elif p[0] == "add-bond":
-                unsupported.append("bond %s (keel has no bonds yet)" % p[2])
+                unsupported.append("bond %s: its own table, run with --bond" % p[2])
     if conf.get("RX_BRIDGE") and conf.get("RX_IFACE"):
         bridge(conf["RX_BRIDGE"]).insert(0, (conf["RX_IFACE"], int(conf.get("RX_OFPORT", "0")) or None))
     return bridges, ports, unsupported
@@ -638,7 +649,13 @@ def drop_workdir(opt, workdir, failures):
 def run_keel(opt, workdir, tag, p, ports=None, extra_config="", pin=True):
     """One throughput run. ports: the --port values instead of the harness's
     DPDK vdevs; extra_config: appended to the row's config; pin=False: no
-    taskset (the PMDs are placed by `set pmd-cpu-mask` in extra_config)."""
+    taskset (the PMDs are placed by `set pmd-cpu-mask` in extra_config).
+    p["tx"] may name several ports ("p1+p2": a bond's members; their tx
+    is summed); p["ready"] = (json command, predicate, what): before the
+    warm-up, wait (30 s at most, else KeelError naming `what`) until the
+    predicate holds for the command's answer (bond-balance-tcp: LACP
+    negotiated), then run the commands p["after_ready"] (bond-balance-tcp:
+    add the input port to the bridge, as Open vSwitch's script adds it last)."""
     pcap, config_text, rx_name, tx_name = p["pcap"], p["config"] + extra_config, p["rx"], p["tx"]
     cfg = os.path.join(workdir, tag + ".conf")
     with open(cfg, "w") as f:
@@ -653,9 +670,26 @@ def run_keel(opt, workdir, tag, p, ports=None, extra_config="", pin=True):
     errf = os.path.join(workdir, tag + ".stderr")
     res = {"load_start": open("/proc/loadavg").read().split()[0]}
     k = Keel(argv, errf)
+    t_boot = time.monotonic()
     try:
         boot = k.json("show ports --format json", timeout=180)
         ids = {p["name"]: p["id"] for p in boot["ports"]}
+        if p.get("ready"):
+            cmd, pred, what = p["ready"]
+            deadline = time.monotonic() + p.get("ready_timeout", 30)
+            while True:
+                answer = k.json(cmd, timeout=30)
+                if pred(answer):
+                    break
+                if time.monotonic() > deadline:
+                    raise KeelError("not ready within %d s: %s (%r: %s)" % (p.get("ready_timeout", 30), what, cmd,
+                                                                                json.dumps(answer)[:1500]))
+                time.sleep(0.1)
+            res["ready_s"] = time.monotonic() - t_boot
+        for cmd in p.get("after_ready", []):
+            k.send(cmd)
+        if p.get("after_ready"):
+            k.json("show ports --format json", timeout=60)  # the commands above have run
         time.sleep(opt.warmup)
         k.send("pmd-stats-clear")
         t_a = time.monotonic()
@@ -676,7 +710,9 @@ def run_keel(opt, workdir, tag, p, ports=None, extra_config="", pin=True):
     finally:
         shutil.rmtree("/var/run/dpdk/keel-host-sim-%d" % k.p.pid, ignore_errors=True)
     elapsed = ((t_c + t_d) - (t_a + t_b)) / 2  # midpoints of the two reads
-    tx0, tx1 = port_by_name(a, tx_name)["tx"], port_by_name(b, tx_name)["tx"]
+    tx_names = tx_name.split("+")
+    tx0 = {key: sum(port_by_name(a, n)["tx"][key] for n in tx_names) for key in ("packets", "dropped")}
+    tx1 = {key: sum(port_by_name(b, n)["tx"][key] for n in tx_names) for key in ("packets", "dropped")}
     rx0, rx1 = port_by_name(a, rx_name)["rx"], port_by_name(b, rx_name)["rx"]
     pmds = stats["pmds"]
     tot = {key: sum(p[key] for p in pmds) for key in pmds[0] if isinstance(pmds[0][key], int)}
@@ -706,7 +742,7 @@ def run_keel(opt, workdir, tag, p, ports=None, extra_config="", pin=True):
         "dp_masks": sum(len(c["subtables"]) for c in dpcls["classifiers"]),
         "seconds": elapsed, "keel_rc": rc, "pmds": len(pmds),
         "load_end": open("/proc/loadavg").read().split()[0],
-        "port_ids": "%s=%d,%s=%d" % (rx_name, ids[rx_name], tx_name, ids[tx_name]),
+        "port_ids": ",".join("%s=%d" % (n, ids[n]) for n in [rx_name] + tx_names),
     })
     if opt.openflow:
         # The slow path's work since boot (warm-up included) and what it installed.
@@ -914,6 +950,24 @@ def main():
                     help="revalidate-100k: terse and full rounds timed per run (5)")
     ap.add_argument("--handlers", type=int, default=0, metavar="N",
                     help="set n-handler-threads N in keel's config (0: keel's default)")
+    ap.add_argument("--bond", action="store_true",
+                    help="only the bond-balance-tcp table (tests/bench/bond_bench.py): keel with "
+                    "lb-output-action=true and false, with --ovs next to Open vSwitch's same two, at "
+                    "--bond-flows L4 flows, round by round")
+    ap.add_argument("--bond-flows", default="1,1000,100000,500000",
+                    help="--bond: the flow counts (1,1000,100000,500000)")
+    ap.add_argument("--bond-dpdk-max-records", type=int, default=150000,
+                    help="--bond: keel's input is DPDK net_pcap up to this many pcap records; rows beyond are "
+                    "not run (host-sim's EAL memory is 512 MB, ~2.3 KB a record) (150000)")
+    ap.add_argument("--bond-sim-rx", action="store_true",
+                    help="--bond: rows beyond --bond-dpdk-max-records run with keel's sim pcap port as the "
+                    "input (pcap:in=FILE,loop=0) instead of not at all")
+    ap.add_argument("--bond-rx", choices=("dpdk", "sim"), default="dpdk",
+                    help="--bond: keel's input port, DPDK net_pcap (infinite_rx=1, as Open vSwitch's) or "
+                    "keel's sim pcap port (pcap:in=FILE,loop=0) for every row (dpdk)")
+    ap.add_argument("--bond-ovs-max-flows", type=int, default=200000,
+                    help="--bond: Open vSwitch rows only up to this many flows (its mempool holds at most "
+                    "262144 mbufs and infinite_rx keeps every record in one) (200000)")
     ap.add_argument("--from-results", default="", metavar="FILE",
                     help="run nothing: print the table of the run lines in FILE (see --results)")
     opt = ap.parse_args()
@@ -924,6 +978,16 @@ def main():
     if not os.path.isdir(scen_dir):
         sys.exit("no %s (use --shared)" % scen_dir)
     os.makedirs(opt.cache, exist_ok=True)
+    if opt.bond and opt.from_results:
+        import bond_bench
+        return bond_bench.report_bond(sys.modules[__name__], opt)
+    if opt.bond:
+        if os.geteuid() != 0:
+            sys.exit("run as root (DPDK EAL)")
+        if not os.access(opt.keel, os.X_OK):
+            sys.exit("no keel binary at %s (cmake --preset host && cmake --build --preset host)" % opt.keel)
+        import bond_bench
+        return bond_bench.report_bond(sys.modules[__name__], opt)
     if not opt.scenarios:
         opt.scenarios = ",".join(sorted(os.listdir(scen_dir)) if opt.openflow else DEFAULT_SCENARIOS)
     only_variants = set(v for v in opt.variants.split(",") if v)
