@@ -373,17 +373,23 @@ void add_bond_commands(CommandTree::Impl& t) {
   fadd->add_option("PORT", a->port, "port (or bond, or a bond's member)")->required();
   fadd->add_option("VLAN", a->vlan, "VLAN (0..4095)")->required();
   fadd->add_option("MAC", a->mac, "MAC address")->required();
-  fadd->callback(changing([&t, &of, a] {
+  // Both commands' bridge and MAC, with fdb/add's and fdb/del's errors.
+  auto bridge_and_mac = [&t, &of, a]() -> std::pair<ofproto::Bridge*, std::optional<flow::EthAddr>> {
     ofproto::Bridge* br = of.find_bridge(a->bridge);
     if (!br) {
       t.status = error(Errc::not_found, "no such bridge");
-      return;
+      return {};
     }
     auto mac = parse_fdb_mac(a->mac);
     if (!mac) {
       t.status = invalid("bad MAC address");
-      return;
+      return {};
     }
+    return {br, mac};
+  };
+  fadd->callback(changing([&t, a, bridge_and_mac] {
+    auto [br, mac] = bridge_and_mac();
+    if (!br) return;
     auto vlan = parse_fdb_vlan(a->vlan);
     if (!vlan) {
       t.status = invalid("bad VLAN '" + a->vlan + "' (0..4095)");
@@ -418,17 +424,9 @@ void add_bond_commands(CommandTree::Impl& t) {
   fdel->add_option("BR", a->bridge, "bridge")->required();
   fdel->add_option("VLAN", a->vlan, "VLAN")->required();
   fdel->add_option("MAC", a->mac, "MAC address")->required();
-  fdel->callback(changing([&t, &of, a] {
-    ofproto::Bridge* br = of.find_bridge(a->bridge);
-    if (!br) {
-      t.status = error(Errc::not_found, "no such bridge");
-      return;
-    }
-    auto mac = parse_fdb_mac(a->mac);
-    if (!mac) {
-      t.status = invalid("bad MAC address");
-      return;
-    }
+  fdel->callback(changing([&t, a, bridge_and_mac] {
+    auto [br, mac] = bridge_and_mac();
+    if (!br) return;
     auto vlan = parse_fdb_vlan(a->vlan);
     if (!vlan || !br->mac().del_static(*vlan, *mac)) {
       t.status = error(Errc::not_found, "could not find static mac entry");

@@ -33,6 +33,22 @@ uint64_t xor64(const uint8_t* a, const uint8_t* b) {
   return x ^ y;
 }
 
+// The symmetric hashes' shared parts: source XOR destination, so both
+// directions of a flow hash alike.
+void put_symmetric_addr(const FlowKey& f, uint8_t (&addr)[16]) {
+  if (dl_type_is(f, kEthTypeIp)) {
+    const be32 a = f.nw_src ^ f.nw_dst;
+    std::memcpy(addr, &a, 4);
+  } else if (dl_type_is(f, kEthTypeIpv6)) {
+    for (int i = 0; i < 16; ++i) addr[i] = f.ipv6_src.b[i] ^ f.ipv6_dst.b[i];
+  }
+}
+void put_symmetric_l2(const FlowKey& f, uint8_t (&eth_addr)[6], be16& vlan_tci, be16& eth_type) {
+  for (int i = 0; i < 6; ++i) eth_addr[i] = f.dl_src.b[i] ^ f.dl_dst.b[i];
+  for (const VlanHdr& v : f.vlans) vlan_tci ^= v.tci & hton16(kVlanVidMask);
+  eth_type = f.dl_type;
+}
+
 // flow_hash_symmetric_l4(): L2 through L4, the same in both directions.
 uint32_t hash_symmetric_l4(const FlowKey& f, uint32_t basis) {
   struct {
@@ -46,16 +62,9 @@ uint32_t hash_symmetric_l4(const FlowKey& f, uint32_t basis) {
   } s;
   static_assert(sizeof s == 32, "four words");
   std::memset(&s, 0, sizeof s);
-  for (int i = 0; i < 6; ++i) s.eth_addr[i] = f.dl_src.b[i] ^ f.dl_dst.b[i];
-  for (const VlanHdr& v : f.vlans) s.vlan_tci ^= v.tci & hton16(kVlanVidMask);
-  s.eth_type = f.dl_type;
+  put_symmetric_l2(f, s.eth_addr, s.vlan_tci, s.eth_type);
   // UDP ports are left out: they need not be symmetric in a bidirectional flow.
-  if (dl_type_is(f, kEthTypeIp)) {
-    const be32 a = f.nw_src ^ f.nw_dst;
-    std::memcpy(s.addr, &a, 4);
-  } else if (dl_type_is(f, kEthTypeIpv6)) {
-    for (int i = 0; i < 16; ++i) s.addr[i] = f.ipv6_src.b[i] ^ f.ipv6_dst.b[i];
-  }
+  put_symmetric_addr(f, s.addr);
   if (is_ip_any(f)) {
     s.ip_proto = f.nw_proto;
     if (f.nw_proto == kProtoTcp || f.nw_proto == kProtoSctp) s.tp_port = f.tp_src ^ f.tp_dst;
@@ -73,9 +82,7 @@ uint32_t hash_symmetric_l2(const FlowKey& f, uint32_t basis) {
   } s;
   static_assert(sizeof s == 12, "three 32-bit words");
   std::memset(&s, 0, sizeof s);
-  for (int i = 0; i < 6; ++i) s.eth_addr[i] = f.dl_src.b[i] ^ f.dl_dst.b[i];
-  for (const VlanHdr& v : f.vlans) s.vlan_tci ^= v.tci & hton16(kVlanVidMask);
-  s.eth_type = f.dl_type;
+  put_symmetric_l2(f, s.eth_addr, s.vlan_tci, s.eth_type);
   return hash_bytes(&s, sizeof s, basis);
 }
 
@@ -108,12 +115,7 @@ uint32_t hash_symmetric_l3(const FlowKey& f, uint32_t basis) {
   static_assert(sizeof s == 24, "three words");
   std::memset(&s, 0, sizeof s);
   s.eth_type = f.dl_type;
-  if (dl_type_is(f, kEthTypeIp)) {
-    const be32 a = f.nw_src ^ f.nw_dst;
-    std::memcpy(s.addr, &a, 4);
-  } else if (dl_type_is(f, kEthTypeIpv6)) {
-    for (int i = 0; i < 16; ++i) s.addr[i] = f.ipv6_src.b[i] ^ f.ipv6_dst.b[i];
-  }
+  put_symmetric_addr(f, s.addr);
   return hash_bytes(&s, sizeof s, basis);
 }
 
