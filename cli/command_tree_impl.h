@@ -10,7 +10,10 @@
 #include <vector>
 
 #include "cli/console.h"
-#include "datapath/bond_table.h"
+
+namespace keel::datapath {
+struct PmdBondView;  // datapath/bond_table.h (only commands_datapath.cpp needs its layout)
+}
 
 namespace keel::control {
 class ConfigStore;
