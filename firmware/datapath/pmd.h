@@ -13,7 +13,12 @@
 //                                                  only for LACP frames, upcall.h);
 //                                                  offline: the input waits
 //      recirc(id) re-enters the pipeline with the new recirc_id, at most
-//      kMaxRecircDepth times per packet.
+//      kMaxRecircDepth times per packet; tnl_pop(N) re-enters it with
+//      in_port N, recirc_id 0 and the tunnel metadata. The recirculation
+//      queue is split into runs of one in_port (first-seen order) because a
+//      pass looks up one port's dpcls; packets carrying a tunnel are parsed
+//      with a PacketMetadata (recirc_md_, one slice per depth, PMD-owned),
+//      so words 0-7 (+ GENEVE options) of their key hold it.
 //
 // Packets every iteration; between bursts the PMD applies flow requests
 // posted to its ring (install, remove, modify: it is the only writer of its
