@@ -127,6 +127,40 @@ def test_bad_tnl_push_refused():
     check(out == [], "nothing forwarded", p)
 
 
+def vxlan_in(inner, vni=0x7b, flags=0x08, chksum=None):
+    pkt = (Ether(dst=SRC, src=DST) / IP(src="1.1.2.92", dst="1.1.2.88", ttl=64, flags="DF") /
+           UDP(sport=40000, dport=4789, chksum=chksum) / VXLAN(vni=vni, flags=flags) / Raw(inner))
+    return bytes(pkt)
+
+
+def test_tnl_pop_to_the_inner_frame():
+    """tnl_pop(3) on the vport a VXLAN tunnel port created: the inner frame,
+    byte for byte, through a flow on in_port(3) that matches the tunnel's
+    VNI and addresses; another VNI finds no such flow; bad packets are
+    dropped and counted by reason."""
+    inner = inner_frames()
+    good = [vxlan_in(f) for f in inner]
+    other_vni = vxlan_in(inner[0], vni=0x7c)
+    bad_flags = vxlan_in(inner[1], flags=0x0c)
+    bad = bytearray(vxlan_in(inner[2], chksum=None))
+    bad[-1] ^= 0xff  # the UDP checksum (scapy computed it) no longer verifies
+    frames = good + [other_vni, bad_flags, bytes(bad)]
+    p, out = run(["recirc_id(0),in_port(1),eth_type(0x0800),ipv4(proto=17,frag=no) actions:tnl_pop(3)",
+                  "tunnel(tun_id=0x7b,src=1.1.2.92,dst=1.1.2.88,flags(+key)),recirc_id(0),in_port(3),"
+                  "eth_type(0x0800),ipv4(frag=no) actions:2"],
+                 frames,
+                 stdin="tnl-ports-show\npmd-stats-show --keel\npmd-stats-show --format json\n",
+                 config_pre=["add-br br-int",
+                             "add-port br-int t1 type=vxlan options:remote_ip=1.1.2.92 options:key=123"])
+    check(p.returncode == 0, "exit 0", p)
+    check("vxlan_sys_4789 (3)" in p.stdout, "the tunnel port's vport is 3", p)
+    check(out == inner, "the decapsulated frames, byte for byte, in order (%d of %d)" % (len(out), len(inner)), p)
+    pmd = json_lines(p.stdout)[0]["pmds"][0]
+    check(pmd["tnl_popped"] == len(good) + 1, "every good packet decapsulated", p)
+    check(pmd["tnl_pop_errors"] == 2, "two bad packets counted", p)
+    check("pop errors 2 (bad_udp_csum 1, bad_vxlan_flags 1)" in p.stdout, "by reason in pmd-stats-show --keel", p)
+
+
 if __name__ == "__main__":
     main([test_vxlan_ipv4, test_vxlan_ipv6_udp_checksum, test_geneve_options_checksum, test_gre_key_checksum,
-          test_gre_ipv6_no_key, test_bad_tnl_push_refused])
+          test_gre_ipv6_no_key, test_bad_tnl_push_refused, test_tnl_pop_to_the_inner_frame])
