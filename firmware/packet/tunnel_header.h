@@ -111,7 +111,7 @@ struct TunnelHeaderSpec {
   bool key_present = true;    // GRE: the K flag (VXLAN/GENEVE always carry a VNI)
   uint32_t key = 0;           // host order: VNI (24 bits) or GRE key (32 bits)
   bool oam = false;           // GENEVE O bit
-  bool critical = false;      // GENEVE C bit (an option is critical)
+  bool critical = false;      // GENEVE C bit; also set when an option's type has its critical bit (0x80)
   std::span<const uint8_t> geneve_opts{};  // raw TLVs, a multiple of 4, <= kMaxGeneveOptsLen
 };
 
@@ -166,6 +166,7 @@ enum class TnlPopResult : uint8_t {
   kBadGeneveOpts,   // GENEVE option length beyond the packet or a TLV overrunning it
   kBadGre,          // GRE version != 0, unknown flags (routing, ...), or protocol not 0x6558
   kBadGreChecksum,  // GRE checksum present and wrong
+  kGeneveOptsTooLong,  // more GENEVE option bytes than a flow key carries (kMaxKeyedTunOptWords * 8)
   kCount
 };
 inline constexpr unsigned kTnlPopResults = static_cast<unsigned>(TnlPopResult::kCount);
@@ -176,7 +177,7 @@ const char* tnl_pop_result_name(TnlPopResult r) noexcept;
 struct TnlPopInfo {
   TunnelMetadata tunnel;   // tun_id, src/dst, tos, ttl, tp_src/dst, flags, opt_len
   uint32_t outer_len = 0;  // bytes to strip: Ethernet + IP + UDP/GRE + tunnel header (+ options)
-  uint8_t opts[kMaxGeneveOptsLen];  // GENEVE option bytes (tunnel.opt_len of them)
+  alignas(8) uint8_t opts[kMaxGeneveOptsLen + 4];  // GENEVE option bytes (tunnel.opt_len), zero-padded to 8
 };
 
 // Which tunnel a vport decapsulates: VXLAN/GENEVE with its UDP port (host
