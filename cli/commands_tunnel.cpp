@@ -71,7 +71,8 @@ void add_tunnel_commands(CommandTree::Impl& t) {
   };
 
   // --- bridge addresses ---
-  auto* ipadd = cmd(&t.app, "ip-add", "give a bridge's LOCAL port an address: ip-add BR ADDR/LEN (IPv4 or IPv6)");
+  auto* ipadd =
+      cmd(&t.app, "ip-add", "give a bridge's LOCAL port an address: ip-add BR ADDR/LEN (IPv4 or IPv6)");
   ipadd->add_option("BR", a->a, "bridge")->required();
   ipadd->add_option("ADDR", a->b, "ADDR/LEN")->required();
   ipadd->callback(run([&t, &of, a] {
@@ -95,9 +96,11 @@ void add_tunnel_commands(CommandTree::Impl& t) {
   }));
 
   // --- routes ---
-  auto* radd = cmd(&t.app, "route-add", "add a route (as ovs-appctl ovs/route/add): route-add PREFIX BRIDGE [GW]");
+  auto* radd =
+      cmd(&t.app, "route-add", "add a route (as ovs-appctl ovs/route/add): route-add PREFIX BRIDGE [GW]");
   radd->add_option("PREFIX", a->a, "ADDR/LEN")->required();
-  radd->add_option("BRIDGE", a->b, "output bridge (it must own an address on the prefix's or gateway's network)")
+  radd->add_option("BRIDGE", a->b,
+                   "output bridge (it must own an address on the prefix's or gateway's network)")
       ->required();
   radd->add_option("GW", a->c, "gateway");
   radd->callback(run([&t, &of, a] {
@@ -110,7 +113,8 @@ void add_tunnel_commands(CommandTree::Impl& t) {
     if (!a->c.empty()) {
       auto g = ofproto::IpAddr::parse(a->c);
       if (!g || g->is_v4() != p->addr.is_v4()) {
-        t.status = invalid(p->addr.is_v4() ? "Invalid pkt_mark or gateway" : "Invalid pkt_mark or IPv6 gateway");
+        t.status =
+            invalid(p->addr.is_v4() ? "Invalid pkt_mark or gateway" : "Invalid pkt_mark or IPv6 gateway");
         return;
       }
       gw = *g;
@@ -155,7 +159,8 @@ void add_tunnel_commands(CommandTree::Impl& t) {
       false));
 
   // --- neighbours ---
-  auto* nset = cmd(&t.app, "neigh-set", "a static neighbour (as ovs-appctl tnl/neigh/set): neigh-set BR IP MAC");
+  auto* nset =
+      cmd(&t.app, "neigh-set", "a static neighbour (as ovs-appctl tnl/neigh/set): neigh-set BR IP MAC");
   nset->add_option("BR", a->a, "bridge")->required();
   nset->add_option("IP", a->b, "IPv4 or IPv6 address")->required();
   nset->add_option("MAC", a->c, "its MAC")->required();
@@ -226,9 +231,10 @@ void add_tunnel_commands(CommandTree::Impl& t) {
 
   // --- set bridge BR other_config:hwaddr=MAC, set tunnel-combine ---
   if (CLI::App* set = t.app.get_subcommand("set")) {
-    auto* sb = cmd(set, "bridge",
-                   "ovs-vsctl set Bridge: set bridge BR other_config:hwaddr=MAC (other_config:hwaddr=[] for the "
-                   "default: the lowest port MAC)");
+    auto* sb =
+        cmd(set, "bridge",
+            "ovs-vsctl set Bridge: set bridge BR other_config:hwaddr=MAC (other_config:hwaddr=[] for the "
+            "default: the lowest port MAC)");
     sb->add_option("BR", a->a, "bridge")->required();
     sb->add_option("COLUMNS", a->words, "other_config:hwaddr=MAC")->required();
     sb->callback(run([&t, &of, a] {
@@ -254,9 +260,10 @@ void add_tunnel_commands(CommandTree::Impl& t) {
       }
       if (mac) t.status = of.set_bridge_hwaddr(a->a, *mac);
     }));
-    auto* comb = cmd(set, "tunnel-combine",
-                     "translate a tunnel's underlay in the same pass (true, default: clone(tnl_push(...),...)) or "
-                     "recirculate after tnl_push (false)");
+    auto* comb =
+        cmd(set, "tunnel-combine",
+            "translate a tunnel's underlay in the same pass (true, default: clone(tnl_push(...),...)) or "
+            "recirculate after tnl_push (false)");
     comb->add_option("BOOL", a->a, "true or false")->required()->check(CLI::IsMember({"true", "false"}));
     comb->callback(run([&of, a] { of.set_tunnel_combine(a->a == "true"); }));
   }

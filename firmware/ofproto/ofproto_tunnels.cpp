@@ -17,9 +17,12 @@ namespace {
 
 datapath::VportType vport_type(TunnelType t) {
   switch (t) {
-    case TunnelType::vxlan: return datapath::VportType::vxlan;
-    case TunnelType::geneve: return datapath::VportType::geneve;
-    case TunnelType::gre: return datapath::VportType::gre;
+    case TunnelType::vxlan:
+      return datapath::VportType::vxlan;
+    case TunnelType::geneve:
+      return datapath::VportType::geneve;
+    case TunnelType::gre:
+      return datapath::VportType::gre;
   }
   return datapath::VportType::vxlan;
 }
@@ -46,9 +49,10 @@ Result<TunnelOptions> Ofproto::tunnel_options_of(std::string_view port, TunnelTy
     return invalid(std::string(port) + ": local_ip=" + o.local_ip.to_string() +
                    ": no bridge has that address (ip-add BR " + o.local_ip.to_string() + "/LEN first)");
   if (const TunnelPort* d = state->tunnels->duplicate_of(o, except))
-    return error(Errc::already_exists, std::string(port) + ": a tunnel with the same type, dst_port, key, remote_ip "
-                                                           "and local_ip exists: port " + d->name +
-                                           " (a received packet could not tell them apart)");
+    return error(Errc::already_exists, std::string(port) +
+                                           ": a tunnel with the same type, dst_port, key, remote_ip "
+                                           "and local_ip exists: port " +
+                                           d->name + " (a received packet could not tell them apart)");
   return o;
 }
 
@@ -87,7 +91,8 @@ Status Ofproto::add_tunnel_port(Bridge& b, std::string_view port, const PortOpti
   if (opts.ofport && (*opts.ofport == 0 || *opts.ofport >= flow::kOfppMax))
     return invalid("ofport_request " + std::to_string(*opts.ofport) + " out of range (1.." +
                    std::to_string(flow::kOfppMax - 1) + ")");
-  if (opts.tag || !opts.trunks.empty() || opts.vlan_mode || opts.mtu_request || opts.n_rxq || opts.rxq_affinity)
+  if (opts.tag || !opts.trunks.empty() || opts.vlan_mode || opts.mtu_request || opts.n_rxq ||
+      opts.rxq_affinity)
     return invalid(std::string(port) +
                    ": a tunnel port takes options:* and ofport_request (no VLAN, MTU or queue columns)");
   auto o = tunnel_options_of(port, type, nullptr, opts.tunnel_options);
@@ -197,7 +202,8 @@ Status Ofproto::ip_del(std::string_view bridge, const IpPrefix& addr) {
   BridgeUnderlay* u = underlay_of(bridge, false);
   auto it = u ? std::find(u->addrs.begin(), u->addrs.end(), addr) : std::vector<IpPrefix>::iterator{};
   if (!u || it == u->addrs.end())
-    return error(Errc::not_found, "ip-del: bridge " + std::string(bridge) + " has no address " + addr.to_string());
+    return error(Errc::not_found,
+                 "ip-del: bridge " + std::string(bridge) + " has no address " + addr.to_string());
   const auto state = tunnel_state();
   for (const auto& tp : state->tunnels->ports())
     if (tp->options.local_ip == addr.addr)
@@ -338,7 +344,8 @@ const Ofproto::BridgeUnderlay* Ofproto::underlay_of_const(std::string_view bridg
 
 // ------------------------------------------------------------- frames out --
 
-Status Ofproto::send_from_bridge(const Bridge& bridge, std::span<const uint8_t> frame, uint32_t except_ofport) {
+Status Ofproto::send_from_bridge(const Bridge& bridge, std::span<const uint8_t> frame,
+                                 uint32_t except_ofport) {
   const auto ports = bridge.ports();
   size_t sent = 0, tried = 0;
   Status last;

@@ -129,7 +129,8 @@ std::optional<flow::EthAddr> parse_mac(std::string_view s) {
     if (i && s[3 * i - 1] != ':') return std::nullopt;
     uint64_t v = 0;
     if (!std::isxdigit(static_cast<unsigned char>(s[3 * i])) ||
-        !std::isxdigit(static_cast<unsigned char>(s[3 * i + 1])) || !parse_u64(s.substr(3 * i, 2), 255, v, 16))
+        !std::isxdigit(static_cast<unsigned char>(s[3 * i + 1])) ||
+        !parse_u64(s.substr(3 * i, 2), 255, v, 16))
       return std::nullopt;
     m.b[i] = static_cast<uint8_t>(v);
   }
@@ -138,7 +139,8 @@ std::optional<flow::EthAddr> parse_mac(std::string_view s) {
 
 std::string format_mac(const flow::EthAddr& m) {
   char buf[18];
-  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m.b[0], m.b[1], m.b[2], m.b[3], m.b[4], m.b[5]);
+  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m.b[0], m.b[1], m.b[2], m.b[3], m.b[4],
+                m.b[5]);
   return buf;
 }
 
@@ -146,9 +148,12 @@ std::string format_mac(const flow::EthAddr& m) {
 
 std::string_view tunnel_type_name(TunnelType t) {
   switch (t) {
-    case TunnelType::vxlan: return "vxlan";
-    case TunnelType::geneve: return "geneve";
-    case TunnelType::gre: return "gre";
+    case TunnelType::vxlan:
+      return "vxlan";
+    case TunnelType::geneve:
+      return "geneve";
+    case TunnelType::gre:
+      return "gre";
   }
   return "?";
 }
@@ -162,9 +167,12 @@ std::optional<TunnelType> parse_tunnel_type(std::string_view s) {
 
 uint8_t ovs_tnl_type(TunnelType t, bool ipv6_underlay) {
   switch (t) {
-    case TunnelType::vxlan: return kOvsTnlTypeVxlan;
-    case TunnelType::geneve: return kOvsTnlTypeGeneve;
-    case TunnelType::gre: return ipv6_underlay ? kOvsTnlTypeIp6Gre : kOvsTnlTypeGre;
+    case TunnelType::vxlan:
+      return kOvsTnlTypeVxlan;
+    case TunnelType::geneve:
+      return kOvsTnlTypeGeneve;
+    case TunnelType::gre:
+      return ipv6_underlay ? kOvsTnlTypeIp6Gre : kOvsTnlTypeGre;
   }
   return 0;
 }
@@ -175,9 +183,12 @@ uint16_t default_dst_port(TunnelType t) {
 
 std::string tunnel_vport_name(TunnelType t, uint16_t dst_port) {
   switch (t) {
-    case TunnelType::vxlan: return "vxlan_sys_" + std::to_string(dst_port);
-    case TunnelType::geneve: return "genev_sys_" + std::to_string(dst_port);
-    case TunnelType::gre: return "gre_sys";
+    case TunnelType::vxlan:
+      return "vxlan_sys_" + std::to_string(dst_port);
+    case TunnelType::geneve:
+      return "genev_sys_" + std::to_string(dst_port);
+    case TunnelType::gre:
+      return "gre_sys";
   }
   return {};
 }
@@ -207,7 +218,8 @@ Status apply_tunnel_option(std::string_view port, std::string_view key, std::str
       // VXLAN and GENEVE carry 24 bits, GRE 32 (OVS truncates silently; keel refuses).
       const uint64_t max = o.type == TunnelType::gre ? 0xffffffffu : 0xffffffu;
       if (x > max)
-        return invalid(p + ": " + k + "=" + v + ": a " + ty + " key is 0.." + std::to_string(max) + " or flow");
+        return invalid(p + ": " + k + "=" + v + ": a " + ty + " key is 0.." + std::to_string(max) +
+                       " or flow");
       tk = TunnelKey{true, false, x};
     } else {
       return invalid(p + ": " + k + "=" + v + ": a number or flow");
@@ -223,7 +235,8 @@ Status apply_tunnel_option(std::string_view port, std::string_view key, std::str
       ip = {};
     } else {
       auto a = IpAddr::parse(v);
-      if (!a || a->is_zero() || (a->is_v4() && a->v4_addr() == 0)) return invalid(p + ": bad " + ty + " '" + k + "'");
+      if (!a || a->is_zero() || (a->is_v4() && a->v4_addr() == 0))
+        return invalid(p + ": bad " + ty + " '" + k + "'");
       if (remote && a->is_multicast()) return invalid(p + ": multicast remote_ip=" + v + " not allowed");
       fl = false;
       ip = *a;
@@ -410,8 +423,8 @@ TunnelReceive TunnelTable::receive(const flow::FlowKey& f, flow::FlowKey* wc) co
       for (IpSrc src : {IpSrc::cfg, IpSrc::any, IpSrc::flow}) {
         for (const auto& p : ports_) {
           const TunnelOptions& o = p->options;
-          if (p->vport != f.in_port || o.in_key.flow != bool(in_key_flow) || o.remote_flow != bool(ip_dst_flow) ||
-              ip_src_type(o) != src)
+          if (p->vport != f.in_port || o.in_key.flow != bool(in_key_flow) ||
+              o.remote_flow != bool(ip_dst_flow) || ip_src_type(o) != src)
             continue;
           if (!in_key_flow && hton64(o.in_key.value) != f.tun_id) continue;
           if (!ip_dst_flow && o.remote_ip != tun_src) continue;
@@ -640,7 +653,8 @@ size_t NeighborCache::age() {
   return std::erase_if(entries_, [&](const Entry& e) { return !e.is_static && e.expires_ms <= now; });
 }
 
-bool NeighborCache::snoop(const flow::FlowKey& f, flow::FlowKey* wc, std::string_view bridge, bool allow_update) {
+bool NeighborCache::snoop(const flow::FlowKey& f, flow::FlowKey* wc, std::string_view bridge,
+                          bool allow_update) {
   constexpr flow::be16 kArp = __builtin_bswap16(packet::kEthTypeArp);
   constexpr flow::be16 kIpv6 = __builtin_bswap16(packet::kEthTypeIpv6);
   if (wc) wc->dl_type = 0xffff;
@@ -768,9 +782,10 @@ std::vector<uint8_t> arp(uint16_t op, const flow::EthAddr& eth_dst, const flow::
 }
 
 // An ICMPv6 ND message (type 135/136) with one link-layer address option.
-std::vector<uint8_t> nd(uint8_t type, uint32_t rso_flags, const flow::EthAddr& eth_dst, const flow::EthAddr& eth_src,
-                        const flow::In6Addr& ip_src, const flow::In6Addr& ip_dst, const flow::In6Addr& target,
-                        uint8_t opt_type, const flow::EthAddr& opt_mac) {
+std::vector<uint8_t> nd(uint8_t type, uint32_t rso_flags, const flow::EthAddr& eth_dst,
+                        const flow::EthAddr& eth_src, const flow::In6Addr& ip_src,
+                        const flow::In6Addr& ip_dst, const flow::In6Addr& target, uint8_t opt_type,
+                        const flow::EthAddr& opt_mac) {
   constexpr uint16_t kPayload = 24 + 8;
   Bytes b;
   b.mac(eth_dst);
@@ -810,8 +825,10 @@ std::vector<uint8_t> nd(uint8_t type, uint32_t rso_flags, const flow::EthAddr& e
 
 }  // namespace
 
-std::vector<uint8_t> compose_arp_request(const flow::EthAddr& src_mac, flow::be32 src_ip, flow::be32 target_ip) {
-  return arp(1, flow::EthAddr{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}, src_mac, src_ip, flow::EthAddr{}, target_ip);
+std::vector<uint8_t> compose_arp_request(const flow::EthAddr& src_mac, flow::be32 src_ip,
+                                         flow::be32 target_ip) {
+  return arp(1, flow::EthAddr{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}, src_mac, src_ip, flow::EthAddr{},
+             target_ip);
 }
 
 std::vector<uint8_t> compose_arp_reply(const flow::EthAddr& mac, flow::be32 ip, const flow::EthAddr& to_mac,

@@ -63,11 +63,11 @@ struct IpAddr {
   bool operator==(const IpAddr&) const = default;
   auto operator<=>(const IpAddr& o) const { return std::memcmp(a.b, o.a.b, 16) <=> 0; }
 
-  static IpAddr v4(flow::be32 addr);       // network order
+  static IpAddr v4(flow::be32 addr);  // network order
   static IpAddr v6(const flow::In6Addr& addr);
-  bool is_v4() const;                       // v4-mapped
-  flow::be32 v4_addr() const;               // network order; 0 unless is_v4()
-  bool is_zero() const;                     // :: (and 0.0.0.0 is ::ffff:0.0.0.0, not zero)
+  bool is_v4() const;          // v4-mapped
+  flow::be32 v4_addr() const;  // network order; 0 unless is_v4()
+  bool is_zero() const;        // :: (and 0.0.0.0 is ::ffff:0.0.0.0, not zero)
   bool is_multicast() const;
   // "1.2.3.4" or an IPv6 text (inet_pton); nullopt otherwise.
   static std::optional<IpAddr> parse(std::string_view s);
@@ -81,8 +81,8 @@ struct IpPrefix {
   uint8_t plen = 0;
   bool operator==(const IpPrefix&) const = default;
   static std::optional<IpPrefix> parse(std::string_view s);  // "10.0.0.1/24", "2001:db8::1/64"
-  std::string to_string() const;                              // as given: the host bits kept
-  IpPrefix network() const;                                   // host bits cleared
+  std::string to_string() const;                             // as given: the host bits kept
+  IpPrefix network() const;                                  // host bits cleared
   bool contains(const IpAddr& ip) const;
 };
 
@@ -122,18 +122,18 @@ struct TunnelOptions {
   // remote_ip=IP|flow (required); local_ip=IP|flow (local_ip=flow needs
   // remote_ip=flow, as OVS says). Absent local_ip: the route's source.
   bool remote_flow = false, local_flow = false;
-  IpAddr remote_ip{}, local_ip{};   // zero when absent or flow
+  IpAddr remote_ip{}, local_ip{};  // zero when absent or flow
   bool has_remote() const { return remote_flow || !remote_ip.is_zero(); }
   bool has_local() const { return !local_ip.is_zero(); }
-  TunnelKey in_key, out_key;        // key=X sets both; in_key / out_key override
-  uint16_t dst_port = 4789;         // vxlan 4789, geneve 6081; gre: none (0)
+  TunnelKey in_key, out_key;  // key=X sets both; in_key / out_key override
+  uint16_t dst_port = 4789;   // vxlan 4789, geneve 6081; gre: none (0)
   bool tos_inherit = false;
-  uint8_t tos = 0;                  // a DSCP value (OVS: tos == tos & 0xfc)
+  uint8_t tos = 0;  // a DSCP value (OVS: tos == tos & 0xfc)
   bool ttl_inherit = false;
-  uint8_t ttl = 64;                 // OVS DEFAULT_TTL; ttl=0 means 64 too
-  bool csum = false;                // csum=true (OVS: only "true" sets it); IPv6 UDP always computes
-  bool df_default = true;           // df_default=false clears DF
-  bool ipv6() const;                // the underlay family (remote's, else local's; flow: IPv4)
+  uint8_t ttl = 64;        // OVS DEFAULT_TTL; ttl=0 means 64 too
+  bool csum = false;       // csum=true (OVS: only "true" sets it); IPv6 UDP always computes
+  bool df_default = true;  // df_default=false clears DF
+  bool ipv6() const;       // the underlay family (remote's, else local's; flow: IPv4)
   bool operator==(const TunnelOptions&) const = default;
 };
 
@@ -216,10 +216,10 @@ class TunnelTable {
 struct BridgeAddr {
   std::string bridge_name;
   Bridge* bridge = nullptr;
-  flow::EthAddr mac{};           // other_config:hwaddr, else the lowest hal port MAC, else from the name
-  bool mac_configured = false;   // other_config:hwaddr was set
-  uint16_t internal_vport = 0;   // the bridge's `internal` vport (0: no address yet): out_port(M)
-  std::vector<IpPrefix> addrs;   // in the order added
+  flow::EthAddr mac{};          // other_config:hwaddr, else the lowest hal port MAC, else from the name
+  bool mac_configured = false;  // other_config:hwaddr was set
+  uint16_t internal_vport = 0;  // the bridge's `internal` vport (0: no address yet): out_port(M)
+  std::vector<IpPrefix> addrs;  // in the order added
 };
 
 // Every bridge's addresses (immutable snapshot).
@@ -248,12 +248,12 @@ flow::EthAddr bridge_default_mac(std::string_view bridge);
 // --- routes ----------------------------------------------------------------
 
 struct Route {
-  IpPrefix prefix;          // network (host bits cleared)
-  std::string bridge;       // output bridge ("dev")
-  IpAddr gw{};              // zero: directly connected
-  IpAddr src{};             // the bridge's address used as the source
-  bool local = false;       // ip-add's own /32 (/128): "local"
-  bool user = false;        // route-add ("User:"), else ip-add's ("Cached:")
+  IpPrefix prefix;     // network (host bits cleared)
+  std::string bridge;  // output bridge ("dev")
+  IpAddr gw{};         // zero: directly connected
+  IpAddr src{};        // the bridge's address used as the source
+  bool local = false;  // ip-add's own /32 (/128): "local"
+  bool user = false;   // route-add ("User:"), else ip-add's ("Cached:")
   // OVS's classifier priority: plen (v6-mapped terms) for connected
   // routes, plen + 32 user, plen + 64 local: longest prefix first, then
   // local > user > cached.
@@ -262,7 +262,7 @@ struct Route {
 
 struct RouteLookup {
   std::string bridge;
-  IpAddr gw{};   // zero: the destination itself is the next hop
+  IpAddr gw{};  // zero: the destination itself is the next hop
   IpAddr src{};
 };
 
@@ -356,7 +356,9 @@ class NeighborCache {
 // of combined tunnel output).
 inline constexpr uint32_t kTnlRecircBase = 0x10000;
 inline constexpr uint32_t tnl_recirc_id(uint16_t internal_vport) { return kTnlRecircBase + internal_vport; }
-inline constexpr bool is_tnl_recirc_id(uint32_t id) { return id > kTnlRecircBase && id <= kTnlRecircBase + 0xffff; }
+inline constexpr bool is_tnl_recirc_id(uint32_t id) {
+  return id > kTnlRecircBase && id <= kTnlRecircBase + 0xffff;
+}
 inline constexpr uint16_t tnl_recirc_vport(uint32_t id) { return static_cast<uint16_t>(id - kTnlRecircBase); }
 
 // Everything about tunnels that translation reads, published as one.
@@ -385,7 +387,8 @@ struct TunnelState {
 
 // An ARP request from (src_mac, src_ip) for target_ip, broadcast (OVS
 // tnl_send_arp_request: eth dst ff:ff:ff:ff:ff:ff, tha 0). 42 bytes.
-std::vector<uint8_t> compose_arp_request(const flow::EthAddr& src_mac, flow::be32 src_ip, flow::be32 target_ip);
+std::vector<uint8_t> compose_arp_request(const flow::EthAddr& src_mac, flow::be32 src_ip,
+                                         flow::be32 target_ip);
 // An ARP reply from (mac, ip) to the request's sender (eth dst = sha).
 std::vector<uint8_t> compose_arp_reply(const flow::EthAddr& mac, flow::be32 ip, const flow::EthAddr& to_mac,
                                        flow::be32 to_ip);

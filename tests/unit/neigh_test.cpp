@@ -7,8 +7,8 @@
 
 #include <cstring>
 
-#include "ofproto/tunnel.h"
 #include "flow/miniflow.h"
+#include "ofproto/tunnel.h"
 #include "packet/parser.h"
 
 using namespace keel;
@@ -138,7 +138,8 @@ TEST_CASE("ARP request and reply bytes") {
   auto req = compose_arp_request(me, ip("1.1.2.88").v4_addr(), ip("1.1.2.92").v4_addr());
   CHECK(req == hex("ffffffffffff aa55aa550000 0806 0001 0800 06 04 0001 aa55aa550000 01010258 "
                    "000000000000 0101025c"));
-  auto rep = compose_arp_reply(me, ip("1.1.2.88").v4_addr(), mac("f8:bc:12:44:34:b6"), ip("1.1.2.92").v4_addr());
+  auto rep =
+      compose_arp_reply(me, ip("1.1.2.88").v4_addr(), mac("f8:bc:12:44:34:b6"), ip("1.1.2.92").v4_addr());
   CHECK(rep == hex("f8bc124434b6 aa55aa550000 0806 0001 0800 06 04 0002 aa55aa550000 01010258 "
                    "f8bc124434b6 0101025c"));
   // The parser keys them as snoop expects.

@@ -4,6 +4,8 @@
 // receive side in tnl_find's order, and the Ofproto wiring: shared tunnel
 // vports with reference counts, refusals that change nothing, and the
 // LOCAL port's address and MAC.
+#include "ofproto/tunnel.h"
+
 #include <doctest/doctest.h>
 
 #include <mutex>
@@ -14,7 +16,6 @@
 #include "keel/hal/port_spec.h"
 #include "ofproto/ofproto.h"
 #include "ofproto/port_columns.h"
-#include "ofproto/tunnel.h"
 
 using namespace keel;
 using namespace keel::ofproto;
@@ -69,8 +70,13 @@ TEST_CASE("tunnel options: OVS defaults and names") {
 
   Status st;
   TunnelOptions o = opts(TunnelType::vxlan,
-                         {{"remote_ip", "1.1.2.92"}, {"key", "123"}, {"tos", "0x10"}, {"ttl", "5"},
-                          {"df_default", "false"}, {"csum", "true"}, {"dst_port", "4790"}},
+                         {{"remote_ip", "1.1.2.92"},
+                          {"key", "123"},
+                          {"tos", "0x10"},
+                          {"ttl", "5"},
+                          {"df_default", "false"},
+                          {"csum", "true"},
+                          {"dst_port", "4790"}},
                          &st);
   REQUIRE(st.ok());
   CHECK(o.remote_ip == ip("1.1.2.92"));
@@ -137,7 +143,8 @@ TEST_CASE("tunnel options: bad values are refused with OVS's words, nothing chan
   CHECK(st.message() == "t1: vxlan type requires valid 'remote_ip' argument");
   st = check_tunnel_options("t1", opts(TunnelType::gre, {{"remote_ip", "1.1.1.1"}, {"local_ip", "flow"}}));
   CHECK(st.message() == "t1: gre type requires 'remote_ip=flow' with 'local_ip=flow'");
-  st = check_tunnel_options("t1", opts(TunnelType::vxlan, {{"remote_ip", "1.1.1.1"}, {"local_ip", "2001::1"}}));
+  st = check_tunnel_options("t1",
+                            opts(TunnelType::vxlan, {{"remote_ip", "1.1.1.1"}, {"local_ip", "2001::1"}}));
   CHECK(st.message() == "t1: 'remote_ip' and 'local_ip' has to be of the same address family");
 }
 
@@ -145,11 +152,9 @@ TEST_CASE("tunnel options: ovs-vsctl words round-trip; dpif/show summary as OVS 
   // The summaries ovs-vswitchd 3.1 printed (dpif/show, live) for the same options.
   CHECK(tunnel_summary(opts(TunnelType::vxlan, {{"remote_ip", "1.1.2.92"}, {"key", "123"}})) ==
         "vxlan: key=123, remote_ip=1.1.2.92");
-  CHECK(tunnel_summary(opts(TunnelType::geneve, {{"remote_ip", "flow"},
-                                                 {"key", "flow"},
-                                                 {"csum", "true"},
-                                                 {"tos", "inherit"},
-                                                 {"ttl", "5"}})) ==
+  CHECK(tunnel_summary(opts(
+            TunnelType::geneve,
+            {{"remote_ip", "flow"}, {"key", "flow"}, {"csum", "true"}, {"tos", "inherit"}, {"ttl", "5"}})) ==
         "geneve: csum=true, key=flow, remote_ip=flow, tos=inherit, ttl=5");
   CHECK(tunnel_summary(opts(TunnelType::vxlan, {{"remote_ip", "2001:cafe::92"}, {"dst_port", "4790"}})) ==
         "vxlan: dst_port=4790, remote_ip=2001:cafe::92");
@@ -163,7 +168,11 @@ TEST_CASE("tunnel options: ovs-vsctl words round-trip; dpif/show summary as OVS 
 
   for (auto kv : std::vector<std::vector<std::pair<std::string, std::string>>>{
            {{"remote_ip", "1.1.2.92"}, {"key", "123"}},
-           {{"remote_ip", "flow"}, {"local_ip", "flow"}, {"key", "flow"}, {"ttl", "inherit"}, {"csum", "true"}},
+           {{"remote_ip", "flow"},
+            {"local_ip", "flow"},
+            {"key", "flow"},
+            {"ttl", "inherit"},
+            {"csum", "true"}},
            {{"remote_ip", "2001:db8::1"}, {"local_ip", "2001:db8::2"}, {"in_key", "1"}, {"out_key", "flow"}},
            {{"remote_ip", "10.0.0.1"}, {"dst_port", "8472"}, {"df_default", "false"}, {"tos", "0xfc"}}}) {
     TunnelOptions o = opts(TunnelType::vxlan, kv);
@@ -209,10 +218,10 @@ TEST_CASE("TunnelTable::receive follows tnl_find: exact key, exact remote, local
   CHECK(rx(3, "1.1.2.92", "1.1.2.88", 124) == "keyflow");     // key=flow before remote=flow
   CHECK(rx(3, "1.1.2.99", "1.1.2.88", 123) == "remoteflow");  // exact key, any remote
   CHECK(rx(3, "1.1.2.99", "1.1.2.88", 5) == "both_flow");
-  CHECK(rx(3, "1.1.2.93", "1.1.2.88", 7) == "local");     // IP_SRC_CFG before IP_SRC_ANY
+  CHECK(rx(3, "1.1.2.93", "1.1.2.88", 7) == "local");  // IP_SRC_CFG before IP_SRC_ANY
   CHECK(rx(3, "1.1.2.93", "1.1.2.89", 7) == "anylocal");
-  CHECK(rx(4, "1.1.2.92", "1.1.2.88", 0) == "gre");       // the vport is part of the match
-  CHECK(rx(4, "1.1.2.92", "1.1.2.88", 1) == "none");      // key 0 configured: tun_id must be 0
+  CHECK(rx(4, "1.1.2.92", "1.1.2.88", 0) == "gre");   // the vport is part of the match
+  CHECK(rx(4, "1.1.2.92", "1.1.2.88", 1) == "none");  // key 0 configured: tun_id must be 0
   CHECK(rx(5, "1.1.2.92", "1.1.2.88", 123) == "none");
 
   // tnl_wc_init's bits, and nothing for a packet not from a tunnel.
@@ -235,7 +244,8 @@ TEST_CASE("TunnelTable::receive follows tnl_find: exact key, exact remote, local
   CHECK(wc2 == FlowKey{});
 
   // IPv6 underlay.
-  TunnelTable t6({port("v6", 3, 1, opts(TunnelType::vxlan, {{"remote_ip", "2001:cafe::92"}, {"key", "123"}}))});
+  TunnelTable t6(
+      {port("v6", 3, 1, opts(TunnelType::vxlan, {{"remote_ip", "2001:cafe::92"}, {"key", "123"}}))});
   FlowKey g{};
   g.in_port = 3;
   g.tun_ipv6_src = ip("2001:cafe::92").a;
@@ -244,8 +254,10 @@ TEST_CASE("TunnelTable::receive follows tnl_find: exact key, exact remote, local
   CHECK(t6.receive(g, nullptr).port->name == "v6");
 
   // Duplicates: same type, dst_port, key, remote, local.
-  CHECK(t.duplicate_of(opts(TunnelType::vxlan, {{"remote_ip", "1.1.2.92"}, {"key", "123"}}))->name == "exact");
-  CHECK(t.duplicate_of(opts(TunnelType::vxlan, {{"remote_ip", "1.1.2.92"}, {"key", "123"}}), "exact") == nullptr);
+  CHECK(t.duplicate_of(opts(TunnelType::vxlan, {{"remote_ip", "1.1.2.92"}, {"key", "123"}}))->name ==
+        "exact");
+  CHECK(t.duplicate_of(opts(TunnelType::vxlan, {{"remote_ip", "1.1.2.92"}, {"key", "123"}}), "exact") ==
+        nullptr);
   CHECK(t.duplicate_of(opts(TunnelType::vxlan, {{"remote_ip", "1.1.2.92"}, {"key", "124"}})) == nullptr);
   CHECK(t.duplicate_of(opts(TunnelType::geneve, {{"remote_ip", "1.1.2.92"}, {"key", "123"}})) == nullptr);
 }
@@ -296,7 +308,8 @@ TEST_CASE("Ofproto: tunnel ports share one vport per (type, dst_port), refcounte
   CHECK(st->vports[0].refs == 2);
   CHECK(st->vports[1].name == "gre_sys");
   CHECK(st->format_vports() == "Listening ports:\nvxlan_sys_4789 (" + std::to_string(st->vports[0].id) +
-                                   ") ref_cnt=2\ngre_sys (" + std::to_string(st->vports[1].id) + ") ref_cnt=1\n");
+                                   ") ref_cnt=2\ngre_sys (" + std::to_string(st->vports[1].id) +
+                                   ") ref_cnt=1\n");
   auto vx = s.dp.vport(st->vports[0].id);
   REQUIRE(vx.has_value());
   CHECK(vx->name == "vxlan_sys_4789");
