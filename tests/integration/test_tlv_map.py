@@ -34,6 +34,11 @@ FLOWS = [
     "priority=25,actions=move:NXM_NX_REG0[]->NXM_NX_TUN_METADATA0[0..31]",
     "priority=26,actions=load:0xabcdef->tun_metadata3[8..31]",
     "priority=27,tun_metadata3=0x5,tun_metadata0=0xa,tun_id=0x7b,ip,actions=drop",
+    # The other tunnel fields, matched and set (printed as OpenFlow 1.0 loads).
+    "priority=30,tun_id=0x7b/0xff,tun_src=1.1.1.0/24,tun_dst=2.2.2.2,actions=set_field:0x7b->tun_id,"
+    "set_field:1.1.1.1->tun_dst,set_field:2001:db8::2->tun_ipv6_dst,set_tunnel:0x5,set_tunnel64:0x1122334455",
+    "priority=31,tun_ipv6_src=2001:db8::1,tun_ipv6_dst=2001:db8::/32,actions=drop",
+    "priority=33,tun_id=5,tun_flags=-oam,actions=drop",
 ]
 
 
