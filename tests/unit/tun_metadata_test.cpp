@@ -328,3 +328,35 @@ TEST_CASE("conversions: raw options <-> tun_metadata, and the megaflow mask") {
   trunc.tun_opt_len = 1000;
   CHECK(!from_geneve_udpif(t, trunc, md).ok());
 }
+
+TEST_CASE("raw options from any bytes: conversions and printing stay inside the key") {
+  // What a bad packet's decapsulation could leave in the key (tnl_pop
+  // validates, but translation and flow-dump must not trust it): random
+  // bytes and lengths, every length up to beyond the options area.
+  const TlvTable t = ovs_table();
+  uint64_t seed = 0x9e3779b97f4a7c15ull;
+  auto next = [&] {
+    seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+    return seed;
+  };
+  for (int round = 0; round < 2000; ++round) {
+    Match m;
+    for (auto& b : m.key.tun_opts) b = static_cast<uint8_t>(next());
+    // Bias towards plausible option headers some of the time.
+    if (round % 2) m.key.tun_opts[3] = static_cast<uint8_t>(next() % 4);
+    m.key.tun_opt_len = static_cast<uint32_t>(next() % 300);
+    m.mask.tun_opt_len = kTunOptLenMaskUdpif;
+    for (auto& b : m.mask.tun_opts) b = static_cast<uint8_t>(next());
+    FlowKey md{};
+    (void)from_geneve_udpif(t, m.key, md);
+    CHECK(md.tun_opt_len <= 0xffu);  // only present bits of mapped fields
+    FlowKey md_mask{}, raw_mask{};
+    unwildcard_field(md_mask, OfFieldId::tun_metadata0, OfValue::ones(0, 32));
+    to_geneve_udpif_mask(t, m.key, md_mask, raw_mask);
+    CHECK(raw_mask.tun_opt_len == kTunOptLenMaskUdpif);
+    std::string text = format_dp_match(m);
+    CHECK(text.find("geneve(") != std::string::npos);
+    std::array<uint8_t, kGeneveOptsMax> opts{};
+    CHECK(to_geneve_options(t, md, opts) <= kGeneveOptsMax);
+  }
+}
