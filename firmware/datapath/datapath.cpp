@@ -349,8 +349,16 @@ Datapath::~Datapath() {
 Result<uint16_t> Datapath::add_port(std::unique_ptr<hal::Port> port) {
   if (running_) return error(Errc::unavailable, "ports can't be added while forwarding");
   if (find_port(port->name())) return error(Errc::already_exists, "port " + port->name() + " exists");
-  if (n_ports_ + 1u >= kMaxPorts) return error(Errc::resource_exhausted, "too many ports");
-  uint16_t id = ++n_ports_;
+  if (find_vport(port->name())) return error(Errc::already_exists, "port " + port->name() + " exists");
+  // The lowest id neither a port nor a vport holds (vports share the space).
+  uint16_t id = 0;
+  {
+    std::lock_guard lk(vport_mu_);
+    for (uint16_t i = 1; i < kMaxPorts - 1u && id == 0; ++i)
+      if (!ports_[i] && !vports_[i]) id = i;
+  }
+  if (id == 0) return error(Errc::resource_exhausted, "too many ports");
+  if (id > n_ports_) n_ports_ = id;
   port->set_id(id);
   rxq_loads_[id] = std::make_unique<std::array<RxqLoad, hal::Port::kMaxQueues>>();
   ports_[id] = std::move(port);
@@ -441,8 +449,9 @@ void Datapath::mask_vlans(flow::Match& m) {
 Result<Megaflow*> Datapath::build_megaflow(const flow::Match& match, const flow::DpActions* actions,
                                            const Ufid& ufid, const flow::Miniflow* shown_key) const {
   if (match.mask.in_port != 0xffffffffu) return invalid("in_port must be matched exactly");
-  if (match.key.in_port == 0 || !port(static_cast<uint16_t>(std::min<uint32_t>(match.key.in_port, kMaxPorts - 1))) ||
-      match.key.in_port >= kMaxPorts)
+  // A hal port, or a vport (packets after tnl_pop arrive with its id).
+  const uint16_t in = static_cast<uint16_t>(std::min<uint32_t>(match.key.in_port, kMaxPorts - 1));
+  if (match.key.in_port == 0 || match.key.in_port >= kMaxPorts || (!port(in) && !is_vport(in)))
     return error(Errc::not_found, "in_port(" + std::to_string(match.key.in_port) + "): no such port");
   flow::Match m = match;
   m.mask.recirc_id = 0xffffffffu;  // the datapath always matches recirc_id exactly
@@ -482,7 +491,11 @@ Status Datapath::flow_put(const flow::Match& match, const flow::DpActions& actio
   // Every output port must exist.
   Status bad_port;
   flow::for_each_output_port(actions.bytes(), [&](uint32_t p) {
-    if (bad_port.ok() && (p >= kMaxPorts || !port(static_cast<uint16_t>(p))))
+    if (!bad_port.ok()) return;
+    if (p < kMaxPorts && is_vport(static_cast<uint16_t>(p)))
+      bad_port = invalid("action output:" + std::to_string(p) + ": a virtual port (" +
+                         vport(static_cast<uint16_t>(p)).value_or(Vport{}).name + ") never transmits");
+    else if (p >= kMaxPorts || !port(static_cast<uint16_t>(p)))
       bad_port = error(Errc::not_found, "action output:" + std::to_string(p) + ": no such port");
   });
   if (!bad_port.ok()) return bad_port;
