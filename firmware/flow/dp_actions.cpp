@@ -12,6 +12,7 @@
 #include <array>
 
 #include "flow/flow_text.h"
+#include "packet/tunnel_header.h"
 
 namespace keel::flow {
 namespace {
@@ -190,6 +191,19 @@ void DpActionsBuilder::lb_output(uint32_t bond_id) {
 }
 void DpActionsBuilder::trunc(uint32_t max_len) { append(DpActionType::kTrunc, 0, max_len, 8); }
 void DpActionsBuilder::meter(uint32_t id) { append(DpActionType::kMeter, 0, id, 8); }
+void DpActionsBuilder::tnl_push(uint32_t tnl_port, uint32_t out_port, uint8_t tnl_type,
+                                std::span<const uint8_t> header) {
+  if (Status st = packet::check_tunnel_header(static_cast<packet::TnlType>(tnl_type), header); !st) {
+    fail("tnl_push: " + st.message());
+    return;
+  }
+  uint8_t* p = append(DpActionType::kTnlPush, 0, tnl_port, 8 + dp_align8(sizeof(TnlPushArgs) + header.size()));
+  if (!p) return;
+  TnlPushArgs a{out_port, static_cast<uint16_t>(header.size()), tnl_type, 0};
+  std::memcpy(p, &a, sizeof a);
+  std::memcpy(p + sizeof a, header.data(), header.size());
+}
+void DpActionsBuilder::tnl_pop(uint32_t vport) { append(DpActionType::kTnlPop, 0, vport, 8); }
 
 // One body for the five set_*() calls.
 #define KEEL_BUILD_SET(T, header)                                                                     \
@@ -358,10 +372,23 @@ Status validate_list(const uint8_t* p, size_t n, size_t base, unsigned depth) {
           return bad_at(base + off, "non-zero padding");
         break;
       }
-      case DpActionType::kTnlPush:
       case DpActionType::kTnlPop:
-        return bad_at(base + off, "action type " + std::to_string(static_cast<unsigned>(h.type)) +
-                                      " is reserved, not implemented yet");
+        if (h.sub != 0 || pn != 0) return bad_at(base + off, "unexpected payload");
+        break;
+      case DpActionType::kTnlPush: {
+        if (h.sub != 0 || pn < sizeof(TnlPushArgs)) return bad_at(base + off, "bad tnl_push action");
+        TnlPushArgs a;
+        std::memcpy(&a, pl, sizeof a);
+        if (a.pad != 0 || a.header_len > kMaxTnlHeaderLen || h.len != 8 + dp_align8(sizeof a + a.header_len))
+          return bad_at(base + off, "bad tnl_push action");
+        if (Status st = packet::check_tunnel_header(static_cast<packet::TnlType>(a.tnl_type),
+                                                    {pl + sizeof a, a.header_len});
+            !st)
+          return bad_at(base + off, "tnl_push: " + st.message());
+        if (!all_zero(pl + sizeof a + a.header_len, pn - sizeof a - a.header_len))
+          return bad_at(base + off, "non-zero padding");
+        break;
+      }
       default:
         return bad_at(base + off, "unknown action type " + std::to_string(static_cast<unsigned>(h.type)));
     }
