@@ -163,7 +163,15 @@ class XlateTunnels {
   virtual void send_neighbor_request(Bridge& br, const flow::EthAddr& smac, const flow::In6Addr& src,
                                      const flow::In6Addr& dst) = 0;
   virtual void neighbor_learn(Bridge& br, const flow::In6Addr& ip, const flow::EthAddr& mac) = 0;
+  // Moves whenever something above changes (the revalidator re-translates
+  // flows that read tunnel state then).
+  virtual uint64_t generation() const { return 0; }
 };
+
+// The megaflow mask of a packet from a tunnel vport that no tunnel port
+// takes: in_port, recirc_id and the tunnel fields tnl_find() reads (OVS's
+// tnl_wc_init()), so the drop flow covers only that tunnel key / remote.
+flow::FlowKey tunnel_receive_wc(const flow::FlowKey& flow);
 
 inline constexpr unsigned kMaxResubmitDepth = 64;                                    // OVS MAX_DEPTH
 inline constexpr unsigned kMaxResubmits = kMaxResubmitDepth * kMaxResubmitDepth;  // OVS MAX_RESUBMITS
@@ -230,6 +238,11 @@ struct XlateOut {
   bool tnl_neigh_miss = false;  // a tunnel output found no neighbour
   bool slow_path_neigh = false; // an ARP request / NS for an own address: userspace(slow_path(action))
   bool tnl_recirc = false;      // a tunnel output fell back to tnl_push + recirculation
+  // A combined tunnel output translated in this underlay bridge too: its
+  // rules and MAC table (when NORMAL ran there) matter for revalidation.
+  Bridge* underlay = nullptr;
+  uint64_t underlay_rules_generation = 0, underlay_mac_generation = 0;
+  bool underlay_uses_normal = false;
   // Every table looked up (hit or miss): a rule change elsewhere can't
   // change this translation unless it changes one of these tables.
   std::bitset<256> tables;
