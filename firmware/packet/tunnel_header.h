@@ -111,7 +111,7 @@ struct TunnelHeaderSpec {
   bool key_present = true;    // GRE: the K flag (VXLAN/GENEVE always carry a VNI)
   uint32_t key = 0;           // host order: VNI (24 bits) or GRE key (32 bits)
   bool oam = false;           // GENEVE O bit
-  bool critical = false;      // GENEVE C bit (an option is critical)
+  bool critical = false;      // GENEVE C bit; also set when an option's type has its critical bit (0x80)
   std::span<const uint8_t> geneve_opts{};  // raw TLVs, a multiple of 4, <= kMaxGeneveOptsLen
 };
 
