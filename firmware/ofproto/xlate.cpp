@@ -146,6 +146,23 @@ bool includes_vlan(const PortConfig& p, const XVlan& x) {
 }
 
 
+// The ports of `br` as translation sees them: with its LOCAL port (the
+// internal vport of a bridge with an address) when the port map has none.
+std::shared_ptr<const PortMap> with_local(std::shared_ptr<const PortMap> ports, const Bridge& br,
+                                          const XlateTunnels* tnl) {
+  if (!ports) ports = std::make_shared<const PortMap>();
+  if (!tnl) return ports;
+  const uint16_t v = tnl->local_vport(br);
+  if (!v || ports->by_ofport(kOfppLocal)) return ports;
+  auto m = std::make_shared<PortMap>(*ports);
+  PortConfig p;
+  p.name = br.name();
+  p.ofport = kOfppLocal;
+  p.dp_port = v;
+  m->ports.push_back(std::move(p));  // 0xfffe: after every other OpenFlow port
+  return m;
+}
+
 // --- the translation context --------------------------------------------------
 
 class Ctx {
@@ -1265,7 +1282,7 @@ void Ctx::native_tunnel_output(const XlateTunnelPort& tp, bool last, bool trunca
   outer.metadata = 0;
   std::memset(outer.regs, 0, sizeof outer.regs);
   std::memset(&outer, 0, offsetof(FlowKey, ct_state));
-  const std::shared_ptr<const PortMap> uports = ubr.ports();
+  const std::shared_ptr<const PortMap> uports = with_local(ubr.ports(), ubr, tnl_);
 
   out_.underlay_rules_generation = ubr.rules_generation();
   const char* why = nullptr;
@@ -1280,7 +1297,7 @@ void Ctx::native_tunnel_output(const XlateTunnelPort& tp, bool last, bool trunca
     // the controller (which must see the packet as it is then: recirculate).
     XlateIn din{ubr, outer, ubr.version(), in_.now_ns, false, true, nullptr, tnl_, kOfppLocal};
     DpActionsBuilder scratch;
-    Ctx dry(din, uports ? uports : std::make_shared<const PortMap>(), dry_out);
+    Ctx dry(din, uports, dry_out);
     dry.run_underlay(outer, base_, last, &scratch, nullptr, depth_ + 1, resubmits_);
     if (dry.error_ != XlateError::ok) {
       error_ = dry.error_;
@@ -1305,7 +1322,7 @@ void Ctx::native_tunnel_output(const XlateTunnelPort& tp, bool last, bool trunca
   } else {
     XlateIn uin{ubr, outer, ubr.version(), in_.now_ns, in_.may_learn, true, nullptr, tnl_, kOfppLocal};
     XlateOut uout;
-    Ctx u(uin, uports ? uports : std::make_shared<const PortMap>(), uout);
+    Ctx u(uin, uports, uout);
     u.run_underlay(outer, base_, last, b_, trace_list_, depth_ + 1, resubmits_);
     resubmits_ = u.resubmits_;
     if (u.error_ != XlateError::ok) error_ = u.error_;
@@ -1767,7 +1784,7 @@ const char* to_string(XlateError e) {
 }
 
 Result<XlateOut> xlate(const XlateIn& in) {
-  std::shared_ptr<const PortMap> ports = in.bridge.ports();
+  std::shared_ptr<const PortMap> ports = with_local(in.bridge.ports(), in.bridge, in.tunnels);
   XlateIn mapped = in;
   uint32_t in_ofport = in.flow.in_port;
   if (in.in_ofport) {
@@ -1814,10 +1831,10 @@ Match xlate_megaflow(const FlowKey& key, const FlowKey& wc) {
   return m;
 }
 
-std::string xlate_trace(Bridge& bridge, const FlowKey& flow, uint64_t now_ns) {
+std::string xlate_trace(Bridge& bridge, const FlowKey& flow, uint64_t now_ns, XlateTunnels* tunnels) {
   std::string out = "Flow: " + format_flow(flow) + "\n";
   std::string tree;
-  XlateIn in{bridge, flow, bridge.version(), now_ns, false, true, &tree};
+  XlateIn in{bridge, flow, bridge.version(), now_ns, false, true, &tree, tunnels};
   Result<XlateOut> r = xlate(in);
   if (!r.ok()) return out + "\n" + r.status().message() + "\n";
   const XlateOut& x = r.value();

@@ -150,6 +150,9 @@ class XlateTunnels {
   virtual std::optional<flow::EthAddr> neighbor(const Bridge& br, const flow::In6Addr& ip) const = 0;
   virtual std::optional<flow::EthAddr> bridge_mac(const Bridge& br) const = 0;
   virtual std::vector<flow::In6Addr> bridge_addrs(const Bridge& br) const = 0;
+  // The bridge's internal (LOCAL) vport; 0: none (no address). When the
+  // bridge's port map has no LOCAL port, translation adds one for it.
+  virtual uint16_t local_vport(const Bridge& br) const { (void)br; return 0; }
   virtual std::vector<XlateListener> listeners() const = 0;
   // The overlay port for a packet whose in_port is a tunnel vport (flow's
   // tunnel fields as tnl_pop set them); nullopt: no tunnel port matches.
@@ -271,7 +274,12 @@ flow::Match xlate_megaflow(const flow::FlowKey& key, const flow::FlowKey& wc);
 //   Final flow: unchanged
 //   Megaflow: recirc_id=0,eth,ip,in_port=1,nw_dst=10.0.0.0/8,nw_frag=no
 //   Datapath actions: 2
-std::string xlate_trace(Bridge& bridge, const flow::FlowKey& flow, uint64_t now_ns);
+//
+// With `tunnels`, tunnel outputs, LOCAL and tunnel recirculations are
+// translated (and traced) as the upcall handler does: "tunneling to ... via
+// BR", the underlay bridge's nested bridge("...") section, or the reason a
+// tunnel output falls back to recirculation.
+std::string xlate_trace(Bridge& bridge, const flow::FlowKey& flow, uint64_t now_ns, XlateTunnels* tunnels = nullptr);
 
 // --- controller actions --------------------------------------------------
 //

@@ -184,7 +184,7 @@ struct World {
   // Replaces int-br's rules with one rule of `acts` as OfActions (for
   // actions the text syntax has no form for, as output with max_len).
   static void rule(Bridge& b, flow::OfActions acts) {
-    auto f = flow::parse_of_flow("priority=10,actions=drop");
+    auto f = flow::parse_of_flow("priority=40000,actions=drop");
     REQUIRE(f.ok());
     FlowMod fm;
     fm.command = FlowMod::Command::add;
