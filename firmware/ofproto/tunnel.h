@@ -373,7 +373,7 @@ struct TunnelState {
     uint16_t dst_port = 0;
     uint32_t refs = 0;
   };
-  std::vector<Vport> vports;  // sorted by name
+  std::vector<Vport> vports;  // in creation order (OVS's tnl/ports/show order)
   const Vport* vport(uint16_t id) const;
   // `ovs-appctl tnl/ports/show`: "Listening ports:\n" then
   // "vxlan_sys_4789 (ID) ref_cnt=N" per vport (ID: the datapath vport id,
