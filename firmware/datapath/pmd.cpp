@@ -519,7 +519,7 @@ void Pmd::housekeeping() {
 // Packets the executor did not send (pmd-stats' exec_dropped).
 static uint64_t exec_drops(const ExecCounters& c) {
   return c.dropped + c.tx_overflow + c.recirc_overflow + c.no_headroom + c.unsupported + c.copy_failed +
-         c.bond_drops;
+         c.bond_drops + c.tnl_push_no_headroom + c.tnl_pop_errors;
 }
 
 // The TCP flags of a parsed key, host order (0 unless TCP). Word 69's top
