@@ -178,7 +178,7 @@ def dp_flows(text):
 def tnl_push_check(line, proc):
     """The tnl_push of `line` with the complete header, followed in the
     same action list by the output to the uplink; returns (tnl_port, rest)."""
-    m = re.search(r"tnl_push\(tnl_port\((\w+)\),(header\(.*?\)\)\)),out_port\((\w+)\)\),up(\)?)", line)
+    m = re.search(r"tnl_push\(tnl_port\(([\w.-]+)\),(header\(.*?\)\)),out_port\(([\w.-]+)\)\),up(\)?)", line)
     check(m, "a tnl_push(...) followed by the output to up:\n" + line, proc)
     check(m.group(2) == HEADER, "tnl_push header\n  %s\nwant\n  %s" % (m.group(2), HEADER), proc)
     return m.group(1)
@@ -200,10 +200,10 @@ def test_flow_dump_one_megaflow_per_flow_combined():
     check(actions.startswith("tnl_push("), "unicast to the tunnel: a bare tnl_push(...),up:\n" + line, proc)
     pops = [l for l in flows if "in_port(up)" in l and "tnl_pop(" in l]
     check(len(pops) == 1, "one megaflow on the uplink popping the tunnel:\n" + "\n".join(flows), proc)
-    m = re.search(r"actions:tnl_pop\((\w+)\)$", pops[0])
+    m = re.search(r"actions:tnl_pop\(([\w.-]+)\)$", pops[0])
     check(m and m.group(1) == tnl_port, "the uplink's flow is tnl_pop(%s), the vport tnl_push uses:\n%s" %
           (tnl_port, pops[0]), proc)
-    inner = [l for l in flows if l.startswith("tunnel(tun_id=0x%x,src=%s,dst=%s," % (VNI, REMOTE, LOCAL))]
+    inner = [l for l in flows if l.lstrip().startswith("tunnel(tun_id=0x%x,src=%s,dst=%s," % (VNI, REMOTE, LOCAL))]
     check(inner and inner[0].endswith("actions:vm"),
           "the decapsulated packet's megaflow matches its tunnel and outputs to vm:\n" + "\n".join(flows), proc)
 
