@@ -248,8 +248,9 @@ class Rig:
               "remote", UNDERLAY_KEEL, "local", UNDERLAY_KERNEL, "dev", "ktu0")
         bp.sh("ip", "addr", "add", OVERLAY_KERNEL + "/24", "dev", "vx0")
         bp.sh("ip", "link", "set", "vx0", "up")
-        self.ktu0_mac = open("/sys/class/net/ktu0/address").read().strip()
-        self.vm_mac = self.vm("cat", "/sys/class/net/ktv0/address").strip()
+        # (ip, not /sys/class/net: sysfs still shows the namespace it was mounted in)
+        self.ktu0_mac = json.loads(bp.sh("ip", "-j", "link", "show", "ktu0"))[0]["address"]
+        self.vm_mac = json.loads(self.vm("ip", "-j", "link", "show", "ktv0"))[0]["address"]
 
     def vm(self, *args):
         return bp.sh("nsenter", "--net=/proc/%d/ns/net" % self.vm_ns.pid, *args)
