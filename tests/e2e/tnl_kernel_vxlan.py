@@ -68,6 +68,13 @@ UNDERLAY_KEEL = "192.168.50.2"
 OVERLAY_KERNEL = "10.1.0.1"
 OVERLAY_VM = "10.1.0.2"
 BR_PHY_MAC = "02:00:00:00:50:02"
+# The IPv6 underlay: a second kernel vxlan device over the same wire
+# (vx6, VNI 456), a second overlay (br-int6, the VM's second TAP).
+VNI6 = 456
+UNDERLAY6_KERNEL = "fd00:50::1"
+UNDERLAY6_KEEL = "fd00:50::2"
+OVERLAY6_KERNEL = "10.6.0.1"
+OVERLAY6_VM = "10.6.0.2"
 TIMEOUT = 60  # generous: only a broken side reaches it
 
 KEEL_CONFIG = """add-br br-phy
@@ -79,8 +86,13 @@ add-br br-int
 add-port br-int vm
 add-port br-int vx0 type=vxlan options:remote_ip=%s options:key=%d
 add-flow br-int actions=NORMAL
-""" % (BR_PHY_MAC, UNDERLAY_KEEL, UNDERLAY_KERNEL, VNI)
-KEEL_PORTS = ["uplink=tap:ktu0", "vm=tap:ktv0"]
+ip-add br-phy %s/64
+add-br br-int6
+add-port br-int6 vm6
+add-port br-int6 vx6 type=vxlan options:remote_ip=%s options:key=%d
+add-flow br-int6 actions=NORMAL
+""" % (BR_PHY_MAC, UNDERLAY_KEEL, UNDERLAY_KERNEL, VNI, UNDERLAY6_KEEL, UNDERLAY6_KERNEL, VNI6)
+KEEL_PORTS = ["uplink=tap:ktu0", "vm=tap:ktv0", "vm6=tap:ktv6"]
 
 
 def skip_reason():
@@ -134,8 +146,15 @@ def link_stats(dev, ns_pid=None):
 
 
 def udp_csum_errors():
+    """The kernel's UDP checksum errors, IPv4 (Udp InCsumErrors) + IPv6
+    (Udp6InCsumErrors), of this namespace."""
     lines = [l.split() for l in open("/proc/net/snmp") if l.startswith("Udp:")]
-    return int(lines[1][lines[0].index("InCsumErrors")])
+    n = int(lines[1][lines[0].index("InCsumErrors")])
+    for l in open("/proc/net/snmp6"):
+        k, v = l.split()
+        if k == "Udp6InCsumErrors":
+            n += int(v)
+    return n
 
 
 def ping(dst, count, ns_pid=None):
@@ -191,30 +210,43 @@ def mac_text(b):
 
 
 def parse_vxlan(frame):
-    """The outer headers of an Ethernet/IPv4/UDP/VXLAN frame as a dict, or
-    None when the frame is not UDP to 4789."""
-    if len(frame) < 14 + 20 + 8 + 8 or frame[12:14] != b"\x08\x00":
+    """The outer headers of an Ethernet/IPv4|IPv6/UDP/VXLAN frame as a dict,
+    or None when the frame is not UDP to 4789."""
+    if len(frame) < 14 + 40 + 16:
         return None
+    et = frame[12:14]
     ip = frame[14:]
-    ihl = (ip[0] & 0xf) * 4
-    if ip[0] >> 4 != 4 or ip[9] != 17:
+    if et == b"\x08\x00" and ip[0] >> 4 == 4 and ip[9] == 17:
+        ihl = (ip[0] & 0xf) * 4
+        frag = struct.unpack("!H", ip[6:8])[0]
+        v = {"family": 4, "ip_src": socket.inet_ntoa(ip[12:16]), "ip_dst": socket.inet_ntoa(ip[16:20]),
+             "tos": ip[1], "ttl": ip[8], "df": bool(frag & 0x4000), "mf_or_offset": frag & 0x3fff,
+             "ip_len_ok": struct.unpack("!H", ip[2:4])[0] == len(ip), "ip_csum_ok": csum(bytes(ip[:ihl])) == 0}
+        pseudo = ip[12:20] + struct.pack("!BB", 0, 17)
+        udp = ip[ihl:]
+    elif et == b"\x86\xdd" and ip[0] >> 4 == 6 and ip[6] == 17:
+        vtf = struct.unpack("!I", ip[0:4])[0]
+        v = {"family": 6, "ip_src": socket.inet_ntop(socket.AF_INET6, ip[8:24]),
+             "ip_dst": socket.inet_ntop(socket.AF_INET6, ip[24:40]), "tos": (vtf >> 20) & 0xff,
+             "label": vtf & 0xfffff, "ttl": ip[7], "ip_len_ok": struct.unpack("!H", ip[4:6])[0] == len(ip) - 40}
+        pseudo = ip[8:40] + struct.pack("!BB", 0, 17)
+        udp = ip[40:]
+    else:
         return None
-    udp = ip[ihl:]
     sport, dport, ulen, ucsum = struct.unpack("!HHHH", udp[:8])
     if dport != 4789:
         return None
     vx = udp[8:16]
-    return {
+    v.update({
         "dst": mac_text(frame[0:6]), "src": mac_text(frame[6:12]),
-        "ip_src": socket.inet_ntoa(ip[12:16]), "ip_dst": socket.inet_ntoa(ip[16:20]),
-        "tos": ip[1], "ttl": ip[8], "df": bool(struct.unpack("!H", ip[6:8])[0] & 0x4000),
-        "mf_or_offset": struct.unpack("!H", ip[6:8])[0] & 0x3fff,
-        "ip_len": struct.unpack("!H", ip[2:4])[0], "frame_ip_len": len(ip),
-        "ip_csum_ok": csum(bytes(ip[:ihl])) == 0,
-        "sport": sport, "ulen": ulen, "udp_len": len(udp), "ucsum": ucsum,
+        "sport": sport, "ulen_ok": ulen == len(udp), "ucsum": ucsum,
+        # A UDP checksum that verifies: the sum over pseudo-header and
+        # datagram (the checksum included) is 0xffff, i.e. csum() is 0.
+        "ucsum_ok": ucsum != 0 and csum(bytes(pseudo) + struct.pack("!H", len(udp)) + bytes(udp)) == 0,
         "vx_flags": vx[0], "vni": struct.unpack("!I", vx[4:8])[0] >> 8,
         "inner": bytes(udp[16:]),
-    }
+    })
+    return v
 
 
 class Rig:
@@ -240,6 +272,10 @@ class Rig:
             self.vm("sysctl", "-q", "-w", "net.ipv6.conf.%s.disable_ipv6=1" % k)
         self.vm("ip", "addr", "add", OVERLAY_VM + "/24", "dev", "ktv0")
         self.vm("ip", "link", "set", "ktv0", "up")
+        bp.sh("ip", "link", "set", "ktv6", "netns", str(self.vm_ns.pid))
+        self.vm("sysctl", "-q", "-w", "net.ipv6.conf.ktv6.disable_ipv6=1")
+        self.vm("ip", "addr", "add", OVERLAY6_VM + "/24", "dev", "ktv6")
+        self.vm("ip", "link", "set", "ktv6", "up")
         # The underlay, kernel side.
         self.sniffer = Sniffer("ktu0")
         bp.sh("ip", "addr", "add", UNDERLAY_KERNEL + "/24", "dev", "ktu0")
@@ -248,9 +284,19 @@ class Rig:
               "remote", UNDERLAY_KEEL, "local", UNDERLAY_KERNEL, "dev", "ktu0")
         bp.sh("ip", "addr", "add", OVERLAY_KERNEL + "/24", "dev", "vx0")
         bp.sh("ip", "link", "set", "vx0", "up")
+        # IPv6 on the wire only (ktu0): the kernel asks keel by neighbour
+        # solicitation, keel asks it the same way.
+        bp.sh("sysctl", "-q", "-w", "net.ipv6.conf.ktu0.disable_ipv6=0")
+        bp.sh("ip", "-6", "addr", "add", UNDERLAY6_KERNEL + "/64", "dev", "ktu0", "nodad")
+        bp.sh("ip", "link", "add", "vx6", "type", "vxlan", "id", str(VNI6), "dstport", "4789",
+              "remote", UNDERLAY6_KEEL, "local", UNDERLAY6_KERNEL, "dev", "ktu0")
+        bp.sh("sysctl", "-q", "-w", "net.ipv6.conf.vx6.disable_ipv6=1")
+        bp.sh("ip", "addr", "add", OVERLAY6_KERNEL + "/24", "dev", "vx6")
+        bp.sh("ip", "link", "set", "vx6", "up")
         # (ip, not /sys/class/net: sysfs still shows the namespace it was mounted in)
         self.ktu0_mac = json.loads(bp.sh("ip", "-j", "link", "show", "ktu0"))[0]["address"]
         self.vm_mac = json.loads(self.vm("ip", "-j", "link", "show", "ktv0"))[0]["address"]
+        self.vm6_mac = json.loads(self.vm("ip", "-j", "link", "show", "ktv6"))[0]["address"]
 
     def vm(self, *args):
         return bp.sh("nsenter", "--net=/proc/%d/ns/net" % self.vm_ns.pid, *args)
@@ -266,9 +312,11 @@ class Rig:
                         ("keel show drops", lambda: self.keel.ask("show drops")),
                         ("kernel ip neigh", lambda: bp.sh("ip", "neigh")),
                         ("kernel ip -s link vx0", lambda: bp.sh("ip", "-s", "-d", "link", "show", "vx0")),
+                        ("kernel ip -s link vx6", lambda: bp.sh("ip", "-s", "-d", "link", "show", "vx6")),
+                        ("kernel ip -6 neigh", lambda: bp.sh("ip", "-6", "neigh")),
                         ("kernel bridge fdb vx0", lambda: bp.sh("bridge", "fdb", "show", "dev", "vx0", check=False)),
                         ("VM ip neigh", lambda: self.vm("ip", "neigh")),
-                        ("VM ip -s link", lambda: self.vm("ip", "-s", "link", "show", "ktv0"))):
+                        ("VM ip -s link", lambda: self.vm("ip", "-s", "link"))):
             try:
                 out.append("--- %s ---\n%s" % (what, f()))
             except Exception as e:  # noqa: BLE001 (diagnostics only)
@@ -293,102 +341,155 @@ class Rig:
 
 RIG = None
 
+# Per underlay: (kernel vxlan device, VM TAP, kernel overlay address, VM
+# overlay address, VNI, kernel underlay address, keel underlay address).
+UNDERLAYS = {
+    4: ("vx0", "ktv0", OVERLAY_KERNEL, OVERLAY_VM, VNI, UNDERLAY_KERNEL, UNDERLAY_KEEL),
+    6: ("vx6", "ktv6", OVERLAY6_KERNEL, OVERLAY6_VM, VNI6, UNDERLAY6_KERNEL, UNDERLAY6_KEEL),
+}
+
 
 def first_ping_answered(dst, ns_pid=None):
-    """The first pings wait for ARP on both sides of both layers: try until
-    one is answered."""
+    """The first pings wait for ARP/ND on both sides of both layers: try
+    until one is answered."""
     bp.wait_until(lambda: ping(dst, 1, ns_pid)[1] == 1, "a first ping to %s answered" % dst, TIMEOUT)
 
 
-def test_kernel_to_vm():
-    """The kernel's VXLAN -> keel's tnl_pop -> br-int -> the VM; the VM's
-    reply -> keel's tnl_push -> the kernel's vxlan device."""
-    first_ping_answered(OVERLAY_VM)
-    vx_before, vm_before = link_stats("vx0"), link_stats("ktv0", RIG.vm_ns.pid)
-    sent, got = ping(OVERLAY_VM, 5)
-    vx_after, vm_after = link_stats("vx0"), link_stats("ktv0", RIG.vm_ns.pid)
-    check(sent == 5 and got == 5, "ping %s from the kernel's overlay address: %d of %d answered" %
-          (OVERLAY_VM, got, sent))
+def kernel_to_vm(family):
+    """The kernel's VXLAN -> keel's tnl_pop -> the overlay bridge -> the VM;
+    the VM's reply -> keel's tnl_push -> the kernel's vxlan device."""
+    vx, tap, k_ip, vm_ip = UNDERLAYS[family][:4]
+    first_ping_answered(vm_ip)
+    vx_before, vm_before = link_stats(vx), link_stats(tap, RIG.vm_ns.pid)
+    sent, got = ping(vm_ip, 5)
+    vx_after, vm_after = link_stats(vx), link_stats(tap, RIG.vm_ns.pid)
+    check(sent == 5 and got == 5, "ping %s from the kernel's overlay address %s (IPv%d underlay): %d of %d answered"
+          % (vm_ip, k_ip, family, got, sent))
     # The VM received the echo requests keel decapsulated (and more, ARP
     # may come), the kernel's vxlan device the replies keel encapsulated.
     check(vm_after["rx"] - vm_before["rx"] >= 5, "the VM received %d frames for 5 echo requests" %
           (vm_after["rx"] - vm_before["rx"]))
-    check(vx_after["tx"] - vx_before["tx"] >= 5, "vx0 sent %d frames for 5 echo requests" %
-          (vx_after["tx"] - vx_before["tx"]))
-    check(vx_after["rx"] - vx_before["rx"] >= 5, "vx0 received (decapsulated) %d frames for 5 echo replies" %
-          (vx_after["rx"] - vx_before["rx"]))
+    check(vx_after["tx"] - vx_before["tx"] >= 5, "%s sent %d frames for 5 echo requests" %
+          (vx, vx_after["tx"] - vx_before["tx"]))
+    check(vx_after["rx"] - vx_before["rx"] >= 5, "%s received (decapsulated) %d frames for 5 echo replies" %
+          (vx, vx_after["rx"] - vx_before["rx"]))
+
+
+def vm_to_kernel(family):
+    """The other way: the VM's echo requests are encapsulated by keel first."""
+    vx, tap, k_ip, vm_ip = UNDERLAYS[family][:4]
+    first_ping_answered(k_ip, RIG.vm_ns.pid)
+    vx_before = link_stats(vx)
+    sent, got = ping(k_ip, 5, RIG.vm_ns.pid)
+    vx_after = link_stats(vx)
+    check(sent == 5 and got == 5, "ping %s from the VM (IPv%d underlay): %d of %d answered" %
+          (k_ip, family, got, sent))
+    check(vx_after["rx"] - vx_before["rx"] >= 5, "%s received (decapsulated) %d frames for 5 echo requests" %
+          (vx, vx_after["rx"] - vx_before["rx"]))
+
+
+def test_kernel_to_vm():
+    kernel_to_vm(4)
 
 
 def test_vm_to_kernel():
-    """The other way: the VM's echo requests are encapsulated by keel first."""
-    first_ping_answered(OVERLAY_KERNEL, RIG.vm_ns.pid)
-    vx_before = link_stats("vx0")
-    sent, got = ping(OVERLAY_KERNEL, 5, RIG.vm_ns.pid)
-    vx_after = link_stats("vx0")
-    check(sent == 5 and got == 5, "ping %s from the VM: %d of %d answered" % (OVERLAY_KERNEL, got, sent))
-    check(vx_after["rx"] - vx_before["rx"] >= 5, "vx0 received (decapsulated) %d frames for 5 echo requests" %
-          (vx_after["rx"] - vx_before["rx"]))
+    vm_to_kernel(4)
+
+
+def test_kernel_to_vm_ipv6_underlay():
+    kernel_to_vm(6)
+
+
+def test_vm_to_kernel_ipv6_underlay():
+    vm_to_kernel(6)
 
 
 def test_kernel_saw_no_bad_packet():
-    check(udp_csum_errors() == 0, "the kernel counted %d UDP checksum errors (Udp InCsumErrors)" %
-          udp_csum_errors())
-    st = link_stats("vx0")
-    check(st["rx_errors"] == 0 and st["rx_dropped"] == 0, "vx0 counted rx errors/drops: %s" % st)
+    check(udp_csum_errors() == 0, "the kernel counted %d UDP checksum errors (Udp InCsumErrors + Udp6InCsumErrors)"
+          % udp_csum_errors())
+    for vx in ("vx0", "vx6"):
+        st = link_stats(vx)
+        check(st["rx_errors"] == 0 and st["rx_dropped"] == 0, "%s counted rx errors/drops: %s" % (vx, st))
+
+
+def keel_vxlan_frames(family):
+    return [v for v in (parse_vxlan(f) for f in RIG.sniffer.snapshot()) if v and v["family"] == family]
+
+
+def encapsulation_fields(family):
+    """The outer headers of every VXLAN frame keel sent, read on the
+    kernel's side of the wire."""
+    vx, tap, k_ip, vm_ip, vni, k_under, keel_under = UNDERLAYS[family]
+    vm_mac = RIG.vm_mac if family == 4 else RIG.vm6_mac
+    frames = keel_vxlan_frames(family)
+    check(len(frames) >= 10, "captured %d IPv%d VXLAN frames from keel on ktu0, want >= 10 (the echo replies and "
+          "requests)" % (len(frames), family))
+    for v in frames:
+        what = "keel's VXLAN frame %s" % {k: v[k] for k in v if k != "inner"}
+        check(v["dst"] == RIG.ktu0_mac and v["src"] == BR_PHY_MAC, what + ": MACs")
+        check(v["ip_src"] == keel_under and v["ip_dst"] == k_under, what + ": IP addresses")
+        check(v["ip_len_ok"], what + ": IP length")
+        check(v["ttl"] == 64 and v["tos"] == 0, what + ": TTL/hop limit 64, ToS/traffic class 0")
+        if family == 4:
+            check(v["ip_csum_ok"], what + ": outer IPv4 header checksum wrong")
+            check(v["df"] and v["mf_or_offset"] == 0, what + ": DF (df_default=true), no fragment")
+            check(v["ucsum"] == 0, what + ": UDP checksum not 0 (csum is off by default over IPv4)")
+        else:
+            check(v["label"] == 0, what + ": flow label 0")
+            check(v["ucsum_ok"], what + ": UDP checksum missing or wrong (always computed over IPv6)")
+        check(32768 <= v["sport"] < 61000, what + ": UDP source port outside 32768..60999")
+        check(v["ulen_ok"], what + ": UDP length")
+        check(v["vx_flags"] == 0x08 and v["vni"] == vni, what + ": VXLAN I flag / VNI")
+    inner_icmp = [v["inner"] for v in frames if v["inner"][12:14] == b"\x08\x00" and v["inner"][14 + 9] == 1]
+    check(any(i[14 + 20] == 0 for i in inner_icmp), "no ICMP echo reply inside keel's VXLAN frames")
+    check(any(i[14 + 20] == 8 for i in inner_icmp), "no ICMP echo request inside keel's VXLAN frames")
+    check(all(mac_text(i[6:12]) == vm_mac for i in inner_icmp), "inner source MAC is not the VM's")
 
 
 def test_keel_encapsulation_fields():
-    """The outer headers of every VXLAN frame keel sent, read on the
-    kernel's side of the wire."""
-    vx = [v for v in (parse_vxlan(f) for f in RIG.sniffer.snapshot()) if v]
-    check(len(vx) >= 10, "captured %d VXLAN frames from keel on ktu0, want >= 10 (the echo replies and requests)" %
-          len(vx))
-    sports = set()
-    for v in vx:
-        what = "keel's VXLAN frame %s" % {k: v[k] for k in v if k != "inner"}
-        check(v["dst"] == RIG.ktu0_mac and v["src"] == BR_PHY_MAC, what + ": MACs")
-        check(v["ip_src"] == UNDERLAY_KEEL and v["ip_dst"] == UNDERLAY_KERNEL, what + ": IP addresses")
-        check(v["ip_csum_ok"], what + ": outer IPv4 header checksum wrong")
-        check(v["ip_len"] == v["frame_ip_len"], what + ": IPv4 total length")
-        check(v["df"] and v["mf_or_offset"] == 0, what + ": DF (df_default=true), no fragment")
-        check(v["ttl"] == 64 and v["tos"] == 0, what + ": TTL 64, ToS 0")
-        check(32768 <= v["sport"] < 61000, what + ": UDP source port outside 32768..60999")
-        check(v["ulen"] == v["udp_len"], what + ": UDP length")
-        check(v["ucsum"] == 0, what + ": UDP checksum not 0 (csum is off by default over IPv4)")
-        check(v["vx_flags"] == 0x08 and v["vni"] == VNI, what + ": VXLAN I flag / VNI")
-        sports.add(v["sport"])
-    inner_icmp = [v["inner"] for v in vx if v["inner"][12:14] == b"\x08\x00" and v["inner"][14 + 9] == 1]
-    check(any(i[14 + 20] == 0 for i in inner_icmp), "no ICMP echo reply inside keel's VXLAN frames")
-    check(any(i[14 + 20] == 8 for i in inner_icmp), "no ICMP echo request inside keel's VXLAN frames")
-    check(all(mac_text(i[6:12]) == RIG.vm_mac for i in inner_icmp), "inner source MAC is not the VM's")
+    encapsulation_fields(4)
 
 
-def test_arp_answered_and_learned():
-    # The kernel asked for 192.168.50.2 on ktu0; keel's answer is its entry.
-    neigh = bp.sh("ip", "neigh", "show", UNDERLAY_KEEL, "dev", "ktu0")
-    check(("lladdr %s" % BR_PHY_MAC) in neigh and "FAILED" not in neigh and "INCOMPLETE" not in neigh,
-          "the kernel's neighbour entry for keel's underlay address: %r (want lladdr %s)" % (neigh, BR_PHY_MAC))
-    # keel asked for 192.168.50.1 before its first encapsulation and learned
-    # the kernel's answer (nothing was set by hand).
+def test_keel_encapsulation_fields_ipv6_underlay():
+    encapsulation_fields(6)
+
+
+def test_arp_nd_answered_and_learned():
+    # The kernel asked for keel's underlay addresses on ktu0 (ARP, NS);
+    # keel's answers are its entries.
+    for fam, addr in ((4, UNDERLAY_KEEL), (6, UNDERLAY6_KEEL)):
+        neigh = bp.sh("ip", "-%d" % fam, "neigh", "show", addr, "dev", "ktu0")
+        check(("lladdr %s" % BR_PHY_MAC) in neigh and "FAILED" not in neigh and "INCOMPLETE" not in neigh,
+              "the kernel's neighbour entry for keel's underlay address %s: %r (want lladdr %s)" %
+              (addr, neigh, BR_PHY_MAC))
+    # keel asked for the kernel's addresses before its first encapsulation
+    # and learned the answers (nothing was set by hand).
     shown = RIG.keel.ask("neigh-show")
-    check(re.search(r"^%s\s+%s\s+br-phy\s*$" % (re.escape(UNDERLAY_KERNEL), re.escape(RIG.ktu0_mac)), shown, re.M),
-          "keel's neigh-show has no entry %s %s br-phy:\n%s" % (UNDERLAY_KERNEL, RIG.ktu0_mac, shown))
+    for addr in (UNDERLAY_KERNEL, UNDERLAY6_KERNEL):
+        check(re.search(r"^%s\s+%s\s+br-phy\s*$" % (re.escape(addr), re.escape(RIG.ktu0_mac)), shown, re.M),
+              "keel's neigh-show has no entry %s %s br-phy:\n%s" % (addr, RIG.ktu0_mac, shown))
 
 
 def test_tunnel_state():
     ports = RIG.keel.ask("tnl-ports-show")
-    check(re.search(r"^vxlan_sys_4789 \(\d+\) ref_cnt=1$", ports, re.M),
-          "tnl-ports-show has no vxlan_sys_4789 with one reference:\n" + ports)
+    # vx0 and vx6: two tunnel ports of one type and UDP port, one vport.
+    check(re.search(r"^vxlan_sys_4789 \(\d+\) ref_cnt=2$", ports, re.M),
+          "tnl-ports-show has no vxlan_sys_4789 with two references (vx0, vx6):\n" + ports)
     flows = RIG.keel.ask("flow-dump")
     check("tnl_pop(" in flows, "flow-dump has no tnl_pop flow:\n" + flows)
     push = [l for l in flows.splitlines() if "tnl_push(" in l]
     check(push, "flow-dump has no tnl_push flow:\n" + flows)
-    hdr = ("header(size=50,type=4,eth(dst=%s,src=%s,dl_type=0x0800),ipv4(src=%s,dst=%s,proto=17,tos=0,ttl=64,"
-           "frag=0x4000),udp(src=0,dst=4789,csum=0x0),vxlan(flags=0x8000000,vni=0x%x))"
-           % (RIG.ktu0_mac, BR_PHY_MAC, UNDERLAY_KEEL, UNDERLAY_KERNEL, VNI))
+    hdr4 = ("header(size=50,type=4,eth(dst=%s,src=%s,dl_type=0x0800),ipv4(src=%s,dst=%s,proto=17,tos=0,ttl=64,"
+            "frag=0x4000),udp(src=0,dst=4789,csum=0x0),vxlan(flags=0x8000000,vni=0x%x))"
+            % (RIG.ktu0_mac, BR_PHY_MAC, UNDERLAY_KEEL, UNDERLAY_KERNEL, VNI))
+    hdr6 = ("header(size=70,type=4,eth(dst=%s,src=%s,dl_type=0x86dd),ipv6(src=%s,dst=%s,label=0,proto=17,"
+            "tclass=0x0,hlimit=64),udp(src=0,dst=4789,csum=0xffff),vxlan(flags=0x8000000,vni=0x%x))"
+            % (RIG.ktu0_mac, BR_PHY_MAC, UNDERLAY6_KEEL, UNDERLAY6_KERNEL, VNI6))
     for l in push:
-        check(hdr in l, "a tnl_push flow without the expected header %s:\n%s" % (hdr, l))
+        check(hdr4 in l or hdr6 in l, "a tnl_push flow without the expected header\n  %s\nor\n  %s:\n%s" %
+              (hdr4, hdr6, l))
         check("recirc(" not in l, "a tnl_push flow recirculates (combined translation expected):\n" + l)
+    check(any(hdr6 in l for l in push), "no tnl_push flow over the IPv6 underlay:\n" + flows)
 
 
 def run():
@@ -396,8 +497,9 @@ def run():
     private_netns()
     RIG = Rig()
     try:
-        tests = [test_kernel_to_vm, test_vm_to_kernel, test_kernel_saw_no_bad_packet,
-                 test_keel_encapsulation_fields, test_arp_answered_and_learned, test_tunnel_state]
+        tests = [test_kernel_to_vm, test_vm_to_kernel, test_kernel_to_vm_ipv6_underlay,
+                 test_vm_to_kernel_ipv6_underlay, test_kernel_saw_no_bad_packet, test_keel_encapsulation_fields,
+                 test_keel_encapsulation_fields_ipv6_underlay, test_arp_nd_answered_and_learned, test_tunnel_state]
         failed = 0
         for t in tests:
             try:
