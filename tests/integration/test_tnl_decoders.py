@@ -26,10 +26,15 @@ Asserted, for each case's frame on the uplink:
   * scapy dissects the same, the inner frame byte for byte the VM's, and
     every checksum equals the one scapy computes (UDP's 0 where csum is off
     over IPv4);
+  * the other way, each remote's packet as scapy encapsulates it (UDP
+    checksums computed as Linux sends them, the GENEVE option with the
+    critical bit, a GRE checksum for grec) reaches the VM decapsulated, in
+    order, the GENEVE ones through a rule matching tun_metadata0=0xa;
   * the checker can fail: a frame whose GENEVE option length runs past
     the packet and one with a wrong UDP checksum are flagged by it;
   * when ovs-vswitchd 3.1 is installed: Open vSwitch, same topology, same
-    packets, sends the same frames (UDP source port aside)."""
+    packets, sends the same frames (UDP source port aside) on the uplink
+    and to the VM."""
 import os
 import re
 import shutil
@@ -88,6 +93,9 @@ def rules():
         setf = "set_field:0xa->tun_metadata0," if opt else ""
         out.append("add-flow br-int priority=10,in_port=vm,udp,tp_dst=%d,actions=%soutput:%s" %
                    (2001 + i, setf, name))
+        # Received: to the VM, GENEVE only with the option's value.
+        match = ",tun_metadata0=0xa" if opt else ""
+        out.append("add-flow br-int priority=10,in_port=%s%s,actions=output:vm" % (name, match))
     return out
 
 
@@ -106,9 +114,35 @@ def vm_frame(i):
                  UDP(sport=1000 + i, dport=2001 + i) / Raw(bytes(range(48))))
 
 
+def rvm_frame(i):
+    """The frame remote i sends the VM through its tunnel."""
+    return bytes(Ether(src=RVM_MAC, dst=VM_MAC) / IP(src="10.1.0.1", dst="10.1.0.2", id=100 + i) /
+                 UDP(sport=3000 + i, dport=4000) / Raw(b"remote %d " % i * 4))
+
+
+def tunnel_in(i):
+    """What remote i sends keel, built by scapy: UDP checksums computed (as
+    the Linux kernel sends them), the GENEVE option {0xffff,0x80,4}=0xa with
+    the critical bit, a GRE checksum where the port has csum=true."""
+    name, typ, remote, opts, opt = CASES[i]
+    six = ":" in remote
+    l3 = IPv6(src=remote, dst=LOCAL6) if six else IP(src=remote, dst=LOCAL4, flags="DF")
+    eth = Ether(src=remote_mac(i), dst=BR_MAC)
+    inner = Raw(rvm_frame(i))
+    if typ == "vxlan":
+        return bytes(eth / l3 / UDP(sport=50000 + i, dport=4789) / VXLAN(vni=123, flags=0x08) / inner)
+    if typ == "geneve":
+        hdr = bytes.fromhex("0240655800007b00" "ffff8001" "0000000a")
+        return bytes(eth / l3 / UDP(sport=50000 + i, dport=6081) / Raw(hdr) / inner)
+    g = GRE(proto=0x6558, key_present=1, key=456, chksum_present=1 if "csum=true" in opts else 0)
+    return bytes(eth / l3 / g / inner)
+
+
 def inputs():
-    return {"up": [(i, neighbour_frame(i, c[2])) for i, c in enumerate(CASES)],
-            "vm": [(SEC + i, vm_frame(i)) for i in range(len(CASES))]}
+    n = len(CASES)
+    return {"up": [(i, neighbour_frame(i, c[2])) for i, c in enumerate(CASES)] +
+            [(2 * SEC + i, tunnel_in(i)) for i in range(n)],
+            "vm": [(SEC + i, vm_frame(i)) for i in range(n)]}
 
 
 RUN = {}
@@ -121,6 +155,7 @@ def keel_frames():
                                            "neigh-show\nflow-dump --names\n")
         RUN["proc"] = proc
         RUN["keel"] = by_case(got["up"], proc)
+        RUN["keel_vm"] = got["vm"]
     return RUN["proc"], RUN["keel"]
 
 
@@ -306,6 +341,17 @@ def test_scapy_dissects_keel_output():
         check_scapy(name, typ, remote, "csum=true" in opts, frames[name])
 
 
+def test_decap_to_vm():
+    """Each remote's packet (scapy's encapsulation) reaches the VM
+    decapsulated, the GENEVE ones through the rule matching the option's
+    tun_metadata0 value."""
+    proc, _ = keel_frames()
+    want = [rvm_frame(i) for i in range(len(CASES))]
+    got = RUN["keel_vm"]
+    check(got == want, "vm got %d frames, want the %d inner frames in order: %s" %
+          (len(got), len(want), [f.hex() for f in got]), proc)
+
+
 # --- Open vSwitch 3.1 ---------------------------------------------------------
 
 def ovs_frames():
@@ -331,7 +377,7 @@ def ovs_frames():
         for r in rules():
             ovs.ofctl("add-flow", "br-int", r.split(" ", 2)[2])
         ovs.send_in_order(inputs())
-        return by_case(ovs.pcap("up"))
+        return by_case(ovs.pcap("up")), ovs.pcap("vm")
     finally:
         ovs.stop()
 
@@ -341,7 +387,9 @@ def test_same_frames_as_open_vswitch():
         print("  (Open vSwitch 3.1 not installed: reference comparison skipped)")
         return
     proc, frames = keel_frames()
-    ref = ovs_frames()
+    ref, ref_vm = ovs_frames()
+    check(RUN["keel_vm"] == ref_vm, "vm: keel sent\n  %s\nOpen vSwitch sent\n  %s" %
+          ("\n  ".join(f.hex() for f in RUN["keel_vm"]), "\n  ".join(f.hex() for f in ref_vm)), proc)
     for name, *_ in CASES:
         k, o = tnl_peers.mask_udp_sport([frames[name], ref[name]])
         check(k == o, "%s: keel sent\n  %s\nOpen vSwitch sent\n  %s" % (name, k.hex(), o.hex()), proc)
@@ -349,4 +397,4 @@ def test_same_frames_as_open_vswitch():
 
 if __name__ == "__main__":
     main([test_tshark_checker_can_fail, test_tshark_decodes_keel_output, test_scapy_dissects_keel_output,
-          test_same_frames_as_open_vswitch])
+          test_decap_to_vm, test_same_frames_as_open_vswitch])
