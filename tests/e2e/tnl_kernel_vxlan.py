@@ -40,8 +40,16 @@ Asserted:
   * keel answered the kernel's ARP request for its underlay address (the
     kernel's neighbour entry for 192.168.50.2 on ktu0 is br-phy's MAC, not
     FAILED), and learned the kernel's MAC for 192.168.50.1 from the
-    kernel's ARP reply (`neigh-show`);
-  * `tnl-ports-show` lists vxlan_sys_4789; `flow-dump` has tnl_pop and
+    kernel's ARP reply (`neigh-show`); the same for IPv6 (NS/NA);
+  * the same over an IPv6 underlay (fd00:50::/64 on the same wire, a second
+    kernel vxlan device, VNI 456, keel's br-int6): pings both ways, keel's
+    UDP checksum (always computed over IPv6) verified by the kernel and on
+    the wire, keel's neighbour solicitation answered and the kernel's
+    answered by keel;
+  * a VM frame of the full 1500 bytes, which cannot be encapsulated within
+    the uplink's MTU, is dropped, not fragmented (RFC 7348): unanswered,
+    nothing longer than the MTU on the wire; smaller ones still pass;
+  * `tnl-ports-show` lists vxlan_sys_4789 (two references: vx0, vx6); `flow-dump` has tnl_pop and
     tnl_push flows and no recirc after a tnl_push (combined translation).
 
 Skipped (with the reason) without root, network namespaces, TAP devices or
@@ -157,9 +165,12 @@ def udp_csum_errors():
     return n
 
 
-def ping(dst, count, ns_pid=None):
-    """Runs ping; returns (transmitted, received)."""
+def ping(dst, count, ns_pid=None, size=None):
+    """Runs ping; returns (transmitted, received). size: the ICMP payload,
+    sent with DF (-M do)."""
     cmd = ["ping", "-n", "-c", str(count), "-i", "0.2", "-W", "2", dst]
+    if size is not None:
+        cmd[1:1] = ["-s", str(size), "-M", "do"]
     if ns_pid:
         cmd = ["nsenter", "--net=/proc/%d/ns/net" % ns_pid] + cmd
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
@@ -470,6 +481,24 @@ def test_arp_nd_answered_and_learned():
               "keel's neigh-show has no entry %s %s br-phy:\n%s" % (addr, RIG.ktu0_mac, shown))
 
 
+def test_too_big_dropped_not_fragmented():
+    """A VM frame of the full 1500-byte MTU cannot be encapsulated within
+    the uplink's 1500 (50 bytes more): keel drops it rather than fragment
+    (RFC 7348 4.3): the ping goes unanswered and nothing larger than the
+    uplink's MTU, nor an IP fragment, reaches the kernel."""
+    before = len(RIG.sniffer.snapshot())
+    sent, got = ping(OVERLAY_KERNEL, 3, RIG.vm_ns.pid, size=1472)
+    check(got == 0, "a 1500-byte packet was answered through a 1500-byte underlay: %d of %d" % (got, sent))
+    # Still forwarding what fits.
+    sent, got = ping(OVERLAY_KERNEL, 2, RIG.vm_ns.pid, size=1400)
+    check(got == 2, "1428-byte pings (1478 + 50 fits) answered: %d of %d" % (got, sent))
+    frames = RIG.sniffer.snapshot()[before:]
+    big = [len(f) for f in frames if len(f) > 1514]
+    check(not big, "keel sent frames longer than the uplink's MTU allows: %s" % big)
+    frags = [v for v in (parse_vxlan(f) for f in frames) if v and v["family"] == 4 and v["mf_or_offset"]]
+    check(not frags, "keel fragmented: %s" % frags)
+
+
 def test_tunnel_state():
     ports = RIG.keel.ask("tnl-ports-show")
     # vx0 and vx6: two tunnel ports of one type and UDP port, one vport.
@@ -499,7 +528,8 @@ def run():
     try:
         tests = [test_kernel_to_vm, test_vm_to_kernel, test_kernel_to_vm_ipv6_underlay,
                  test_vm_to_kernel_ipv6_underlay, test_kernel_saw_no_bad_packet, test_keel_encapsulation_fields,
-                 test_keel_encapsulation_fields_ipv6_underlay, test_arp_nd_answered_and_learned, test_tunnel_state]
+                 test_keel_encapsulation_fields_ipv6_underlay, test_arp_nd_answered_and_learned,
+                 test_too_big_dropped_not_fragmented, test_tunnel_state]
         failed = 0
         for t in tests:
             try:
