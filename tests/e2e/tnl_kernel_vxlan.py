@@ -54,6 +54,7 @@ Asserted:
 
 Skipped (with the reason) without root, network namespaces, TAP devices or
 the kernel's vxlan module, and under an emulator."""
+import errno
 import json
 import os
 import re
@@ -200,7 +201,9 @@ class Sniffer:
                 data, addr = self.sock.recvfrom(65535)
             except socket.timeout:
                 continue
-            except OSError:
+            except OSError as e:
+                if e.errno == errno.ENETDOWN:  # once, when bound while the device was down
+                    continue
                 return
             if addr[2] != socket.PACKET_OUTGOING:  # sent by keel, received by the kernel
                 with self.lock:
