@@ -53,7 +53,14 @@ Asserted:
     tnl_push flows and no recirc after a tnl_push (combined translation).
 
 Skipped (with the reason) without root, network namespaces, TAP devices or
-the kernel's vxlan module, and under an emulator."""
+the kernel's vxlan module, and under an emulator.
+
+`tnl_kernel_vxlan.py --ovs` runs the same checks with Open vSwitch 3.1 in
+keel's place (plain ovs-vswitchd, netdev datapath, in a third namespace,
+veths instead of TAPs, its br-phy internal port carrying the underlay
+addresses; keel's commands asked as their OVS counterparts: tnl/neigh/show,
+tnl/ports/show, dpctl/dump-flows): they all pass there, which is how the
+test itself was checked."""
 import errno
 import json
 import os
@@ -63,12 +70,13 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "integration")]
 from harness import EMULATOR, Failure, check, csum  # noqa: E402
-import bond_peers as bp  # noqa: E402  (sh, wait_until, LiveKeel)
+import bond_peers as bp  # noqa: E402  (sh, wait_until, LiveKeel, Ovs)
 
 NETNS_MARK = "KEEL_TNL_E2E_NETNS"
 VNI = 123
@@ -274,10 +282,16 @@ class Rig:
 
     def _start(self):
         self.keel = bp.LiveKeel(KEEL_CONFIG, KEEL_PORTS)
-        self.keel.ask("version")  # booted, config applied: keel made ktu0 and ktv0
+        self.keel.ask("version")  # booted, config applied: keel made ktu0, ktv0 and ktv6
+        self._kernel_side()
+
+    def _kernel_side(self):
+        """Everything but the VTEP under test: the VM's namespace (keel's
+        VM-side TAPs moved there), the kernel's addresses and vxlan devices."""
         # The VM: keel's VM-side TAP moved into a namespace of its own (a
         # child holding it; keel's descriptor stays attached to the device).
-        self.vm_ns = subprocess.Popen(["unshare", "--net", "sleep", "3600"])
+        if not self.vm_ns:
+            self.vm_ns = subprocess.Popen(["unshare", "--net", "sleep", "3600"])
         bp.wait_until(lambda: os.readlink("/proc/%d/ns/net" % self.vm_ns.pid) != os.readlink("/proc/self/ns/net"),
                       "the VM's namespace", 10)
         bp.sh("ip", "link", "set", "ktv0", "netns", str(self.vm_ns.pid))
@@ -524,10 +538,110 @@ def test_tunnel_state():
     check(any(hdr6 in l for l in push), "no tnl_push flow over the IPv6 underlay:\n" + flows)
 
 
+# --- Open vSwitch in keel's place (--ovs: checks the test) --------------------
+
+def tx_checksum_off(dev):
+    """ethtool -K DEV tx off, by ioctl (no ethtool here): a veth's kernel side
+    hands AF_PACKET readers (ovs-vswitchd) UDP checksums still to be filled
+    in (CHECKSUM_PARTIAL), which Open vSwitch's tnl_pop refuses. keel's TAP
+    gets them complete (a TAP without IFF_VNET_HDR resolves them)."""
+    import ctypes
+    import fcntl
+    ev = ctypes.create_string_buffer(struct.pack("II", 0x17, 0))  # ETHTOOL_STXCSUM, 0
+    ifr = struct.pack("16sP", dev.encode(), ctypes.addressof(ev)) + b"\0" * 16
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        fcntl.ioctl(s, 0x8946, ifr)  # SIOCETHTOOL
+
+
+class OvsInKeelsPlace:
+    """ovs-vswitchd in the namespace of process `pid`, asked keel's commands."""
+
+    COMMANDS = {"neigh-show": ["tnl/neigh/show"], "tnl-ports-show": ["tnl/ports/show"],
+                "flow-dump": ["dpctl/dump-flows"], "route-show": ["ovs/route/show"]}
+
+    def __init__(self, pid):
+        self.nsenter = ["nsenter", "--net=/proc/%d/ns/net" % pid]
+        # bond_peers.Ovs's commands and stop(), its daemons started in that
+        # namespace (they stay there; the control sockets are files).
+        self.ovs = bp.Ovs.__new__(bp.Ovs)
+        d = self.ovs.dir = tempfile.mkdtemp(prefix="keel-ovs-tnl-e2e-")
+        self.ovs.env = dict(os.environ, OVS_RUNDIR=d, OVS_DBDIR=d, OVS_LOGDIR=d,
+                            OVS_PKGDATADIR="/usr/share/openvswitch")
+        self.ovs.db = "unix:%s/db.sock" % d
+        self.ovs.ctl = None
+        ns = self.nsenter
+        bp.sh(*ns, "ovsdb-tool", "create", d + "/conf.db", bp.SCHEMA, env=self.ovs.env)
+        bp.sh(*ns, bp.OVSDB, d + "/conf.db", "--remote=punix:%s/db.sock" % d, "--pidfile=%s/ovsdb.pid" % d,
+              "--detach", "--log-file=%s/ovsdb.log" % d, env=self.ovs.env)
+        bp.sh(*ns, bp.VSWITCHD, self.ovs.db, "--enable-dummy", "--disable-system", "--pidfile=%s/vsw.pid" % d,
+              "--detach", "--log-file=%s/vsw.log" % d, env=self.ovs.env)
+        self.ovs.ctl = "%s/ovs-vswitchd.%s.ctl" % (d, open(d + "/vsw.pid").read().strip())
+
+    def ask(self, cmd):
+        args = self.COMMANDS.get(cmd.split()[0])
+        if args is None:
+            return self.ovs.vsctl("show")
+        return self.ovs.appctl(*args)
+
+    def stderr(self):
+        return self.ovs.log()
+
+    def stop(self):
+        self.ovs.stop()
+
+
+class OvsRig(Rig):
+    """Rig with Open vSwitch as the VTEP: veth pairs ktu0-ou0, ktv0-ov0,
+    ktv6-ov6 (ou0/ov0/ov6 in Open vSwitch's namespace), its bridges as
+    keel's config, br-phy's internal port holding the underlay addresses."""
+
+    def _start(self):
+        self.ovs_ns = subprocess.Popen(["unshare", "--net", "sleep", "3600"])
+        self.vm_ns = subprocess.Popen(["unshare", "--net", "sleep", "3600"])
+        me = os.readlink("/proc/self/ns/net")
+        bp.wait_until(lambda: all(os.readlink("/proc/%d/ns/net" % p.pid) != me for p in (self.ovs_ns, self.vm_ns)),
+                      "the namespaces", 10)
+        ovs_pid = str(self.ovs_ns.pid)
+        ns = ["nsenter", "--net=/proc/%s/ns/net" % ovs_pid]
+        bp.sh(*ns, "ip", "link", "set", "lo", "up")
+        for k, o in (("ktu0", "ou0"), ("ktv0", "ov0"), ("ktv6", "ov6")):
+            bp.sh("ip", "link", "add", k, "type", "veth", "peer", "name", o)
+            bp.sh("ip", "link", "set", o, "netns", ovs_pid)
+            bp.sh(*ns, "ip", "link", "set", o, "up")
+        self.keel = OvsInKeelsPlace(self.ovs_ns.pid)
+        vx = []
+        for br, vm, tun, remote, key in (("br-int", "ov0", "vx0", UNDERLAY_KERNEL, VNI),
+                                         ("br-int6", "ov6", "vx6", UNDERLAY6_KERNEL, VNI6)):
+            vx += ["--", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
+                   "--", "add-port", br, vm, "--", "add-port", br, tun, "--", "set", "interface", tun, "type=vxlan",
+                   "options:remote_ip=" + remote, "options:key=%d" % key]
+        self.keel.ovs.vsctl("add-br", "br-phy", "--", "set", "bridge", "br-phy", "datapath_type=netdev",
+                            "other_config:hwaddr=" + BR_PHY_MAC, "--", "add-port", "br-phy", "ou0", *vx)
+        bp.sh(*ns, "ip", "addr", "add", UNDERLAY_KEEL + "/24", "dev", "br-phy")
+        bp.sh(*ns, "ip", "-6", "addr", "add", UNDERLAY6_KEEL + "/64", "dev", "br-phy", "nodad")
+        bp.sh(*ns, "ip", "link", "set", "br-phy", "up")
+        tx_checksum_off("ktu0")
+        self._kernel_side()
+
+    def stop(self):
+        super().stop()
+        if getattr(self, "ovs_ns", None):
+            self.ovs_ns.kill()
+            self.ovs_ns.wait()
+
+
 def run():
     global RIG
     private_netns()
-    RIG = Rig()
+    if "--ovs" in sys.argv[1:] and bp.ovs_missing():
+        print("SKIP tnl_kernel_vxlan --ovs: " + bp.ovs_missing())
+        sys.exit(0)
+    try:
+        RIG = OvsRig() if "--ovs" in sys.argv[1:] else Rig()
+    except Failure as e:
+        print("FAIL setup", e)
+        print("0 passed, 1 failed")
+        sys.exit(1)
     try:
         tests = [test_kernel_to_vm, test_vm_to_kernel, test_kernel_to_vm_ipv6_underlay,
                  test_vm_to_kernel_ipv6_underlay, test_kernel_saw_no_bad_packet, test_keel_encapsulation_fields,
