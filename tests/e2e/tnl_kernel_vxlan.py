@@ -337,7 +337,6 @@ class Rig:
                         ("keel tnl-ports-show", lambda: self.keel.ask("tnl-ports-show")),
                         ("keel flow-dump", lambda: self.keel.ask("flow-dump")),
                         ("keel show ports", lambda: self.keel.ask("show ports")),
-                        ("keel show drops", lambda: self.keel.ask("show drops")),
                         ("kernel ip neigh", lambda: bp.sh("ip", "neigh")),
                         ("kernel ip -s link vx0", lambda: bp.sh("ip", "-s", "-d", "link", "show", "vx0")),
                         ("kernel ip -s link vx6", lambda: bp.sh("ip", "-s", "-d", "link", "show", "vx6")),

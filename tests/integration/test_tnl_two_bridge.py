@@ -141,7 +141,7 @@ RUN = {}
 
 def full_run():
     if "full" not in RUN:
-        RUN["full"] = keel_run(inputs(), "neigh-show\nflow-dump --names\nshow drops\n")
+        RUN["full"] = keel_run(inputs(), "neigh-show\nflow-dump --names\n")
     return RUN["full"]
 
 
