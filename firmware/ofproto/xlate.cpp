@@ -163,6 +163,22 @@ std::shared_ptr<const PortMap> with_local(std::shared_ptr<const PortMap> ports, 
   return m;
 }
 
+// xlate_optimize_odp_actions(): a trailing clone() is unwrapped (nothing
+// follows it, so the packet itself may be changed).
+DpActions optimize(DpActions acts) {
+  const std::span<const uint8_t> all = acts.bytes();
+  DpActionReader r(all);
+  DpAction last{};
+  while (!r.done()) last = r.next();
+  if (all.empty() || last.type != DpActionType::kClone) return acts;
+  const std::span<const uint8_t> inner = last.nested();
+  const size_t head = static_cast<size_t>(inner.data() - all.data()) - sizeof(DpActionHeader);
+  std::vector<uint8_t> bytes(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(head));
+  bytes.insert(bytes.end(), inner.begin(), inner.end());
+  Result<DpActions> out = DpActions::from_bytes(bytes);
+  return out.ok() ? std::move(out.value()) : acts;
+}
+
 // --- the translation context --------------------------------------------------
 
 class Ctx {
@@ -355,7 +371,7 @@ void Ctx::run() {
   if (error_ == XlateError::ok) {
     Result<DpActions> a = b_->finish();
     if (a.ok()) {
-      out_.actions = std::move(a.value());
+      out_.actions = optimize(std::move(a.value()));
     } else {
       out_.error = XlateError::actions_too_long;
       if (trace_list_) report_error(a.status().message());

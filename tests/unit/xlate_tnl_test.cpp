@@ -248,17 +248,17 @@ TEST_CASE("vxlan output, last action: tnl_push then the underlay's NORMAL flood,
 
 TEST_CASE("tunnel output followed by another action: clone(tnl_push(...),<underlay>), then the rest") {
   World w;
-  World::flow(w.intbr, "in_port=6,actions=output:2,mod_dl_src:00:00:00:00:00:01,output:6");
-  XlateOut o = w.x(w.intbr, "in_port=1,dl_src=f8:bc:12:44:34:b6,dl_dst=aa:55:aa:55:00:01,ip,nw_src=1.1.3.88,"
-                            "nw_dst=1.1.3.112",
-                   true, nullptr, 6);
-  // in_port is the rule's 6, so output:6 is skipped; the clone stays.
-  CHECK(acts(o) == "clone(tnl_push(tnl_port(4)," + kVxlanHdr + ",out_port(100)),1)");
-  // Base flow restored after the clone: the later set is relative to the inner packet.
-  World::flow(w.intbr, "in_port=6,actions=output:2,mod_dl_src:00:00:00:00:00:01,output:1");
   World::add(w.intbr, "p7", 1, 9);
-  XlateOut o2 = w.x(w.intbr, kPkt, true, nullptr, 6);
-  CHECK(acts(o2) == "clone(tnl_push(tnl_port(4)," + kVxlanHdr + ",out_port(100)),1),set(eth(src=00:00:00:00:00:01)),9");
+  World::flow(w.intbr, "in_port=6,actions=output:2,mod_dl_src:00:00:00:00:00:01,output:1");
+  XlateOut o = w.x(w.intbr, kPkt);
+  // The base flow is restored after the clone: the set is relative to the inner packet.
+  CHECK(acts(o) == "clone(tnl_push(tnl_port(4)," + kVxlanHdr + ",out_port(100)),1),set(eth(src=00:00:00:00:00:01)),9");
+  CHECK(o.wc.dl_src == mac("ff:ff:ff:ff:ff:ff"));
+  // Nothing after it in the end (output to the input port is skipped): a
+  // trailing clone() is unwrapped, as OVS's xlate_optimize_odp_actions()
+  // (checked against ovs-vswitchd 3.1: "tnl_push(...),1").
+  World::flow(w.intbr, "in_port=6,actions=output:2,mod_dl_src:00:00:00:00:00:01,output:6");
+  CHECK(acts(w.x(w.intbr, kPkt)) == "tnl_push(tnl_port(4)," + kVxlanHdr + ",out_port(100)),1");
 }
 
 TEST_CASE("geneve and gre headers as Open vSwitch prints them") {
