@@ -12,6 +12,10 @@ neigh_test.cpp hold the captured texts; here the whole command path).
 """
 import json
 import os
+import shutil
+import subprocess
+import tempfile
+import time
 
 from harness import PATIENCE, check, json_lines, main, run_keel, tmpdir
 
@@ -196,6 +200,110 @@ def test_round_trip_through_reboot():
     check("Listening ports:\nRoute Table:\nIP " in out, "no vports, routes or neighbours left", p)
 
 
+TUNNELS = [  # (bridge, port, ovs-vsctl words after the port name)
+    ("br-int", "t1", "-- set Interface t1 type=vxlan options:remote_ip=1.1.2.92 options:key=123 ofport_request=2"),
+    ("br-int", "t3", "-- set Interface t3 type=gre options:remote_ip=1.1.2.92 options:key=456 options:tos=inherit"),
+    ("br-int", "t4", "-- set Interface t4 type=geneve options:remote_ip=flow options:key=flow options:ttl=5 "
+                     "options:df_default=false options:csum=true"),
+    ("br-int", "t5", "-- set Interface t5 type=vxlan options:remote_ip=1.1.2.94 options:in_key=5 "
+                     "options:out_key=flow options:tos=0x10"),
+    ("br-int", "t6", "-- set Interface t6 type=vxlan options:remote_ip=2001:cafe::92 options:dst_port=4790"),
+]
+
+
+class Ovs:
+    """A private ovsdb-server + ovs-vswitchd (netdev datapath; real tunnel vports)."""
+
+    def __init__(self):
+        self.d = tempfile.mkdtemp(prefix="keel-ovs-tnl-")
+        self.env = dict(os.environ, OVS_RUNDIR=self.d, OVS_DBDIR=self.d, OVS_LOGDIR=self.d)
+        d = self.d
+        self.sh("ovsdb-tool", "create", d + "/conf.db", "/usr/share/openvswitch/vswitch.ovsschema")
+        self.sh("ovsdb-server", d + "/conf.db", "--remote=punix:%s/db.sock" % d, "--pidfile=%s/ovsdb.pid" % d,
+                "--detach", "--log-file=%s/ovsdb.log" % d)
+        self.sh("ovs-vswitchd", "unix:%s/db.sock" % d, "--enable-dummy", "--disable-system",
+                "--pidfile=%s/vsw.pid" % d, "--detach", "--log-file=%s/vsw.log" % d)
+        with open(d + "/vsw.pid") as f:
+            self.ctl = "%s/ovs-vswitchd.%s.ctl" % (d, f.read().strip())
+
+    def sh(self, *args):
+        return subprocess.run(list(args), env=self.env, capture_output=True, text=True, timeout=60)
+
+    def vsctl(self, *args):
+        return self.sh("ovs-vsctl", "--db=unix:%s/db.sock" % self.d, *args)
+
+    def appctl(self, *args):
+        return self.sh("ovs-appctl", "-t", self.ctl, *args)
+
+    def stop(self):
+        for f in ("vsw.pid", "ovsdb.pid"):
+            try:
+                with open(os.path.join(self.d, f)) as fh:
+                    os.kill(int(fh.read().strip()), 15)
+            except (OSError, ValueError):
+                pass
+        shutil.rmtree(self.d, True)
+
+
+def test_against_open_vswitch():
+    if not all(shutil.which(t) for t in ("ovs-vsctl", "ovs-appctl", "ovs-vswitchd", "ovsdb-server")):
+        print("SKIP test_against_open_vswitch: Open vSwitch is not installed")
+        return
+    script = "add-br br-int\nadd-br br-phy\n" + "".join(
+        "add-port %s %s %s\n" % t for t in TUNNELS) + ("neigh-set br-phy 1.1.2.92 f8:bc:12:44:34:b6\n"
+                                                       "neigh-set br-phy 2001:cafe::92 f8:bc:12:44:34:b7\n"
+                                                       "tnl-ports-show\nneigh-show\nshow running-config\n")
+    p = keel(script)
+    check("error" not in p.stderr, "keel takes the tunnels", p)
+    ovs = Ovs()
+    try:
+        o = ovs.vsctl("add-br", "br-int", "--", "set", "bridge", "br-int", "datapath_type=netdev",
+                      "--", "add-br", "br-phy", "--", "set", "bridge", "br-phy", "datapath_type=netdev")
+        check(o.returncode == 0, "OVS bridges", o)
+        for br, port, words in TUNNELS:
+            o = ovs.vsctl("add-port", br, port, *words.split())
+            check(o.returncode == 0, "OVS takes %s" % port, o)
+        for ip, mac in (("1.1.2.92", "f8:bc:12:44:34:b6"), ("2001:cafe::92", "f8:bc:12:44:34:b7")):
+            check(ovs.appctl("tnl/neigh/set", "br-phy", ip, mac).returncode == 0, "OVS neighbour", ovs)
+        got = section(p.stdout, "Listening ports:", "IP   ")
+
+        def strip_ids(text):  # the datapath port numbers are each switch's own
+            return [line.split(" (")[0] + line[line.index(")") + 1:] if "(" in line else line
+                    for line in text.splitlines()]
+        # ovs-vswitchd applies the database in its own time: wait until it
+        # lists every vport with its final count (or PATIENCE runs out).
+        deadline = time.time() + PATIENCE
+        while strip_ids(ovs.appctl("tnl/ports/show").stdout) != strip_ids(got) and time.time() < deadline:
+            time.sleep(0.1)
+        want = ovs.appctl("tnl/ports/show").stdout
+        check(strip_ids(got) == strip_ids(want), "tnl-ports-show as OVS's tnl/ports/show:\n%s\nvs\n%s" %
+              (got, want), p)
+        want = ovs.appctl("tnl/neigh/show").stdout
+        got = section(p.stdout, "IP   ", "! keel ")
+        check(got == want, "neigh-show as OVS's tnl/neigh/show:\n%s\nvs\n%s" % (got, want), p)
+        # keel's running-config tunnel lines, pasted into ovs-vsctl, give the
+        # Interfaces the same type and options as the original commands.
+        o = ovs.vsctl("add-br", "br-k", "--", "set", "bridge", "br-k", "datapath_type=netdev")
+        for line in running(p.stdout).splitlines():
+            if not line.startswith("add-port br-int t"):
+                continue
+            words = line.split()[3:]
+            port = line.split()[2]
+            k = "k" + port
+            words = [w.replace(port, k) if w == port else w for w in words]
+            words = [w for w in words if not w.startswith("ofport_request")]
+            o = ovs.vsctl("add-port", "br-k", k, *words)
+            check(o.returncode == 0, "OVS takes keel's %r" % line, o)
+            for col in ("type", "options"):
+                a = ovs.vsctl("get", "interface", port, col).stdout
+                b = ovs.vsctl("get", "interface", k, col).stdout
+                if col == "options":  # keel's own words for what OVS stores either way
+                    a, b = sorted(a.strip("{}\n").split(", ")), sorted(b.strip("{}\n").split(", "))
+                check(a == b, "%s %s: OVS has %s, keel's line gives %s" % (port, col, a, b), o)
+    finally:
+        ovs.stop()
+
+
 if __name__ == "__main__":
     main([test_show_commands_layouts, test_ports_come_and_go, test_errors_change_nothing,
-          test_round_trip_through_reboot])
+          test_round_trip_through_reboot, test_against_open_vswitch])
