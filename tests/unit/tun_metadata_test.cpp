@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "flow/dp_flow_syntax.h"
@@ -34,12 +35,12 @@ TlvTable ovs_table() {
 
 std::string of_round_trip(const std::string& in, const TlvTable* tlv = nullptr) {
   OfParseOptions po;
-  po.tlv = tlv;
+  if (tlv) po.tlv = std::make_shared<const TlvTable>(*tlv);
   auto m = parse_of_match(in, po);
   INFO("input: " << in << " error: " << m.status().message());
   REQUIRE(m.ok());
   OfFormatOptions fo;
-  fo.tlv = tlv;
+  fo.tlv = po.tlv;
   std::string out = format_of_match(*m, fo);
   auto again = parse_of_match(out, po);
   REQUIRE(again.ok());
@@ -49,7 +50,7 @@ std::string of_round_trip(const std::string& in, const TlvTable* tlv = nullptr) 
 
 std::string of_err(const std::string& in, const TlvTable* tlv = nullptr) {
   OfParseOptions po;
-  po.tlv = tlv;
+  if (tlv) po.tlv = std::make_shared<const TlvTable>(*tlv);
   auto m = parse_of_match(in, po);
   REQUIRE(!m.ok());
   return m.status().message();
@@ -175,7 +176,7 @@ TEST_CASE("of match: tun_metadataN as ovs-ofctl dump-flows prints it") {
 TEST_CASE("of match: tun_metadataN in the FlowKey's metadata form") {
   const TlvTable t = ovs_table();
   OfParseOptions po;
-  po.tlv = &t;
+  po.tlv = std::make_shared<const TlvTable>(t);
   auto m = parse_of_match("tun_metadata3=0x1234567890abcdef/0xffff", po);
   REQUIRE(m.ok());
   CHECK(m->key.tun_opt_len == (1u << 3));
@@ -298,7 +299,7 @@ TEST_CASE("conversions: raw options <-> tun_metadata, and the megaflow mask") {
   CHECK(read_field(md, OfFieldId::tun_metadata0) == OfValue::from_u64(0xa));
   // An OpenFlow rule on the metadata form matches it.
   OfParseOptions po;
-  po.tlv = &t;
+  po.tlv = std::make_shared<const TlvTable>(t);
   auto rule = parse_of_match("tun_metadata0=0xa/0xf", po);
   REQUIRE(rule.ok());
   Match md_match{md, rule->mask};
