@@ -595,9 +595,34 @@ class ActionParser {
       out.push_back(o);
       return {};
     }
-    if (it.paren)
-      return error_at("unsupported output", it.value,
-                      "keel supports output to a port or a field (output with max_len is not implemented)");
+    if (it.paren) {
+      // output(port=N,max_len=M): OVS's output_trunc (the packet is cut to
+      // M bytes at this output; translation emits trunc(M) before it).
+      std::vector<Item> kv;
+      if (Status st = tokenize(it.value, kv); !st) return st;
+      std::optional<uint32_t> port;
+      uint64_t max_len = 0;
+      bool have_len = false;
+      for (const Item& p : kv) {
+        if (p.key.text == "port") {
+          uint32_t n;
+          if (Status st = parse_port(p.value, o_, "unknown port", n); !st) return st;
+          port = n;
+        } else if (p.key.text == "max_len") {
+          if (Status st = number(p, 0xffff, "max_len", max_len); !st) return st;
+          have_len = true;
+        } else {
+          return error_at("unknown output option", p.key, "expected port and max_len");
+        }
+      }
+      if (!port || !have_len) return error_at("incomplete output", it.value, "output(port=N,max_len=M) needs both");
+      if (max_len < 14)
+        return error_at("bad max_len", it.value, "max_len " + std::to_string(max_len) +
+                                                     " is less than the minimum value 14");
+      if (*port == kOfppController) return error_at("bad output port", it.value, "use controller(max_len=M)");
+      out.push_back(OfOutput{*port, static_cast<uint16_t>(max_len)});
+      return {};
+    }
     uint32_t port;
     if (Status st = parse_port(it.value, o_, "unknown port", port); !st) return st;
     out.push_back(OfOutput{port, static_cast<uint16_t>(port == kOfppController ? 0xffff : 0)});
@@ -856,6 +881,14 @@ class ActionParser {
 void put_action(std::string& out, const OfAction& action, const OfFormatOptions& o) {
   std::visit(Overloaded{
                  [&](const OfOutput& a) {
+                   if (a.port != kOfppController && a.max_len) {  // output_trunc
+                     out += "output(port=";
+                     put_port(out, a.port, o);
+                     out += ",max_len=";
+                     put_dec(out, a.max_len);
+                     out += ')';
+                     return;
+                   }
                    if (a.port < kOfppMax) out += "output:";
                    put_port(out, a.port, o);
                    if (a.port == kOfppController) out += ':', put_dec(out, a.max_len);
