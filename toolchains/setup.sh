@@ -31,6 +31,9 @@ packages=(
   libdpdk-dev libmbedtls-dev libcli11-dev doctest-dev libbenchmark-dev libpcap-dev libibverbs-dev
   # test tools; Open vSwitch 3.1 is the oracle of tests/conformance
   python3-scapy openvswitch-switch python3-openvswitch python3-netaddr
+  # tunnels (issue 15): tshark decodes keel's VXLAN/GENEVE/GRE output
+  # (test_tnl_decoders.py), ping drives the kernel-VXLAN interop (tests/e2e)
+  tshark iputils-ping
   # benchmarks (tests/bench): OVS-DPDK for run_scenarios.py --ovs, cachegrind for instructions.py
   openvswitch-switch-dpdk valgrind
   # aarch64: cross compiler, qemu-aarch64 (user mode), qemu-system-aarch64
