@@ -114,6 +114,7 @@ void add_udpif_commands(CommandTree::Impl& t);    // cli/commands_udpif.cpp
 void add_fdb_commands(CommandTree::Impl& t);      // cli/commands_fdb.cpp
 void add_bond_commands(CommandTree::Impl& t);     // cli/commands_bond.cpp
 void add_perf_commands(CommandTree::Impl& t);     // cli/commands_perf.cpp
+void add_tunnel_commands(CommandTree::Impl& t);   // cli/commands_tunnel.cpp
 
 // The words of a trailing positional joined by single blanks (a flow or a
 // match given as several arguments is one string to its parser).

@@ -900,6 +900,7 @@ void add_ofproto_commands(CommandTree::Impl& t) {
                             lines.push_back("add-br " + b->name());
                             for (const auto& p : b->ports()->ports) {
                               if (p.bond_obj) continue;  // the bonds section's add-bond lines
+                              if (p.tunnel) continue;    // the tunnels section's (after ip-add)
                               // ovs-vsctl's own syntax (pastes into ovs-vsctl too).
                               lines.push_back("add-port " + b->name() + " " + p.name + " " +
                                               ofproto::format_port_columns(p));

@@ -16,6 +16,7 @@
 #include "flow/of_match_syntax.h"
 #include "keel/hal/cpu.h"
 #include "ofproto/ofproto.h"
+#include "ofproto/slow_path.h"
 #include "ofproto/xlate.h"
 #include "packet/parser.h"
 
@@ -115,7 +116,10 @@ void add_trace_commands(CommandTree::Impl& t) {
       t.status = std::move(k).take_status();
       return;
     }
-    t.print(ofproto::xlate_trace(*br, k.value(), hal::now_ns()));
+    // Tunnels as the upcall handler sees them (the tunnel state snapshot,
+    // routes, neighbours), without side effects.
+    ofproto::OfprotoTunnels tnl(of);
+    t.print(ofproto::xlate_trace(*br, k.value(), hal::now_ns(), tnl.active() ? &tnl : nullptr));
   });
 }
 

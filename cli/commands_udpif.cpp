@@ -89,6 +89,7 @@ void add_udpif_commands(CommandTree::Impl& t) {
           .field("flow_limit_hits", s.limit_hits)
           .field("translate_errors", s.translate_errors)
           .field("no_bridge_drops", s.no_bridge_drops)
+          .field("tnl_no_port", s.tnl_no_port)
           .field("controller_upcalls", s.action_upcalls)
           .field("revalidated", s.revalidated)
           .field("modified", s.modified)
@@ -143,6 +144,8 @@ void add_udpif_commands(CommandTree::Impl& t) {
            std::to_string(s.limit_hits) + ", errors " + std::to_string(s.translate_errors) + ", controller " +
            std::to_string(s.action_upcalls) + ")\n";
     out += "  no bridge     : " + std::to_string(s.no_bridge_drops) + " packets dropped\n";
+    out += "  no tunnel port: " + std::to_string(s.tnl_no_port) +
+           " packets dropped (tunnel packets no tunnel port takes: tnl_no_port)\n";
     out += "  revalidator   : re-translated " + std::to_string(s.revalidated) + ", modified " +
            std::to_string(s.modified) + ", deleted idle " + std::to_string(s.deleted_idle) + ", changed " +
            std::to_string(s.deleted_changed) + ", over limit " + std::to_string(s.deleted_limit) + "\n";

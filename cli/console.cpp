@@ -130,6 +130,7 @@ void CommandTree::Impl::build() {
   add_fdb_commands(*this);
   add_bond_commands(*this);
   add_perf_commands(*this);
+  add_tunnel_commands(*this);
   add_config_commands(*this);
   add_logging_commands(*this);
   add_users_commands(*this);

@@ -349,8 +349,16 @@ Datapath::~Datapath() {
 Result<uint16_t> Datapath::add_port(std::unique_ptr<hal::Port> port) {
   if (running_) return error(Errc::unavailable, "ports can't be added while forwarding");
   if (find_port(port->name())) return error(Errc::already_exists, "port " + port->name() + " exists");
-  if (n_ports_ + 1u >= kMaxPorts) return error(Errc::resource_exhausted, "too many ports");
-  uint16_t id = ++n_ports_;
+  if (find_vport(port->name())) return error(Errc::already_exists, "port " + port->name() + " exists");
+  // The lowest id neither a port nor a vport holds (vports share the space).
+  uint16_t id = 0;
+  {
+    std::lock_guard lk(vport_mu_);
+    for (uint16_t i = 1; i < kMaxPorts - 1u && id == 0; ++i)
+      if (!ports_[i] && !vports_[i]) id = i;
+  }
+  if (id == 0) return error(Errc::resource_exhausted, "too many ports");
+  if (id > n_ports_) n_ports_ = id;
   port->set_id(id);
   rxq_loads_[id] = std::make_unique<std::array<RxqLoad, hal::Port::kMaxQueues>>();
   ports_[id] = std::move(port);

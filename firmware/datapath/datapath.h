@@ -74,6 +74,10 @@
 // bond_table.h); set_pmd_cores() holds it too while it changes pmds(), so
 // send_packet() may come from any thread. bond_mu_ is never held with
 // flow_mu_ except by set_pmd_cores() (bond_mu_ first).
+// Vports (add_vport/del_vport) are added and removed by the control thread;
+// their table is guarded by vport_mu_ (no PMD takes it; any thread may call
+// vport()/vports()), and each id's packed type+port (vport_fast()) is one
+// atomic the PMDs load (acquire) when they run tnl_pop or check an in_port.
 // The scheduling settings (pmd-rxq-assign, -isolate, affinities) and the
 // AutoLb are the control thread's; the RxqLoads are allocated by add_port()
 // and freed with the Datapath (pmd.h says who writes them).
@@ -107,6 +111,29 @@ struct DatapathConfig {
   uint32_t pmd_idle_sleep_us = 0;
   PmdConfig pmd;
 };
+
+// Virtual ports (vports): datapath ports with no hal::Port, in the same id
+// space as the hal ports (1..kMaxPorts-1, lowest free id), as Open
+// vSwitch's dpif-netdev has its tunnel and internal ports:
+//   internal  a bridge's LOCAL port (named as the bridge; `ip-add` creates
+//             it): the out_port(M) a tnl_push continues from;
+//   vxlan, geneve, gre   one per (type, UDP destination port), named as
+//             Open vSwitch names them (vxlan_sys_4789, genev_sys_6081,
+//             gre_sys); tnl_pop(N) decapsulates per N's type and port.
+// A vport never transmits: a megaflow may have one as in_port (packets after
+// tnl_pop), but an output to one is refused by flow_put/build_megaflow.
+enum class VportType : uint8_t { internal, vxlan, geneve, gre };
+const char* vport_type_name(VportType t);  // "internal", "vxlan", "geneve", "gre"
+
+struct Vport {
+  uint16_t id = 0;
+  std::string name;
+  VportType type = VportType::internal;
+  uint16_t udp_port = 0;  // vxlan/geneve: the UDP destination port it listens on (host order); else 0
+};
+
+// Open vSwitch's name for a tunnel vport: "vxlan_sys_4789", "genev_sys_6081", "gre_sys".
+std::string tunnel_vport_name(VportType t, uint16_t udp_port);
 
 // A megaflow's statistics by flow id: the terse dump (no key, no actions).
 struct FlowStats {
@@ -152,6 +179,21 @@ class Datapath {
   hal::Port* port(uint16_t id) const;
   hal::Port* find_port(std::string_view name) const;
   std::vector<hal::Port*> ports() const;
+  // --- virtual ports (see VportType) ---
+  // Adds a vport; any time, also while forwarding (the PMDs see it through
+  // an atomic per id). Errors: a port or vport of that name exists, no free
+  // id, a tunnel type without a UDP port (vxlan, geneve) or with one (gre,
+  // internal).
+  Result<uint16_t> add_vport(std::string name, VportType type, uint16_t udp_port = 0);
+  // Removes a vport: flows with it as in_port or popping to it should be
+  // gone first (the caller's: the revalidator removes them); a packet that
+  // still reaches tnl_pop(id) afterwards is dropped and counted.
+  Status del_vport(uint16_t id);
+  std::optional<Vport> vport(uint16_t id) const;
+  std::optional<Vport> find_vport(std::string_view name) const;
+  std::vector<Vport> vports() const;  // id order
+  bool is_vport(uint16_t id) const { return id < kMaxPorts && vport_fast(id) != 0; }
+
   // Sets a port's MTU (hal::Port::set_mtu: kMinMtu..kMaxMtu, applied to
   // the device; nothing changes on error). Control thread, while PMDs run:
   // the PMDs' tx picks the new frame limit up at their next burst.
@@ -337,6 +379,10 @@ class Datapath {
 
   // --- PMD side ---
   uint16_t xconnect_fast(uint16_t in) const { return xconnect_[in].load(std::memory_order_relaxed); }
+  // A vport's type and UDP port, packed: 0 = no vport; else
+  // (1 + VportType) << 16 | udp_port. Acquire: pairs with add_vport's
+  // release store (the id's other tables are set before).
+  uint32_t vport_fast(uint16_t id) const { return vport_info_[id].load(std::memory_order_acquire); }
   hal::Port* port_fast(uint16_t id) const { return ports_[id].get(); }
   struct TxQueue {
     uint16_t queue = 0;
@@ -387,6 +433,11 @@ class Datapath {
   std::array<std::unique_ptr<hal::Port>, kMaxPorts> ports_{};
   uint16_t n_ports_ = 0;
   std::array<std::atomic<uint16_t>, kMaxPorts> xconnect_{};
+  // Vports: the control thread's table (names), and the packed info the
+  // PMDs read (vport_fast()). Written on the control thread only.
+  mutable std::mutex vport_mu_;  // vports_ (slow-path readers vs control thread); never a PMD
+  std::array<std::optional<Vport>, kMaxPorts> vports_{};
+  std::array<std::atomic<uint32_t>, kMaxPorts> vport_info_{};
   std::vector<std::unique_ptr<Pmd>> pmds_;
   std::vector<std::array<TxQueue, kMaxPorts>> txqs_;
   // One spinlock per (port, tx queue), used only for shared queues.

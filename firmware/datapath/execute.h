@@ -109,6 +109,7 @@
 #include "keel/hal/backend.h"
 #include "keel/hal/packet.h"
 #include "packet/parser.h"
+#include "packet/tunnel_header.h"
 
 namespace keel::datapath {
 
@@ -140,6 +141,11 @@ struct alignas(64) ExecCounters {
   uint64_t meter_ignored = 0;    // passed through meter() (no meters yet)
   uint64_t unsupported = 0;      // an action type this build cannot run (reserved types): released
   uint64_t bond_drops = 0;       // lb_output: no such bond, or its bucket has no member: released
+  uint64_t tnl_pushed = 0;            // tnl_push: packets encapsulated
+  uint64_t tnl_push_no_headroom = 0;  // tnl_push: less headroom than the header: released
+  uint64_t tnl_popped = 0;            // tnl_pop: packets decapsulated (and recirculated)
+  uint64_t tnl_pop_errors = 0;        // tnl_pop: refused (the sum of tnl_pop_reasons[1..]): released
+  uint64_t tnl_pop_reasons[packet::kTnlPopResults] = {};  // by packet::TnlPopResult ([0] unused)
 };
 
 // Takes ownership of `pkts` (they are sent or released by the callee).

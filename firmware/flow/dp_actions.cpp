@@ -12,6 +12,7 @@
 #include <array>
 
 #include "flow/flow_text.h"
+#include "packet/tunnel_header.h"
 
 namespace keel::flow {
 namespace {
@@ -190,6 +191,19 @@ void DpActionsBuilder::lb_output(uint32_t bond_id) {
 }
 void DpActionsBuilder::trunc(uint32_t max_len) { append(DpActionType::kTrunc, 0, max_len, 8); }
 void DpActionsBuilder::meter(uint32_t id) { append(DpActionType::kMeter, 0, id, 8); }
+void DpActionsBuilder::tnl_push(uint32_t tnl_port, uint32_t out_port, uint8_t tnl_type,
+                                std::span<const uint8_t> header) {
+  if (Status st = packet::check_tunnel_header(static_cast<packet::TnlType>(tnl_type), header); !st) {
+    fail("tnl_push: " + st.message());
+    return;
+  }
+  uint8_t* p = append(DpActionType::kTnlPush, 0, tnl_port, 8 + dp_align8(sizeof(TnlPushArgs) + header.size()));
+  if (!p) return;
+  TnlPushArgs a{out_port, static_cast<uint16_t>(header.size()), tnl_type, 0};
+  std::memcpy(p, &a, sizeof a);
+  std::memcpy(p + sizeof a, header.data(), header.size());
+}
+void DpActionsBuilder::tnl_pop(uint32_t vport) { append(DpActionType::kTnlPop, 0, vport, 8); }
 
 // One body for the five set_*() calls.
 #define KEEL_BUILD_SET(T, header)                                                                     \
@@ -358,10 +372,23 @@ Status validate_list(const uint8_t* p, size_t n, size_t base, unsigned depth) {
           return bad_at(base + off, "non-zero padding");
         break;
       }
-      case DpActionType::kTnlPush:
       case DpActionType::kTnlPop:
-        return bad_at(base + off, "action type " + std::to_string(static_cast<unsigned>(h.type)) +
-                                      " is reserved, not implemented yet");
+        if (h.sub != 0 || pn != 0) return bad_at(base + off, "unexpected payload");
+        break;
+      case DpActionType::kTnlPush: {
+        if (h.sub != 0 || pn < sizeof(TnlPushArgs)) return bad_at(base + off, "bad tnl_push action");
+        TnlPushArgs a;
+        std::memcpy(&a, pl, sizeof a);
+        if (a.pad != 0 || a.header_len > kMaxTnlHeaderLen || h.len != 8 + dp_align8(sizeof a + a.header_len))
+          return bad_at(base + off, "bad tnl_push action");
+        if (Status st = packet::check_tunnel_header(static_cast<packet::TnlType>(a.tnl_type),
+                                                    {pl + sizeof a, a.header_len});
+            !st)
+          return bad_at(base + off, "tnl_push: " + st.message());
+        if (!all_zero(pl + sizeof a + a.header_len, pn - sizeof a - a.header_len))
+          return bad_at(base + off, "non-zero padding");
+        break;
+      }
       default:
         return bad_at(base + off, "unknown action type " + std::to_string(static_cast<unsigned>(h.type)));
     }
@@ -419,7 +446,7 @@ Span trim_delimiters(const Span& s) {
 // the message says "not supported" rather than "unknown").
 constexpr std::string_view kUnsupportedActions[] = {
     "ct",       "ct_clear", "sample",  "push_mpls", "pop_mpls", "add_mpls", "push_eth",      "pop_eth",
-    "push_nsh", "pop_nsh",  "dec_ttl", "tnl_push", "tnl_pop",  "check_pkt_len",
+    "push_nsh", "pop_nsh",  "dec_ttl", "check_pkt_len",
 };
 constexpr std::string_view kUnsupportedSetHeaders[] = {
     "tunnel",   "vlan",    "nd",      "nd_extensions", "eth_type", "skb_mark",  "skb_priority", "mpls",
@@ -575,12 +602,358 @@ class ActionParser {
     }
     if (name == "userspace") return userspace(tok);
     if (name == "lb_output") return lb_output(tok);
+    if (name == "tnl_push") return tnl_push(tok);
+    if (name == "tnl_pop") {
+      if (Status st = need_args(tok, "tnl_pop(N)"); !st) return st;
+      uint32_t port;
+      if (Status st = port_arg(tok.args, "tnl_pop port", port); !st) return st;
+      b_.tnl_pop(port);
+      return {};
+    }
     if (one_of(name, kUnsupportedActions)) {
       return error_at("unsupported action", tok.whole,
                       "keel's datapath does not implement " + std::string(name));
     }
     return error_at("unknown action", tok.whole);
   }
+
+  // A port argument: a number, or a name when port names are given.
+  Status port_arg(const Span& s, std::string_view field, uint32_t& out) {
+    if (!s.empty() && !is_digit(s.text[0]) && port_number_ && *port_number_) {
+      if (std::optional<uint32_t> port = (*port_number_)(s.text)) {
+        out = *port;
+        return {};
+      }
+      return error_at("unknown port", s);
+    }
+    return parse_u32(s, field, out);
+  }
+
+  // tnl_push(tnl_port(N),header(...),out_port(M)), read as
+  // ovs_parse_tnl_push() reads it: a fixed sequence of fields; the header
+  // bytes are built from them (IPv4 checksum over a zero total length,
+  // UDP length 0) and size= and type= must match what was read.
+  Status tnl_push(const ActionToken& tok) {
+    if (Status st = need_args(tok, "tnl_push(tnl_port(N),header(...),out_port(M))"); !st) return st;
+    TnlScan sc{tok.args, 0};
+    uint32_t tnl_port = 0, out_port = 0;
+    uint64_t size = 0, type = 0;
+    uint8_t h[kMaxTnlHeaderLen] = {};
+    if (Status st = sc.lit("tnl_port("); !st) return st;
+    if (Status st = sc.port(*this, "tnl_port", tnl_port); !st) return st;
+    if (Status st = sc.lit("),header(size="); !st) return st;
+    if (Status st = sc.num(kMaxTnlHeaderLen, "size", size); !st) return st;
+    if (Status st = sc.lit(",type="); !st) return st;
+    if (Status st = sc.num(255, "type", type); !st) return st;
+    const size_t hdr_pos = sc.pos;
+    EthAddr dst{}, src{};
+    uint64_t dl_type = 0;
+    if (Status st = sc.lit(",eth(dst="); !st) return st;
+    if (Status st = sc.mac(dst); !st) return st;
+    if (Status st = sc.lit(",src="); !st) return st;
+    if (Status st = sc.mac(src); !st) return st;
+    if (Status st = sc.lit(",dl_type=0x"); !st) return st;
+    if (Status st = sc.hex(0xffff, "dl_type", dl_type); !st) return st;
+    if (Status st = sc.lit("),"); !st) return st;
+    std::memcpy(h, dst.b, 6);
+    std::memcpy(h + 6, src.b, 6);
+    h[12] = static_cast<uint8_t>(dl_type >> 8), h[13] = static_cast<uint8_t>(dl_type);
+    size_t off = 14;
+    const bool v4 = dl_type == packet::kEthTypeIpv4;
+    if (v4) {
+      be32 sip = 0, dip = 0;
+      uint64_t proto, tos, ttl, frag;
+      if (Status st = sc.lit("ipv4(src="); !st) return st;
+      if (Status st = sc.ipv4(sip); !st) return st;
+      if (Status st = sc.lit(",dst="); !st) return st;
+      if (Status st = sc.ipv4(dip); !st) return st;
+      if (Status st = sc.lit(",proto="); !st) return st;
+      if (Status st = sc.num(255, "proto", proto); !st) return st;
+      if (Status st = sc.lit(",tos="); !st) return st;
+      if (Status st = sc.num(255, "tos", tos); !st) return st;
+      if (Status st = sc.lit(",ttl="); !st) return st;
+      if (Status st = sc.num(255, "ttl", ttl); !st) return st;
+      if (Status st = sc.lit(",frag=0x"); !st) return st;
+      if (Status st = sc.hex(0xffff, "frag", frag); !st) return st;
+      if (Status st = sc.lit("),"); !st) return st;
+      uint8_t* ip = h + off;
+      ip[0] = 0x45;
+      ip[1] = static_cast<uint8_t>(tos);
+      ip[6] = static_cast<uint8_t>(frag >> 8), ip[7] = static_cast<uint8_t>(frag);
+      ip[8] = static_cast<uint8_t>(ttl);
+      ip[9] = static_cast<uint8_t>(proto);
+      std::memcpy(ip + 12, &sip, 4);
+      std::memcpy(ip + 16, &dip, 4);
+      uint32_t sum = 0;
+      for (int i = 0; i < 20; i += 2) sum += uint32_t{ip[i]} << 8 | ip[i + 1];
+      while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+      const uint16_t c = static_cast<uint16_t>(~sum);
+      ip[10] = static_cast<uint8_t>(c >> 8), ip[11] = static_cast<uint8_t>(c);
+      off += 20;
+    } else {
+      In6Addr sip{}, dip{};
+      uint64_t label, proto, tclass, hlimit;
+      if (Status st = sc.lit("ipv6(src="); !st) return st;
+      if (Status st = sc.ipv6(sip); !st) return st;
+      if (Status st = sc.lit(",dst="); !st) return st;
+      if (Status st = sc.ipv6(dip); !st) return st;
+      if (Status st = sc.lit(",label="); !st) return st;
+      if (Status st = sc.num(0xfffff, "label", label); !st) return st;
+      if (Status st = sc.lit(",proto="); !st) return st;
+      if (Status st = sc.num(255, "proto", proto); !st) return st;
+      if (Status st = sc.lit(",tclass=0x"); !st) return st;
+      if (Status st = sc.hex(255, "tclass", tclass); !st) return st;
+      if (Status st = sc.lit(",hlimit="); !st) return st;
+      if (Status st = sc.num(255, "hlimit", hlimit); !st) return st;
+      if (Status st = sc.lit("),"); !st) return st;
+      uint8_t* ip6 = h + off;
+      const uint32_t flow = 6u << 28 | static_cast<uint32_t>(tclass) << 20 | static_cast<uint32_t>(label);
+      ip6[0] = static_cast<uint8_t>(flow >> 24), ip6[1] = static_cast<uint8_t>(flow >> 16);
+      ip6[2] = static_cast<uint8_t>(flow >> 8), ip6[3] = static_cast<uint8_t>(flow);
+      ip6[6] = static_cast<uint8_t>(proto);
+      ip6[7] = static_cast<uint8_t>(hlimit);
+      std::memcpy(ip6 + 8, sip.b, 16);
+      std::memcpy(ip6 + 24, dip.b, 16);
+      off += 40;
+    }
+    uint8_t read_type;
+    if (sc.peek("udp(")) {
+      uint64_t usrc, udst, ucsum;
+      if (Status st = sc.lit("udp(src="); !st) return st;
+      if (Status st = sc.num(0xffff, "udp src", usrc); !st) return st;
+      if (Status st = sc.lit(",dst="); !st) return st;
+      if (Status st = sc.num(0xffff, "udp dst", udst); !st) return st;
+      if (Status st = sc.lit(",csum=0x"); !st) return st;
+      if (Status st = sc.hex(0xffff, "udp csum", ucsum); !st) return st;
+      if (Status st = sc.lit("),"); !st) return st;
+      uint8_t* u = h + off;
+      u[0] = static_cast<uint8_t>(usrc >> 8), u[1] = static_cast<uint8_t>(usrc);
+      u[2] = static_cast<uint8_t>(udst >> 8), u[3] = static_cast<uint8_t>(udst);
+      u[6] = static_cast<uint8_t>(ucsum >> 8), u[7] = static_cast<uint8_t>(ucsum);
+      off += 8;
+      uint8_t* t = h + off;
+      if (sc.peek("vxlan(")) {
+        uint64_t flags, vni;
+        if (Status st = sc.lit("vxlan(flags=0x"); !st) return st;
+        if (Status st = sc.hex(0xffffffff, "vxlan flags", flags); !st) return st;
+        if (Status st = sc.lit(",vni=0x"); !st) return st;
+        if (Status st = sc.hex(0xffffff, "vni", vni); !st) return st;
+        if (Status st = sc.lit("))"); !st) return st;
+        put_be32(t, static_cast<uint32_t>(flags));
+        put_be32(t + 4, static_cast<uint32_t>(vni << 8));
+        off += 8;
+        read_type = 4;
+      } else if (sc.peek("geneve(")) {
+        if (Status st = sc.lit("geneve("); !st) return st;
+        if (sc.peek("oam,")) t[1] |= 0x80, sc.pos += 4;
+        if (sc.peek("crit,")) t[1] |= 0x40, sc.pos += 5;
+        uint64_t vni;
+        if (Status st = sc.lit("vni="); !st) return st;
+        if (Status st = sc.num(0xffffff, "vni", vni); !st) return st;
+        size_t opts = 0;
+        if (sc.peek(",options(")) {
+          sc.pos += 9;
+          if (Status st = sc.geneve_opts(t + 8, kMaxTnlHeaderLen - (off + 8), opts); !st) return st;
+          if (Status st = sc.lit(")"); !st) return st;
+        }
+        if (Status st = sc.lit("))"); !st) return st;
+        t[0] = static_cast<uint8_t>(opts / 4);
+        t[2] = 0x65, t[3] = 0x58;
+        put_be32(t + 4, static_cast<uint32_t>(vni << 8));
+        off += 8 + opts;
+        read_type = 5;
+      } else {
+        return error_at("bad tnl_push header", sc.rest(), "expected vxlan(...) or geneve(...) after udp(...)");
+      }
+    } else if (sc.peek("gre((")) {
+      uint64_t flags, proto;
+      if (Status st = sc.lit("gre((flags=0x"); !st) return st;
+      if (Status st = sc.hex(0xffff, "gre flags", flags); !st) return st;
+      if (Status st = sc.lit(",proto=0x"); !st) return st;
+      if (Status st = sc.hex(0xffff, "gre proto", proto); !st) return st;
+      if (Status st = sc.lit(")"); !st) return st;
+      uint8_t* g = h + off;
+      g[0] = static_cast<uint8_t>(flags >> 8), g[1] = static_cast<uint8_t>(flags);
+      g[2] = static_cast<uint8_t>(proto >> 8), g[3] = static_cast<uint8_t>(proto);
+      size_t o = 4;
+      if (flags & 0x8000) {
+        uint64_t c;
+        if (Status st = sc.lit(",csum=0x"); !st) return st;
+        if (Status st = sc.hex(0xffff, "gre csum", c); !st) return st;
+        g[o] = static_cast<uint8_t>(c >> 8), g[o + 1] = static_cast<uint8_t>(c);
+        o += 4;
+      }
+      if (flags & 0x2000) {
+        uint64_t k;
+        if (Status st = sc.lit(",key=0x"); !st) return st;
+        if (Status st = sc.hex(0xffffffff, "gre key", k); !st) return st;
+        put_be32(g + o, static_cast<uint32_t>(k));
+        o += 4;
+      }
+      if (flags & 0x1000) {
+        uint64_t q;
+        if (Status st = sc.lit(",seq=0x"); !st) return st;
+        if (Status st = sc.hex(0xffffffff, "gre seq", q); !st) return st;
+        put_be32(g + o, static_cast<uint32_t>(q));
+        o += 4;
+      }
+      if (Status st = sc.lit("))"); !st) return st;
+      off += o;
+      read_type = v4 ? 3 : 109;
+    } else {
+      return error_at("bad tnl_push header", sc.rest(), "expected udp(...) or gre(...)");
+    }
+    const Span hdr = tok.args.sub(hdr_pos, sc.pos - hdr_pos);
+    if (type != read_type)
+      return error_at("bad tnl_push header", hdr,
+                      "type=" + std::to_string(type) + " but the header is of type " + std::to_string(read_type));
+    if (size != off)
+      return error_at("bad tnl_push header", hdr,
+                      "size=" + std::to_string(size) + " but the header is " + std::to_string(off) + " bytes");
+    if (Status st = sc.lit(",out_port("); !st) return st;
+    if (Status st = sc.port(*this, "out_port", out_port); !st) return st;
+    if (Status st = sc.lit(")"); !st) return st;
+    if (sc.pos != tok.args.size()) return error_at("unexpected text", sc.rest(), "after out_port(...)");
+    if (Status st = packet::check_tunnel_header(static_cast<packet::TnlType>(read_type), {h, off}); !st)
+      return error_at("bad tnl_push header", hdr, st.message());
+    b_.tnl_push(tnl_port, out_port, read_type, {h, off});
+    return {};
+  }
+
+  static void put_be32(uint8_t* p, uint32_t v) {
+    p[0] = static_cast<uint8_t>(v >> 24), p[1] = static_cast<uint8_t>(v >> 16);
+    p[2] = static_cast<uint8_t>(v >> 8), p[3] = static_cast<uint8_t>(v);
+  }
+
+  // A cursor over tnl_push's arguments (ovs_scan_len's sequence).
+  struct TnlScan {
+    Span s;
+    size_t pos;
+
+    Span rest() const { return s.sub(pos); }
+    bool peek(std::string_view lit) const { return s.text.substr(pos).starts_with(lit); }
+    Status lit(std::string_view lit) {
+      if (!peek(lit)) {
+        Span r = rest();
+        return error_at("bad tnl_push", r.sub(0, std::min<size_t>(r.size(), 24)),
+                        "expected '" + std::string(lit) + "'");
+      }
+      pos += lit.size();
+      return {};
+    }
+    // A token of [0-9A-Za-z_:.] (numbers, MACs, addresses, names).
+    Span token(bool colon_dot) {
+      size_t e = pos;
+      while (e < s.size() && (is_name_char(s.text[e]) || (colon_dot && (s.text[e] == ':' || s.text[e] == '.'))))
+        ++e;
+      Span t = s.sub(pos, e - pos);
+      pos = e;
+      return t;
+    }
+    Status num(uint64_t max, std::string_view field, uint64_t& out) {
+      return parse_number(token(false), max, field, out);
+    }
+    // Hex digits after a literal "0x" ("0x%x").
+    Status hex(uint64_t max, std::string_view field, uint64_t& out) {
+      Span t = token(false);
+      uint64_t v = 0;
+      if (t.empty()) return error_at("bad " + std::string(field) + " value", t, "expected hex digits");
+      for (char c : t.text) {
+        const int d = hex_value(c);
+        if (d < 0) return error_at("bad " + std::string(field) + " value", t, "expected hex digits");
+        if (v >> 60) return error_at("out-of-range value", t, std::string(field));
+        v = v << 4 | static_cast<unsigned>(d);
+      }
+      if (v > max) return error_at("out-of-range value", t, std::string(field));
+      out = v;
+      return {};
+    }
+    Status mac(EthAddr& out) {
+      Span t = token(true);
+      if (!parse_mac(t.text, out)) return error_at("bad MAC address", t);
+      return {};
+    }
+    Status ipv4(be32& out) {
+      Span t = token(true);
+      if (!parse_ipv4(t.text, out)) return error_at("bad IPv4 address", t);
+      return {};
+    }
+    Status ipv6(In6Addr& out) {
+      Span t = token(true);
+      if (!parse_ipv6(t.text, out)) return error_at("bad IPv6 address", t);
+      return {};
+    }
+    template <typename P>
+    Status port(P& parser, std::string_view field, uint32_t& out) {
+      return parser.port_arg(token(false), field, out);
+    }
+    // {class=0x..,type=0x..,len=N,0xDATA}... as scan_geneve (no masks):
+    // writes the TLVs at p (at most room bytes), their length in n.
+    Status geneve_opts(uint8_t* p, size_t room, size_t& n) {
+      n = 0;
+      if (!peek("{")) return error_at("bad GENEVE options", rest(), "expected '{'");
+      while (peek("{")) {
+        const size_t start = pos;
+        ++pos;
+        uint64_t cls = 0, type = 0, len = 0;
+        if (peek("class=")) {
+          pos += 6;
+          if (Status st = num(0xffff, "class", cls); !st) return st;
+          if (peek(",")) ++pos;
+        }
+        if (peek("type=")) {
+          pos += 5;
+          if (Status st = num(0xff, "type", type); !st) return st;
+          if (peek(",")) ++pos;
+        }
+        if (peek("len=")) {
+          pos += 4;
+          Span lt = s.sub(pos);
+          if (Status st = num(124, "len", len); !st) return st;
+          if (len % 4) return error_at("bad GENEVE option length", lt, "a multiple of 4 up to 124");
+        }
+        if (n + 4 + len > room || n + 4 + len > packet::kMaxGeneveOptsLen)
+          return error_at("GENEVE options too long", s.sub(start), "");
+        uint8_t* o = p + n;
+        o[0] = static_cast<uint8_t>(cls >> 8), o[1] = static_cast<uint8_t>(cls);
+        o[2] = static_cast<uint8_t>(type);
+        o[3] = static_cast<uint8_t>(len / 4);
+        if (peek(",")) {
+          ++pos;
+          // parse_int_string: a 0x-hex or decimal number, right-aligned in len bytes.
+          Span d = token(false);
+          uint8_t buf[124] = {};
+          if (Status st = int_string(d, buf, static_cast<size_t>(len)); !st) return st;
+          std::memcpy(o + 4, buf, static_cast<size_t>(len));
+        }
+        if (Status st = lit("}"); !st) return st;
+        n += 4 + static_cast<size_t>(len);
+      }
+      return {};
+    }
+    static Status int_string(const Span& d, uint8_t* out, size_t len) {
+      std::string_view t = d.text;
+      if (t.starts_with("0x") || t.starts_with("0X")) {
+        t.remove_prefix(2);
+        if (t.empty()) return error_at("bad GENEVE option data", d);
+        size_t bytes = (t.size() + 1) / 2;
+        if (bytes > len) return error_at("GENEVE option data longer than its len", d);
+        uint8_t* w = out + len;
+        for (size_t i = t.size(); i > 0;) {
+          int lo = hex_value(t[--i]);
+          int hi = i > 0 ? hex_value(t[--i]) : 0;
+          if (lo < 0 || hi < 0) return error_at("bad GENEVE option data", d);
+          *--w = static_cast<uint8_t>(hi << 4 | lo);
+        }
+        return {};
+      }
+      uint64_t v;
+      if (!parse_uint(t, v)) return error_at("bad GENEVE option data", d);
+      for (size_t i = 0; i < len && i < 8; ++i) out[len - 1 - i] = static_cast<uint8_t>(v >> (8 * i));
+      if (len < 8 && (v >> (8 * len))) return error_at("GENEVE option data longer than its len", d);
+      return {};
+    }
+  };
 
   // lb_output(N): N in decimal, as odp-util reads it ("lb_output(%u)").
   Status lb_output(const ActionToken& tok) {
@@ -902,6 +1275,163 @@ void put_set_field(std::string& out, const SetField& f, const uint8_t* k, const 
   }
 }
 
+void put_port(std::string& out, uint32_t port, const DpPortName* port_name) {
+  if (port_name && *port_name) {
+    if (std::optional<std::string> n = (*port_name)(port)) {
+      out += *n;
+      return;
+    }
+  }
+  put_dec(out, port);
+}
+
+uint16_t get16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+uint32_t get32(const uint8_t* p) {
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
+}
+
+// As format_odp_tnl_push_header(); the header passed validate_dp_actions().
+void put_tnl_push_header(std::string& out, const TnlPushArgs& a, std::span<const uint8_t> h) {
+  const uint8_t* p = h.data();
+  out += "header(size=";
+  put_dec(out, a.header_len);
+  out += ",type=";
+  put_dec(out, a.tnl_type);
+  out += ",eth(dst=";
+  EthAddr mac;
+  std::memcpy(mac.b, p, 6);
+  put_mac(out, mac);
+  out += ",src=";
+  std::memcpy(mac.b, p + 6, 6);
+  put_mac(out, mac);
+  out += ",dl_type=";
+  put_hex(out, get16(p + 12), 4);
+  out += "),";
+  const uint8_t* l4;
+  if (get16(p + 12) == packet::kEthTypeIpv4) {
+    const uint8_t* ip = p + 14;
+    be32 a4;
+    out += "ipv4(src=";
+    std::memcpy(&a4, ip + 12, 4);
+    put_ipv4(out, a4);
+    out += ",dst=";
+    std::memcpy(&a4, ip + 16, 4);
+    put_ipv4(out, a4);
+    out += ",proto=";
+    put_dec(out, ip[9]);
+    out += ",tos=";
+    put_hex_alt(out, ip[1]);
+    out += ",ttl=";
+    put_dec(out, ip[8]);
+    out += ",frag=";
+    put_hex(out, get16(ip + 6));
+    out += "),";
+    l4 = ip + 20;
+  } else {
+    const uint8_t* ip6 = p + 14;
+    In6Addr a6;
+    out += "ipv6(src=";
+    std::memcpy(a6.b, ip6 + 8, 16);
+    put_ipv6(out, a6);
+    out += ",dst=";
+    std::memcpy(a6.b, ip6 + 24, 16);
+    put_ipv6(out, a6);
+    const uint32_t flow = get32(ip6);
+    out += ",label=";
+    put_dec(out, flow & 0xfffff);
+    out += ",proto=";
+    put_dec(out, ip6[6]);
+    out += ",tclass=";
+    put_hex(out, (flow >> 20) & 0xff);
+    out += ",hlimit=";
+    put_dec(out, ip6[7]);
+    out += "),";
+    l4 = ip6 + 40;
+  }
+  const auto udp = [&] {
+    out += "udp(src=";
+    put_dec(out, get16(l4));
+    out += ",dst=";
+    put_dec(out, get16(l4 + 2));
+    out += ",csum=";
+    put_hex(out, get16(l4 + 6));
+    out += "),";
+    return l4 + 8;
+  };
+  if (a.tnl_type == static_cast<uint8_t>(packet::TnlType::kVxlan)) {
+    const uint8_t* v = udp();
+    out += "vxlan(flags=";
+    put_hex(out, get32(v));
+    out += ",vni=";
+    put_hex(out, get32(v + 4) >> 8);
+    out += ')';
+  } else if (a.tnl_type == static_cast<uint8_t>(packet::TnlType::kGeneve)) {
+    const uint8_t* g = udp();
+    out += "geneve(";
+    if (g[1] & packet::kGeneveFlagOam) out += "oam,";
+    if (g[1] & packet::kGeneveFlagCrit) out += "crit,";
+    out += "vni=";
+    put_hex(out, get32(g + 4) >> 8);
+    const size_t opts = (g[0] & 0x3fu) * 4;
+    if (opts) {
+      out += ",options(";
+      const uint8_t* o = g + 8;
+      for (size_t off = 0; off < opts;) {
+        const size_t dlen = (o[off + 3] & 0x1fu) * 4;
+        out += "{class=";
+        put_hex_alt(out, get16(o + off));
+        out += ",type=";
+        put_hex_alt(out, o[off + 2]);
+        out += ",len=";
+        put_dec(out, dlen);
+        if (dlen) {
+          // ds_put_hex(): "0x" and the bytes without leading zeros; "0" if all zero.
+          static constexpr char kHex[] = "0123456789abcdef";
+          out += ',';
+          bool printed = false;
+          for (size_t i = 0; i < dlen; ++i) {
+            const uint8_t b = o[off + 4 + i];
+            if (!printed && b == 0) continue;
+            if (!printed) {
+              out += "0x";
+              if (b >> 4) out += kHex[b >> 4];
+              out += kHex[b & 15];
+              printed = true;
+            } else {
+              out += kHex[b >> 4], out += kHex[b & 15];
+            }
+          }
+          if (!printed) out += '0';
+        }
+        out += '}';
+        off += 4 + dlen;
+      }
+      out += ')';
+    }
+    out += ')';
+  } else {  // gre, ip6gre
+    const uint16_t flags = get16(l4);
+    out += "gre((flags=";
+    put_hex(out, flags);
+    out += ",proto=";
+    put_hex(out, get16(l4 + 2));
+    out += ')';
+    const uint8_t* o = l4 + 4;
+    if (flags & packet::kGreCsum) {
+      out += ",csum=";
+      put_hex(out, get16(o));
+      o += 4;
+    }
+    if (flags & packet::kGreKey) {
+      out += ",key=";
+      put_hex(out, get32(o));
+      o += 4;
+    }
+    out += ')';
+  }
+  out += ')';
+}
+
 void put_action(std::string& out, const DpAction& a, const DpPortName* port_name) {
   switch (a.type) {
     case DpActionType::kOutput:
@@ -1004,6 +1534,20 @@ void put_action(std::string& out, const DpAction& a, const DpPortName* port_name
       out += ')';
       return;
     }
+    case DpActionType::kTnlPop:
+      out += "tnl_pop(";
+      put_port(out, a.tnl_pop_port(), port_name);
+      out += ')';
+      return;
+    case DpActionType::kTnlPush:
+      out += "tnl_push(tnl_port(";
+      put_port(out, a.tnl_port(), port_name);
+      out += "),";
+      put_tnl_push_header(out, a.tnl_push_args(), a.tnl_header());
+      out += ",out_port(";
+      put_port(out, a.tnl_push_args().out_port, port_name);
+      out += "))";
+      return;
     default:
       break;
   }

@@ -46,10 +46,16 @@
 // (datapath/bond_table.h); N is 1..kMaxLbOutputBond (the builder, the
 // parser and validate_dp_actions() refuse anything else).
 //
-// Reserved: type codes for tnl_push(...) and tnl_pop(port) are fixed below
-// so the encoding does not change when they arrive; until then the builder
-// cannot emit them, the parser rejects them and validate_dp_actions()
-// refuses them.
+// tnl_push(tnl_port(N),header(...),out_port(M)) prepends a tunnel's outer
+// header (packet/tunnel_header.h builds it); the actions after it see the
+// encapsulated packet (as in Open vSwitch's userspace datapath the packet
+// itself is modified; in a clone() the clone's copy). N is the tunnel port the slow path translated (kept for
+// the text and the slow path), M the underlay bridge's LOCAL vport the
+// encapsulated packet continues from. Payload: TnlPushArgs, then the header
+// bytes, padded to 8. tnl_pop(N) decapsulates per vport N's type and
+// recirculates the inner packet with in_port N. validate_dp_actions() checks
+// that the header's layers (Ethernet, IPv4/IPv6, UDP/GRE, tunnel header)
+// are consistent with its length and type.
 //
 // Text. Parsing follows odp_actions_from_string(): actions separated by
 // commas or white space; a bare number is output to that datapath port;
@@ -74,6 +80,9 @@
 //   trunc(100)
 //   userspace(pid=N[,userdata(hex)][,actions][,tunnel_out_port=N])
 //   meter(N)
+//   tnl_push(tnl_port(N),header(size=50,type=4,eth(dst=..,src=..,dl_type=0x0800),ipv4(src=..,dst=..,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),vxlan(flags=0x8000000,vni=0x7b)),out_port(M))
+//                                      as format_odp_tnl_push_header(); geneve(..), gre(..), ipv6(..) too
+//   tnl_pop(N)
 //
 // Port names: with a DpPortNames callback (flow-dump -m, dp-flow get/del of
 // such a line) an output prints as the port's name and a bare name reads as
@@ -127,9 +136,8 @@ enum class DpActionType : uint8_t {
   kUserspace = 10,
   kMeter = 11,
   kLbOutput = 16,
-  // Reserved for later: not built, parsed, validated or executed yet.
-  kTnlPush = 17,
-  kTnlPop = 18,
+  kTnlPush = 17,  // arg: tnl_port; payload: TnlPushArgs + header bytes
+  kTnlPop = 18,   // arg: the tunnel vport
 };
 
 // Which header a set action writes (DpActionHeader::sub of kSet).
@@ -211,6 +219,16 @@ static_assert(sizeof(SetEth) == 12 && sizeof(SetIpv4) == 12 && sizeof(SetIpv6) =
                   sizeof(SetArp) == 24 && sizeof(SetIcmp) == 2,
               "set payload layouts are part of the encoding");
 
+// The payload of a tnl_push action before its header bytes.
+inline constexpr size_t kMaxTnlHeaderLen = 256;  // packet::kMaxTunnelHeaderLen
+struct TnlPushArgs {
+  uint32_t out_port;    // out_port(M)
+  uint16_t header_len;  // bytes of header that follow, 14..kMaxTnlHeaderLen
+  uint8_t tnl_type;     // packet::TnlType (OVS_VPORT_TYPE_*: 3 gre, 4 vxlan, 5 geneve, 109 ip6gre)
+  uint8_t pad;          // zero
+};
+static_assert(sizeof(TnlPushArgs) == 8, "the header bytes start 8-byte aligned");
+
 // The payload of a userspace action before its userdata.
 struct UserspaceArgs {
   uint32_t tunnel_out_port;  // valid with kUserspaceTunnelOutPort
@@ -260,7 +278,16 @@ struct DpAction {
   uint32_t pid() const { return arg; }                                     // userspace
   uint16_t vlan_tpid() const { return static_cast<uint16_t>(arg >> 16); }  // push_vlan, host order
   uint16_t vlan_tci() const { return static_cast<uint16_t>(arg); }         // push_vlan, host order
+  uint32_t tnl_port() const { return arg; }                                // tnl_push
+  uint32_t tnl_pop_port() const { return arg; }                            // tnl_pop: the vport
   SetHeader set_header() const { return static_cast<SetHeader>(sub); }
+  // tnl_push: the arguments and the header bytes.
+  TnlPushArgs tnl_push_args() const {
+    TnlPushArgs a;
+    std::memcpy(&a, payload, sizeof a);
+    return a;
+  }
+  std::span<const uint8_t> tnl_header() const { return {payload + sizeof(TnlPushArgs), tnl_push_args().header_len}; }
   // clone: the nested list.
   std::span<const uint8_t> nested() const { return {payload, payload_len}; }
   // set: key and mask (T = SetEth, SetIpv4, SetIpv6, SetL4 or SetArp per set_header()).
@@ -358,6 +385,11 @@ class DpActionsBuilder {
   void recirc(uint32_t id);
   void lb_output(uint32_t bond_id);  // lb_output(N): bond N's bucket of dp_hash (datapath/bond_table.h)
   void trunc(uint32_t max_len);
+  // tnl_push(tnl_port(N),header(...),out_port(M)): `header` is what
+  // packet::build_tunnel_header() made (at most kMaxTnlHeaderLen bytes,
+  // checked as validate_dp_actions() checks it); tnl_type a packet::TnlType.
+  void tnl_push(uint32_t tnl_port, uint32_t out_port, uint8_t tnl_type, std::span<const uint8_t> header);
+  void tnl_pop(uint32_t vport);
   void meter(uint32_t id);
   void userspace(uint32_t pid, std::span<const uint8_t> userdata, bool has_userdata = true,
                  bool include_actions = false, const uint32_t* tunnel_out_port = nullptr);

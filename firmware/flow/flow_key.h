@@ -45,6 +45,13 @@
 //
 // nw_proto also holds the ARP opcode (low 8 bits), as in Open vSwitch.
 //
+// Geneve options (tun_opt_len, tun_opts) have two forms, as Open vSwitch's
+// flow_tnl.metadata (present.len in "udpif" form, present.map otherwise);
+// flow/tun_metadata.h describes both. Datapath keys and megaflows hold the
+// raw form (tun_opt_len = bytes of wire options); rules and translation's
+// flow the metadata form (tun_opt_len = present bitmap of tun_metadata0..7,
+// tun_metadataN right-aligned in tun_opts[32N..32N+32)).
+//
 // Thread-safety: a plain value type.
 #pragma once
 

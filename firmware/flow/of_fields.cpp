@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "flow/flow_text.h"
+#include "flow/tun_metadata.h"
 
 namespace keel::flow {
 
@@ -112,6 +113,13 @@ constexpr uint16_t kCfi = 0x1000;
     OfFieldId::id, name, alias, nxm, oxm, bits, static_cast<uint16_t>(offset), bytes, false, shift, cmask,  \
         cfi, maskable, writable, OfPrereq::prereq, OfFieldSyntax::integer                                   \
   }
+// tun_metadataN: the low 16 bytes of slot N (tun_metadata.h).
+#define TUNMD(n)                                                                                          \
+  OfFieldInfo {                                                                                           \
+    OfFieldId::tun_metadata##n, "tun_metadata" #n, "", "NXM_NX_TUN_METADATA" #n, "", 128,                 \
+        static_cast<uint16_t>(tun_metadata_slot_offset(n) + kTunMetadataSlot - 16), 16, false, 0,         \
+        ~uint64_t{0}, false, true, true, OfPrereq::none, OfFieldSyntax::integer                           \
+  }
 #define REG(n) HOST(reg##n, "reg" #n, "NXM_NX_REG" #n, 32, regs[n], true, integer)
 
 constexpr size_t kTciOffset = offsetof(FlowKey, vlans) + offsetof(VlanHdr, tci);
@@ -136,6 +144,17 @@ constexpr OfFieldInfo kFields[] = {
        ipv6),
     BE(tun_ipv6_dst, "tun_ipv6_dst", "", "NXM_NX_TUN_IPV6_DST", "", 128, tun_ipv6_dst, 16, true, true, none,
        ipv6),
+    OfFieldInfo{OfFieldId::tun_flags, "tun_flags", "", "NXM_NX_TUN_FLAGS", "", 1,
+                static_cast<uint16_t>(offsetof(FlowKey, tun_flags)), 2, true, 0, 0x1, false, true, true,
+                OfPrereq::none, OfFieldSyntax::integer},
+    TUNMD(0),
+    TUNMD(1),
+    TUNMD(2),
+    TUNMD(3),
+    TUNMD(4),
+    TUNMD(5),
+    TUNMD(6),
+    TUNMD(7),
     BE(eth_src, "eth_src", "dl_src", "NXM_OF_ETH_SRC", "OXM_OF_ETH_SRC", 48, dl_src, 6, true, true, none,
        mac),
     BE(eth_dst, "eth_dst", "dl_dst", "NXM_OF_ETH_DST", "OXM_OF_ETH_DST", 48, dl_dst, 6, true, true, none,
@@ -201,6 +220,7 @@ constexpr OfFieldInfo kFields[] = {
 #undef HOST
 #undef BITS
 #undef REG
+#undef TUNMD
 
 static_assert(std::size(kFields) == kOfFieldCount, "one row per OfFieldId");
 
@@ -214,6 +234,11 @@ static_assert(rows_in_id_order(), "kFields is indexed by OfFieldId");
 // The container as an integer (containers of at most 8 bytes).
 uint64_t load_container(const FlowKey& k, const OfFieldInfo& f) {
   const uint8_t* p = reinterpret_cast<const uint8_t*>(&k) + f.offset;
+  if (f.host_order && f.bytes == 2) {
+    uint16_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
   if (f.host_order) {
     uint32_t v;
     std::memcpy(&v, p, sizeof v);
@@ -226,6 +251,11 @@ uint64_t load_container(const FlowKey& k, const OfFieldInfo& f) {
 
 void store_container(FlowKey& k, const OfFieldInfo& f, uint64_t v) {
   uint8_t* p = reinterpret_cast<uint8_t*>(&k) + f.offset;
+  if (f.host_order && f.bytes == 2) {
+    uint16_t h = static_cast<uint16_t>(v);
+    std::memcpy(p, &h, sizeof h);
+    return;
+  }
   if (f.host_order) {
     uint32_t h = static_cast<uint32_t>(v);
     std::memcpy(p, &h, sizeof h);
@@ -275,8 +305,22 @@ OfValue read_field(const FlowKey& key, OfFieldId id) {
   return OfValue::from_u64((load_container(key, f) & f.container_mask) >> f.shift);
 }
 
+namespace {
+// tun_metadataN's index, or -1.
+int tun_md_index(OfFieldId id) {
+  auto i = static_cast<int>(id) - static_cast<int>(OfFieldId::tun_metadata0);
+  return i >= 0 && i < static_cast<int>(kTunMetadataFields) ? i : -1;
+}
+}  // namespace
+
 void write_field(FlowKey& key, OfFieldId id, const OfValue& value, const OfValue& mask) {
   const OfFieldInfo& f = of_field(id);
+  if (int md = tun_md_index(id); md >= 0 && !mask.is_zero()) {
+    // OVS's tun_metadata_write: the field becomes present; a field that
+    // was absent reads as zero before the write.
+    if (!(key.tun_opt_len & (1u << md))) std::memset(key.tun_opts + md * kTunMetadataSlot, 0, kTunMetadataSlot);
+    key.tun_opt_len |= 1u << md;
+  }
   if (is_wide(f)) {
     uint8_t* p = reinterpret_cast<uint8_t*>(&key) + f.offset;
     for (int i = 0; i < 16; ++i) p[i] = static_cast<uint8_t>((p[i] & ~mask.b[i]) | (value.b[i] & mask.b[i]));
@@ -292,6 +336,7 @@ void write_field(FlowKey& key, OfFieldId id, const OfValue& value, const OfValue
 
 void unwildcard_field(FlowKey& mask, OfFieldId id, const OfValue& bits) {
   const OfFieldInfo& f = of_field(id);
+  if (int md = tun_md_index(id); md >= 0 && !bits.is_zero()) mask.tun_opt_len |= 1u << md;
   if (is_wide(f)) {
     uint8_t* p = reinterpret_cast<uint8_t*>(&mask) + f.offset;
     for (int i = 0; i < 16; ++i) p[i] |= bits.b[i];

@@ -28,6 +28,12 @@
 //   arp_op     16 bits wide as in OVS, stored in nw_proto: the high byte
 //              reads as zero and is dropped on write
 //   in_port    16 bits (NXM_OF_IN_PORT) of the 32-bit host-order in_port
+//   tun_flags  OVS's NXM_NX_TUN_FLAGS: 1 bit (oam) of the host-order u16
+//   tun_metadataN  128 bits: the low 16 bytes of slot N (tun_metadata.h's
+//              metadata form; OVS's field is 124 bytes wide, keel's OfValue
+//              holds 16); writing any bit also sets present bit N of
+//              tun_opt_len, unwildcarding marks it too (OVS's
+//              tun_metadata_write and its present.map)
 // Bits of a value or mask outside the field are ignored by the writers.
 //
 // Sharing with of_match_syntax.cpp: that file keeps its own private field
@@ -89,6 +95,15 @@ enum class OfFieldId : uint8_t {
   tun_dst,
   tun_ipv6_src,
   tun_ipv6_dst,
+  tun_flags,
+  tun_metadata0,  // ..7: Geneve options (flow/tun_metadata.h: metadata form, slot N)
+  tun_metadata1,
+  tun_metadata2,
+  tun_metadata3,
+  tun_metadata4,
+  tun_metadata5,
+  tun_metadata6,
+  tun_metadata7,
   eth_src,
   eth_dst,
   eth_type,

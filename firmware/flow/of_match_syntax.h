@@ -16,7 +16,8 @@
 //   in_port (number or LOCAL, IN_PORT, NORMAL, ...)   metadata  reg0..reg7
 //   pkt_mark recirc_id dp_hash skb_priority
 //   tun_id (tunnel_id) tun_src tun_dst tun_ipv6_src tun_ipv6_dst tun_tos
-//   tun_ttl tun_flags
+//   tun_ttl tun_flags tun_metadata0..7 (value[/mask] in hex, or a bare
+//   name: present with any value; flow/tun_metadata.h has the layout)
 //   dl_src dl_dst (eth_src eth_dst) dl_type (eth_type) dl_vlan dl_vlan_pcp
 //   vlan_tci
 //   nw_src nw_dst (ip_src ip_dst) nw_proto (ip_proto) nw_tos nw_ecn (ip_ecn)
@@ -50,7 +51,9 @@
 // metadata, in_port, VLAN, dl_src, dl_dst, dl_type, L3, L4; a wildcarded
 // field is left out. Round trip: for every result of this parser,
 // parse(format(x)) == x. Fields the syntax cannot carry (conntrack,
-// tunnel UDP ports, Geneve options, ...) are not printed.
+// tunnel UDP ports, ...) are not printed. tun_metadataN prints as
+// tun_metadata_match_format(): after tun_flags, `tun_metadataN=0xV[/0xM]`,
+// `=NP` for "not present", the bare name for "present, any value".
 //
 // Thread-safety: stateless functions; the callbacks in the options are
 // called on the caller's thread.
@@ -67,6 +70,8 @@
 #include "flow/match.h"
 
 namespace keel::flow {
+
+class TlvTable;  // flow/tun_metadata.h
 
 // OpenFlow 1.0 reserved port numbers (Open vSwitch's ofp_port_t values).
 inline constexpr uint32_t kOfppMax = 0xff00;  // ports below this are physical/logical
@@ -109,6 +114,10 @@ struct OfParseOptions {
   // Resolves a port name in in_port=; reserved names (LOCAL, ...) and
   // numbers are handled without it.
   std::function<std::optional<uint32_t>(std::string_view)> port_number;
+  // The bridge's TLV map (ofproto/tlv_map.h). With one, tun_metadataN must
+  // be mapped and its value/mask fit the mapped length (OVS's switch-side
+  // check); without one, any value up to the slot's 32 bytes is taken.
+  const TlvTable* tlv = nullptr;
 };
 
 struct OfFormatOptions {
@@ -120,6 +129,10 @@ struct OfFormatOptions {
   // prints a megaflow (ofproto/trace's Megaflow:), whose ICMP masks are
   // 0x00ff ("icmp_type=0x8/0xff"). Off: the low byte decides (rules).
   bool icmp_16bit = false;
+  // The bridge's TLV map: a tun_metadataN mask of all ones over the mapped
+  // length prints as exact (as OVS, which knows the length); without one,
+  // only a mask over the whole slot does.
+  const TlvTable* tlv = nullptr;
 };
 
 // Parses a whole flow line: match fields, rule keys, and "actions=...".

@@ -24,7 +24,7 @@ const PortConfig* PortMap::by_ofport(uint32_t ofport) const {
 
 const PortConfig* PortMap::by_dp_port(uint16_t dp_port) const {
   for (const PortConfig& p : ports)
-    if (p.dp_port == dp_port) return &p;
+    if (p.dp_port == dp_port && !p.tunnel) return &p;  // tunnel ports share their vport
   return nullptr;
 }
 

@@ -73,6 +73,7 @@ namespace keel::ofproto {
 
 class Bond;
 class Lacp;
+struct TunnelPort;
 
 // The recirculation scheme's per-bucket traffic of one bond (lb-output-action
 // =false): the bytes and packets the second-pass megaflows of each bucket
@@ -119,6 +120,11 @@ struct PortConfig {
   std::shared_ptr<BondRecircLoads> bond_loads;
   size_t bond_member = 0;
   uint32_t bond_ofport = 0;
+  // A tunnel port (type=vxlan|geneve|gre): its options and vport; dp_port
+  // is then the shared tunnel vport (ofproto/tunnel.h), which several
+  // ports of several bridges may have: PortMap::by_dp_port and the
+  // Ofproto's dp-port index never return a tunnel port.
+  std::shared_ptr<const TunnelPort> tunnel;
   // The port that stands for this one in the MAC table and in "is this the
   // input bundle" checks: the bond's first member, else the port itself.
   uint32_t bundle() const { return bond_obj ? bond_ofport : ofport; }

@@ -202,6 +202,7 @@ void Ofproto::publish_index() {
   auto* idx = new PortIndex;
   for (const auto& b : owned_)
     for (const PortConfig& p : b->ports()->ports) {
+      if (p.tunnel) continue;  // a shared tunnel vport: TunnelTable::receive finds the port
       if (idx->by_dp_port.size() <= p.dp_port) idx->by_dp_port.resize(p.dp_port + 1u);
       idx->by_dp_port[p.dp_port] = {b.get(), p.ofport};
     }
@@ -238,10 +239,17 @@ Status Ofproto::del_bridge(std::string_view name) {
     }
   }
   for (const PortConfig& pc : b->ports()->ports) reset_mtu(pc);
+  std::vector<uint16_t> tunnel_vports;
+  for (const PortConfig& pc : b->ports()->ports)
+    if (pc.tunnel) tunnel_vports.push_back(pc.tunnel->vport);
+  const std::string bname = b->name();
   dying_.push_back(std::move(*it));
   owned_.erase(it);
   publish_bridges();
   publish_index();
+  for (uint16_t v : tunnel_vports) vport_unref(v);
+  forget_bridge_underlay(bname);
+  publish_tunnels();
   // Freed in reclaim() once no reader can hold it.
   std::weak_ptr<std::vector<Bridge*>> dead = dead_;
   rcu_.retire([dead, b] {
@@ -339,6 +347,13 @@ Status Ofproto::add_port(std::string_view bridge, std::string_view port, const P
   if (find_bond(port))
     return error(Errc::already_exists, "port " + std::string(port) + ": a bond of bridge " +
                                            find_bond(port)->bridge->name() + " has that name");
+  if (find_bridge(port))
+    return error(Errc::already_exists, "port " + std::string(port) + ": a bridge has that name");
+  if (opts.type && parse_tunnel_type(*opts.type)) return add_tunnel_port(*b, port, opts);
+  if (!opts.tunnel_options.empty())
+    return invalid("options:" + opts.tunnel_options.front().first +
+                   ": keel takes no Interface options but n_rxq for a port that is not a tunnel (type=vxlan, "
+                   "geneve or gre)");
   datapath::Datapath::RxqAffinity affinity;
   auto pc = prepare_port(port, opts, affinity);
   if (!pc) return std::move(pc).take_status();
@@ -389,6 +404,11 @@ Status Ofproto::set_mtu_request(std::string_view port, std::optional<uint32_t> m
 }
 
 Status Ofproto::set_interface_queues(std::string_view port, const PortOptions& opts) {
+  if (!opts.tunnel_options.empty()) {
+    if (opts.rxq_affinity || opts.n_rxq)
+      return invalid("set interface " + std::string(port) + ": a tunnel's options and queue settings apart");
+    return set_tunnel_options(port, opts.tunnel_options);
+  }
   hal::Port* p = dp_.find_port(port);
   const PortOwner o = p ? port_owner(p->id()) : PortOwner{};
   if (!o.bridge) return error(Errc::not_found, "no interface " + std::string(port) + " in any bridge");
@@ -416,6 +436,7 @@ Status Ofproto::set_interface_queues(std::string_view port, const PortOptions& o
 
 // The MTU a port gets back when it leaves its bridge (del-port, del-br).
 void Ofproto::reset_mtu(const PortConfig& pc) {
+  if (pc.tunnel) return;  // no device
   (void)dp_.set_port_mtu(pc.dp_port, hal::kDefaultMtu);  // the default: cannot fail
   // Its Interface row goes, and with it the rx queue pinning (the queue
   // count stays what the device has).
@@ -445,6 +466,7 @@ Status Ofproto::del_port(std::string_view bridge, std::string_view port) {
   if (Status st = b->del_port(port); !st.ok()) return st;
   reset_mtu(gone);
   publish_index();
+  tunnel_port_gone(gone);
   return {};
 }
 
@@ -473,6 +495,7 @@ size_t Ofproto::run(uint64_t now_ns) {
   size_t n = 0;
   for (const auto& b : owned_) n += b->expire(now_ns);
   run_bonds(now_ns / 1'000'000);
+  (void)neigh_.age();  // learned neighbours past their 15 min (OVS tnl_neigh_cache_run)
   reclaim();
   return n;
 }

@@ -56,6 +56,7 @@
 #include "ofproto/bond.h"
 #include "ofproto/bridge.h"
 #include "ofproto/lacp.h"
+#include "ofproto/tunnel.h"
 
 namespace keel::datapath {
 class Datapath;
@@ -93,6 +94,10 @@ struct PortOptions {
   // PortConfig and printed back by the running config.
   std::optional<std::string> rxq_affinity;
   std::optional<uint16_t> n_rxq;
+  // Interface options:KEY=VALUE of a tunnel (type=vxlan|geneve|gre), as
+  // given and in order; add_port reads them with apply_tunnel_option()
+  // once the type is known (ofproto/tunnel.h). Only a tunnel takes them.
+  std::vector<std::pair<std::string, std::string>> tunnel_options;
 };
 
 // add_bond's request: ovs-vsctl add-bond's Port columns (BondSettings and
@@ -233,7 +238,57 @@ class Ofproto {
   void set_revalidate_hook(std::function<void()> f) { revalidate_hook_ = std::move(f); }
 
   // --- ports (readers, lock-free) ---
+  // A hal port's owner; a tunnel vport or internal vport has none here
+  // (tunnel_state()->tunnels->receive() / addrs->by_internal_vport()).
   PortOwner port_owner(uint16_t dp_port) const noexcept;
+
+  // --- tunnels and the underlay (ofproto/tunnel.h) ---
+  // A tunnel port is added by add_port() with opts.type vxlan|geneve|gre
+  // and opts.tunnel_options: no hal port; the bridge's PortConfig gets
+  // dp_port = the tunnel vport of (type, dst_port) — created on the first
+  // such port (Datapath::add_vport, named tunnel_vport_name()), shared and
+  // reference-counted, deleted with the last — and `tunnel` set. Errors
+  // (nothing changed): bad options, no remote_ip, a local_ip no bridge
+  // owns, the same receive match as another tunnel port.
+  // `set interface T options:K=V...` of a tunnel port: the options
+  // re-read from the current ones plus these (all or nothing).
+  Status set_tunnel_options(std::string_view port,
+                            const std::vector<std::pair<std::string, std::string>>& options);
+  // Readers (translation), lock-free: one snapshot for a whole translation.
+  std::shared_ptr<const TunnelState> tunnel_state() const { return std::atomic_load(&tunnel_state_); }
+  // The neighbour cache (its own mutex; slow path only, never a PMD).
+  NeighborCache& neighbors() { return neigh_; }
+  const NeighborCache& neighbors() const { return neigh_; }
+  // ip-add BR ADDR/LEN: the bridge's LOCAL port gets the address (its
+  // internal vport, named as the bridge, is created with the first one)
+  // and the connected routes. Errors: no such bridge, a bad prefix, an
+  // address some bridge already has.
+  Status ip_add(std::string_view bridge, const IpPrefix& addr);
+  // ip-del BR ADDR/LEN: the address and its connected routes go (the
+  // internal vport with the last address, unless a tunnel's local_ip or
+  // a user route still needs it: then an error).
+  Status ip_del(std::string_view bridge, const IpPrefix& addr);
+  // `set bridge BR other_config:hwaddr=MAC` (nullopt: `remove` / back to
+  // the default: the lowest hal port MAC, else bridge_default_mac()).
+  Status set_bridge_hwaddr(std::string_view bridge, std::optional<flow::EthAddr> mac);
+  // The bridge's MAC as the underlay uses it (bridge_pick_local_hw_addr).
+  flow::EthAddr bridge_mac(std::string_view bridge) const;
+  // route-add PREFIX BRIDGE [GW] / route-del PREFIX (RouteTable::add_user).
+  Status route_add(const IpPrefix& prefix, std::string_view bridge, const IpAddr& gw);
+  Status route_del(const IpPrefix& prefix);
+  // neigh-set BR IP MAC (a static entry; BR must exist), neigh-flush [BR].
+  Status neigh_set(std::string_view bridge, const IpAddr& ip, const flow::EthAddr& mac);
+  Status neigh_flush(std::string_view bridge);
+  // `set tunnel-combine true|false` (default true): whether translation
+  // emits clone(tnl_push(...), underlay actions) or recirculates.
+  void set_tunnel_combine(bool on);
+  // Sends `frame` out of every port of `bridge` that can transmit — not
+  // tunnel ports, one enabled member per bond, not `except_ofport` —
+  // through Datapath::send_packet (an ARP / ND request or reply keel
+  // makes). Any thread that may read the bridge (a reader between
+  // quiescent points, or a writer). Error when no port took it.
+  Status send_from_bridge(const Bridge& bridge, std::span<const uint8_t> frame,
+                          uint32_t except_ofport = flow::kOfppNone);
 
   // --- reclamation ---
   datapath::Rcu& rcu() { return rcu_; }
@@ -314,6 +369,39 @@ class Ofproto {
   std::atomic<uint32_t> revalidate_interval_ms_{kDefaultRevalidateIntervalMs};
 
   std::vector<std::unique_ptr<BondPort>> bonds_;  // writer only
+
+  // Tunnels: the writer's working copy, published as tunnel_state_.
+  struct VportRef {
+    std::string name;
+    uint16_t id = 0;
+    TunnelType type = TunnelType::vxlan;
+    uint16_t dst_port = 0;
+    uint32_t refs = 0;
+  };
+  struct BridgeUnderlay {
+    std::optional<flow::EthAddr> hwaddr;  // other_config:hwaddr
+    uint16_t internal_vport = 0;
+    std::vector<IpPrefix> addrs;
+  };
+  std::vector<VportRef> vports_;                                  // writer only
+  std::vector<std::pair<std::string, BridgeUnderlay>> underlay_;  // by bridge name; writer only
+  std::shared_ptr<const RouteTable> routes_ = std::make_shared<RouteTable>();
+  bool tunnel_combine_ = true;
+  std::shared_ptr<const TunnelState> tunnel_state_ = std::make_shared<TunnelState>();
+  NeighborCache neigh_;
+  void publish_tunnels();  // rebuilds tunnel_state_ from the above and the bridges' tunnel ports
+  // The options of tunnel `port` from `base` (null: the type's defaults)
+  // and option words, checked (local_ip owned, no duplicate but `except`).
+  Result<TunnelOptions> tunnel_options_of(std::string_view port, TunnelType type, const TunnelOptions* base,
+                                          const std::vector<std::pair<std::string, std::string>>& kv,
+                                          std::string_view except = {}) const;
+  Result<uint16_t> vport_ref(TunnelType type, uint16_t dst_port);  // creates on first use
+  void vport_unref(uint16_t id);                                     // deletes with the last
+  Status add_tunnel_port(Bridge& b, std::string_view port, const PortOptions& opts);
+  void tunnel_port_gone(const PortConfig& pc);  // a tunnel port left its bridge
+  BridgeUnderlay* underlay_of(std::string_view bridge, bool create);
+  const BridgeUnderlay* underlay_of_const(std::string_view bridge) const;
+  void forget_bridge_underlay(std::string_view bridge);  // del-br: addresses, vport, routes, neighbours
   std::function<void()> revalidate_hook_;
 
   std::thread maint_;

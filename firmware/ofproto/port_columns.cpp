@@ -451,6 +451,12 @@ Status apply_port_column(std::string_view word, PortTable table, PortOptions& po
           return invalid("options:n_rxq=" + v + ": the number of rx queues, 1.." +
                          std::to_string(hal::Port::kMaxQueues));
         next.n_rxq = static_cast<uint16_t>(n);
+      } else if (col->interface && c == "options") {
+        // A tunnel's options (remote_ip, key, ...): read by add_port once
+        // the type is known (apply_tunnel_option); refused there for a
+        // port that is not a tunnel.
+        std::erase_if(next.tunnel_options, [&](const auto& e) { return e.first == k; });
+        next.tunnel_options.emplace_back(k, v);
       } else if (first.empty()) {
         first = k;
       }
@@ -770,6 +776,12 @@ std::string format_port_columns(const PortConfig& p) {
   }
   if (p.vlan_mode_set || p.vlan_mode != (has_tag ? VlanMode::access : VlanMode::trunk))
     add(std::string("vlan_mode=") + vlan_mode_text(p.vlan_mode));
+  if (p.tunnel) {
+    // type and options first: ovs-vsctl creates the Interface with them.
+    add("-- set Interface " + p.name + " type=" + std::string(tunnel_type_name(p.tunnel->options.type)) + " " +
+        format_tunnel_options(p.tunnel->options) + " ofport_request=" + std::to_string(p.ofport));
+    return s;
+  }
   add("-- set Interface " + p.name + " ofport_request=" + std::to_string(p.ofport));
   if (p.mtu_request) add("mtu_request=" + std::to_string(*p.mtu_request));
   if (p.n_rxq) add("options:n_rxq=" + std::to_string(*p.n_rxq));
@@ -781,10 +793,14 @@ Status check_interface_type(std::string_view type, std::string_view port, std::s
   // Open vSwitch types keel has no port for (a tunnel or a patch is not a
   // --port spec; vhost-user ports are the host's job here).
   static constexpr std::string_view kOvsOnly[] = {
-      "afxdp",  "afxdp-nonpmd", "bareudp", "dpdkvhostuser", "dpdkvhostuserclient",
-      "erspan", "geneve",       "gre",     "gtpu",          "ip6erspan",
-      "ip6gre", "lisp",         "patch",   "srv6",          "stt",
-      "vxlan"};
+      "afxdp", "afxdp-nonpmd", "bareudp", "dpdkvhostuser", "dpdkvhostuserclient", "erspan", "gtpu",
+      "ip6erspan", "ip6gre", "lisp", "patch", "srv6", "stt"};
+  // Tunnels (vxlan, geneve, gre) are ports with no --port spec behind them.
+  if (parse_tunnel_type(type)) {
+    if (kind.empty()) return {};
+    return invalid("type=" + std::string(type) + ": port " + std::string(port) + " is a " + std::string(kind) +
+                   " port (a tunnel port is a name no --port spec has)");
+  }
   const bool any = type.empty() || type == "system" || type == "internal";
   const bool software = type == "dummy" || type == "dummy-pmd";
   if (!any && !software && type != "dpdk" && type != "tap") {

@@ -86,12 +86,12 @@ struct Udpif::Share {
   std::vector<datapath::PmdFlowRef> to_delete;
   std::vector<Fix> to_modify;
   std::vector<std::pair<uint64_t, UkeyId>> by_age;  // for the flow limit
-  uint64_t revalidated = 0, modified = 0, deleted_idle = 0, deleted_changed = 0, no_bridge_drops = 0;
+  uint64_t revalidated = 0, modified = 0, deleted_idle = 0, deleted_changed = 0, no_bridge_drops = 0, tnl_no_port = 0;
   void clear() {
     to_delete.clear();
     to_modify.clear();
     by_age.clear();
-    revalidated = modified = deleted_idle = deleted_changed = no_bridge_drops = 0;
+    revalidated = modified = deleted_idle = deleted_changed = no_bridge_drops = tnl_no_port = 0;
   }
 };
 
@@ -313,6 +313,13 @@ void Udpif::adopt(Ukey& k, Translation& t) {
   k.cold->tables = t.tables;
   k.cold->bond_accounts = std::move(t.bond_accounts);
   k.bond_accounts = !k.cold->bond_accounts.empty();
+  k.underlay = t.underlay;
+  k.underlay_rules_gen = t.underlay_rules_gen;
+  k.underlay_mac_gen = t.underlay_mac_gen;
+  k.underlay_uses_normal = t.underlay_uses_normal;
+  k.tunnel = t.tunnel;
+  k.tnl_gen = t.tnl_gen;
+  k.tnl_no_port = t.tnl_no_port;
 }
 
 void Udpif::forget_pmd(unsigned pmd) {
@@ -496,14 +503,14 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   u->actions = new flow::DpActions(t.actions);
   const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
   if (!t.cacheable) {
-    if (!t.bridge) bump(hc.no_bridge_drops);
+    if (!t.bridge) bump(t.tnl_no_port ? hc.tnl_no_port : hc.no_bridge_drops);
     push_stats(t.rules, 1, u->pkt->len(), now);
     ch.answer(u);
     return;
   }
   // ukeys: answered, maybe not installed yet.
   if (std::max(dp_.flow_count(), n_ukeys_.load(std::memory_order_relaxed)) >= limit) {
-    if (!t.bridge) bump(hc.no_bridge_drops);
+    if (!t.bridge) bump(t.tnl_no_port ? hc.tnl_no_port : hc.no_bridge_drops);
     bump(hc.limit_hits);
     push_stats(t.rules, 1, u->pkt->len(), now);
     ch.answer(u);
@@ -532,7 +539,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   }
   // Dropped: its port is in no bridge (counted here; later packets on the
   // port's drop flow are counted by the revalidator).
-  if (!t.bridge) bump(hc.no_bridge_drops);
+  if (!t.bridge) bump(t.tnl_no_port ? hc.tnl_no_port : hc.no_bridge_drops);
   auto f = dp_.build_megaflow(m, &t.actions, ufid, &u->key);  // flow-dump shows the packet's key
   if (!f) {
     bump(hc.translate_errors);
@@ -643,6 +650,7 @@ uint64_t Udpif::revalidate_now(bool terse) {
 
 void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) {
   out.clear();
+  const uint64_t tnl_gen = knobs_.tunnel_generation ? knobs_.tunnel_generation() : 0;
   ChangeCache changes;
   // Statistics pushed to rules, summed while consecutive flows have the same
   // single rule (the common case: one rule, many flows), so a rule's
@@ -656,8 +664,8 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
   };
   auto push = [&](const Ukey& k, uint64_t pkts, uint64_t bytes, uint64_t used) {
     if (!pkts) return;
-    if (!k.bridge) {  // a port in no bridge: its drop flow's packets
-      out.no_bridge_drops += pkts;
+    if (!k.bridge) {  // a port in no bridge (or no tunnel port): its drop flow's packets
+      (k.tnl_no_port ? out.tnl_no_port : out.no_bridge_drops) += pkts;
       return;
     }
     if (k.bond_accounts)
@@ -726,6 +734,12 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
           if (!recheck) k.rules_gen = gen;  // nothing relevant: the translation stands
         }
         recheck |= k.uses_normal && k.bridge && k.bridge->mac().generation() != k.mac_gen;
+        // Tunnels: the underlay bridge a combined flow was translated in,
+        // and the tunnel state (ports, routes, neighbours, addresses).
+        if (k.underlay)
+          recheck |= k.underlay->rules_generation() != k.underlay_rules_gen ||
+                     (k.underlay_uses_normal && k.underlay->mac().generation() != k.underlay_mac_gen);
+        recheck |= k.tunnel && tnl_gen != k.tnl_gen;
         recheck |= !k.bridge;  // a drop flow of a port in no bridge: has the port joined one?
         if (!recheck) {
           if (s.packets > k.packets) {
@@ -890,6 +904,7 @@ uint64_t Udpif::round(bool terse, bool parallel) {
     total.deleted_idle += sh.deleted_idle;
     total.deleted_changed += sh.deleted_changed;
     total.no_bridge_drops += sh.no_bridge_drops;
+    total.tnl_no_port += sh.tnl_no_port;
   }
   uint64_t deleted_limit = 0;
   // Over the limit (it shrank): the least recently used go.
@@ -933,6 +948,7 @@ uint64_t Udpif::round(bool terse, bool parallel) {
   stats_.deleted_changed += total.deleted_changed;
   stats_.deleted_limit += deleted_limit;
   stats_.no_bridge_drops += total.no_bridge_drops;
+  stats_.tnl_no_port += total.tnl_no_port;
   done_seq_ = my_seq;
   if (my_seq == want_seq_) want_us_ = us;
   ++stats_.rounds;
@@ -963,6 +979,7 @@ UdpifStats Udpif::stats() const {
     s.limit_hits += ld(c.limit_hits);
     s.translate_errors += ld(c.translate_errors);
     s.no_bridge_drops += ld(c.no_bridge_drops);
+    s.tnl_no_port += ld(c.tnl_no_port);
     s.offline_revalidations += ld(c.offline_revalidations);
     if (const uint64_t f = ld(c.first_ns); f && (!s.first_upcall_ns || f < s.first_upcall_ns)) s.first_upcall_ns = f;
     s.last_upcall_ns = std::max(s.last_upcall_ns, ld(c.last_ns));

@@ -136,6 +136,19 @@ struct Translation {
   bool cacheable = true;                 // false: execute only, never install
   bool mac_changed = false;              // NORMAL learned a new MAC or a move
   std::vector<BondAccounting> bond_accounts;  // bonds whose loads the flow's bytes count in
+  // Tunnels. A combined tunnel output was also translated in `underlay`
+  // (its rules and, when NORMAL ran there, MAC table generations as seen);
+  // `tunnel`: the translation read tunnel state (ports, routes, neighbours,
+  // addresses) at generation tnl_gen (UdpifKnobs::tunnel_generation), and
+  // is re-translated when that moves. tnl_no_port: a packet from a tunnel
+  // vport that no tunnel port takes (bridge null: a drop flow, counted in
+  // stats().tnl_no_port instead of no_bridge_drops).
+  Bridge* underlay = nullptr;
+  uint64_t underlay_rules_gen = 0, underlay_mac_gen = 0;
+  bool underlay_uses_normal = false;
+  bool tunnel = false;
+  uint64_t tnl_gen = 0;
+  bool tnl_no_port = false;
 };
 
 // Translates `flow` (in_port = datapath port). may_learn: NORMAL may learn
@@ -146,6 +159,8 @@ using ActionSink = std::function<void(const datapath::Upcall& u)>;
 // Knobs read each round (the Ofproto's).
 struct UdpifKnobs {
   std::function<uint32_t()> flow_limit, max_idle_ms, revalidate_interval_ms;
+  // The tunnel state's generation (null: none; see Translation::tunnel).
+  std::function<uint64_t()> tunnel_generation;
 };
 
 struct UdpifStats {
@@ -154,6 +169,9 @@ struct UdpifStats {
   // Packets of ports in no bridge, dropped: the upcalled ones and those the
   // port's drop flow (in_port exact, no actions) counted since.
   uint64_t no_bridge_drops = 0;
+  // Packets from a tunnel vport that no tunnel port matched (unknown VNI,
+  // remote or key), dropped: upcalled ones and their drop flows' since.
+  uint64_t tnl_no_port = 0;
   uint64_t offline_revalidations = 0;  // offline: rounds run because a translation moved the MAC table
   uint64_t rounds = 0, revalidated = 0, modified = 0, deleted_idle = 0, deleted_changed = 0,
            deleted_limit = 0;
@@ -240,7 +258,7 @@ class Udpif {
 
  private:
   // A ukey is split so that a terse round touches little memory: the hot
-  // part (what every round reads and writes, ~90 bytes) lives in the hash
+  // part (what every round reads and writes, ~130 bytes) lives in the hash
   // node, so 100k nodes are ~13 MB of mostly consecutive allocations; the
   // cold part (key & mask, actions, rules: ~1.3 KB) only when a flow is
   // re-translated, deleted, or has more than one rule.
@@ -264,6 +282,9 @@ class Udpif {
     bool uses_normal = false;
     bool exact = false;  // installed with megaflows off (mask: the whole key)
     bool bond_accounts = false;  // cold->bond_accounts is not empty
+    bool underlay_uses_normal = false, tunnel = false, tnl_no_port = false;
+    Bridge* underlay = nullptr;  // see Translation
+    uint64_t underlay_rules_gen = 0, underlay_mac_gen = 0, tnl_gen = 0;
   };
   struct UkeyId {
     unsigned pmd;
@@ -292,7 +313,7 @@ class Udpif {
   // load + store), read by stats().
   struct alignas(64) HandlerCounters {
     std::atomic<uint64_t> upcalls{0}, action_upcalls{0}, installs{0}, install_failed{0}, limit_hits{0},
-        translate_errors{0}, no_bridge_drops{0}, offline_revalidations{0}, first_ns{0}, last_ns{0};
+        translate_errors{0}, no_bridge_drops{0}, offline_revalidations{0}, first_ns{0}, last_ns{0}, tnl_no_port{0};
   };
   static void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);

@@ -8,6 +8,7 @@
 #include "ofproto/xlate.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -17,6 +18,7 @@
 #include "flow/of_fields.h"
 #include "flow/of_match_syntax.h"
 #include "ofproto/bond.h"
+#include "packet/tunnel_header.h"
 
 namespace keel::ofproto {
 
@@ -144,14 +146,38 @@ bool includes_vlan(const PortConfig& p, const XVlan& x) {
 }
 
 
+// The ports of `br` as translation sees them: with its LOCAL port (the
+// internal vport of a bridge with an address) when the port map has none.
+std::shared_ptr<const PortMap> with_local(std::shared_ptr<const PortMap> ports, const Bridge& br,
+                                          const XlateTunnels* tnl) {
+  if (!ports) ports = std::make_shared<const PortMap>();
+  if (!tnl) return ports;
+  const uint16_t v = tnl->local_vport(br);
+  if (!v || ports->by_ofport(kOfppLocal)) return ports;
+  auto m = std::make_shared<PortMap>(*ports);
+  PortConfig p;
+  p.name = br.name();
+  p.ofport = kOfppLocal;
+  p.dp_port = v;
+  m->ports.push_back(std::move(p));  // 0xfffe: after every other OpenFlow port
+  return m;
+}
+
 // --- the translation context --------------------------------------------------
 
 class Ctx {
  public:
   Ctx(const XlateIn& in, std::shared_ptr<const PortMap> ports, XlateOut& out)
-      : in_(in), br_(in.bridge), ports_(std::move(ports)), out_(out), wc_(out.wc) {}
+      : in_(in), br_(&in.bridge), ports_(std::move(ports)), out_(out), wc_(out.wc), tnl_(in.tunnels),
+        side_effects_(in.may_learn) {}
 
   void run();
+  // The underlay bridge's pass of a combined tunnel output (OVS's
+  // patch_port_output() as native_tunnel_output() calls it): `f` is the
+  // outer packet as received on LOCAL, `base` what the datapath has made
+  // of it; actions go into `b`, the trace into `list` (may be null).
+  void run_underlay(const FlowKey& f, const FlowKey& base, bool last, DpActionsBuilder* b,
+                    std::vector<std::unique_ptr<TraceNode>>* list, unsigned depth, unsigned resubmits);
 
  private:
   // trace
@@ -164,13 +190,28 @@ class Ctx {
   void report_table(const OfRule* rule, uint8_t table_id);
 
   // actions
-  void do_actions(const OfActions& acts);
-  void output_action(uint32_t port, uint16_t max_len);
-  void compose_output(uint32_t ofport);
+  void do_actions(const OfActions& acts, bool last = false);
+  void output_action(uint32_t port, uint16_t max_len, bool last = false);
+  void compose_output(uint32_t ofport, bool last = false, bool truncate = false);
+  // tunnels
+  void tunnel_output(const XlateTunnelPort& tp, bool last, bool truncate);
+  void tnl_port_send(const XlateTunnelPort& tp);
+  void native_tunnel_output(const XlateTunnelPort& tp, bool last, bool truncate);
+  void propagate_tunnel_data(FlowKey& dst, const EthAddr& dmac, const EthAddr& smac, const In6Addr& s_ip6,
+                             bool ipv6, uint8_t nw_proto);
+  void local_output();
+  uint16_t tnl_port_lookup(const std::vector<In6Addr>& addrs);
+  bool neighbor_reply_correct(const std::vector<In6Addr>& addrs);
+  bool is_garp_wc();
+  void neigh_snoop();
+  bool neigh_request_for_us(const std::vector<In6Addr>& addrs);
+  bool tunnel_recirc();  // second pass of a tunnel fallback (recirc_id kRecircBase + M)
+  void pipeline();       // table 0 and the action set
+  bool process_ecn();    // tnl_process_ecn(); false: drop
   void flood(bool all);
   void controller(uint16_t max_len, OfPacketInReason reason, uint16_t id);
   bool dec_ttl(const OfDecTtl& d);  // true: stop this action list
-  void table_action(uint32_t in_port, uint8_t table_id);
+  void table_action(uint32_t in_port, uint8_t table_id, bool last = false);
   bool resource_check();
   void report_action_set(const char* verb);
   void execute_action_set();
@@ -204,14 +245,17 @@ class Ctx {
   void wc_finish();
 
   const XlateIn& in_;
-  Bridge& br_;
+  Bridge* br_;
   std::shared_ptr<const PortMap> ports_;
   XlateOut& out_;
   FlowKey& wc_;
   FlowKey flow_{};  // the packet as the actions have changed it
   FlowKey base_{};  // what the committed datapath actions have made of it
   FlowKey orig_{};  // the packet as it came in
-  DpActionsBuilder b_;
+  DpActionsBuilder own_b_;
+  DpActionsBuilder* b_ = &own_b_;  // the underlay pass writes into its caller's builder
+  XlateTunnels* tnl_;
+  bool side_effects_;  // OVS's allow_side_effects: neighbour requests, learning (not in the underlay pass)
   unsigned depth_ = 0, resubmits_ = 0;
   uint8_t table_id_ = 0;
   const OfRule* rule_ = nullptr;
@@ -231,6 +275,21 @@ void Ctx::wc_init() {
   set_ones(wc_.recirc_id);
   set_ones(wc_.dl_type);
   if (is_ip_any(flow_)) wc_.nw_frag |= text::kFragMask;
+  // tnl_wc_init(): a packet that came from a tunnel matches the tunnel
+  // fields tnl_find() reads (not TTL nor the UDP ports).
+  if (flow_.tun_ipv4_dst || !text::is_zero(flow_.tun_ipv6_dst)) {
+    set_ones(wc_.tun_id);
+    if (flow_.tun_ipv4_dst) {
+      set_ones(wc_.tun_ipv4_src);
+      set_ones(wc_.tun_ipv4_dst);
+    } else {
+      set_ones(wc_.tun_ipv6_src);
+      set_ones(wc_.tun_ipv6_dst);
+    }
+    wc_.tun_flags = kTunDontFragment | kTunCsum | kTunKey;
+    wc_.tun_tos = 0xff;
+    if (is_ip_any(flow_) && (flow_.tun_tos & text::kIpEcnMask) == text::kIpEcnMask) wc_.nw_tos |= text::kIpEcnMask;
+  }
 }
 
 void Ctx::wc_finish() {
@@ -273,11 +332,13 @@ void Ctx::run() {
   std::memset(&base_, 0, offsetof(FlowKey, ct_state));
   wc_init();
 
-  TraceNode* bridge = report(NodeType::bridge, "bridge(\"" + br_.name() + "\")");
+  TraceNode* bridge = report(NodeType::bridge, "bridge(\"" + br_->name() + "\")");
   if (bridge) trace_list_ = &bridge->subs;
 
   if (flow_.recirc_id != 0) {
-    if (!bond_recirc()) {
+    if (tunnel_recirc()) {
+      pipeline();
+    } else if (!bond_recirc()) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "Recirculation context not found for ID %x", flow_.recirc_id);
       report_error(buf);
@@ -285,28 +346,14 @@ void Ctx::run() {
     }
   } else if (process_special()) {
     // The slow path has it (OVS: "process_special() did all the processing").
-  } else {
-    table_id_ = 0;
-    const OfRule* rule = static_cast<const OfRule*>(br_.table(0).lookup(flow_, in_.version, &wc_));
-    report_table(rule, 0);
-    if (rule) {
-      out_.rules.push_back(rule);
-      rule_ = rule;
-      rule_cookie_ = rule->cookie;
-      do_actions(rule->actions);
-    } else {
-      // OVS's no_packet_in_rule: no actions.
-      report(NodeType::action, "drop");
-    }
-    // The action set runs at the end of the pipeline, also when the last
-    // goto_table missed (OVS 3.1: the miss drops, the action set still runs).
-    if (error_ == XlateError::ok) execute_action_set();
+  } else if (process_ecn()) {
+    pipeline();
   }
   wc_finish();
   out_.final_flow = flow_;
   out_.error = error_;
   if (error_ == XlateError::ok) {
-    Result<DpActions> a = b_.finish();
+    Result<DpActions> a = b_->finish();
     if (a.ok()) {
       out_.actions = std::move(a.value());
     } else {
@@ -319,6 +366,24 @@ void Ctx::run() {
     out_.to_controller = false;
   }
   if (in_.trace) print_nodes(*in_.trace, root_, 0);
+}
+
+void Ctx::pipeline() {
+  table_id_ = 0;
+  const OfRule* rule = static_cast<const OfRule*>(br_->table(0).lookup(flow_, in_.version, &wc_));
+  report_table(rule, 0);
+  if (rule) {
+    out_.rules.push_back(rule);
+    rule_ = rule;
+    rule_cookie_ = rule->cookie;
+    do_actions(rule->actions, /*last=*/true);
+  } else {
+    // OVS's no_packet_in_rule: no actions.
+    report(NodeType::action, "drop");
+  }
+  // The action set runs at the end of the pipeline, also when the last
+  // goto_table missed (OVS 3.1: the miss drops, the action set still runs).
+  if (error_ == XlateError::ok) execute_action_set();
 }
 
 void Ctx::report_table(const OfRule* rule, uint8_t table_id) {
@@ -344,20 +409,23 @@ void Ctx::report_table(const OfRule* rule, uint8_t table_id) {
   trace_list_ = &n->subs;
 }
 
-void Ctx::do_actions(const OfActions& acts) {
+void Ctx::do_actions(const OfActions& acts, bool last_list) {
   if (acts.empty()) {
     report(NodeType::action, "drop");
     return;
   }
   for (const OfAction& a : acts) {
     if (error_ != XlateError::ok) break;
+    // OVS's is_last_action: nothing follows this action in the whole
+    // translation (a tunnel output then needs no clone()).
+    const bool last = last_list && &a == &acts.back();
     if (trace_list_) report(NodeType::action, format_of_action(a));
     bool stop = false;
     std::visit(
         [&](const auto& x) {
           using T = std::decay_t<decltype(x)>;
           if constexpr (std::is_same_v<T, OfOutput>) {
-            output_action(x.port, x.max_len);
+            output_action(x.port, x.max_len, last);
           } else if constexpr (std::is_same_v<T, OfOutputReg>) {
             output_reg(x);
           } else if constexpr (std::is_same_v<T, OfController>) {
@@ -365,9 +433,9 @@ void Ctx::do_actions(const OfActions& acts) {
           } else if constexpr (std::is_same_v<T, OfResubmit>) {
             const uint32_t port = x.port == kOfppInPort ? flow_.in_port : x.port;
             const uint8_t table = x.table == kOfTableNone ? table_id_ : x.table;
-            table_action(port, table);
+            table_action(port, table, last);
           } else if constexpr (std::is_same_v<T, OfGotoTable>) {
-            table_action(flow_.in_port, x.table);
+            table_action(flow_.in_port, x.table, last);
           } else if constexpr (std::is_same_v<T, OfSetVlanVid>) {
             // OpenFlow 1.0 mod_vlan_vid pushes a tag when there is none.
             wc_.vlans[0].tci |= hton16(text::kVlanVidMask | text::kVlanCfi);
@@ -449,7 +517,7 @@ void Ctx::do_actions(const OfActions& acts) {
             // (none enabled: OFPP_NONE, nothing is output).
             const std::optional<uint32_t> port =
                 bundle_execute(x, flow_, &wc_, [this](uint32_t p) { return bundle_member_enabled(p); });
-            output_action(port.value_or(kOfppNone), 0);
+            output_action(port.value_or(kOfppNone), 0, last);
           }
         },
         a);
@@ -457,10 +525,10 @@ void Ctx::do_actions(const OfActions& acts) {
   }
 }
 
-void Ctx::output_action(uint32_t port, uint16_t max_len) {
+void Ctx::output_action(uint32_t port, uint16_t max_len, bool last) {
   switch (port) {
     case kOfppInPort:
-      compose_output(flow_.in_port);
+      compose_output(flow_.in_port, last);
       break;
     case kOfppTable:
       table_action(flow_.in_port, 0);
@@ -481,7 +549,14 @@ void Ctx::output_action(uint32_t port, uint16_t max_len) {
       break;
     default:  // LOCAL and ordinary ports
       if (port != flow_.in_port) {
-        compose_output(port);
+        if (max_len != 0) {
+          // output(port=N,max_len=M) (OVS's xlate_output_trunc_action()):
+          // trunc(M) then the output, which knows it is truncated.
+          b_->trunc(max_len);
+          compose_output(port, last, /*truncate=*/true);
+        } else {
+          compose_output(port, last);
+        }
       } else {
         report(NodeType::detail, "skipping output to input port");
       }
@@ -489,14 +564,27 @@ void Ctx::output_action(uint32_t port, uint16_t max_len) {
   }
 }
 
-void Ctx::compose_output(uint32_t ofport) {
+void Ctx::compose_output(uint32_t ofport, bool last, bool truncate) {
   const PortConfig* p = ports_->by_ofport(ofport);
   if (!p) {
     report(NodeType::warn, "Nonexistent output port");
     return;
   }
+  if (tnl_) {
+    if (std::optional<XlateTunnelPort> tp = tnl_->tunnel_port(*p)) {
+      tunnel_output(*tp, last, truncate);
+      return;
+    }
+    if (p->ofport == kOfppLocal) {
+      // The bridge's internal vport never transmits: what reaches LOCAL is
+      // terminated here (tnl_pop, neighbour replies) or consumed.
+      commit();
+      local_output();
+      return;
+    }
+  }
   commit();
-  b_.output(p->dp_port);
+  b_->output(p->dp_port);
 }
 
 void Ctx::flood(bool /*all: keel ports have no no-flood flag, so FLOOD and ALL agree*/) {
@@ -515,7 +603,7 @@ void Ctx::controller(uint16_t max_len, OfPacketInReason reason, uint16_t id) {
   c.cookie = rule_cookie_;
   uint8_t ud[kControllerUserdataLen];
   encode_controller_userdata(c, ud);
-  b_.userspace(0, ud);
+  b_->userspace(0, ud);
   out_.to_controller = true;
 }
 
@@ -556,7 +644,7 @@ void Ctx::execute_action_set() {
   // Like OVS, the node goes into the list translation ended in (table 0's).
   if (TraceNode* n = report(NodeType::table, "--. Executing action set:")) trace_list_ = &n->subs;
   in_action_set_ = true;
-  do_actions(list);
+  do_actions(list, /*last=*/true);
   in_action_set_ = false;
 }
 
@@ -574,7 +662,7 @@ bool Ctx::resource_check() {
   return true;
 }
 
-void Ctx::table_action(uint32_t in_port, uint8_t table_id) {
+void Ctx::table_action(uint32_t in_port, uint8_t table_id, bool last) {
   if (!resource_check()) return;
   if (table_id >= kNumTables) return;
   const uint8_t old_table = table_id_;
@@ -583,7 +671,7 @@ void Ctx::table_action(uint32_t in_port, uint8_t table_id) {
   // NORMAL and IN_PORT would see the resubmit's port).
   const uint32_t old_in_port = flow_.in_port;
   flow_.in_port = in_port;
-  const OfRule* rule = static_cast<const OfRule*>(br_.table(table_id).lookup(flow_, in_.version, &wc_));
+  const OfRule* rule = static_cast<const OfRule*>(br_->table(table_id).lookup(flow_, in_.version, &wc_));
   flow_.in_port = old_in_port;
 
   auto* old_list = trace_list_;
@@ -598,7 +686,7 @@ void Ctx::table_action(uint32_t in_port, uint8_t table_id) {
     out_.rules.push_back(rule);
     rule_ = rule;
     rule_cookie_ = rule->cookie;
-    do_actions(rule->actions);
+    do_actions(rule->actions, last);
   } else {
     report(NodeType::action, "drop");  // OVS's no_packet_in_rule
   }
@@ -815,7 +903,7 @@ void Ctx::normal() {
     report(NodeType::detail, "packet has reserved destination MAC, dropping");
     return;
   }
-  MacLearning& ml = br_.mac();
+  MacLearning& ml = br_->mac();
   if (in->bond_obj) {
     switch (in->bond_obj->check_admissibility(in->bond_member, flow_)) {
       case BondVerdict::accept:
@@ -896,7 +984,7 @@ bool Ctx::bundle_member_enabled(uint32_t ofport) {
       break;
   }
   const PortConfig* p = ports_->by_ofport(ofport);
-  if (!p || !br_.port_link_up(p->dp_port)) return false;
+  if (!p || !br_->port_link_up(p->dp_port)) return false;
   if (!p->bond_obj) return true;
   const BondView v = p->bond_obj->view(in_.now_ns / 1'000'000);
   return p->bond_member < v.members.size() && v.members[p->bond_member].enabled;
@@ -920,11 +1008,11 @@ void Ctx::output_bundle(const PortConfig& out, uint16_t vid) {
     if (!bond.choose_output(flow_, nullptr, vid)) return;
     const uint32_t basis = bond.settings().hash_basis;
     commit();
-    b_.hash_l4(basis);
+    b_->hash_l4(basis);
     if (bond.use_lb_output())
-      b_.lb_output(bond.id());
+      b_->lb_output(bond.id());
     else
-      b_.recirc(bond.id());
+      b_->recirc(bond.id());
     return;
   }
   std::optional<BondMemberConfig> m = bond.choose_output(flow_, &wc_, vid);
@@ -971,9 +1059,471 @@ bool Ctx::process_special() {
   if (!in || !in->lacp || flow_.dl_type != hton16(0x8809)) return false;
   uint8_t ud[kSlowPathUserdataLen];
   encode_slow_path_userdata(SlowPathReason::lacp, ud);
-  b_.userspace(0, ud);
+  b_->userspace(0, ud);
   out_.slow_path_lacp = true;
   return true;
+}
+
+// --- tunnels (OVS's native tunnelling in ofproto-dpif-xlate.c) ----------------
+
+In6Addr mapped_ipv4(be32 a) {
+  In6Addr r{};
+  r.b[10] = r.b[11] = 0xff;
+  std::memcpy(&r.b[12], &a, 4);
+  return r;
+}
+bool is_v4_mapped(const In6Addr& a) {
+  for (int i = 0; i < 10; ++i)
+    if (a.b[i]) return false;
+  return a.b[10] == 0xff && a.b[11] == 0xff;
+}
+be32 get_mapped_ipv4(const In6Addr& a) {
+  if (!is_v4_mapped(a)) return 0;
+  be32 r;
+  std::memcpy(&r, &a.b[12], 4);
+  return r;
+}
+// ipv6_string_mapped(): dotted quad for a v4-mapped address.
+std::string ip_string_mapped(const In6Addr& a) {
+  std::string s;
+  if (is_v4_mapped(a))
+    text::put_ipv4(s, get_mapped_ipv4(a));
+  else
+    text::put_ipv6(s, a);
+  return s;
+}
+std::string mac_string(const EthAddr& m) {
+  std::string s;
+  text::put_mac(s, m);
+  return s;
+}
+bool is_zero_mac(const EthAddr& m) {
+  for (uint8_t b : m.b)
+    if (b) return false;
+  return true;
+}
+
+// The outer header bytes from the flow's tunnel fields as tnl_port_send()
+// left them (OVS's netdev_init_tnl_build_header_params() +
+// tnl_port_build_header(); packet/tunnel_header.h builds the bytes).
+bool build_tunnel_header(const XlateTunnelPort& tp, const FlowKey& f, const EthAddr& dmac, const EthAddr& smac,
+                         const In6Addr& s_ip6, std::vector<uint8_t>& h, uint8_t& tnl_type) {
+  packet::TunnelHeaderSpec spec;
+  spec.type = tp.type == XlateTunnelType::vxlan    ? packet::TnlType::kVxlan
+              : tp.type == XlateTunnelType::geneve ? packet::TnlType::kGeneve
+                                                   : packet::TnlType::kGre;
+  spec.ipv6 = f.tun_ipv4_dst == 0;
+  spec.eth_dst = dmac;
+  spec.eth_src = smac;
+  if (spec.ipv6) {
+    spec.ipv6_src = s_ip6;
+    spec.ipv6_dst = f.tun_ipv6_dst;
+  } else {
+    spec.ipv4_src = get_mapped_ipv4(s_ip6);
+    spec.ipv4_dst = f.tun_ipv4_dst;
+  }
+  spec.tos = f.tun_tos;
+  spec.ttl = f.tun_ttl;
+  spec.dont_fragment = f.tun_flags & kTunDontFragment;
+  spec.udp_dst = ntoh16(f.tun_tp_dst);
+  spec.csum = f.tun_flags & kTunCsum;
+  spec.key_present = f.tun_flags & kTunKey;
+  const uint64_t id = text::ntoh64(f.tun_id);
+  spec.key = static_cast<uint32_t>(tp.type == XlateTunnelType::gre ? id : id & 0xffffff);
+  spec.oam = f.tun_flags & kTunOam;
+  if (tp.type == XlateTunnelType::geneve && f.tun_opt_len) {
+    const size_t n = std::min<size_t>(f.tun_opt_len, sizeof f.tun_opts);
+    spec.geneve_opts = std::span<const uint8_t>(f.tun_opts, n);
+    // An option whose type has the high bit set is critical (RFC 8926).
+    for (size_t i = 0; i + 4 <= n; i += 4 + 4 * (f.tun_opts[i + 3] & 0x1f))
+      if (f.tun_opts[i + 2] & 0x80) spec.critical = true;
+  }
+  Result<packet::TunnelHeader> r = packet::build_tunnel_header(spec);
+  if (!r.ok()) return false;
+  h.assign(r.value().span().begin(), r.value().span().end());
+  tnl_type = static_cast<uint8_t>(r.value().type);
+  return true;
+}
+
+// compose_output_action__() for a tunnel port with native tunnelling on.
+void Ctx::tunnel_output(const XlateTunnelPort& tp, bool last, bool truncate) {
+  // The tunnel fields the port sets are not visible to later actions;
+  // explicit sets of tunnel fields are (OVS saves flow->tunnel first).
+  const FlowKey saved = flow_;
+  tnl_port_send(tp);
+  const In6Addr dst = flow_.tun_ipv4_dst ? mapped_ipv4(flow_.tun_ipv4_dst) : flow_.tun_ipv6_dst;
+  const In6Addr orig_dst = orig_.tun_ipv4_dst ? mapped_ipv4(orig_.tun_ipv4_dst) : orig_.tun_ipv6_dst;
+  if (dst == orig_dst) {
+    report(NodeType::warn, "Not tunneling to our own address");
+  } else {
+    report(NodeType::detail, "output to native tunnel");
+    commit();
+    native_tunnel_output(tp, last, truncate);
+  }
+  flow_ = saved;
+}
+
+// tnl_port_send(): the tunnel fields of the outer header, from the port's
+// settings or (remote_ip=flow, key=flow...) from what the actions set.
+void Ctx::tnl_port_send(const XlateTunnelPort& tp) {
+  auto set_addr = [](const In6Addr& a, be32& v4, In6Addr& v6) {
+    v4 = get_mapped_ipv4(a);
+    v6 = v4 ? In6Addr{} : a;
+  };
+  if (!tp.local_flow) set_addr(tp.local, flow_.tun_ipv4_src, flow_.tun_ipv6_src);
+  if (!tp.remote_flow) set_addr(tp.remote, flow_.tun_ipv4_dst, flow_.tun_ipv6_dst);
+  flow_.tun_tp_dst = hton16(tp.dst_port);
+  if (!tp.out_key_flow) flow_.tun_id = text::hton64(tp.out_key);
+  const bool ip = is_ip_any(flow_);
+  if (tp.ttl_inherit && ip) {
+    wc_.nw_ttl = 0xff;
+    flow_.tun_ttl = flow_.nw_ttl;
+  } else {
+    flow_.tun_ttl = tp.ttl;
+  }
+  if (tp.tos_inherit && ip) {
+    wc_.nw_tos |= text::kIpDscpMask;
+    flow_.tun_tos = flow_.nw_tos & text::kIpDscpMask;
+  } else {
+    flow_.tun_tos = tp.tos;
+  }
+  if (ip) {  // ECN is always inherited; CE becomes ECT(0)
+    wc_.nw_tos |= text::kIpEcnMask;
+    if ((flow_.nw_tos & text::kIpEcnMask) == text::kIpEcnMask)
+      flow_.tun_tos |= 0x02;
+    else
+      flow_.tun_tos |= flow_.nw_tos & text::kIpEcnMask;
+  }
+  flow_.tun_flags &= static_cast<uint16_t>(~(kTunDontFragment | kTunCsum | kTunKey));
+  flow_.tun_flags |= static_cast<uint16_t>((tp.dont_fragment ? kTunDontFragment : 0) | (tp.csum ? kTunCsum : 0) |
+                                           (tp.out_key_present ? kTunKey : 0));
+}
+
+// propagate_tunnel_data_to_flow__(): after tnl_push the packet is the outer one.
+void Ctx::propagate_tunnel_data(FlowKey& dst, const EthAddr& dmac, const EthAddr& smac, const In6Addr& s_ip6,
+                                bool ipv6, uint8_t nw_proto) {
+  dst.dl_dst = dmac;
+  dst.dl_src = smac;
+  dst.vlans[0] = dst.vlans[1] = VlanHdr{};
+  dst.nw_dst = flow_.tun_ipv4_dst;
+  dst.nw_src = flow_.tun_ipv4_src;
+  dst.ipv6_dst = flow_.tun_ipv6_dst;
+  dst.ipv6_src = flow_.tun_ipv6_src;
+  dst.nw_frag = 0;
+  dst.nw_tos = flow_.tun_tos;
+  dst.nw_ttl = flow_.tun_ttl;
+  dst.tp_dst = flow_.tun_tp_dst;
+  dst.tp_src = flow_.tun_tp_src;
+  if (ipv6) {
+    dst.dl_type = hton16(text::kEthTypeIpv6);
+    if (text::is_zero(dst.ipv6_src) && !text::is_zero(s_ip6)) dst.ipv6_src = s_ip6;
+  } else {
+    dst.dl_type = hton16(text::kEthTypeIp);
+    const be32 s_ip = get_mapped_ipv4(s_ip6);
+    if (dst.nw_src == 0 && s_ip) dst.nw_src = s_ip;
+  }
+  dst.nw_proto = nw_proto;
+}
+
+// native_tunnel_output(): route, neighbour, header; then the underlay
+// bridge's actions for the outer packet in the same pass (combined), or
+// tnl_push + recirculation where that is not possible.
+void Ctx::native_tunnel_output(const XlateTunnelPort& tp, bool last, bool truncate) {
+  const FlowKey old_flow = flow_, old_base = base_;
+  In6Addr s_ip6{};
+  if (flow_.tun_ipv4_src) s_ip6 = mapped_ipv4(flow_.tun_ipv4_src);
+  else if (!text::is_zero(flow_.tun_ipv6_src)) s_ip6 = flow_.tun_ipv6_src;
+  const In6Addr dst = flow_.tun_ipv4_dst ? mapped_ipv4(flow_.tun_ipv4_dst) : flow_.tun_ipv6_dst;
+  std::optional<XlateRoute> rt = tnl_->route(dst, flow_.pkt_mark);
+  if (!rt || !rt->bridge) {
+    report(NodeType::warn, "native tunnel routing failed");
+    return;
+  }
+  // A gateway (not the v4-mapped 0.0.0.0) is the next hop.
+  const bool gw = !text::is_zero(rt->gw) && (!is_v4_mapped(rt->gw) || get_mapped_ipv4(rt->gw));
+  const In6Addr nh = gw ? rt->gw : dst;
+  if (text::is_zero(s_ip6)) s_ip6 = rt->src;
+  const std::string nh_str = ip_string_mapped(nh);
+  report(NodeType::detail, "tunneling to " + nh_str + " via " + rt->dev);
+  Bridge& ubr = *rt->bridge;
+  std::optional<EthAddr> smac = tnl_->bridge_mac(ubr);
+  if (!smac) {
+    report(NodeType::warn, "tunnel output device lacks Ethernet address");
+    return;
+  }
+  const be32 d_ip = get_mapped_ipv4(nh);
+  std::optional<EthAddr> dmac = tnl_->neighbor(ubr, nh);
+  if (!dmac) {
+    report(NodeType::detail, "neighbor cache miss for " + nh_str + " on bridge " + ubr.name() + ", sending " +
+                                 (d_ip ? "ARP" : "ND") + " request");
+    if (side_effects_) tnl_->send_neighbor_request(ubr, *smac, rt->src, nh);
+    // Dropped now; no megaflow, so the next packet finds the neighbour.
+    out_.cacheable = false;
+    out_.tnl_neigh_miss = true;
+    return;
+  }
+  report(NodeType::detail, "tunneling from " + mac_string(*smac) + " " + ip_string_mapped(s_ip6) + " to " +
+                               mac_string(*dmac) + " " + nh_str);
+  const bool ipv6 = flow_.tun_ipv4_dst == 0;
+  std::vector<uint8_t> header;
+  uint8_t tnl_type = 0;
+  if (!build_tunnel_header(tp, flow_, *dmac, *smac, s_ip6, header, tnl_type)) {
+    report(NodeType::warn, "native tunnel header build failed");
+    return;
+  }
+  const uint8_t nw_proto = tp.type == XlateTunnelType::gre ? 47 : text::kProtoUdp;
+  propagate_tunnel_data(base_, *dmac, *smac, s_ip6, ipv6, nw_proto);
+  propagate_tunnel_data(flow_, *dmac, *smac, s_ip6, ipv6, nw_proto);
+
+  // The outer packet as the underlay bridge receives it on LOCAL (OVS's
+  // patch_port_output()): no metadata, registers or tunnel.
+  FlowKey outer = flow_;
+  outer.in_port = kOfppLocal;
+  outer.metadata = 0;
+  std::memset(outer.regs, 0, sizeof outer.regs);
+  std::memset(&outer, 0, offsetof(FlowKey, ct_state));
+  const std::shared_ptr<const PortMap> uports = with_local(ubr.ports(), ubr, tnl_);
+
+  out_.underlay_rules_generation = ubr.rules_generation();
+  const char* why = nullptr;
+  XlateOut dry_out;
+  if (truncate) {
+    why = "a trunc action precedes the tunnel output";
+  } else if (!tnl_->combine()) {
+    why = "tunnel-combine is false";
+  } else {
+    // A dry run tells whether the underlay does anything (nothing: no
+    // tnl_push either, as OVS cancels the clone) and whether it sends to
+    // the controller (which must see the packet as it is then: recirculate).
+    XlateIn din{ubr, outer, ubr.version(), in_.now_ns, false, true, nullptr, tnl_, kOfppLocal};
+    DpActionsBuilder scratch;
+    Ctx dry(din, uports, dry_out);
+    dry.run_underlay(outer, base_, last, &scratch, nullptr, depth_ + 1, resubmits_);
+    if (dry.error_ != XlateError::ok) {
+      error_ = dry.error_;
+      flow_ = old_flow;
+      base_ = old_base;
+      return;
+    }
+    if (dry_out.to_controller) {
+      why = "the underlay bridge sends the packet to the controller";
+    } else if (scratch.size() == 0) {
+      flow_ = old_flow;
+      base_ = old_base;
+      return;
+    }
+  }
+  if (!last) b_->begin_clone();
+  b_->tnl_push(tp.vport, rt->local_vport, tnl_type, header);
+  if (why) {
+    report(NodeType::detail, std::string("tunnel combine: not possible, ") + why + "; recirculating");
+    b_->recirc(XlateTunnels::kRecircBase + rt->local_vport);
+    out_.tnl_recirc = true;
+  } else {
+    XlateIn uin{ubr, outer, ubr.version(), in_.now_ns, in_.may_learn, true, nullptr, tnl_, kOfppLocal};
+    XlateOut uout;
+    Ctx u(uin, uports, uout);
+    u.run_underlay(outer, base_, last, b_, trace_list_, depth_ + 1, resubmits_);
+    resubmits_ = u.resubmits_;
+    if (u.error_ != XlateError::ok) error_ = u.error_;
+    out_.rules.insert(out_.rules.end(), uout.rules.begin(), uout.rules.end());
+    for (auto& c : uout.bond_choices) out_.bond_choices.push_back(std::move(c));
+    out_.underlay = &ubr;
+    out_.underlay_uses_normal |= uout.uses_normal;
+    if (uout.uses_normal) out_.underlay_mac_generation = uout.mac_generation;
+    out_.mac_changed |= uout.mac_changed;
+    out_.cacheable &= uout.cacheable;
+  }
+  if (!last) b_->end_clone();
+  flow_ = old_flow;
+  base_ = old_base;
+}
+
+void Ctx::run_underlay(const FlowKey& f, const FlowKey& base, bool last, DpActionsBuilder* b,
+                       std::vector<std::unique_ptr<TraceNode>>* list, unsigned depth, unsigned resubmits) {
+  b_ = b;
+  trace_list_ = list;
+  depth_ = depth;
+  resubmits_ = resubmits;
+  side_effects_ = false;  // OVS: allow_side_effects = false for the underlay pass
+  flow_ = f;
+  orig_ = f;
+  base_ = base;
+  if (!resource_check()) return;
+  TraceNode* bridge = report(NodeType::bridge, "bridge(\"" + br_->name() + "\")");
+  if (bridge) trace_list_ = &bridge->subs;
+  if (process_special()) return;
+  table_id_ = 0;
+  const OfRule* rule = static_cast<const OfRule*>(br_->table(0).lookup(flow_, in_.version, &wc_));
+  report_table(rule, 0);
+  if (rule) {
+    out_.rules.push_back(rule);
+    rule_ = rule;
+    rule_cookie_ = rule->cookie;
+    do_actions(rule->actions, last);
+  } else {
+    report(NodeType::action, "drop");
+  }
+  if (error_ == XlateError::ok) execute_action_set();
+}
+
+// The second pass of `clone(tnl_push(...),recirc(kRecircBase + M))`: the
+// outer packet in the bridge whose internal vport is M, from LOCAL.
+bool Ctx::tunnel_recirc() {
+  if (!tnl_ || flow_.recirc_id < XlateTunnels::kRecircBase) return false;
+  return tnl_->bridge_of_local_vport(flow_.recirc_id - XlateTunnels::kRecircBase) == br_;
+}
+
+// tnl_process_ecn(): an ECN CE outer header marks the inner packet, which
+// must be ECN capable.
+bool Ctx::process_ecn() {
+  if (!flow_.tun_ipv4_dst && text::is_zero(flow_.tun_ipv6_dst)) return true;
+  if (!is_ip_any(flow_) || (flow_.tun_tos & text::kIpEcnMask) != text::kIpEcnMask) return true;
+  if ((flow_.nw_tos & text::kIpEcnMask) == 0) {
+    report(NodeType::warn, "dropping tunnel packet marked ECN CE but is not ECN capable");
+    return false;
+  }
+  flow_.nw_tos |= text::kIpEcnMask;
+  return true;
+}
+
+// What reaches LOCAL: OVS's terminate_native_tunnel() (tnl_pop for a
+// tunnel's packets to one of the bridge's addresses; neighbour snooping),
+// then what keel does instead of a host stack: ARP requests and neighbour
+// solicitations for an own address go to the slow path, which replies;
+// everything else is consumed.
+void Ctx::local_output() {
+  const std::vector<In6Addr> addrs = tnl_->bridge_addrs(*br_);
+  uint16_t vport = 0;
+  if (!addrs.empty()) {
+    vport = tnl_port_lookup(addrs);
+    if (!vport && (neighbor_reply_correct(addrs) || is_garp_wc())) {
+      neigh_snoop();
+    } else if (vport && side_effects_ && is_ip_any(flow_)) {
+      // tnl_neigh_set(): the remote VTEP's MAC, from its packets.
+      const In6Addr src = is_ipv4(flow_) ? mapped_ipv4(flow_.nw_src) : flow_.ipv6_src;
+      tnl_->neighbor_learn(*br_, src, flow_.dl_src);
+    }
+  }
+  if (vport) {
+    b_->tnl_pop(vport);
+    return;
+  }
+  if (!addrs.empty() && neigh_request_for_us(addrs)) {
+    report(NodeType::detail, "neighbor request for an address of bridge " + br_->name() + ": the slow path replies");
+    uint8_t ud[kSlowPathUserdataLen];
+    encode_slow_path_userdata(SlowPathReason::action, ud);
+    b_->userspace(0, ud);
+    out_.slow_path_neigh = true;
+    return;
+  }
+  report(NodeType::detail, "LOCAL has no host stack in keel: packet consumed");
+}
+
+// tnl_port_map_lookup(): the classifier of listening tunnel vports, one
+// rule per (vport, bridge address): dl_dst = the bridge MAC, no VLAN, the
+// address, the protocol, the UDP port. Its staged lookup un-wildcards L2,
+// then L3, then L4 as far as a rule still matched.
+uint16_t Ctx::tnl_port_lookup(const std::vector<In6Addr>& addrs) {
+  const std::vector<XlateListener> ls = tnl_->listeners();
+  if (ls.empty()) return 0;
+  const std::optional<EthAddr> mac = tnl_->bridge_mac(*br_);
+  set_ones(wc_.dl_dst);
+  wc_.vlans[0].tci = 0xffff;
+  if (!mac || flow_.dl_dst != *mac || flow_.vlans[0].tci != 0 || !is_ip_any(flow_)) return 0;
+  bool fam = false, addr_match = false;
+  for (const In6Addr& a : addrs) {
+    if (is_v4_mapped(a) != is_ipv4(flow_)) continue;
+    fam = true;
+    if (is_ipv4(flow_) ? get_mapped_ipv4(a) == flow_.nw_dst : a == flow_.ipv6_dst) addr_match = true;
+  }
+  if (!fam) return 0;
+  if (is_ipv4(flow_))
+    set_ones(wc_.nw_dst);
+  else
+    set_ones(wc_.ipv6_dst);
+  wc_.nw_proto = 0xff;
+  wc_.nw_frag |= text::kFragMask;
+  if (!addr_match || flow_.nw_frag) return 0;
+  for (const XlateListener& l : ls)
+    if (l.nw_proto == flow_.nw_proto && l.tp_dst == 0) return l.vport;  // GRE
+  bool udp = false;
+  for (const XlateListener& l : ls) udp |= l.nw_proto == flow_.nw_proto && l.tp_dst != 0;
+  if (!udp) return 0;
+  wc_.tp_dst = 0xffff;
+  for (const XlateListener& l : ls)
+    if (l.nw_proto == flow_.nw_proto && hton16(l.tp_dst) == flow_.tp_dst) return l.vport;
+  return 0;
+}
+
+// is_neighbor_reply_correct() (no wildcards, as OVS).
+bool Ctx::neighbor_reply_correct(const std::vector<In6Addr>& addrs) {
+  const bool arp = flow_.dl_type == hton16(text::kEthTypeArp);
+  if (!arp && flow_.nw_proto != text::kProtoIcmpv6) return false;
+  for (const In6Addr& a : addrs) {
+    if (is_v4_mapped(a)) {
+      if (arp && get_mapped_ipv4(a) == flow_.nw_dst) return true;
+    } else {
+      const In6Addr& d = flow_.ipv6_dst;  // is_nd_dst_correct()
+      const bool solicited = d.b[0] == 0xff && d.b[1] == 0x02 && d.b[11] == 0x01 && d.b[12] == 0xff &&
+                             d.b[13] == a.b[13] && d.b[14] == a.b[14] && d.b[15] == a.b[15];
+      if (solicited || d == a) return true;
+    }
+  }
+  return false;
+}
+
+// is_garp(): ARP whose sender is its target.
+bool Ctx::is_garp_wc() {
+  if (flow_.dl_type != hton16(text::kEthTypeArp)) return false;
+  set_ones(wc_.nw_src);
+  set_ones(wc_.nw_dst);
+  return flow_.nw_src == flow_.nw_dst;
+}
+
+// tnl_neigh_snoop(): ARP replies and gratuitous ARPs, IPv6 neighbour
+// advertisements with a target link-layer address.
+void Ctx::neigh_snoop() {
+  if (flow_.dl_type == hton16(text::kEthTypeArp)) {
+    bool ok = is_garp_wc();
+    if (!ok) {
+      wc_.nw_proto = 0xff;
+      ok = flow_.nw_proto == 2;
+    }
+    if (ok) {
+      set_ones(wc_.arp_sha);
+      if (!is_zero_mac(flow_.arp_sha)) {
+        set_ones(wc_.nw_src);
+        if (side_effects_) tnl_->neighbor_learn(*br_, mapped_ipv4(flow_.nw_src), flow_.arp_sha);
+        return;
+      }
+    }
+  }
+  if (!prereqs_ok(OfPrereq::nd) || (ntoh16(flow_.tp_src) & 0xff) != text::kNdAdvert) return;
+  set_ones(wc_.arp_tha);
+  if (is_zero_mac(flow_.arp_tha)) return;
+  set_ones(wc_.ipv6_src);
+  set_ones(wc_.ipv6_dst);
+  set_ones(wc_.nd_target);
+  if (side_effects_) tnl_->neighbor_learn(*br_, flow_.nd_target, flow_.arp_tha);
+}
+
+// An ARP request or a neighbour solicitation for one of the bridge's
+// addresses (what a host stack behind LOCAL would answer).
+bool Ctx::neigh_request_for_us(const std::vector<In6Addr>& addrs) {
+  if (flow_.dl_type == hton16(text::kEthTypeArp)) {
+    wc_.nw_proto = 0xff;
+    set_ones(wc_.nw_dst);
+    if (flow_.nw_proto != 1) return false;
+    for (const In6Addr& a : addrs)
+      if (is_v4_mapped(a) && get_mapped_ipv4(a) == flow_.nw_dst) return true;
+    return false;
+  }
+  if (!prereqs_ok(OfPrereq::nd) || (ntoh16(flow_.tp_src) & 0xff) != text::kNdSolicit) return false;
+  set_ones(wc_.nd_target);
+  for (const In6Addr& a : addrs)
+    if (!is_v4_mapped(a) && a == flow_.nd_target) return true;
+  return false;
 }
 
 // --- commit_odp_actions() ------------------------------------------------------
@@ -1016,7 +1566,7 @@ void Ctx::commit_eth() {
   if (flow_.dl_src != base_.dl_src) mask.src = wc_.dl_src, differ = true;
   if (!differ) return;
   and_key(key, mask);
-  b_.set_eth(key, mask);
+  b_->set_eth(key, mask);
   base_.dl_dst = flow_.dl_dst;
   base_.dl_src = flow_.dl_src;
 }
@@ -1030,7 +1580,7 @@ void Ctx::commit_ipv4() {
   if (flow_.nw_ttl != base_.nw_ttl) mask.ttl = wc_.nw_ttl, differ = true;
   if (!differ) return;
   and_key(key, mask);
-  b_.set_ipv4(key, mask);
+  b_->set_ipv4(key, mask);
   base_.nw_src = flow_.nw_src;
   base_.nw_dst = flow_.nw_dst;
   base_.nw_tos = flow_.nw_tos;
@@ -1047,7 +1597,7 @@ void Ctx::commit_ipv6() {
   if (flow_.nw_ttl != base_.nw_ttl) mask.hlimit = wc_.nw_ttl, differ = true;
   if (!differ) return;
   and_key(key, mask);
-  b_.set_ipv6(key, mask);
+  b_->set_ipv6(key, mask);
   base_.ipv6_src = flow_.ipv6_src;
   base_.ipv6_dst = flow_.ipv6_dst;
   base_.ipv6_label = flow_.ipv6_label;
@@ -1074,7 +1624,7 @@ void Ctx::commit_arp() {
   if (flow_.arp_tha != base_.arp_tha) mask.tha = wc_.arp_tha, differ = true;
   if (!differ) return;
   and_key(key, mask);
-  b_.set_arp(key, mask);
+  b_->set_arp(key, mask);
   base_.nw_src = flow_.nw_src;
   base_.nw_dst = flow_.nw_dst;
   base_.nw_proto = flow_.nw_proto;
@@ -1091,7 +1641,7 @@ void Ctx::commit_icmp() {
   const uint8_t type = static_cast<uint8_t>(ntoh16(flow_.tp_src)), code = static_cast<uint8_t>(ntoh16(flow_.tp_dst));
   if (type == static_cast<uint8_t>(ntoh16(base_.tp_src)) && code == static_cast<uint8_t>(ntoh16(base_.tp_dst)))
     return;
-  b_.set_icmp(SetIcmp{type, code}, SetIcmp{0xff, 0xff}, v6);
+  b_->set_icmp(SetIcmp{type, code}, SetIcmp{0xff, 0xff}, v6);
   wc_.tp_src |= hton16(0x00ff);
   wc_.tp_dst |= hton16(0x00ff);
   base_.tp_src = flow_.tp_src;
@@ -1110,11 +1660,11 @@ void Ctx::commit_ports() {
   if (!differ) return;
   and_key(key, mask);
   if (tcp)
-    b_.set_tcp(key, mask);
+    b_->set_tcp(key, mask);
   else if (udp)
-    b_.set_udp(key, mask);
+    b_->set_udp(key, mask);
   else
-    b_.set_sctp(key, mask);
+    b_->set_sctp(key, mask);
   base_.tp_src = flow_.tp_src;
   base_.tp_dst = flow_.tp_dst;
 }
@@ -1126,10 +1676,10 @@ void Ctx::commit_vlans() {
   for (--base_n, --flow_n; base_n >= 0 && flow_n >= 0; --base_n, --flow_n)
     if (base_.vlans[base_n] != flow_.vlans[flow_n]) break;
   for (; base_n >= 0; --base_n) {
-    b_.pop_vlan();
+    b_->pop_vlan();
     set_ones(wc_.vlans[base_n]);
   }
-  for (; flow_n >= 0; --flow_n) b_.push_vlan(ntoh16(flow_.vlans[flow_n].tpid), ntoh16(flow_.vlans[flow_n].tci));
+  for (; flow_n >= 0; --flow_n) b_->push_vlan(ntoh16(flow_.vlans[flow_n].tpid), ntoh16(flow_.vlans[flow_n].tci));
   base_.vlans[0] = flow_.vlans[0];
   base_.vlans[1] = flow_.vlans[1];
 }
@@ -1234,10 +1784,13 @@ const char* to_string(XlateError e) {
 }
 
 Result<XlateOut> xlate(const XlateIn& in) {
-  std::shared_ptr<const PortMap> ports = in.bridge.ports();
+  std::shared_ptr<const PortMap> ports = with_local(in.bridge.ports(), in.bridge, in.tunnels);
   XlateIn mapped = in;
   uint32_t in_ofport = in.flow.in_port;
-  if (!in.in_port_is_ofport) {
+  if (in.in_ofport) {
+    in_ofport = in.in_ofport;
+    mapped.flow.in_port = in_ofport;
+  } else if (!in.in_port_is_ofport) {
     const PortConfig* p = ports ? ports->by_dp_port(static_cast<uint16_t>(in.flow.in_port)) : nullptr;
     if (!p || in.flow.in_port > UINT16_MAX)
       return error(Errc::not_found, "datapath port " + std::to_string(in.flow.in_port) + " is not a port of bridge " +
@@ -1253,6 +1806,23 @@ Result<XlateOut> xlate(const XlateIn& in) {
   return out;
 }
 
+FlowKey tunnel_receive_wc(const FlowKey& flow) {
+  FlowKey wc{};
+  set_ones(wc.in_port);
+  set_ones(wc.recirc_id);
+  set_ones(wc.tun_id);
+  if (flow.tun_ipv4_dst) {
+    set_ones(wc.tun_ipv4_src);
+    set_ones(wc.tun_ipv4_dst);
+  } else {
+    set_ones(wc.tun_ipv6_src);
+    set_ones(wc.tun_ipv6_dst);
+  }
+  wc.tun_flags = kTunDontFragment | kTunCsum | kTunKey;
+  wc.tun_tos = 0xff;
+  return wc;
+}
+
 Match xlate_megaflow(const FlowKey& key, const FlowKey& wc) {
   Match m;
   m.key = key;
@@ -1261,10 +1831,10 @@ Match xlate_megaflow(const FlowKey& key, const FlowKey& wc) {
   return m;
 }
 
-std::string xlate_trace(Bridge& bridge, const FlowKey& flow, uint64_t now_ns) {
+std::string xlate_trace(Bridge& bridge, const FlowKey& flow, uint64_t now_ns, XlateTunnels* tunnels) {
   std::string out = "Flow: " + format_flow(flow) + "\n";
   std::string tree;
-  XlateIn in{bridge, flow, bridge.version(), now_ns, false, true, &tree};
+  XlateIn in{bridge, flow, bridge.version(), now_ns, false, true, &tree, tunnels};
   Result<XlateOut> r = xlate(in);
   if (!r.ok()) return out + "\n" + r.status().message() + "\n";
   const XlateOut& x = r.value();
@@ -1304,8 +1874,9 @@ void encode_slow_path_userdata(SlowPathReason r, uint8_t (&out)[kSlowPathUserdat
 
 std::optional<SlowPathReason> decode_slow_path_userdata(std::span<const uint8_t> u) {
   if (u.size() != kSlowPathUserdataLen || u[0] != kUserdataSlowPath) return std::nullopt;
-  if (u[1] != static_cast<uint8_t>(SlowPathReason::lacp)) return std::nullopt;
-  return SlowPathReason::lacp;
+  if (u[1] == static_cast<uint8_t>(SlowPathReason::lacp)) return SlowPathReason::lacp;
+  if (u[1] == static_cast<uint8_t>(SlowPathReason::action)) return SlowPathReason::action;
+  return std::nullopt;
 }
 
 std::optional<ControllerUserdata> decode_controller_userdata(std::span<const uint8_t> u) {

@@ -86,6 +86,96 @@ namespace keel::ofproto {
 
 class Bond;
 
+// --- tunnels: what translation reads of the tunnel and underlay state ------
+//
+// The tunnel ports, routes, neighbours, bridge addresses and MACs belong to
+// ofproto/tunnel.h (TunnelTable, routes, NeighborCache); translation reaches
+// them only through this interface so that it can be tested with a fake and
+// so that the slow path (slow_path.cpp) is the one place that adapts the
+// real tables. IP addresses are IPv6 or IPv4-mapped IPv6 (::ffff:a.b.c.d),
+// as Open vSwitch's tunnel code keeps them.
+//
+// Thread-safety: the getters are called by translation on handler,
+// revalidator and control threads at once; they read lock-free snapshots
+// (or the neighbour cache's own mutex, never a PMD's). The two side-effect
+// methods are called only when XlateIn::may_learn (an upcall for a packet,
+// not trace or revalidation).
+enum class XlateTunnelType : uint8_t { vxlan, geneve, gre };
+
+// A tunnel port's settings as Open vSwitch's tnl_port_send() reads them.
+struct XlateTunnelPort {
+  XlateTunnelType type = XlateTunnelType::vxlan;
+  uint16_t vport = 0;             // the shared tunnel vport (tnl_port(N) of tnl_push)
+  uint16_t dst_port = 4789;       // UDP destination (host order; 0 for GRE)
+  flow::In6Addr remote{}, local{};  // local all-zero: not configured
+  bool remote_flow = false, local_flow = false;
+  uint64_t out_key = 0;           // host order
+  bool out_key_flow = false, out_key_present = false;
+  uint8_t tos = 0, ttl = 64;
+  bool tos_inherit = false, ttl_inherit = false;
+  bool csum = false, dont_fragment = true;
+};
+
+// A route to a tunnel remote (ovs_router_lookup + the bridge its device is).
+struct XlateRoute {
+  Bridge* bridge = nullptr;       // the underlay bridge (the route's device); null: device is no bridge
+  std::string dev;                // the route's device name
+  uint16_t local_vport = 0;       // the underlay bridge's internal vport: out_port(M)
+  flow::In6Addr src{}, gw{};      // gw all-zero: on link
+};
+
+// A packet received from a tunnel vport, as TunnelTable::receive (OVS's
+// tnl_find) places it.
+struct XlateTunnelRx {
+  Bridge* bridge = nullptr;
+  uint32_t ofport = 0;
+};
+
+// A listening tunnel vport (OVS's tnl-ports map entry).
+struct XlateListener {
+  uint16_t vport = 0;
+  uint8_t nw_proto = 17;          // 17 UDP, 47 GRE
+  uint16_t tp_dst = 0;            // host order; 0 for GRE
+};
+
+class XlateTunnels {
+ public:
+  virtual ~XlateTunnels() = default;
+  // recirc ids kRecircBase + M: "encapsulated, translate in the bridge whose
+  // internal vport is M as received on LOCAL" (the fallback's second pass).
+  static constexpr uint32_t kRecircBase = 0x10000;
+
+  virtual std::optional<XlateTunnelPort> tunnel_port(const PortConfig& p) const = 0;
+  virtual std::optional<XlateRoute> route(const flow::In6Addr& dst, uint32_t pkt_mark) const = 0;
+  virtual std::optional<flow::EthAddr> neighbor(const Bridge& br, const flow::In6Addr& ip) const = 0;
+  virtual std::optional<flow::EthAddr> bridge_mac(const Bridge& br) const = 0;
+  virtual std::vector<flow::In6Addr> bridge_addrs(const Bridge& br) const = 0;
+  // The bridge's internal (LOCAL) vport; 0: none (no address). When the
+  // bridge's port map has no LOCAL port, translation adds one for it.
+  virtual uint16_t local_vport(const Bridge& br) const { (void)br; return 0; }
+  virtual std::vector<XlateListener> listeners() const = 0;
+  // The overlay port for a packet whose in_port is a tunnel vport (flow's
+  // tunnel fields as tnl_pop set them); nullopt: no tunnel port matches.
+  virtual std::optional<XlateTunnelRx> receive(const flow::FlowKey& flow) const = 0;
+  virtual bool is_tunnel_vport(uint32_t dp_port) const = 0;
+  // The bridge whose internal (LOCAL) vport is `vport`; null: none.
+  virtual Bridge* bridge_of_local_vport(uint32_t vport) const = 0;
+  virtual bool combine() const = 0;  // `set tunnel-combine` (default true)
+  // Side effects (may_learn only): an ARP request (src IPv4-mapped) or an
+  // IPv6 neighbour solicitation sent out of `br`; a learned neighbour.
+  virtual void send_neighbor_request(Bridge& br, const flow::EthAddr& smac, const flow::In6Addr& src,
+                                     const flow::In6Addr& dst) = 0;
+  virtual void neighbor_learn(Bridge& br, const flow::In6Addr& ip, const flow::EthAddr& mac) = 0;
+  // Moves whenever something above changes (the revalidator re-translates
+  // flows that read tunnel state then).
+  virtual uint64_t generation() const { return 0; }
+};
+
+// The megaflow mask of a packet from a tunnel vport that no tunnel port
+// takes: in_port, recirc_id and the tunnel fields tnl_find() reads (OVS's
+// tnl_wc_init()), so the drop flow covers only that tunnel key / remote.
+flow::FlowKey tunnel_receive_wc(const flow::FlowKey& flow);
+
 inline constexpr unsigned kMaxResubmitDepth = 64;                                    // OVS MAX_DEPTH
 inline constexpr unsigned kMaxResubmits = kMaxResubmitDepth * kMaxResubmitDepth;  // OVS MAX_RESUBMITS
 
@@ -101,6 +191,13 @@ struct XlateIn {
   // When non-null, the tree of tables, rules and actions visited is
   // appended here in ofproto/trace's layout (see xlate_trace()).
   std::string* trace = nullptr;
+  // Tunnel and underlay state (null: no tunnels; tunnel ports then drop).
+  XlateTunnels* tunnels = nullptr;
+  // Non-zero: the OpenFlow input port to use whatever flow.in_port is (a
+  // packet from a tunnel vport placed by XlateTunnels::receive; LOCAL for
+  // the second pass of a tunnel recirculation). flow.in_port stays the
+  // datapath port the megaflow matches.
+  uint32_t in_ofport = 0;
 };
 
 enum class XlateError : uint8_t {
@@ -137,6 +234,18 @@ struct XlateOut {
   bool mac_changed = false;    // NORMAL learned a new MAC or a move
   uint64_t mac_generation = 0; // MacLearning::generation() when NORMAL looked (0 if no NORMAL)
   uint32_t in_ofport = 0;      // the OpenFlow input port
+  // Tunnels. cacheable false: execute the actions, install no megaflow (a
+  // neighbour cache miss: the request went out, the packet is dropped).
+  bool cacheable = true;
+  bool tnl_no_port = false;     // from a tunnel vport, and no tunnel port matches: dropped
+  bool tnl_neigh_miss = false;  // a tunnel output found no neighbour
+  bool slow_path_neigh = false; // an ARP request / NS for an own address: userspace(slow_path(action))
+  bool tnl_recirc = false;      // a tunnel output fell back to tnl_push + recirculation
+  // A combined tunnel output translated in this underlay bridge too: its
+  // rules and MAC table (when NORMAL ran there) matter for revalidation.
+  Bridge* underlay = nullptr;
+  uint64_t underlay_rules_generation = 0, underlay_mac_generation = 0;
+  bool underlay_uses_normal = false;
   // Every table looked up (hit or miss): a rule change elsewhere can't
   // change this translation unless it changes one of these tables.
   std::bitset<256> tables;
@@ -165,7 +274,12 @@ flow::Match xlate_megaflow(const flow::FlowKey& key, const flow::FlowKey& wc);
 //   Final flow: unchanged
 //   Megaflow: recirc_id=0,eth,ip,in_port=1,nw_dst=10.0.0.0/8,nw_frag=no
 //   Datapath actions: 2
-std::string xlate_trace(Bridge& bridge, const flow::FlowKey& flow, uint64_t now_ns);
+//
+// With `tunnels`, tunnel outputs, LOCAL and tunnel recirculations are
+// translated (and traced) as the upcall handler does: "tunneling to ... via
+// BR", the underlay bridge's nested bridge("...") section, or the reason a
+// tunnel output falls back to recirculation.
+std::string xlate_trace(Bridge& bridge, const flow::FlowKey& flow, uint64_t now_ns, XlateTunnels* tunnels = nullptr);
 
 // --- controller actions --------------------------------------------------
 //
@@ -215,7 +329,12 @@ void encode_controller_userdata(const ControllerUserdata& c, uint8_t (&out)[kCon
 //   bytes 2-7    0
 inline constexpr uint8_t kUserdataSlowPath = flow::kUserdataKindSlowPath;
 inline constexpr size_t kSlowPathUserdataLen = flow::kSlowPathUserdataBytes;
-enum class SlowPathReason : uint8_t { lacp = flow::kSlowPathReasonLacp };
+//
+// Reason `action` (2): an ARP request or IPv6 neighbour solicitation for an
+// address of the bridge it reached through LOCAL (keel has no host stack):
+// the sink composes the reply and sends it out of the bridge of the
+// upcall's input port (the frame entered that bridge and reached LOCAL).
+enum class SlowPathReason : uint8_t { lacp = flow::kSlowPathReasonLacp, action = 2 };
 void encode_slow_path_userdata(SlowPathReason r, uint8_t (&out)[kSlowPathUserdataLen]);
 std::optional<SlowPathReason> decode_slow_path_userdata(std::span<const uint8_t> userdata);
 // nullopt: not a controller userdata (wrong length or type).

@@ -194,8 +194,9 @@ TEST_CASE("errors name the token and its column") {
       {"lb_output(-1)", "bad bond id '-1' at column 11: expected a decimal number; bond id must be 1..255"},
       {"lb_output()", "bad bond id '' at column 11: expected a decimal number; bond id must be 1..255"},
       {"lb_output", "missing arguments 'lb_output' at column 1: expected lb_output(N)"},
-      {"tnl_pop(4)",
-       "unsupported action 'tnl_pop(4)' at column 1: keel's datapath does not implement tnl_pop"},
+      {"check_pkt_len(size=200,gt(1),le(2))",
+       "unsupported action 'check_pkt_len(size=200,gt(1),le(2))' at column 1: keel's datapath does not implement "
+       "check_pkt_len"},
       {"set(vlan(vid=5))",
        "unsupported set field 'vlan' at column 5: keel sets eth, ipv4, ipv6, tcp, udp, sctp, icmp, icmpv6 and arp"},
       {"set(bogus(x=1))", "unknown set field 'bogus' at column 5"},
@@ -397,7 +398,7 @@ TEST_CASE("validate_dp_actions refuses malformed encodings") {
     return validate_dp_actions(c);
   };
   CHECK(!corrupt(0, 99).ok());                                           // unknown type
-  CHECK(!corrupt(0, static_cast<uint8_t>(DpActionType::kTnlPop)).ok());  // reserved
+  CHECK(!corrupt(0, static_cast<uint8_t>(DpActionType::kTnlPop)).ok());  // tnl_pop has no payload
   CHECK(!corrupt(2, 33).ok());                                           // length not a multiple of 8
   CHECK(!corrupt(2, 24).ok());                                           // wrong set length
   CHECK(!corrupt(1, 9).ok());                                            // unknown set header
