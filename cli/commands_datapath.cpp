@@ -353,6 +353,23 @@ void pmd_stats_keel_text(std::string& out, const datapath::PmdCounters& c, bool 
   out += "  keel: lb_output drops (no bond table / no member): " + std::to_string(c.bond_drops) + "\n";
   out += "  keel: control-plane packets sent: " + std::to_string(c.ctl_tx) + " (refused, ring full: " +
          std::to_string(c.ctl_tx_full) + ")\n";
+  out += "  keel: tunnels: pushed " + std::to_string(c.tnl_pushed) + " (no headroom " +
+         std::to_string(c.tnl_push_no_headroom) + "), popped " + std::to_string(c.tnl_popped) + ", pop errors " +
+         std::to_string(c.tnl_pop_errors);
+  if (c.tnl_pop_errors) {
+    out += " (";
+    bool first = true;
+    for (unsigned r = 1; r < packet::kTnlPopResults; ++r) {
+      if (!c.tnl_pop_reasons[r]) continue;
+      if (!first) out += ", ";
+      first = false;
+      out += packet::tnl_pop_result_name(static_cast<packet::TnlPopResult>(r));
+      out += ' ';
+      out += std::to_string(c.tnl_pop_reasons[r]);
+    }
+    out += ')';
+  }
+  out += "\n";
   if (offline)
     out += "  keel: offline: ordered upcalls " + std::to_string(c.ordered_upcalls) + ", backpressure pauses " +
            std::to_string(c.backpressure) + "\n";
@@ -598,6 +615,10 @@ void add_datapath_commands(CommandTree::Impl& t) {
             .field("bond_drops", c.bond_drops)
             .field("ctl_tx", c.ctl_tx)
             .field("ctl_tx_full", c.ctl_tx_full)
+            .field("tnl_pushed", c.tnl_pushed)
+            .field("tnl_push_no_headroom", c.tnl_push_no_headroom)
+            .field("tnl_popped", c.tnl_popped)
+            .field("tnl_pop_errors", c.tnl_pop_errors)
             .field("tx_batches", c.tx_batches)
             .field("tx_batch_packets", c.tx_batch_packets)
             .field("ordered_upcalls", c.ordered_upcalls)

@@ -134,7 +134,7 @@ void add_tunnel_commands(CommandTree::Impl& t) {
         const auto st = of.tunnel_state();
         if (t.format == "json") {
           Json j;
-          j.begin_array();
+          j.begin_object().begin_array("routes");
           for (const ofproto::Route& r : st->routes->routes()) {
             j.begin_object()
                 .field("prefix", r.prefix.to_string())
@@ -146,7 +146,7 @@ void add_tunnel_commands(CommandTree::Impl& t) {
                 .field("priority", uint64_t{r.priority()})
                 .end_object();
           }
-          j.end_array();
+          j.end_array().end_object();
           t.print(j.str() + "\n");
           return;
         }
@@ -178,7 +178,7 @@ void add_tunnel_commands(CommandTree::Impl& t) {
       [&t, &of] {
         if (t.format == "json") {
           Json j;
-          j.begin_array();
+          j.begin_object().begin_array("neighbors");
           for (const auto& e : of.neighbors().entries())
             j.begin_object()
                 .field("ip", e.ip.to_string())
@@ -186,7 +186,7 @@ void add_tunnel_commands(CommandTree::Impl& t) {
                 .field("bridge", e.bridge)
                 .field("static", e.is_static)
                 .end_object();
-          j.end_array();
+          j.end_array().end_object();
           t.print(j.str() + "\n");
           return;
         }
@@ -207,7 +207,7 @@ void add_tunnel_commands(CommandTree::Impl& t) {
         const auto st = of.tunnel_state();
         if (t.format == "json") {
           Json j;
-          j.begin_array();
+          j.begin_object().begin_array("ports");
           for (const auto& v : st->vports)
             j.begin_object()
                 .field("name", v.name)
@@ -216,7 +216,7 @@ void add_tunnel_commands(CommandTree::Impl& t) {
                 .field("dst_port", uint64_t{v.dst_port})
                 .field("ref_cnt", uint64_t{v.refs})
                 .end_object();
-          j.end_array();
+          j.end_array().end_object();
           t.print(j.str() + "\n");
           return;
         }

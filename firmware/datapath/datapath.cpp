@@ -449,8 +449,9 @@ void Datapath::mask_vlans(flow::Match& m) {
 Result<Megaflow*> Datapath::build_megaflow(const flow::Match& match, const flow::DpActions* actions,
                                            const Ufid& ufid, const flow::Miniflow* shown_key) const {
   if (match.mask.in_port != 0xffffffffu) return invalid("in_port must be matched exactly");
-  if (match.key.in_port == 0 || !port(static_cast<uint16_t>(std::min<uint32_t>(match.key.in_port, kMaxPorts - 1))) ||
-      match.key.in_port >= kMaxPorts)
+  // A hal port, or a vport (packets after tnl_pop arrive with its id).
+  const uint16_t in = static_cast<uint16_t>(std::min<uint32_t>(match.key.in_port, kMaxPorts - 1));
+  if (match.key.in_port == 0 || match.key.in_port >= kMaxPorts || (!port(in) && !is_vport(in)))
     return error(Errc::not_found, "in_port(" + std::to_string(match.key.in_port) + "): no such port");
   flow::Match m = match;
   m.mask.recirc_id = 0xffffffffu;  // the datapath always matches recirc_id exactly
@@ -490,7 +491,11 @@ Status Datapath::flow_put(const flow::Match& match, const flow::DpActions& actio
   // Every output port must exist.
   Status bad_port;
   flow::for_each_output_port(actions.bytes(), [&](uint32_t p) {
-    if (bad_port.ok() && (p >= kMaxPorts || !port(static_cast<uint16_t>(p))))
+    if (!bad_port.ok()) return;
+    if (p < kMaxPorts && is_vport(static_cast<uint16_t>(p)))
+      bad_port = invalid("action output:" + std::to_string(p) + ": a virtual port (" +
+                         vport(static_cast<uint16_t>(p)).value_or(Vport{}).name + ") never transmits");
+    else if (p >= kMaxPorts || !port(static_cast<uint16_t>(p)))
       bad_port = error(Errc::not_found, "action output:" + std::to_string(p) + ": no such port");
   });
   if (!bad_port.ok()) return bad_port;

@@ -105,6 +105,7 @@
 namespace keel::datapath {
 
 inline constexpr unsigned kMaxPorts = kMaxDpPorts;
+static_assert(kExecMaxVports == kMaxPorts, "tnl_pop indexes the vport table by port id");
 
 struct DatapathConfig {
   std::vector<int> pmd_cores;  // one PMD per entry; -1 = unpinned
@@ -383,6 +384,7 @@ class Datapath {
   // (1 + VportType) << 16 | udp_port. Acquire: pairs with add_vport's
   // release store (the id's other tables are set before).
   uint32_t vport_fast(uint16_t id) const { return vport_info_[id].load(std::memory_order_acquire); }
+  const std::atomic<uint32_t>* vport_table() const { return vport_info_.data(); }
   hal::Port* port_fast(uint16_t id) const { return ports_[id].get(); }
   struct TxQueue {
     uint16_t queue = 0;

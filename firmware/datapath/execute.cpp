@@ -483,6 +483,9 @@ class Executor {
 
   void push_vlan(Batch& b, const DpAction& a) noexcept;
   void pop_vlan(Batch& b) noexcept;
+  void tnl_push(Batch& b, const DpAction& a) noexcept;
+  void tnl_pop(Batch& b, uint32_t vport) noexcept;
+  bool queue_recirc(hal::Packet* p) noexcept;
   void set(Batch& b, const DpAction& a) noexcept;
   void clone(Batch& b, std::span<const uint8_t> nested, bool last) noexcept;
 
@@ -558,18 +561,115 @@ void Executor::to_tx(std::span<const ExecPacket> pk, uint32_t port) noexcept {
   c_.outputs += pk.size() - (c_.tx_overflow - before);
 }
 
+bool Executor::queue_recirc(hal::Packet* p) noexcept {
+  RecircQueue& q = ctx_.recirc;
+  if (q.n == kExecRecircCap) [[unlikely]] {
+    hal::release(p);
+    ++c_.recirc_overflow;
+    return false;
+  }
+  q.pkts[q.n] = p;
+  ++c_.recirculated;
+  return true;
+}
+
 void Executor::to_recirc(std::span<const ExecPacket> pk, uint32_t id) noexcept {
   RecircQueue& q = ctx_.recirc;
   for (const ExecPacket& e : pk) {
     e.pkt->meta().recirc_id = id;
-    if (q.n == kExecRecircCap) [[unlikely]] {
+    const unsigned at = q.n;
+    if (!queue_recirc(e.pkt)) continue;
+    ++q.n;
+    // The tunnel the key has (a pass after tnl_pop) goes on with the packet.
+    RecircTunnel& t = q.tun[at];
+    const flow::Miniflow* key = e.key;
+    if (key && (key->get(1) | key->get(4) | key->get(5))) [[unlikely]] {
+      uint64_t w[packet::TunnelMetadata::kWords];
+      for (unsigned i = 0; i < packet::TunnelMetadata::kWords; ++i) w[i] = key->get(i);
+      std::memcpy(&t.tunnel, w, sizeof w);
+      const unsigned nw = std::min<unsigned>((t.tunnel.opt_len + 7) / 8, packet::kMaxKeyedTunOptWords);
+      for (unsigned i = 0; i < nw; ++i) {
+        const uint64_t v = key->get(packet::TunnelMetadata::kWords + i);
+        std::memcpy(t.opts + 8 * i, &v, 8);
+      }
+      q.any_tunnel = true;
+    } else {
+      t.tunnel = packet::TunnelMetadata{};
+    }
+  }
+}
+
+void Executor::tnl_push(Batch& b, const DpAction& a) noexcept {
+  const flow::TnlPushArgs args = a.tnl_push_args();
+  const uint8_t* hdr = a.payload + sizeof(flow::TnlPushArgs);
+  const uint32_t hlen = args.header_len;
+  const auto type = static_cast<packet::TnlType>(args.tnl_type);
+  const bool v6 = load<flow::be16>(hdr + 12) == packet::be16_const(packet::kEthTypeIpv6);
+  const uint16_t l4 = static_cast<uint16_t>(kEthHeaderLen + (v6 ? sizeof(packet::Ipv6Header) : sizeof(packet::Ipv4Header)));
+  const bool gre = type == packet::TnlType::kGre || type == packet::TnlType::kIp6Gre;
+  unsigned kept = 0;
+  for (unsigned i = 0; i < b.n; ++i) {
+    ExecPacket e = b.pk[i];
+    hal::Packet& p = *e.pkt;
+    // OVS's netdev_tnl_get_src_port: the packet's RSS hash, which its
+    // datapath set from the 5-tuple when the NIC gave none.
+    const uint32_t hash = p.has_rss_hash() ? p.rss_hash() : e.key ? flow::hash_l4(*e.key, 0) : 0;
+    uint8_t* d = p.push_front(hlen);
+    if (!d) [[unlikely]] {
       hal::release(e.pkt);
-      ++c_.recirc_overflow;
+      ++c_.tnl_push_no_headroom;
       continue;
     }
-    q.pkts[q.n++] = e.pkt;
-    ++c_.recirculated;
+    std::memcpy(d, hdr, hlen);
+    packet::finish_tunnel_push(d, p.len(), type, hlen, hash);
+    *e.ofs = LayerOffsets{};
+    e.ofs->l2 = 0;
+    e.ofs->l3 = kEthHeaderLen;
+    e.ofs->l4 = l4;
+    e.ofs->payload = gre ? LayerOffsets::kNone : static_cast<uint16_t>(l4 + sizeof(packet::UdpHeader));
+    ++c_.tnl_pushed;
+    b.pk[kept++] = e;
   }
+  b.n = kept;
+}
+
+void Executor::tnl_pop(Batch& b, uint32_t vport) noexcept {
+  const uint32_t info = ctx_.vports && vport < kExecMaxVports ? ctx_.vports[vport].load(std::memory_order_acquire) : 0;
+  const unsigned type = info >> 16;  // 1 + VportType: 2 vxlan, 3 geneve, 4 gre (datapath.h)
+  const auto udp_port = static_cast<uint16_t>(info);
+  packet::TnlPopKind kind = packet::TnlPopKind::kVxlan;
+  bool ok_type = true;
+  switch (type) {
+    case 2: kind = packet::TnlPopKind::kVxlan; break;
+    case 3: kind = packet::TnlPopKind::kGeneve; break;
+    case 4: kind = packet::TnlPopKind::kGre; break;
+    default: ok_type = false; break;
+  }
+  RecircQueue& q = ctx_.recirc;
+  for (unsigned i = 0; i < b.n; ++i) {
+    hal::Packet& p = *b.pk[i].pkt;
+    packet::TnlPopResult r = packet::TnlPopResult::kNoVport;
+    RecircTunnel* t = q.n < kExecRecircCap ? &q.tun[q.n] : nullptr;
+    packet::TnlPopInfo info_out;
+    if (ok_type) r = packet::parse_tunnel_header(kind, udp_port, p.data(), p.len(), info_out);
+    if (r != packet::TnlPopResult::kOk) [[unlikely]] {
+      hal::release(&p);
+      ++c_.tnl_pop_errors;
+      ++c_.tnl_pop_reasons[static_cast<unsigned>(r)];
+      continue;
+    }
+    (void)p.pull_front(info_out.outer_len);
+    p.set_in_port(static_cast<uint16_t>(vport));
+    p.meta().recirc_id = 0;
+    p.clear_rss_hash();
+    ++c_.tnl_popped;
+    if (!queue_recirc(&p)) continue;
+    t->tunnel = info_out.tunnel;
+    std::memcpy(t->opts, info_out.opts, (info_out.tunnel.opt_len + 7) & ~7u);
+    ++q.n;
+    q.any_tunnel = true;
+  }
+  b.n = 0;
 }
 
 void Executor::to_slow_path(std::span<const ExecPacket> pk, const DpAction& a) noexcept {
@@ -794,6 +894,20 @@ void Executor::run(Batch& b, std::span<const uint8_t> list) noexcept {
         break;
       case DpActionType::kMeter:
         c_.meter_ignored += b.n;
+        break;
+      case DpActionType::kTnlPush:
+        tnl_push(b, a);
+        break;
+      case DpActionType::kTnlPop:
+        // On the packets themselves: copies first unless it is the last action.
+        if (last) {
+          tnl_pop(b, a.tnl_pop_port());
+        } else {
+          ExecPacket cpk[hal::kMaxBurst];
+          LayerOffsets cofs[hal::kMaxBurst];
+          Batch c{cpk, copy(b, 0, cpk, cofs), 0};
+          if (c.n) tnl_pop(c, a.tnl_pop_port());
+        }
         break;
       default:
         release(b, c_.unsupported);

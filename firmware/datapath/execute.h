@@ -65,10 +65,31 @@
 //                a copy from the member's backend otherwise (as output).
 //   meter(N)     no meters yet: packets pass (meter_ignored), as OVS does for
 //                a meter that does not exist.
+//   tnl_push(..) prepends the header (push_front; not enough headroom:
+//                released, tnl_push_no_headroom) and finishes it
+//                (packet::finish_tunnel_push: IPv4 total length and
+//                checksum / IPv6 payload length, UDP length, UDP source
+//                port from the packet's RSS hash or else its key's 5-tuple
+//                hash, UDP checksum when the header's is non-zero, GRE
+//                checksum with the C flag). The actions after it see the
+//                outer packet (offsets reset to Ethernet/IP/UDP|GRE); the
+//                key stays the inner one. A frame too long for the port it
+//                is then sent on is the port's to drop and count
+//                (tx_mtu_exceeded_drops; the PMD counts tx_too_big).
+//   tnl_pop(N)   validates the outer headers for vport N's type and UDP
+//                port (packet::parse_tunnel_header) and strips them; the
+//                inner packet gets in_port N, recirc_id 0, no RSS hash and
+//                the tunnel metadata, and goes to the recirculation queue.
+//                Refused: released, tnl_pop_errors and the reason's counter.
+//                Always on the packet itself: a copy first unless last.
 // A packet that lacks what an action needs (no IPv4 header for
 // set(ipv4(...)), no tag for pop_vlan, neither RSS hash nor key for hash) is left unchanged
 // and counted (header_missing); OVS refuses such flows at install time
 // through their prerequisites, so this only happens with hand-made flows.
+//
+// Tunnel metadata: recirc() of a packet whose key has a tunnel (a pass
+// after tnl_pop) carries it on (RecircQueue::tun), as Open vSwitch's
+// packet metadata does.
 //
 // Layer offsets: push_vlan/pop_vlan adjust *ofs (l2_5, l3, l4, payload),
 // so set actions after them still hit the right bytes. The key is never
@@ -100,6 +121,7 @@
 // the flow after the EMC sweep; megaflow.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 
@@ -124,6 +146,7 @@ inline constexpr unsigned kExecMaxOutputPorts = 16;  // distinct output ports qu
 inline constexpr unsigned kExecOutputBatchCap = 64;  // packets per port between flushes (two bursts)
 inline constexpr unsigned kExecRecircCap = 64;       // recirculated packets per burst
 inline constexpr unsigned kExecUpcallCap = 64;       // slow-path packets per burst
+inline constexpr unsigned kExecMaxVports = 256;      // ExecContext::vports entries (datapath kMaxDpPorts)
 
 // Per-PMD executor statistics. Plain fields: one writer (the PMD).
 struct alignas(64) ExecCounters {
@@ -194,13 +217,27 @@ class OutputBatches {
   OutputBatch batches_[kExecMaxOutputPorts];
 };
 
-// Packets to classify again; each carries its new recirc_id in meta().
+// The tunnel metadata a recirculated packet carries into its next pass
+// (tnl_pop's outer header, or the tunnel its key had): the parser puts it in
+// key words 0-7 and its GENEVE options in words 8.. (packet_metadata.h).
+struct RecircTunnel {
+  packet::TunnelMetadata tunnel;  // all zero: none
+  alignas(8) uint8_t opts[packet::kMaxKeyedTunOptWords * 8];  // tunnel.opt_len bytes, zero-padded
+};
+
+// Packets to classify again; each carries its new recirc_id in meta(),
+// and tun[i] its tunnel metadata (valid only when any_tunnel).
 struct RecircQueue {
   unsigned n = 0;
+  bool any_tunnel = false;
   hal::Packet* pkts[kExecRecircCap];
+  RecircTunnel tun[kExecRecircCap];
 
   std::span<hal::Packet* const> packets() const noexcept { return {pkts, n}; }
-  void clear() noexcept { n = 0; }
+  void clear() noexcept {
+    n = 0;
+    any_tunnel = false;
+  }
 };
 
 // A packet for the slow path (userspace action).
@@ -232,6 +269,9 @@ struct alignas(64) ExecContext {
   // lb_output's tables, indexed by bond id (the PMD's own, bond_table.h);
   // null: every lb_output drops (bond_drops).
   const PmdBondSlots* bonds = nullptr;
+  // tnl_pop's vports: the Datapath's packed type+port per id
+  // (Datapath::vport_fast); null: every tnl_pop drops (tnl_pop_errors, no_vport).
+  const std::atomic<uint32_t>* vports = nullptr;
   OutputBatches tx;
   RecircQueue recirc;
   SlowPathQueue upcalls;

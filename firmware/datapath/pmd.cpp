@@ -55,6 +55,8 @@ Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const P
   };
   exec_->port_backend_arg = this;
   exec_->bonds = bonds_.get();
+  exec_->vports = dp_.vport_table();
+  recirc_md_ = std::make_unique<RecircMeta[]>((kMaxRecircDepth + 2) * size_t{kExecRecircCap});
   emc_->set_insert_inv_prob(cfg.emc_insert_inv_prob);
   upcall_budget_ = cfg.upcall_budget;
 }
@@ -258,6 +260,21 @@ void Pmd::drain_ctl_tx() noexcept {
   bump(c_.ctl_tx, sent);
 }
 
+void Pmd::sync_tnl_counters() noexcept {
+  const ExecCounters& e = exec_->counters;
+  const uint64_t sum = e.tnl_pushed + e.tnl_push_no_headroom + e.tnl_popped + e.tnl_pop_errors;
+  if (sum == tnl_seen_) [[likely]]
+    return;
+  tnl_seen_ = sum;
+  // Single writer: plain relaxed stores of the executor's running totals.
+  c_.tnl[0].store(e.tnl_pushed, std::memory_order_relaxed);
+  c_.tnl[1].store(e.tnl_push_no_headroom, std::memory_order_relaxed);
+  c_.tnl[2].store(e.tnl_popped, std::memory_order_relaxed);
+  c_.tnl[3].store(e.tnl_pop_errors, std::memory_order_relaxed);
+  for (unsigned r = 0; r < packet::kTnlPopResults; ++r)
+    c_.tnl[4 + r].store(e.tnl_pop_reasons[r], std::memory_order_relaxed);
+}
+
 PmdCounters Pmd::counters() const {
   auto ld = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
   PmdCounters v{ld(c_.iterations),    ld(c_.rx_packets),       ld(c_.recirculations), ld(c_.xconnect_hits),
@@ -282,6 +299,11 @@ PmdCounters Pmd::counters() const {
   v.install_failed -= b.install_failed, v.request_failed -= b.request_failed;
   v.ordered_upcalls -= b.ordered_upcalls, v.backpressure -= b.backpressure;
   v.bond_drops -= b.bond_drops, v.ctl_tx -= b.ctl_tx, v.ctl_tx_full -= b.ctl_tx_full;
+  v.tnl_pushed = ld(c_.tnl[0]) - b.tnl_pushed;
+  v.tnl_push_no_headroom = ld(c_.tnl[1]) - b.tnl_push_no_headroom;
+  v.tnl_popped = ld(c_.tnl[2]) - b.tnl_popped;
+  v.tnl_pop_errors = ld(c_.tnl[3]) - b.tnl_pop_errors;
+  for (unsigned r = 0; r < packet::kTnlPopResults; ++r) v.tnl_pop_reasons[r] = ld(c_.tnl[4 + r]) - b.tnl_pop_reasons[r];
   return v;
 }
 
@@ -417,6 +439,7 @@ void Pmd::run() {
       bump(c_.bond_drops, exec_->counters.bond_drops - bond_drops_seen_);
       bond_drops_seen_ = exec_->counters.bond_drops;
     }
+    sync_tnl_counters();
     drain_ctl_tx();
     if (table_.has_dead()) {
       emc_->sweep(kEmcSweepPerIteration);
@@ -496,7 +519,7 @@ void Pmd::housekeeping() {
 // Packets the executor did not send (pmd-stats' exec_dropped).
 static uint64_t exec_drops(const ExecCounters& c) {
   return c.dropped + c.tx_overflow + c.recirc_overflow + c.no_headroom + c.unsupported + c.copy_failed +
-         c.bond_drops;
+         c.bond_drops + c.tnl_push_no_headroom + c.tnl_pop_errors;
 }
 
 // The TCP flags of a parsed key, host order (0 unless TCP). Word 69's top
@@ -576,7 +599,7 @@ void Pmd::process_simple(uint32_t port, std::span<hal::Packet* const> pkts) {
   if (n_rest) {
     packet::ParsedPacket* parsed = &parsed_[0];
     std::array<Megaflow*, hal::kMaxBurst> rf;
-    classify(std::span(rest.data(), n_rest), parsed, rf.data(), 0);
+    classify(std::span(rest.data(), n_rest), nullptr, parsed, rf.data(), 0);
     for (unsigned r = 0; r < n_rest; ++r) {
       const unsigned i = rest_idx[r];
       flows[i] = rf[r];
@@ -588,10 +611,13 @@ void Pmd::process_simple(uint32_t port, std::span<hal::Packet* const> pkts) {
   after_pass(0);
 }
 
-void Pmd::classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* parsed, Megaflow** flows,
-                   unsigned depth) {
+void Pmd::classify(std::span<hal::Packet* const> pkts, const packet::PacketMetadata* md,
+                   packet::ParsedPacket* parsed, Megaflow** flows, unsigned depth) {
   const unsigned n = static_cast<unsigned>(pkts.size());
-  bump(c_.malformed, packet::parse_burst(pkts, std::span(parsed, n), parser_, dp_.vlan_limit()));
+  if (md) [[unlikely]]
+    bump(c_.malformed, packet::parse_burst(pkts, std::span(md, n), std::span(parsed, n), parser_, dp_.vlan_limit()));
+  else
+    bump(c_.malformed, packet::parse_burst(pkts, std::span(parsed, n), parser_, dp_.vlan_limit()));
   LookupHits hits;
   lookup(pkts, parsed, flows, depth, hits);
 
@@ -862,18 +888,22 @@ void Pmd::handle_answers() {
   if (done) flush_outputs();
 }
 
-void Pmd::process(std::span<hal::Packet* const> pkts, unsigned depth) {
+void Pmd::process(std::span<hal::Packet* const> pkts, unsigned depth, const packet::PacketMetadata* md) {
   const unsigned n = static_cast<unsigned>(pkts.size());
   packet::ParsedPacket* parsed = &parsed_[depth * hal::kMaxBurst];
   if (offline_) {  // recirculated packets, executed by an earlier packet
-    bump(c_.malformed, packet::parse_burst(pkts, std::span(parsed, n), parser_, dp_.vlan_limit()));
+    if (md)
+      bump(c_.malformed,
+           packet::parse_burst(pkts, std::span(md, n), std::span(parsed, n), parser_, dp_.vlan_limit()));
+    else
+      bump(c_.malformed, packet::parse_burst(pkts, std::span(parsed, n), parser_, dp_.vlan_limit()));
     const unsigned done = process_offline(pkts, parsed, depth);
     for (unsigned i = done; i < n; ++i) hal::release(pkts[i]);
     bump(c_.lost, n - done);
     return;
   }
   std::array<Megaflow*, hal::kMaxBurst> flows;
-  classify(pkts, parsed, flows.data(), depth);
+  classify(pkts, md, parsed, flows.data(), depth);
   std::array<ExecPacket, hal::kMaxBurst> ep;
   std::array<uint16_t, hal::kMaxBurst> flags;
   for (unsigned i = 0; i < n; ++i) {
@@ -951,21 +981,62 @@ void Pmd::after_pass(unsigned depth) {
   }
 
   // 6. Recirculation: another pass with the new recirc_id, bounded depth.
+  // The queue may mix input ports (tnl_pop gives its packets the vport's)
+  // while a pass looks up one port's dpcls: split it into runs of one
+  // in_port, each in first-seen order. Packets with a tunnel carry it in a
+  // PacketMetadata (slice depth + 1 of recirc_md_).
   if (exec_->recirc.n) {
+    RecircQueue& q = exec_->recirc;
+    const unsigned nr = q.n;
+    const bool tun = q.any_tunnel;
     std::array<hal::Packet*, kExecRecircCap> again;
-    const unsigned nr = exec_->recirc.n;
-    for (unsigned i = 0; i < nr; ++i) again[i] = exec_->recirc.pkts[i];
-    exec_->recirc.clear();
+    for (unsigned i = 0; i < nr; ++i) again[i] = q.pkts[i];
+    RecircMeta* rm = &recirc_md_[(depth + 1) * size_t{kExecRecircCap}];
+    if (tun) {
+      for (unsigned i = 0; i < nr; ++i) {
+        packet::PacketMetadata& md = rm[i].md;
+        const hal::Packet& p = *again[i];
+        md = packet::PacketMetadata::of(p);
+        md.tunnel = q.tun[i].tunnel;
+        md.tun_opts = nullptr;
+        if (md.tunnel.opt_len) {
+          std::memcpy(rm[i].opts, q.tun[i].opts, sizeof rm[i].opts);
+          md.tun_opts = rm[i].opts;
+        }
+      }
+    }
+    q.clear();
     if (depth + 1 > kMaxRecircDepth) {
       for (unsigned i = 0; i < nr; ++i) hal::release(again[i]);
       bump(c_.recirc_too_deep, nr);
       return;
     }
     bump(c_.recirculations, nr);
-    for (unsigned off = 0; off < nr; off += hal::kMaxBurst) {
-      unsigned cnt = std::min<unsigned>(hal::kMaxBurst, nr - off);
-      cnt = drop_runts(std::span(again.data() + off, cnt));  // a decapsulated runt, as on rx
-      if (cnt) process(std::span(again.data() + off, cnt), depth + 1);
+    uint64_t done = 0;  // bit i: again[i] handed on
+    static_assert(kExecRecircCap <= 64, "one bit per queued packet");
+    for (unsigned i = 0; i < nr; ++i) {
+      if ((done >> i) & 1) continue;
+      const uint16_t in_port = again[i]->in_port();
+      std::array<hal::Packet*, hal::kMaxBurst> run;
+      std::array<packet::PacketMetadata, hal::kMaxBurst> run_md;
+      unsigned cnt = 0;
+      for (unsigned j = i; j < nr; ++j) {
+        if (((done >> j) & 1) || again[j]->in_port() != in_port) continue;
+        done |= uint64_t{1} << j;
+        if (again[j]->len() < sizeof(packet::EthHeader)) [[unlikely]] {  // a decapsulated runt, as on rx
+          hal::release(again[j]);
+          bump(c_.runts, 1);
+          bump(c_.malformed, 1);
+          continue;
+        }
+        run[cnt] = again[j];
+        if (tun) run_md[cnt] = rm[j].md;
+        if (++cnt == hal::kMaxBurst) {
+          process(std::span(run.data(), cnt), depth + 1, tun ? run_md.data() : nullptr);
+          cnt = 0;
+        }
+      }
+      if (cnt) process(std::span(run.data(), cnt), depth + 1, tun ? run_md.data() : nullptr);
     }
   }
 }

@@ -223,6 +223,12 @@ struct PmdCounters {
   uint64_t bond_drops = 0;   // lb_output: no table for the bond, or its bucket has no member
   uint64_t ctl_tx = 0;       // control-plane frames sent (post_tx: LACPDUs, learning packets)
   uint64_t ctl_tx_full = 0;  // control-plane frames refused: the PMD's tx ring was full
+  // Tunnels (the executor's counts, execute.h):
+  uint64_t tnl_pushed = 0;            // packets encapsulated by tnl_push
+  uint64_t tnl_push_no_headroom = 0;  // tnl_push drops: less headroom than the header
+  uint64_t tnl_popped = 0;            // packets decapsulated by tnl_pop (and recirculated)
+  uint64_t tnl_pop_errors = 0;        // tnl_pop drops, all reasons
+  uint64_t tnl_pop_reasons[packet::kTnlPopResults] = {};  // by packet::TnlPopResult (tnl_pop_result_name)
 };
 
 // Counters pmd-perf-show adds to PmdCounters: the idle sleeps and the
@@ -441,6 +447,10 @@ class Pmd {
         exec_dropped{0}, busy_cycles{0}, idle_cycles{0}, upcalls{0}, action_upcalls{0}, upcall_installs{0},
         upcall_followers{0}, ordered_upcalls{0}, backpressure{0}, install_failed{0}, request_failed{0},
         bond_drops{0}, ctl_tx{0};
+    // The executor's tunnel counters, copied once per iteration when they
+    // changed: tnl_pushed, tnl_push_no_headroom, tnl_popped, tnl_pop_errors,
+    // then the reasons.
+    std::array<std::atomic<uint64_t>, 4 + packet::kTnlPopResults> tnl{};
   };
   // Which packets of a burst each cache stage found (bit i: packet i).
   struct LookupHits {
@@ -462,13 +472,15 @@ class Pmd {
   // delivers them; tnl_pop could make one); returns the packets left,
   // compacted in order.
   unsigned drop_runts(std::span<hal::Packet*> pkts) noexcept;
-  void process(std::span<hal::Packet* const> pkts, unsigned depth);
+  // `md` (may be null): the packets' metadata when they carry a tunnel.
+  void process(std::span<hal::Packet* const> pkts, unsigned depth, const packet::PacketMetadata* md = nullptr);
   // First pass of a burst from a port on the simple-match path; what it
   // can't decide is classified the full way.
   void process_simple(uint32_t port, std::span<hal::Packet* const> pkts);
   // Parse, EMC, SMC, dpcls: flows[i] = the megaflow of pkts[i], or null for
   // a miss (the packet is then handled and must not be touched again).
-  void classify(std::span<hal::Packet* const> pkts, packet::ParsedPacket* parsed, Megaflow** flows,
+  void classify(std::span<hal::Packet* const> pkts, const packet::PacketMetadata* md, packet::ParsedPacket* parsed,
+                Megaflow** flows,
                 unsigned depth);
   // classify's cache stages on a parsed burst (no upcalls, no counters but
   // subtable_lookups): flows[i] = the megaflow of pkts[i] or null.
@@ -535,6 +547,15 @@ class Pmd {
   // lb_output tables by bond id (bond_table.h); the executor reads them.
   std::unique_ptr<PmdBondSlots> bonds_ = std::make_unique<PmdBondSlots>();
   uint64_t bond_drops_seen_ = 0;  // exec_->counters.bond_drops already in c_.bond_drops
+  uint64_t tnl_seen_ = 0;         // sum of the executor's tunnel counters already in c_.tnl
+  void sync_tnl_counters() noexcept;
+  // Recirculated packets' metadata (tunnel + GENEVE options), one slice of
+  // kExecRecircCap per recirculation depth (after_pass(d) fills slice d + 1).
+  struct RecircMeta {
+    packet::PacketMetadata md;
+    alignas(8) uint8_t opts[packet::kMaxKeyedTunOptWords * 8];
+  };
+  std::unique_ptr<RecircMeta[]> recirc_md_;
   std::unique_ptr<UpcallChannel> upcalls_ = std::make_unique<UpcallChannel>();
   uint32_t upcall_budget_ = 32;
   uint32_t upcalls_left_ = 0;  // in this burst

@@ -223,6 +223,7 @@ Status Ofproto::add_bridge(std::string_view name) {
     return p && p->link().up;
   });
   publish_bridges();
+  publish_tunnels();  // its BridgeAddr (MAC) for translation
   return {};
 }
 
@@ -368,6 +369,7 @@ Status Ofproto::add_port(std::string_view bridge, std::string_view port, const P
     (void)dp_.reschedule();
   }
   publish_index();
+  publish_tunnels();  // the bridge MAC may be this port's
   return {};
 }
 
@@ -466,7 +468,10 @@ Status Ofproto::del_port(std::string_view bridge, std::string_view port) {
   if (Status st = b->del_port(port); !st.ok()) return st;
   reset_mtu(gone);
   publish_index();
-  tunnel_port_gone(gone);
+  if (gone.tunnel)
+    tunnel_port_gone(gone);
+  else
+    publish_tunnels();  // the bridge MAC may have been this port's
   return {};
 }
 

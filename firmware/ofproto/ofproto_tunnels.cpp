@@ -6,7 +6,6 @@
 // reads lock-free (ofproto.h, tunnel.h).
 #include <algorithm>
 
-#include "core/log.h"
 #include "datapath/datapath.h"
 #include "keel/hal/port.h"
 #include "ofproto/bond.h"
@@ -15,8 +14,6 @@
 namespace keel::ofproto {
 
 namespace {
-
-KEEL_LOG_MODULE(log_tunnel, "tunnel");
 
 datapath::VportType vport_type(TunnelType t) {
   switch (t) {
@@ -72,8 +69,7 @@ void Ofproto::vport_unref(uint16_t id) {
   for (auto it = vports_.begin(); it != vports_.end(); ++it) {
     if (it->id != id) continue;
     if (--it->refs == 0) {
-      if (Status st = dp_.del_vport(id); !st.ok())
-        KEEL_LOG(log_tunnel, warn, "del_vport %s: %s", it->name.c_str(), st.message().c_str());
+      (void)dp_.del_vport(id);  // ours, added by vport_ref: cannot be missing
       vports_.erase(it);
     }
     return;
@@ -214,8 +210,7 @@ Status Ofproto::ip_del(std::string_view bridge, const IpPrefix& addr) {
                      " as its source (route-del it first)");
   u->addrs.erase(it);
   if (u->addrs.empty() && u->internal_vport) {
-    if (Status st = dp_.del_vport(u->internal_vport); !st.ok())
-      KEEL_LOG(log_tunnel, warn, "del_vport %s: %s", std::string(bridge).c_str(), st.message().c_str());
+    (void)dp_.del_vport(u->internal_vport);  // ours, added by ip_add
     u->internal_vport = 0;
   }
   publish_tunnels();

@@ -12,8 +12,11 @@
 //   word  50    in_port, recirc_id       always (every megaflow matches both)
 //
 // TunnelMetadata has exactly the layout of FlowKey words 0-7 (checked
-// below), so pushing it is eight word copies. Tunnel options (Geneve, words
-// 8-39) are not carried yet.
+// below), so pushing it is eight word copies. GENEVE options (tnl_pop's,
+// as Open vSwitch's udpif form: the raw TLVs) are words 8.. of the key:
+// PacketMetadata::tun_opts points to tunnel.opt_len bytes, 8-byte aligned
+// and zero-padded to a whole word, and the parser pushes those words
+// (at most kMaxKeyedTunOptWords of them: tnl_pop refuses more).
 //
 // A packet fresh from a port needs no PacketMetadata object: the parser's
 // rx-path entry points read in_port and hal::PacketMeta (recirc_id, dp_hash,
@@ -74,6 +77,10 @@ static_assert(offsetof(TunnelMetadata, tun_id) == offsetof(flow::FlowKey, tun_id
                   offsetof(TunnelMetadata, opt_len) == offsetof(flow::FlowKey, tun_opt_len),
               "the parser copies TunnelMetadata into FlowKey words 0-7 word by word");
 
+// GENEVE option words a key may carry: a Miniflow holds kMiniflowMaxWords
+// (40); a parsed packet's own words are at most ~30 (flow/miniflow.h).
+inline constexpr unsigned kMaxKeyedTunOptWords = 8;  // 64 bytes of options
+
 struct PacketMetadata {
   uint32_t in_port = 0;  // datapath port number (the HAL port id for a physical port)
   uint32_t recirc_id = 0;
@@ -81,6 +88,9 @@ struct PacketMetadata {
   uint32_t pkt_mark = 0;
   uint32_t dp_hash = 0;
   TunnelMetadata tunnel{};  // all zero: not decapsulated
+  // tunnel.opt_len bytes of GENEVE options (8-byte aligned, zero-padded to
+  // a word), or null when opt_len is 0. Owned by whoever built this.
+  const uint8_t* tun_opts = nullptr;
 
   // The metadata of a packet as it came off a port: its in_port and its
   // hal::PacketMeta, no tunnel.

@@ -458,16 +458,18 @@ template <typename Builder>
 struct MetaWords {
   uint32_t in_port, recirc_id, skb_priority, pkt_mark, dp_hash;
   const TunnelMetadata* tunnel;  // nullptr: not decapsulated
+  const uint8_t* tun_opts;       // GENEVE option bytes (tunnel->opt_len), or nullptr
 };
 
 [[gnu::always_inline]] inline MetaWords meta_words(const PacketMetadata& md) {
-  return {md.in_port,  md.recirc_id, md.skb_priority,
-          md.pkt_mark, md.dp_hash,   md.tunnel.is_set() ? &md.tunnel : nullptr};
+  const bool tun = md.tunnel.is_set();
+  return {md.in_port, md.recirc_id, md.skb_priority, md.pkt_mark, md.dp_hash, tun ? &md.tunnel : nullptr,
+          tun ? md.tun_opts : nullptr};
 }
 
 [[gnu::always_inline]] inline MetaWords meta_words(const hal::Packet& p) {
   const hal::PacketMeta& m = p.meta();
-  return {p.in_port(), m.recirc_id, 0, m.pkt_mark, m.dp_hash, nullptr};
+  return {p.in_port(), m.recirc_id, 0, m.pkt_mark, m.dp_hash, nullptr, nullptr};
 }
 
 // A MiniflowBuilder that, with kHash, also runs flow::miniflow_hash as it
@@ -507,6 +509,15 @@ template <typename Builder>
   if (md.tunnel) [[unlikely]] {
     const uint64_t* w = md.tunnel->words();
     for (unsigned i = 0; i < TunnelMetadata::kWords; ++i) b.push(i, w[i]);
+    if (md.tun_opts && md.tunnel->opt_len) {
+      // GENEVE options: words 8.. (zero words too: the option length is in word 7).
+      const unsigned n = std::min<unsigned>((md.tunnel->opt_len + 7) / 8, kMaxKeyedTunOptWords);
+      for (unsigned i = 0; i < n; ++i) {
+        uint64_t v;
+        std::memcpy(&v, md.tun_opts + 8 * i, 8);
+        b.push(TunnelMetadata::kWords + i, v);
+      }
+    }
   }
   if (md.skb_priority | md.pkt_mark) [[unlikely]]
     b.push(kWordSkbPriority, md.skb_priority | (uint64_t{md.pkt_mark} << KEEL_FIELD_SHIFT(pkt_mark)));

@@ -301,6 +301,7 @@ const char* tnl_pop_result_name(TnlPopResult r) noexcept {
     case TnlPopResult::kBadGeneveOpts: return "bad_geneve_opts";
     case TnlPopResult::kBadGre: return "bad_gre";
     case TnlPopResult::kBadGreChecksum: return "bad_gre_csum";
+    case TnlPopResult::kGeneveOptsTooLong: return "geneve_opts_too_long";
     case TnlPopResult::kCount: break;
   }
   return "?";
@@ -409,10 +410,12 @@ TnlPopResult parse_tunnel_header(TnlPopKind kind, uint16_t udp_port, const uint8
   if (kUdp + sizeof(GeneveHeader) + opts > l4_len) return TnlPopResult::kBadGeneveOpts;
   if ((t[0] >> 6) != 0 || load<be16>(t + 2) != be16_const(kEthTypeTeb)) return TnlPopResult::kBadGeneve;
   if (!geneve_opts_ok(t + sizeof(GeneveHeader), opts)) return TnlPopResult::kBadGeneveOpts;
+  if (opts > kMaxKeyedTunOptWords * 8) return TnlPopResult::kGeneveOptsTooLong;
   if (t[1] & kGeneveFlagOam) out.tunnel.flags |= flow::kTunOam;
   out.tunnel.tun_id = hton64_of32(hton32(ntoh32(load<be32>(t + 4)) >> 8));
   out.tunnel.flags |= flow::kTunKey;
   out.tunnel.opt_len = opts;
+  std::memset(out.opts, 0, (opts + 7) & ~7u);
   std::memcpy(out.opts, t + sizeof(GeneveHeader), opts);
   out.outer_len = l4_off + kUdp + sizeof(GeneveHeader) + opts;
   return TnlPopResult::kOk;

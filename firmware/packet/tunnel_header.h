@@ -166,6 +166,7 @@ enum class TnlPopResult : uint8_t {
   kBadGeneveOpts,   // GENEVE option length beyond the packet or a TLV overrunning it
   kBadGre,          // GRE version != 0, unknown flags (routing, ...), or protocol not 0x6558
   kBadGreChecksum,  // GRE checksum present and wrong
+  kGeneveOptsTooLong,  // more GENEVE option bytes than a flow key carries (kMaxKeyedTunOptWords * 8)
   kCount
 };
 inline constexpr unsigned kTnlPopResults = static_cast<unsigned>(TnlPopResult::kCount);
@@ -176,7 +177,7 @@ const char* tnl_pop_result_name(TnlPopResult r) noexcept;
 struct TnlPopInfo {
   TunnelMetadata tunnel;   // tun_id, src/dst, tos, ttl, tp_src/dst, flags, opt_len
   uint32_t outer_len = 0;  // bytes to strip: Ethernet + IP + UDP/GRE + tunnel header (+ options)
-  uint8_t opts[kMaxGeneveOptsLen];  // GENEVE option bytes (tunnel.opt_len of them)
+  alignas(8) uint8_t opts[kMaxGeneveOptsLen + 4];  // GENEVE option bytes (tunnel.opt_len), zero-padded to 8
 };
 
 // Which tunnel a vport decapsulates: VXLAN/GENEVE with its UDP port (host

@@ -101,6 +101,12 @@ class alignas(64) Packet {
   void set_in_port(uint16_t p) { in_port_ = p; }
   bool has_rss_hash() const { return flags_ & kRssValid; }
   uint32_t rss_hash() const { return rss_hash_; }
+  // Forgets the RSS hash (a decapsulated packet: the NIC hashed its outer
+  // headers; OVS's dp_packet_reset_offload on tunnel pop).
+  void clear_rss_hash() {
+    rss_hash_ = 0;
+    flags_ &= static_cast<uint8_t>(~kRssValid);
+  }
   void set_rss_hash(uint32_t h) {
     rss_hash_ = h;
     flags_ |= kRssValid;
