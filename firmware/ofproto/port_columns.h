@@ -18,9 +18,12 @@
 // column or key: keel implements the Port columns tag, trunks, vlan_mode
 // and the Interface columns ofport_request, mtu_request, type and the
 // keys other_config:pmd-rxq-affinity (checked with
-// Datapath::parse_rxq_affinity) and options:n_rxq (1..16); every other
-// column of the schema, every other options:/other_config:/external_ids:
-// key, and vlan_mode=dot1q-tunnel are refused, never silently ignored.
+// Datapath::parse_rxq_affinity) and options:n_rxq (1..16); any other
+// options:KEY=VALUE is kept in PortOptions::tunnel_options for a tunnel
+// port (type=vxlan|geneve|gre: Ofproto::add_port reads them with
+// apply_tunnel_option and refuses them for any other port); every other
+// column of the schema, every other other_config:/external_ids: key, and
+// vlan_mode=dot1q-tunnel are refused, never silently ignored.
 //
 // Where keel is wider: on add-port, a word that names no Port column is
 // tried as an Interface column (keel has one interface per port), so
