@@ -112,6 +112,7 @@ void add_ofproto_commands(CommandTree::Impl& t);  // cli/commands_ofproto.cpp
 void add_trace_commands(CommandTree::Impl& t);    // cli/commands_trace.cpp
 void add_udpif_commands(CommandTree::Impl& t);    // cli/commands_udpif.cpp
 void add_fdb_commands(CommandTree::Impl& t);      // cli/commands_fdb.cpp
+void add_tlv_commands(CommandTree::Impl& t);      // cli/commands_tlv.cpp
 void add_bond_commands(CommandTree::Impl& t);     // cli/commands_bond.cpp
 void add_perf_commands(CommandTree::Impl& t);     // cli/commands_perf.cpp
 void add_tunnel_commands(CommandTree::Impl& t);   // cli/commands_tunnel.cpp

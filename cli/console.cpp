@@ -128,6 +128,7 @@ void CommandTree::Impl::build() {
   add_trace_commands(*this);
   add_udpif_commands(*this);
   add_fdb_commands(*this);
+  add_tlv_commands(*this);
   add_bond_commands(*this);
   add_perf_commands(*this);
   add_tunnel_commands(*this);

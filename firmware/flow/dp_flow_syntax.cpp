@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "flow/flow_text.h"
+#include "flow/tun_metadata.h"
 
 namespace keel::flow {
 namespace {
@@ -646,9 +647,13 @@ class DpParser {
     std::vector<Item> items;
     if (Status st = split_items(a, items); !st) return st;
     for (const Item& it : items) {
+      if (it.paren && it.name.text == "geneve") {
+        if (Status st = parse_geneve(it.value); !st) return st;
+        continue;
+      }
       if (it.paren) {
         if (it.name.text != "flags")
-          return error_at("unsupported tunnel field", it.name, "keel matches tunnel flags(), not options");
+          return error_at("unsupported tunnel field", it.name, "keel matches tunnel flags() and geneve() options");
         uint32_t f, mk;
         if (Status st = parse_flags(it.value, tun_flag_name, kTunFlagsMax, "tunnel flags", f, mk); !st)
           return st;
@@ -660,6 +665,82 @@ class DpParser {
       if (!f) return error_at("unknown field", it.name, "not a field of tunnel()");
       if (Status st = parse_field(m_, *f, it.value); !st) return st;
     }
+    return {};
+  }
+
+  // geneve({class=C[/M],type=T[/M],len=L[/M],0xDATA[/0xMASK]}...): the
+  // raw options (tun_metadata.h) as scan_geneve() reads them, except that
+  // an option without data has its data wildcarded (so that what
+  // format_geneve_opts() prints reads back the same).
+  Status parse_geneve(const Span& v) {
+    uint8_t key[kGeneveOptsMax] = {}, mask[kGeneveOptsMax] = {};
+    size_t n = 0, i = 0;
+    const std::string_view t = v.text;
+    auto bad = [&](std::string_view why) { return error_at("bad geneve option", v, why); };
+    while (i < t.size()) {
+      if (t[i] != '{') return bad("expected {class=..,type=..,len=..[,0x..]}");
+      size_t close = t.find('}', i);
+      if (close == std::string_view::npos) return bad("missing '}'");
+      if (n + 4 > kGeneveOptsMax) return bad("the options exceed 252 bytes");
+      std::string_view body = t.substr(i + 1, close - i - 1);
+      i = close + 1;
+      uint8_t* k = key + n;
+      uint8_t* m = mask + n;
+      size_t data_len = 0;
+      bool have_data = false;
+      while (!body.empty()) {
+        size_t comma = body.find(',');
+        std::string_view part = body.substr(0, comma);
+        body = comma == std::string_view::npos ? std::string_view{} : body.substr(comma + 1);
+        size_t eq = part.find('=');
+        if (eq == std::string_view::npos) {
+          // The data, last: 0xVALUE[/0xMASK] in data_len bytes.
+          if (have_data || !body.empty()) return bad("the option data comes last, once");
+          have_data = true;
+          size_t slash = part.find('/');
+          std::span<uint8_t> kd(k + 4, data_len), md(m + 4, data_len);
+          if (Status st = parse_tun_metadata_value(part.substr(0, slash), kd); !st) return bad(st.message());
+          if (slash == std::string_view::npos) {
+            std::fill(md.begin(), md.end(), uint8_t{0xff});
+          } else if (Status st = parse_tun_metadata_value(part.substr(slash + 1), md); !st) {
+            return bad(st.message());
+          }
+          continue;
+        }
+        std::string_view name = part.substr(0, eq), val = part.substr(eq + 1);
+        size_t slash = val.find('/');
+        uint64_t x = 0, xm = 0;
+        if (!parse_uint(val.substr(0, slash), x) ||
+            (slash != std::string_view::npos && !parse_uint(val.substr(slash + 1), xm)))
+          return bad("bad number in '" + std::string(part) + "'");
+        if (name == "class") {
+          if (x > 0xffff || xm > 0xffff) return bad("class is 16 bits");
+          if (slash == std::string_view::npos) xm = 0xffff;
+          k[0] = static_cast<uint8_t>(x >> 8), k[1] = static_cast<uint8_t>(x);
+          m[0] = static_cast<uint8_t>(xm >> 8), m[1] = static_cast<uint8_t>(xm);
+        } else if (name == "type") {
+          if (x > 0xff || xm > 0xff) return bad("type is 8 bits");
+          k[2] = static_cast<uint8_t>(x);
+          m[2] = static_cast<uint8_t>(slash == std::string_view::npos ? 0xff : xm);
+        } else if (name == "len") {
+          if (x > 124 || x % 4) return bad("len is a multiple of 4, at most 124");
+          if (n + 4 + x > kGeneveOptsMax) return bad("the options exceed 252 bytes");
+          // The structure of the options follows the lengths: only an exact len.
+          if (slash != std::string_view::npos && (xm & 0x1f) != 0x1f) return bad("the len mask must be exact");
+          data_len = x;
+          k[3] = static_cast<uint8_t>(x / 4);
+          // The length is 5 bits of its byte (the other 3 are reserved flags).
+          m[3] = static_cast<uint8_t>((slash == std::string_view::npos ? 0xff : xm) & 0x1f);
+        } else {
+          return bad("unknown field '" + std::string(name) + "' (class, type, len, then the data)");
+        }
+      }
+      n += 4 + data_len;
+    }
+    std::memcpy(m_.key.tun_opts, key, sizeof key);
+    std::memcpy(m_.mask.tun_opts, mask, sizeof mask);
+    m_.key.tun_opt_len = static_cast<uint32_t>(n);
+    m_.mask.tun_opt_len = kTunOptLenMaskUdpif;
     return {};
   }
 
@@ -839,12 +920,18 @@ class DpPrinter {
 
   void put_tunnel() {
     bool v6 = !bytes_zero(m_.mask, offsetof(FlowKey, tun_ipv6_src), 32);
-    if (table_wildcarded(m_, table(kTunnelFields)) && m_.mask.tun_flags == 0) return;
+    if (table_wildcarded(m_, table(kTunnelFields)) && m_.mask.tun_flags == 0 && m_.mask.tun_opt_len == 0) return;
     Body b;
     for (const FieldDef& f : kTunnelFields) {
       // Verbose shows the fields of the tunnel's own address family only.
       bool other_family = (f.kind == Kind::ipv4 && v6) || (f.kind == Kind::ipv6 && !v6);
       put_field(b, m_, f, o_.verbose && !other_family);
+    }
+    if (m_.mask.tun_opt_len) {
+      b.sep();
+      b.s += "geneve(";
+      put_geneve(b.s);
+      b.s += ')';
     }
     if (m_.mask.tun_flags || o_.verbose) {
       b.sep();
@@ -853,6 +940,60 @@ class DpPrinter {
       b.s += ')';
     }
     attr("tunnel", b.s);
+  }
+
+  // format_geneve_opts(): per option {class=,type=,len=,data[/mask]}, a
+  // field left out when its mask is zero (unless verbose).
+  void put_geneve(std::string& o) {
+    const uint8_t* k = m_.key.tun_opts;
+    const uint8_t* m = m_.mask.tun_opts;
+    size_t len = std::min<size_t>(m_.key.tun_opt_len, kGeneveOptsMax);
+    size_t off = 0;
+    while (off < len) {
+      if (len - off < 4) {
+        o += "opt len " + std::to_string(len - off) + " less than minimum 4";
+        return;
+      }
+      size_t data = size_t{k[off + 3] & 0x1fu} * 4;
+      if (4 + data > len - off) {
+        o += "opt len " + std::to_string(4 + data) + " greater than remaining " + std::to_string(len - off);
+        return;
+      }
+      Body b;
+      uint16_t cls = static_cast<uint16_t>(k[off] << 8 | k[off + 1]);
+      uint16_t cls_m = static_cast<uint16_t>(m[off] << 8 | m[off + 1]);
+      if (cls_m || o_.verbose) {
+        b.sep();
+        b.s += "class=";
+        put_hex_alt(b.s, cls);
+        if (cls_m != 0xffff) b.s += '/', put_hex_alt(b.s, cls_m);
+      }
+      if (m[off + 2] || o_.verbose) {
+        b.sep();
+        b.s += "type=";
+        put_hex_alt(b.s, k[off + 2]);
+        if (m[off + 2] != 0xff) b.s += '/', put_hex_alt(b.s, m[off + 2]);
+      }
+      uint8_t len_m = (m[off + 3] & 0x1f) == 0x1f ? 0xff : m[off + 3];
+      if (len_m || o_.verbose) {
+        b.sep();
+        b.s += "len=";
+        put_dec(b.s, data);
+        if (len_m != 0xff) b.s += '/', put_hex_alt(b.s, len_m);
+      }
+      std::span<const uint8_t> kd(k + off + 4, data), md(m + off + 4, data);
+      bool md_zero = std::all_of(md.begin(), md.end(), [](uint8_t x) { return x == 0; });
+      if (data && (o_.verbose || !md_zero)) {
+        b.sep();
+        put_tun_metadata_hex(b.s, kd);
+        if (!std::all_of(md.begin(), md.end(), [](uint8_t x) { return x == 0xff; }))
+          b.s += '/', put_tun_metadata_hex(b.s, md);
+      }
+      o += '{';
+      o += b.s;
+      o += '}';
+      off += 4 + data;
+    }
   }
 
   void put_eth_type(be16 v, be16 mk) {

@@ -17,7 +17,14 @@
 // Attributes and where they land in the FlowKey:
 //   recirc_id dp_hash skb_priority skb_mark(pkt_mark) in_port   u32, host order
 //   tunnel(tun_id= src= dst= ipv6_src= ipv6_dst= tos= ttl= tp_src= tp_dst=
-//          flags(df|csum|key|oam))
+//          geneve({class=0xffff,type=0x80,len=4,0xa[/0xf]}...) flags(df|csum|key|oam))
+//     geneve(): the raw Geneve options of tun_opts/tun_opt_len
+//     (flow/tun_metadata.h's raw form), printed as format_geneve_opts():
+//     each option's class/type/len and data left out when masked to zero;
+//     printed whenever mask.tun_opt_len is set (0xff: a Geneve packet's
+//     megaflow), so a Geneve packet without options shows geneve(). Parsing
+//     takes scan_geneve()'s syntax; an option without data has its data
+//     wildcarded (OVS would match zeros), so the printed text reads back.
 //   eth(src= dst=)   eth_type(0xNNNN)
 //   eth_type(0x8100|0x88a8),vlan(vid= pcp= cfi=),encap(...)   -> vlans[0],
 //     and one more level inside encap for QinQ -> vlans[1]; the innermost
@@ -64,8 +71,7 @@
 // Round trip: for every Match this parser produces, parse(format(m)) == m,
 // verbose or not (and for a key with bits outside its mask, the parse of its
 // text is the same masked Match, key_as_written the same key). Fields of a
-// Match the syntax cannot carry (conntrack, Geneve options, GBP, MPLS, ...)
-// are not printed.
+// Match the syntax cannot carry (conntrack, GBP, MPLS, ...) are not printed.
 //
 // Thread-safety: stateless functions; the callbacks in the options are
 // called on the caller's thread.

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "flow/flow_text.h"
+#include "flow/tun_metadata.h"
 
 namespace keel::flow {
 namespace {
@@ -233,6 +234,10 @@ bool parse_wide_uint(std::string_view s, OfValue& out) {
 // Appends NXM reg_loads for `value` under `mask` (field bits), one per
 // contiguous run of mask bits and at most 64 bits each, lowest first
 // (next_load_segment() of Open vSwitch).
+bool is_tun_metadata(OfFieldId id) {
+  return id >= OfFieldId::tun_metadata0 && id <= OfFieldId::tun_metadata7;
+}
+
 void append_loads(OfFieldId id, const OfValue& value, const OfValue& mask, OfActions& out) {
   const unsigned n = of_field(id).n_bits;
   unsigned start = 0;
@@ -245,6 +250,7 @@ void append_loads(OfFieldId id, const OfValue& value, const OfValue& mask, OfAct
     OfLoad l;
     l.dst = {id, static_cast<uint8_t>(ofs), static_cast<uint8_t>(end - ofs)};
     l.value = ((value >> ofs) & OfValue::ones(0, end - ofs)).low64();
+    l.continues = start > 0 && is_tun_metadata(id);
     out.push_back(l);
     start = end;
   }
@@ -589,9 +595,34 @@ class ActionParser {
       out.push_back(o);
       return {};
     }
-    if (it.paren)
-      return error_at("unsupported output", it.value,
-                      "keel supports output to a port or a field (output with max_len is not implemented)");
+    if (it.paren) {
+      // output(port=N,max_len=M): OVS's output_trunc (the packet is cut to
+      // M bytes at this output; translation emits trunc(M) before it).
+      std::vector<Item> kv;
+      if (Status st = tokenize(it.value, kv); !st) return st;
+      std::optional<uint32_t> port;
+      uint64_t max_len = 0;
+      bool have_len = false;
+      for (const Item& p : kv) {
+        if (p.key.text == "port") {
+          uint32_t n;
+          if (Status st = parse_port(p.value, o_, "unknown port", n); !st) return st;
+          port = n;
+        } else if (p.key.text == "max_len") {
+          if (Status st = number(p, 0xffff, "max_len", max_len); !st) return st;
+          have_len = true;
+        } else {
+          return error_at("unknown output option", p.key, "expected port and max_len");
+        }
+      }
+      if (!port || !have_len) return error_at("incomplete output", it.value, "output(port=N,max_len=M) needs both");
+      if (max_len < 14)
+        return error_at("bad max_len", it.value, "max_len " + std::to_string(max_len) +
+                                                     " is less than the minimum value 14");
+      if (*port == kOfppController) return error_at("bad output port", it.value, "use controller(max_len=M)");
+      out.push_back(OfOutput{*port, static_cast<uint16_t>(max_len)});
+      return {};
+    }
     uint32_t port;
     if (Status st = parse_port(it.value, o_, "unknown port", port); !st) return st;
     out.push_back(OfOutput{port, static_cast<uint16_t>(port == kOfppController ? 0xffff : 0)});
@@ -734,7 +765,20 @@ class ActionParser {
         mask = OfValue::ones(0, f->n_bits);
         break;
       }
-      case OfFieldSyntax::integer: {
+      case OfFieldSyntax::integer:
+        if (is_tun_metadata(f->id)) {
+          // Up to the field's 16 bytes of hex (OVS: the mapped length).
+          if (Status st = parse_tun_metadata_value(ms.value.text, value.b); !st)
+            return error_at("bad value in", vs, st.message());
+          if (ms.has_mask) {
+            if (Status st = parse_tun_metadata_value(ms.mask.text, mask.b); !st)
+              return error_at("bad mask in", vs, st.message());
+          } else {
+            mask = OfValue::ones(0, 128);
+          }
+          break;
+        }
+        {
         // vlan_vid may carry OpenFlow 1.2's "present" bit (0x1000).
         uint64_t max = f->id == OfFieldId::vlan_vid ? 0x1fff
                        : f->n_bits >= 64            ? UINT64_MAX
@@ -746,7 +790,7 @@ class ActionParser {
         value = OfValue::from_u64(v);
         mask = OfValue::from_u64(m);
         break;
-      }
+        }
     }
     append_set_field(f->id, value, mask, out);
     return {};
@@ -837,6 +881,14 @@ class ActionParser {
 void put_action(std::string& out, const OfAction& action, const OfFormatOptions& o) {
   std::visit(Overloaded{
                  [&](const OfOutput& a) {
+                   if (a.port != kOfppController && a.max_len) {  // output_trunc
+                     out += "output(port=";
+                     put_port(out, a.port, o);
+                     out += ",max_len=";
+                     put_dec(out, a.max_len);
+                     out += ')';
+                     return;
+                   }
                    if (a.port < kOfppMax) out += "output:";
                    put_port(out, a.port, o);
                    if (a.port == kOfppController) out += ':', put_dec(out, a.max_len);
@@ -1029,9 +1081,29 @@ std::string format_of_action(const OfAction& action, const OfFormatOptions& opti
 std::string format_of_actions(const OfActions& actions, const OfFormatOptions& options) {
   if (actions.empty()) return "drop";
   std::string out;
-  for (const OfAction& a : actions) {
+  for (size_t i = 0; i < actions.size(); ++i) {
     if (!out.empty()) out += ',';
-    put_action(out, a, options);
+    const auto* l = std::get_if<OfLoad>(&actions[i]);
+    if (l && is_tun_metadata(l->dst.field)) {
+      // OVS's NXAST_REG_LOAD2: one set_field:V[/M]->tun_metadataN for the
+      // load and the parts that continue it.
+      OfValue v, m;
+      for (;;) {
+        v = v | (OfValue::from_u64(l->value) << l->dst.ofs);
+        m = m | subfield_mask(l->dst);
+        const OfLoad* next = i + 1 < actions.size() ? std::get_if<OfLoad>(&actions[i + 1]) : nullptr;
+        if (!next || !next->continues || next->dst.field != l->dst.field) break;
+        l = next;
+        ++i;
+      }
+      out += "set_field:";
+      put_tun_metadata_hex(out, v.b);
+      if (m != OfValue::ones(0, 128)) out += '/', put_tun_metadata_hex(out, m.b);
+      out += "->";
+      out += of_field(l->dst.field).name;
+      continue;
+    }
+    put_action(out, actions[i], options);
   }
   return out;
 }

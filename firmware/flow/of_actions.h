@@ -218,6 +218,10 @@ struct OfLoad {
   // mod_vlan_vid + mod_vlan_pcp, or strip_vlan (Open vSwitch's
   // set_field_to_legacy_openflow()). Not part of the value.
   bool from_set_field = false;
+  // Another 64-bit part of the same write as the OfLoad before it (a
+  // set_field or load to tun_metadataN, which Open vSwitch carries as one
+  // NXAST_REG_LOAD2 and prints as one set_field). Not part of the value.
+  bool continues = false;
   bool operator==(const OfLoad& o) const { return dst == o.dst && value == o.value; }
 };
 // move:SRC->DST (src.n_bits == dst.n_bits).

@@ -6,10 +6,14 @@
 // after the whole line, and the printer (match_format()'s order).
 #include "flow/of_match_syntax.h"
 
+#include <algorithm>
+#include <span>
+
 #include <cstring>
 #include <vector>
 
 #include "flow/flow_text.h"
+#include "flow/tun_metadata.h"
 
 namespace keel::flow {
 namespace {
@@ -291,6 +295,7 @@ class OfParser {
       return no_value(key, has_value, value);
     if (k == "duration" || k == "n_packets" || k == "n_bytes" || k == "idle_age" || k == "hard_age")
       return {};
+    if (int idx = tun_metadata_index(k); idx != -2) return parse_tun_metadata(key, idx, has_value, value);
     if (const OfField* f = find_field(k)) {
       if (!has_value || value.empty())
         return error_at("missing value for field", key,
@@ -300,6 +305,65 @@ class OfParser {
       return {};
     }
     if (Status st = parse_rule_key(key, has_value, value, meta); !st) return st;
+    return {};
+  }
+
+  // tun_metadataN: N (0..7), -1 for a number keel does not have, -2 when
+  // the word is not tun_metadata<digits>.
+  static int tun_metadata_index(std::string_view k) {
+    constexpr std::string_view kName = "tun_metadata";
+    if (k.size() <= kName.size() || k.substr(0, kName.size()) != kName) return -2;
+    uint64_t n;
+    if (!parse_uint(k.substr(kName.size()), n) || k[kName.size()] < '0' || k[kName.size()] > '9') return -2;
+    return n < kTunMetadataFields ? static_cast<int>(n) : -1;
+  }
+
+  // tun_metadataN[=V[/M]]: the metadata form of tun_metadata.h. A bare name
+  // matches "present, any value" (as ovs-ofctl).
+  Status parse_tun_metadata(const Span& key, int idx, bool has_value, const Span& value) {
+    if (idx < 0)
+      return error_at("unknown field", key,
+                      "keel has tun_metadata0..tun_metadata" + std::to_string(kTunMetadataFields - 1));
+    const TlvMapping* map = o_.tlv ? o_.tlv->at(static_cast<unsigned>(idx)) : nullptr;
+    if (o_.tlv && !map)
+      return error_at("unmapped field", key,
+                      "NXFMFC_INVALID_TLV_FIELD: map it first with add-tlv-map (" + std::string(key.text) +
+                          " has no TLV mapping)");
+    const size_t off = tun_metadata_slot_offset(static_cast<unsigned>(idx));
+    uint8_t* kv = reinterpret_cast<uint8_t*>(&m_.key) + off;
+    uint8_t* mv = reinterpret_cast<uint8_t*>(&m_.mask) + off;
+    uint8_t v[kTunMetadataSlot], mk[kTunMetadataSlot];
+    if (!has_value) {
+      std::memset(v, 0, sizeof v);
+      std::memset(mk, 0, sizeof mk);
+    } else {
+      if (value.empty())
+        return error_at("missing value for field", key, std::string(key.text) + "=<value>[/<mask>]");
+      MaskedSpan ms = split_mask(value);
+      // With a mapping, the value and mask hold at most its length.
+      const size_t room = map ? map->len : kTunMetadataSlot;
+      std::span<uint8_t> vs(v + kTunMetadataSlot - room, room), ms_(mk + kTunMetadataSlot - room, room);
+      std::memset(v, 0, sizeof v);
+      std::memset(mk, 0, sizeof mk);
+      if (Status st = parse_tun_metadata_value(ms.value.text, vs); !st)
+        return error_at("bad value for", key, st.message());
+      if (ms.has_mask) {
+        if (Status st = parse_tun_metadata_value(ms.mask.text, ms_); !st)
+          return error_at("bad mask for", key, st.message());
+      } else {
+        std::memset(mk + kTunMetadataSlot - room, 0xff, room);
+      }
+      // All ones over the mapped length is exact: the whole slot (the bytes
+      // before the option's data are zero in every packet's metadata).
+      bool ones = true;
+      for (size_t i = kTunMetadataSlot - room; i < kTunMetadataSlot; ++i) ones = ones && mk[i] == 0xff;
+      if (ones) std::memset(mk, 0xff, sizeof mk);
+      for (size_t i = 0; i < kTunMetadataSlot; ++i) v[i] &= mk[i];
+    }
+    std::memcpy(kv, v, sizeof v);
+    std::memcpy(mv, mk, sizeof mk);
+    m_.key.tun_opt_len |= 1u << idx;
+    m_.mask.tun_opt_len |= 1u << idx;
     return {};
   }
 
@@ -699,6 +763,7 @@ class OfPrinter {
       field("tun_flags");
       put_flags(out_, tun_flag_name, k.tun_flags, mk.tun_flags, kTunFlagsMax);
     }
+    put_tun_metadata();
     be64_masked("metadata", k.metadata, mk.metadata);
 
     if (mk.in_port) {
@@ -771,6 +836,33 @@ class OfPrinter {
     sep();
     out_ += w;
   }
+  // tun_metadata_match_format(): =NP when matched absent, the bare name
+  // when the value is wildcarded, else =value[/mask].
+  void put_tun_metadata() {
+    for (unsigned i = 0; i < kTunMetadataFields; ++i) {
+      if (!(m_.mask.tun_opt_len & (1u << i))) continue;
+      sep();
+      out_ += "tun_metadata";
+      out_ += static_cast<char>('0' + i);
+      if (!(m_.key.tun_opt_len & (1u << i))) {
+        out_ += "=NP";
+        continue;
+      }
+      const size_t off = tun_metadata_slot_offset(i);
+      std::span<const uint8_t> v(reinterpret_cast<const uint8_t*>(&m_.key) + off, kTunMetadataSlot);
+      std::span<const uint8_t> mk(reinterpret_cast<const uint8_t*>(&m_.mask) + off, kTunMetadataSlot);
+      if (std::all_of(mk.begin(), mk.end(), [](uint8_t b) { return b == 0; })) continue;
+      out_ += '=';
+      put_tun_metadata_hex(out_, v);
+      const TlvMapping* map = o_.tlv ? o_.tlv->at(i) : nullptr;
+      auto exact = mk.subspan(map ? kTunMetadataSlot - map->len : 0);
+      if (!std::all_of(exact.begin(), exact.end(), [](uint8_t b) { return b == 0xff; })) {
+        out_ += '/';
+        put_tun_metadata_hex(out_, mk);
+      }
+    }
+  }
+
   void field(std::string_view name) {
     sep();
     out_ += name;

@@ -62,6 +62,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -117,7 +118,8 @@ struct OfParseOptions {
   // The bridge's TLV map (ofproto/tlv_map.h). With one, tun_metadataN must
   // be mapped and its value/mask fit the mapped length (OVS's switch-side
   // check); without one, any value up to the slot's 32 bytes is taken.
-  const TlvTable* tlv = nullptr;
+  // (ofproto::switch_tlv_maps().table(bridge) gives a bridge's snapshot.)
+  std::shared_ptr<const TlvTable> tlv;
 };
 
 struct OfFormatOptions {
@@ -132,7 +134,7 @@ struct OfFormatOptions {
   // The bridge's TLV map: a tun_metadataN mask of all ones over the mapped
   // length prints as exact (as OVS, which knows the length); without one,
   // only a mask over the whole slot does.
-  const TlvTable* tlv = nullptr;
+  std::shared_ptr<const TlvTable> tlv;
 };
 
 // Parses a whole flow line: match fields, rule keys, and "actions=...".

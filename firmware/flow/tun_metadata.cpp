@@ -163,6 +163,60 @@ std::string format_tlv_table(const TlvTable& table) {
   return s;
 }
 
+// --- values ------------------------------------------------------------------
+
+Status parse_tun_metadata_value(std::string_view text, std::span<uint8_t> out) {
+  std::fill(out.begin(), out.end(), uint8_t{0});
+  if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+    std::string_view h = text.substr(2);
+    while (h.size() > 1 && h[0] == '0') h.remove_prefix(1);
+    if ((h.size() + 1) / 2 > out.size())
+      return invalid("value " + std::string(text) + " is longer than " + std::to_string(out.size()) + " bytes");
+    size_t o = out.size();
+    for (size_t i = h.size(); i > 0; i -= std::min<size_t>(i, 2)) {
+      size_t start = i >= 2 ? i - 2 : 0;
+      unsigned byte = 0;
+      for (size_t j = start; j < i; ++j) {
+        char c = h[j];
+        unsigned d = c >= '0' && c <= '9'   ? unsigned(c - '0')
+                     : c >= 'a' && c <= 'f' ? unsigned(c - 'a' + 10)
+                     : c >= 'A' && c <= 'F' ? unsigned(c - 'A' + 10)
+                                            : 16u;
+        if (d > 15) return invalid("bad hex value " + std::string(text));
+        byte = byte * 16 + d;
+      }
+      out[--o] = static_cast<uint8_t>(byte);
+    }
+    return {};
+  }
+  uint64_t v = 0;
+  if (!text::parse_uint(text, v)) return invalid("bad value " + std::string(text) + " (expected 0x<hex> or a number)");
+  for (size_t i = out.size(); i-- > 0 && v;) {
+    out[i] = static_cast<uint8_t>(v);
+    v >>= 8;
+  }
+  if (v) return invalid("value " + std::string(text) + " is longer than " + std::to_string(out.size()) + " bytes");
+  return {};
+}
+
+void put_tun_metadata_hex(std::string& out, std::span<const uint8_t> bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  bool printed = false;
+  for (uint8_t b : bytes) {
+    if (!b && !printed) continue;
+    if (!printed) {
+      out += "0x";
+      if (b >> 4) out += kHex[b >> 4];
+      out += kHex[b & 15];
+      printed = true;
+    } else {
+      out += kHex[b >> 4];
+      out += kHex[b & 15];
+    }
+  }
+  if (!printed) out += '0';
+}
+
 // --- conversions -----------------------------------------------------------
 
 Status from_geneve_udpif(const TlvTable& table, const FlowKey& raw, FlowKey& out) {

@@ -112,6 +112,15 @@ std::string format_tlv_mapping(const TlvMapping& m);
 // " mapping table:", the column header and one row per mapping.
 std::string format_tlv_table(const TlvTable& table);
 
+// --- values ------------------------------------------------------------------
+
+// A tun_metadata value as ovs-ofctl writes it: 0x-hex of any length (or a
+// decimal number) into `out`, right-aligned (big-endian). Error when it has
+// more significant bytes than out.size().
+Status parse_tun_metadata_value(std::string_view text, std::span<uint8_t> out);
+// ds_put_hex(): "0x" and the bytes from the first non-zero one ("0" for zero).
+void put_tun_metadata_hex(std::string& out, std::span<const uint8_t> bytes);
+
 // --- conversions (translation) ---------------------------------------------
 
 // Raw options (key.tun_opts, key.tun_opt_len bytes) -> metadata form in

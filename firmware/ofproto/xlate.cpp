@@ -7,8 +7,9 @@
 // allocates (action builder, trace strings) and that is fine here.
 #include "ofproto/xlate.h"
 
-#include <cstdio>
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -17,7 +18,9 @@
 #include "flow/flow_text.h"
 #include "flow/of_fields.h"
 #include "flow/of_match_syntax.h"
+#include "flow/tun_metadata.h"
 #include "ofproto/bond.h"
+#include "ofproto/tlv_map.h"
 #include "packet/tunnel_header.h"
 
 namespace keel::ofproto {
@@ -163,6 +166,22 @@ std::shared_ptr<const PortMap> with_local(std::shared_ptr<const PortMap> ports, 
   return m;
 }
 
+// xlate_optimize_odp_actions(): a trailing clone() is unwrapped (nothing
+// follows it, so the packet itself may be changed).
+DpActions optimize(DpActions acts) {
+  const std::span<const uint8_t> all = acts.bytes();
+  DpActionReader r(all);
+  DpAction last{};
+  while (!r.done()) last = r.next();
+  if (all.empty() || last.type != DpActionType::kClone) return acts;
+  const std::span<const uint8_t> inner = last.nested();
+  const size_t head = static_cast<size_t>(inner.data() - all.data()) - sizeof(DpActionHeader);
+  std::vector<uint8_t> bytes(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(head));
+  bytes.insert(bytes.end(), inner.begin(), inner.end());
+  Result<DpActions> out = DpActions::from_bytes(bytes);
+  return out.ok() ? std::move(out.value()) : acts;
+}
+
 // --- the translation context --------------------------------------------------
 
 class Ctx {
@@ -208,6 +227,8 @@ class Ctx {
   bool tunnel_recirc();  // second pass of a tunnel fallback (recirc_id kRecircBase + M)
   void pipeline();       // table 0 and the action set
   bool process_ecn();    // tnl_process_ecn(); false: drop
+  const TlvTable& tlv();  // the bridge's Geneve TLV map (tun_metadataN)
+  bool geneve_from_udpif();  // the key's raw Geneve options -> tun_metadataN; false: invalid
   void flood(bool all);
   void controller(uint16_t max_len, OfPacketInReason reason, uint16_t id);
   bool dec_ttl(const OfDecTtl& d);  // true: stop this action list
@@ -255,6 +276,9 @@ class Ctx {
   DpActionsBuilder own_b_;
   DpActionsBuilder* b_ = &own_b_;  // the underlay pass writes into its caller's builder
   XlateTunnels* tnl_;
+  std::shared_ptr<const TlvTable> tlv_;  // loaded on first use
+  bool geneve_raw_ = false;              // the key had raw Geneve options (converted)
+  FlowKey raw_{};                        // then: the key as it came
   bool side_effects_;  // OVS's allow_side_effects: neighbour requests, learning (not in the underlay pass)
   unsigned depth_ = 0, resubmits_ = 0;
   uint8_t table_id_ = 0;
@@ -346,16 +370,28 @@ void Ctx::run() {
     }
   } else if (process_special()) {
     // The slow path has it (OVS: "process_special() did all the processing").
+  } else if (!geneve_from_udpif()) {
+    report_error("Invalid Geneve tunnel metadata");
+    error_ = XlateError::invalid_tunnel_metadata;
   } else if (process_ecn()) {
     pipeline();
   }
   wc_finish();
+  if (geneve_raw_) {
+    // The megaflow matches the raw options (OVS's
+    // tun_metadata_to_geneve_udpif_mask()): their headers exactly, the data
+    // bits of the tun_metadataN translation consulted.
+    const FlowKey md = wc_;
+    wc_.tun_opt_len = 0;
+    std::memset(wc_.tun_opts, 0, sizeof wc_.tun_opts);
+    to_geneve_udpif_mask(tlv(), raw_, md, wc_);
+  }
   out_.final_flow = flow_;
   out_.error = error_;
   if (error_ == XlateError::ok) {
     Result<DpActions> a = b_->finish();
     if (a.ok()) {
-      out_.actions = std::move(a.value());
+      out_.actions = optimize(std::move(a.value()));
     } else {
       out_.error = XlateError::actions_too_long;
       if (trace_list_) report_error(a.status().message());
@@ -1107,7 +1143,7 @@ bool is_zero_mac(const EthAddr& m) {
 // left them (OVS's netdev_init_tnl_build_header_params() +
 // tnl_port_build_header(); packet/tunnel_header.h builds the bytes).
 bool build_tunnel_header(const XlateTunnelPort& tp, const FlowKey& f, const EthAddr& dmac, const EthAddr& smac,
-                         const In6Addr& s_ip6, std::vector<uint8_t>& h, uint8_t& tnl_type) {
+                         const In6Addr& s_ip6, const TlvTable& tlv, std::vector<uint8_t>& h, uint8_t& tnl_type) {
   packet::TunnelHeaderSpec spec;
   spec.type = tp.type == XlateTunnelType::vxlan    ? packet::TnlType::kVxlan
               : tp.type == XlateTunnelType::geneve ? packet::TnlType::kGeneve
@@ -1126,17 +1162,20 @@ bool build_tunnel_header(const XlateTunnelPort& tp, const FlowKey& f, const EthA
   spec.ttl = f.tun_ttl;
   spec.dont_fragment = f.tun_flags & kTunDontFragment;
   spec.udp_dst = ntoh16(f.tun_tp_dst);
-  spec.csum = f.tun_flags & kTunCsum;
+  // UDP over IPv6 always carries a checksum (OVS's udp_build_header).
+  spec.csum = (f.tun_flags & kTunCsum) || (spec.ipv6 && tp.type != XlateTunnelType::gre);
   spec.key_present = f.tun_flags & kTunKey;
   const uint64_t id = text::ntoh64(f.tun_id);
   spec.key = static_cast<uint32_t>(tp.type == XlateTunnelType::gre ? id : id & 0xffffff);
   spec.oam = f.tun_flags & kTunOam;
+  // tun_metadataN (the flow's metadata form) as the bridge's TLV map
+  // lays them out (OVS's tun_metadata_to_geneve_header()).
+  std::array<uint8_t, kGeneveOptsMax> opts{};
   if (tp.type == XlateTunnelType::geneve && f.tun_opt_len) {
-    const size_t n = std::min<size_t>(f.tun_opt_len, sizeof f.tun_opts);
-    spec.geneve_opts = std::span<const uint8_t>(f.tun_opts, n);
-    // An option whose type has the high bit set is critical (RFC 8926).
-    for (size_t i = 0; i + 4 <= n; i += 4 + 4 * (f.tun_opts[i + 3] & 0x1f))
-      if (f.tun_opts[i + 2] & 0x80) spec.critical = true;
+    bool crit = false;
+    const size_t n = to_geneve_options(tlv, f, std::span<uint8_t, kGeneveOptsMax>(opts), &crit);
+    spec.geneve_opts = std::span<const uint8_t>(opts.data(), n);
+    spec.critical = crit;
   }
   Result<packet::TunnelHeader> r = packet::build_tunnel_header(spec);
   if (!r.ok()) return false;
@@ -1267,7 +1306,7 @@ void Ctx::native_tunnel_output(const XlateTunnelPort& tp, bool last, bool trunca
   const bool ipv6 = flow_.tun_ipv4_dst == 0;
   std::vector<uint8_t> header;
   uint8_t tnl_type = 0;
-  if (!build_tunnel_header(tp, flow_, *dmac, *smac, s_ip6, header, tnl_type)) {
+  if (!build_tunnel_header(tp, flow_, *dmac, *smac, s_ip6, tlv(), header, tnl_type)) {
     report(NodeType::warn, "native tunnel header build failed");
     return;
   }
@@ -1372,6 +1411,26 @@ void Ctx::run_underlay(const FlowKey& f, const FlowKey& base, bool last, DpActio
 bool Ctx::tunnel_recirc() {
   if (!tnl_ || flow_.recirc_id < XlateTunnels::kRecircBase) return false;
   return tnl_->bridge_of_local_vport(flow_.recirc_id - XlateTunnels::kRecircBase) == br_;
+}
+
+const TlvTable& Ctx::tlv() {
+  if (!tlv_) tlv_ = switch_tlv_maps().table(br_->name());
+  static const TlvTable kEmpty;
+  return tlv_ ? *tlv_ : kEmpty;
+}
+
+// A datapath key from a Geneve tunnel holds the options as on the wire;
+// rules see tun_metadataN (OVS's tun_metadata_from_geneve_udpif()).
+bool Ctx::geneve_from_udpif() {
+  if (in_.in_port_is_ofport || flow_.tun_opt_len == 0 || (!flow_.tun_ipv4_dst && text::is_zero(flow_.tun_ipv6_dst)))
+    return true;
+  raw_ = flow_;
+  geneve_raw_ = true;
+  FlowKey md = flow_;
+  if (!from_geneve_udpif(tlv(), raw_, md).ok()) return false;
+  flow_ = md;
+  orig_ = md;
+  return true;
 }
 
 // tnl_process_ecn(): an ECN CE outer header marks the inner packet, which
@@ -1779,6 +1838,8 @@ const char* to_string(XlateError e) {
       return "No recirculation context";
     case XlateError::actions_too_long:
       return "Datapath actions too long";
+    case XlateError::invalid_tunnel_metadata:
+      return "Invalid tunnel metadata";
   }
   return "?";
 }

@@ -43,6 +43,31 @@
 //     bucket's member; no usable member drops;
 //   * LACPDUs received on a member of a bond with LACP are sent to the
 //     slow path (see "slow path" below) and nothing else happens to them.
+//   * tunnels (XlateIn::tunnels, below), as OVS's native tunnelling:
+//     output to a tunnel port sets the outer fields (tnl_port_send():
+//     remote/local/key from the port or, =flow, from tun_dst/tun_src/tun_id;
+//     TTL/TOS fixed or inherited, ECN always), looks up the route of the
+//     remote (-> the underlay bridge, source IP, gateway) and the next hop's
+//     neighbour, builds the outer header (packet/tunnel_header.h) and then
+//     translates the outer packet in the underlay bridge as received on its
+//     LOCAL port, in the same pass: `clone(tnl_push(tnl_port(N),header(..),
+//     out_port(M)),<underlay actions>)`, no clone() when nothing follows
+//     (OVS's native_tunnel_output() and xlate_optimize_odp_actions()). The
+//     underlay's lookups consult outer fields only: their mask is dropped,
+//     as OVS does (the megaflow is the overlay's); its rules are credited.
+//     Where the pass can't be combined — a truncating output, the underlay
+//     sending to the controller, `set tunnel-combine false` — it is
+//     `clone(tnl_push(...),recirc(0x10000 + M))`, and that recirc id's
+//     second pass is the underlay bridge from LOCAL. No route: "native tunnel
+//     routing failed"; no neighbour: the ARP request / NS goes out (only
+//     with may_learn), the packet drops and nothing may be cached
+//     (XlateOut::cacheable). What reaches LOCAL is terminated
+//     (terminate_native_tunnel(): tnl_pop(vport) for a listening tunnel's
+//     packets to a bridge address, neighbour snooping) or, since keel has
+//     no host stack, consumed, except ARP requests / NS for an own address
+//     (slow_path(action): the slow path replies). A key from a Geneve
+//     tunnel has its raw options turned into tun_metadataN per the bridge's
+//     TLV map, and the megaflow's mask back (flow/tun_metadata.h).
 //
 // The mask (XlateOut::wc). It starts as OVS's xlate_wc_init(): in_port,
 // recirc_id, dl_type, and nw_frag for IP; the classifier ORs in what each
@@ -206,6 +231,7 @@ enum class XlateError : uint8_t {
   too_many_resubmits,   // kMaxResubmits table actions
   no_recirc_context,    // recirc_id != 0 and no bond of the bridge has that id
   actions_too_long,     // the action list outgrew kMaxDpActionsLen
+  invalid_tunnel_metadata,  // Geneve options the bridge's TLV map refuses (wrong length, unknown critical)
 };
 const char* to_string(XlateError e);
 

@@ -373,7 +373,7 @@ TEST_CASE("dp: errors name the token and its column") {
         "repeated tcp_flags flag 'syn' at column 47");
   CHECK(parse_err("tunnel(flags(bogus))") == "unknown tunnel flags flag 'bogus' at column 14");
   CHECK(parse_err("tunnel(vxlan(gbp(id=1)))") ==
-        "unsupported tunnel field 'vxlan' at column 8: keel matches tunnel flags(), not options");
+        "unsupported tunnel field 'vxlan' at column 8: keel matches tunnel flags() and geneve() options");
   CHECK(parse_err("eth_type(0x0806),arp(op=256)") ==
         "out-of-range value '256' at column 25: ARP op must be 0..255");
   CHECK(parse_err("ct_state(+trk)") ==

@@ -19,6 +19,7 @@
 #include "flow/of_actions.h"
 #include "flow/of_match_syntax.h"
 #include "ofproto/bridge.h"
+#include "ofproto/tlv_map.h"
 #include "ofproto/xlate.h"
 
 using namespace keel;
@@ -248,17 +249,17 @@ TEST_CASE("vxlan output, last action: tnl_push then the underlay's NORMAL flood,
 
 TEST_CASE("tunnel output followed by another action: clone(tnl_push(...),<underlay>), then the rest") {
   World w;
-  World::flow(w.intbr, "in_port=6,actions=output:2,mod_dl_src:00:00:00:00:00:01,output:6");
-  XlateOut o = w.x(w.intbr, "in_port=1,dl_src=f8:bc:12:44:34:b6,dl_dst=aa:55:aa:55:00:01,ip,nw_src=1.1.3.88,"
-                            "nw_dst=1.1.3.112",
-                   true, nullptr, 6);
-  // in_port is the rule's 6, so output:6 is skipped; the clone stays.
-  CHECK(acts(o) == "clone(tnl_push(tnl_port(4)," + kVxlanHdr + ",out_port(100)),1)");
-  // Base flow restored after the clone: the later set is relative to the inner packet.
-  World::flow(w.intbr, "in_port=6,actions=output:2,mod_dl_src:00:00:00:00:00:01,output:1");
   World::add(w.intbr, "p7", 1, 9);
-  XlateOut o2 = w.x(w.intbr, kPkt, true, nullptr, 6);
-  CHECK(acts(o2) == "clone(tnl_push(tnl_port(4)," + kVxlanHdr + ",out_port(100)),1),set(eth(src=00:00:00:00:00:01)),9");
+  World::flow(w.intbr, "in_port=6,actions=output:2,mod_dl_src:00:00:00:00:00:01,output:1");
+  XlateOut o = w.x(w.intbr, kPkt);
+  // The base flow is restored after the clone: the set is relative to the inner packet.
+  CHECK(acts(o) == "clone(tnl_push(tnl_port(4)," + kVxlanHdr + ",out_port(100)),1),set(eth(src=00:00:00:00:00:01)),9");
+  CHECK(o.wc.dl_src == mac("ff:ff:ff:ff:ff:ff"));
+  // Nothing after it in the end (output to the input port is skipped): a
+  // trailing clone() is unwrapped, as OVS's xlate_optimize_odp_actions()
+  // (checked against ovs-vswitchd 3.1: "tnl_push(...),1").
+  World::flow(w.intbr, "in_port=6,actions=output:2,mod_dl_src:00:00:00:00:00:01,output:6");
+  CHECK(acts(w.x(w.intbr, kPkt)) == "tnl_push(tnl_port(4)," + kVxlanHdr + ",out_port(100)),1");
 }
 
 TEST_CASE("geneve and gre headers as Open vSwitch prints them") {
@@ -449,4 +450,60 @@ TEST_CASE("from a tunnel vport: the overlay port the translator placed; tunnel f
   CHECK(d.tun_id == ~uint64_t{0});
   CHECK(d.in_port == 0xffffffff);
   CHECK(d.dl_type == 0);
+}
+
+TEST_CASE("geneve options from tun_metadata0 through the bridge's TLV map (OVS's text)") {
+  World w;
+  flow::TlvMapping m;
+  m.opt_class = 0xffff;
+  m.type = 0x80;
+  m.len = 4;
+  m.index = 0;
+  REQUIRE(switch_tlv_maps().add("int-br", {m}).ok());
+  World::flow(w.intbr, "in_port=6,actions=set_field:0xa->tun_metadata0,output:4");
+  const std::string a = acts(w.x(w.intbr, kPkt));
+  switch_tlv_maps().forget("int-br");
+  // Checked against ovs-vswitchd 3.1 (add-tlv-map int-br {class=0xffff,type=0x80,len=4}->tun_metadata0).
+  CHECK(a ==
+        "tnl_push(tnl_port(3),header(size=58,type=5,eth(dst=f8:bc:12:44:34:b6,src=aa:55:aa:55:00:00,dl_type=0x0800),"
+        "ipv4(src=1.1.2.88,dst=1.1.2.92,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=6081,csum=0x0),"
+        "geneve(crit,vni=0x315,options({class=0xffff,type=0x80,len=4,0xa}))),out_port(100)),1");
+}
+
+TEST_CASE("from a geneve vport: raw options become tun_metadata0 for the rules; the mask is the raw form's") {
+  World w;
+  flow::TlvMapping m;
+  m.opt_class = 0xffff;
+  m.type = 0x80;
+  m.len = 4;
+  m.index = 0;
+  REQUIRE(switch_tlv_maps().add("int-br", {m}).ok());
+  World::flow(w.intbr, "tun_metadata0=0xb,actions=output:6");
+  FlowKey k = World::pkt("in_port=3,tun_id=0x315,tun_src=1.1.2.92,tun_dst=1.1.2.88,dl_src=00:00:00:00:00:01,"
+                         "dl_dst=00:00:00:00:00:02,ip,nw_src=10.0.0.1,nw_dst=10.0.0.2");
+  const uint8_t opt[8] = {0xff, 0xff, 0x80, 0x01, 0, 0, 0, 0x0b};
+  std::memcpy(k.tun_opts, opt, sizeof opt);
+  k.tun_opt_len = 8;
+  XlateIn in{w.intbr, k, w.intbr.version(), 0, true, false, nullptr, &w.tnl, 4};
+  auto r = xlate(in);
+  // Another value: no match, dropped.
+  FlowKey k2 = k;
+  k2.tun_opts[7] = 0x0c;
+  XlateIn in2{w.intbr, k2, w.intbr.version(), 0, true, false, nullptr, &w.tnl, 4};
+  auto r2 = xlate(in2);
+  // A critical option the map doesn't know: invalid metadata, dropped.
+  FlowKey k3 = k;
+  k3.tun_opts[2] = 0x81;
+  XlateIn in3{w.intbr, k3, w.intbr.version(), 0, true, false, nullptr, &w.tnl, 4};
+  auto r3 = xlate(in3);
+  switch_tlv_maps().forget("int-br");
+  REQUIRE(r.ok());
+  CHECK(acts(r.value()) == "6");
+  CHECK(r->wc.tun_opt_len == flow::kTunOptLenMaskUdpif);
+  CHECK(r->wc.tun_opts[0] == 0xff);  // the option header exactly
+  CHECK(r->wc.tun_opts[7] == 0xff);  // and the data the rule consulted
+  REQUIRE(r2.ok());
+  CHECK(acts(r2.value()) == "drop");
+  REQUIRE(r3.ok());
+  CHECK(r3->error == XlateError::invalid_tunnel_metadata);
 }
