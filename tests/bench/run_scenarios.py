@@ -5,8 +5,8 @@ Default (--openflow): every scenario of shared/bench/scenarios from its own
 files -- topology.vsctl as add-br/add-port (ports bound to the harness's
 DPDK vdevs), flows*.txt loaded unchanged with add-flows, the variant's
 other_config / ovs-appctl settings as keel commands -- so every megaflow
-comes from an upcall and xlate; scenarios needing tunnels are skipped
-with the reason, bond-balance-tcp points at --bond (its own table). Throughput scenarios are checked as below plus:
+comes from an upcall and xlate; vxlan-push runs in the tunnel table
+(tnl_bench.py, as --tunnel), bond-balance-tcp points at --bond (its own table). Throughput scenarios are checked as below plus:
 megaflows equal to the hand-derived ones and (--ovs) to Open vSwitch's
 dpctl/dump-flows of the same round. flow-setup and revalidate-100k
 (MEASURE=flowsetup / revalidate) get their own runs and tables
@@ -88,6 +88,17 @@ Bonds (issue 14; bond_bench.py, its own table, run instead of the others):
     after keel's, round by round (same-run ratios).
 
   tests/bench/run_scenarios.py --bond --ovs --runs 3 --seconds 5 --warmup 3 --results b.txt
+
+Tunnels (issue 15; tnl_bench.py, its own tables, run instead of the others):
+
+  --tunnel: vxlan-push with keel combined (one pass), keel `set
+    tunnel-combine false` (tnl_push + recirc) and, with --ovs, Open vSwitch;
+    and a VXLAN decap scenario generated from vxlan-push's addresses
+    (gen_traffic.py --vxlan into br-phy -> tnl_pop -> br-int), keel vs Open
+    vSwitch; at --tunnel-flows (1,10000), round by round (same-run ratios).
+    --tunnel-rows push,decap and --tunnel-sides keel,ovs select.
+
+  tests/bench/run_scenarios.py --tunnel --ovs --runs 3 --seconds 5 --warmup 3 --results t.txt
 """
 
 import argparse

@@ -404,7 +404,7 @@ def report_tunnel(rs, opt):
                     o["ns_per_pkt"] = 1000.0 / o["mpps"] if isinstance(o.get("mpps"), float) and o["mpps"] > 0 \
                         else None
                     o["load_end"] = open("/proc/loadavg").read().split()[0]
-                    o["flows"] = n
+                    o["flows"], o["run"] = n, rnd
                     dumps[(scen, v, "ovs")] = odump
                     results.setdefault((scen, v, "ovs"), []).append(o)
                     emit(opt, scen, v, "ovs", rnd, o)
@@ -428,7 +428,7 @@ def report_tunnel(rs, opt):
                 r["ns_per_pkt"] = 1000.0 / r["mpps"] if r["mpps"] > 0 else None
                 probs = [x for x in [r.get("problems", "")] if x] + flow_checks(who, dump, r)
                 r["problems"] = "; ".join(probs)
-                r["flows"] = n
+                r["flows"], r["run"] = n, rnd
                 dumps[(scen, v, who)] = dump
                 if r["problems"]:
                     failures.append("%s %s %s run %d: %s" % (scen, v, who, rnd, r["problems"]))
@@ -462,7 +462,7 @@ def report_tunnel(rs, opt):
 # tables
 # ---------------------------------------------------------------------------
 def med_range(vals, nd=2):
-    vals = [v for v in vals if isinstance(v, float)]
+    vals = [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
     if not vals:
         return "NA"
     if len(vals) == 1:
