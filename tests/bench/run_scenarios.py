@@ -5,8 +5,8 @@ Default (--openflow): every scenario of shared/bench/scenarios from its own
 files -- topology.vsctl as add-br/add-port (ports bound to the harness's
 DPDK vdevs), flows*.txt loaded unchanged with add-flows, the variant's
 other_config / ovs-appctl settings as keel commands -- so every megaflow
-comes from an upcall and xlate; scenarios needing tunnels are skipped
-with the reason, bond-balance-tcp points at --bond (its own table). Throughput scenarios are checked as below plus:
+comes from an upcall and xlate; vxlan-push runs in the tunnel table
+(tnl_bench.py, as --tunnel), bond-balance-tcp points at --bond (its own table). Throughput scenarios are checked as below plus:
 megaflows equal to the hand-derived ones and (--ovs) to Open vSwitch's
 dpctl/dump-flows of the same round. flow-setup and revalidate-100k
 (MEASURE=flowsetup / revalidate) get their own runs and tables
@@ -88,6 +88,17 @@ Bonds (issue 14; bond_bench.py, its own table, run instead of the others):
     after keel's, round by round (same-run ratios).
 
   tests/bench/run_scenarios.py --bond --ovs --runs 3 --seconds 5 --warmup 3 --results b.txt
+
+Tunnels (issue 15; tnl_bench.py, its own tables, run instead of the others):
+
+  --tunnel: vxlan-push with keel combined (one pass), keel `set
+    tunnel-combine false` (tnl_push + recirc) and, with --ovs, Open vSwitch;
+    and a VXLAN decap scenario generated from vxlan-push's addresses
+    (gen_traffic.py --vxlan into br-phy -> tnl_pop -> br-int), keel vs Open
+    vSwitch; at --tunnel-flows (1,10000), round by round (same-run ratios).
+    --tunnel-rows push,decap and --tunnel-sides keel,ovs select.
+
+  tests/bench/run_scenarios.py --tunnel --ovs --runs 3 --seconds 5 --warmup 3 --results t.txt
 """
 
 import argparse
@@ -108,6 +119,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_SCENARIOS = ["p2p-1flow", "p2p-10kflows", "dpcls-16masks"]
+TUNNEL_TYPES = ("vxlan", "geneve", "gre")  # ports of tnl_bench.py's scenarios
 TSC_HZ = 2.45e9  # this machine's TSC (BASELINE.md), when io_ceiling did not report it
 
 # keel's DPDK pool grows by one mbuf per record of a replayed pcap
@@ -322,6 +334,9 @@ def read_topology(d, conf):
                 for w in p[3:]:
                     if w.startswith("ofport_request="):
                         requested[p[2]] = int(w.split("=", 1)[1])
+                    elif w.split("=", 1)[0] == "type" and w.split("=", 1)[1] in TUNNEL_TYPES:
+                        unsupported.append("tunnel %s %s: its own table (tests/bench/tnl_bench.py), "
+                                           "run with --tunnel" % (p[2], w))
                     elif w.startswith("type=") and w not in ("type=dpdk",):
                         unsupported.append("interface %s %s (keel has no %s ports yet)"
                                            % (p[2], w, w.split("=", 1)[1]))
@@ -736,6 +751,7 @@ def run_keel(opt, workdir, tag, p, ports=None, extra_config="", pin=True):
         "smc_pct": 100.0 * tot["smc_hits"] / share,
         "megaflow_pct": 100.0 * tot["megaflow_hits"] / share,
         "subtable_lookups": (tot["subtable_lookups"] / tot["megaflow_hits"]) if tot["megaflow_hits"] else 0.0,
+        "recirc_per_pkt": tot.get("recirculations", 0) / rxp,
         "misses": tot["misses"], "lost": tot["lost"], "exec_dropped": tot.get("exec_dropped", 0),
         "invalid_port": tot.get("invalid_port", 0), "malformed": tot.get("malformed", 0),
         "dp_flows": len(dump["flows"]),
@@ -968,6 +984,14 @@ def main():
     ap.add_argument("--bond-ovs-max-flows", type=int, default=200000,
                     help="--bond: Open vSwitch rows only up to this many flows (its mempool holds at most "
                     "262144 mbufs and infinite_rx keeps every record in one) (200000)")
+    ap.add_argument("--tunnel", action="store_true",
+                    help="only the tunnel tables (tests/bench/tnl_bench.py): vxlan-push with keel combined, "
+                    "keel `set tunnel-combine false` and (--ovs) Open vSwitch, and VXLAN decap (generated "
+                    "scenario vxlan-pop) keel vs Open vSwitch, at --tunnel-flows flows, round by round")
+    ap.add_argument("--tunnel-flows", default="1,10000", help="--tunnel: the flow counts (1,10000)")
+    ap.add_argument("--tunnel-rows", default="push,decap", help="--tunnel: push, decap or both (push,decap)")
+    ap.add_argument("--tunnel-sides", default="keel,ovs",
+                    help="--tunnel: whose runs, keel, ovs (needs --ovs) or both (keel,ovs)")
     ap.add_argument("--from-results", default="", metavar="FILE",
                     help="run nothing: print the table of the run lines in FILE (see --results)")
     opt = ap.parse_args()
@@ -988,6 +1012,16 @@ def main():
             sys.exit("no keel binary at %s (cmake --preset host && cmake --build --preset host)" % opt.keel)
         import bond_bench
         return bond_bench.report_bond(sys.modules[__name__], opt)
+    if opt.tunnel and (opt.from_results or opt.show_flows):
+        import tnl_bench
+        return tnl_bench.report_tunnel(sys.modules[__name__], opt)
+    if opt.tunnel:
+        if os.geteuid() != 0:
+            sys.exit("run as root (DPDK EAL)")
+        if "keel" in opt.tunnel_sides.split(",") and not os.access(opt.keel, os.X_OK):
+            sys.exit("no keel binary at %s (cmake --preset host && cmake --build --preset host)" % opt.keel)
+        import tnl_bench
+        return tnl_bench.report_tunnel(sys.modules[__name__], opt)
     if not opt.scenarios:
         opt.scenarios = ",".join(sorted(os.listdir(scen_dir)) if opt.openflow else DEFAULT_SCENARIOS)
     only_variants = set(v for v in opt.variants.split(",") if v)
@@ -1059,7 +1093,10 @@ def main():
                 capped, note = cap_traffic(traffic, opt.max_records)
             else:
                 capped, note = traffic, ""
-            plan.append({"scenario": name, "variant": v, "traffic": traffic, "capped": capped,
+            # A scenario with tunnel ports runs in tnl_bench.py's table
+            # (dispatch), with the flow count of this variant's traffic.
+            tunnel = opt.openflow and measure_kind == "throughput" and "run with --tunnel" in skip
+            plan.append({"scenario": name, "variant": v, "traffic": traffic, "capped": capped, "tunnel": tunnel,
                          "cap_note": note, "config": text, "cmds": cmds, "skip": skip,
                          "rx": rx, "tx": tx, "flows_file": flows_file, "measure": measure_kind,
                          "infinite_rx": conf.get("INFINITE_RX", "1") == "1",
@@ -1069,7 +1106,10 @@ def main():
                          "expected_text": dpflows or [], "derive_err": derive_err})
 
     if opt.show_flows:
+        tunnel = [p for p in plan if p.get("tunnel")]
         for p in plan:
+            if p.get("tunnel"):
+                continue
             print("## %s / %s%s%s" % (p["scenario"], p["variant"],
                                       " (SKIPPED: %s)" % p["skip"] if p["skip"] else "",
                                       "\n# " + p["cap_note"] if p["cap_note"] else ""))
@@ -1081,6 +1121,11 @@ def main():
                     print("".join("#   %s\n" % f for f in p["expected_text"]))
                 elif p["measure"] == "throughput":
                     print("# no hand-derived megaflows: %s\n" % p["derive_err"])
+        if tunnel:
+            import tnl_bench
+            opt.tunnel_flows = ",".join(str(int(p["traffic"][p["traffic"].index("--flows") + 1]))
+                                        for p in tunnel if "--flows" in p["traffic"])
+            return tnl_bench.report_tunnel(sys.modules[__name__], opt)
         return 0
 
     if opt.from_results:
@@ -1131,6 +1176,8 @@ def dispatch(opt, plan):
             rc |= report_offline(opt, [p for p in plan if p["measure"] == "flowsetup"])
         return rc
     rc = 0
+    tunnel = [p for p in plan if p.get("tunnel")]
+    plan = [p for p in plan if not p.get("tunnel")]
     tp = [p for p in plan if p["measure"] == "throughput"]
     slow = [p for p in plan if p["measure"] != "throughput"]
     for p in plan:
@@ -1140,6 +1187,14 @@ def dispatch(opt, plan):
         rc |= report(opt, tp)
     if slow:
         rc |= report_slow(opt, slow)
+    if tunnel:
+        # vxlan-push (and the decap scenario generated from it): keel
+        # combined, keel recirc, Open vSwitch with --ovs (tnl_bench.py).
+        import tnl_bench
+        opt.tunnel_flows = ",".join(str(int(p["traffic"][p["traffic"].index("--flows") + 1]))
+                                    for p in tunnel if "--flows" in p["traffic"])
+        print()
+        rc |= tnl_bench.report_tunnel(sys.modules[__name__], opt)
     return rc
 
 
