@@ -27,6 +27,7 @@
 #include "keel/hal/port_spec.h"
 #include "ofproto/ofproto.h"
 #include "ofproto/port_columns.h"
+#include "ofproto/tlv_map.h"
 #include "ofproto/udpif.h"
 
 namespace keel::cli {
@@ -101,6 +102,7 @@ flow::OfParseOptions parse_options(const Bridge& b) {
     if (name == self) return flow::kOfppLocal;
     return std::nullopt;
   };
+  o.tlv = ofproto::switch_tlv_maps().table(b.name());  // tun_metadataN as the bridge maps it
   return o;
 }
 
@@ -796,6 +798,8 @@ void add_ofproto_commands(CommandTree::Impl& t) {
     std::vector<const OfRule*> rules =
         b->dump(&fm->flow.match, table, a->strict ? std::optional<uint16_t>(meta.priority) : std::nullopt);
     const uint64_t now = hal::now_ns();
+    flow::OfFormatOptions fmt;
+    fmt.tlv = ofproto::switch_tlv_maps().table(b->name());
     Json j;
     j.begin_object().field("bridge", b->name()).begin_array("flows");
     // ovs-ofctl's reply header (OpenFlow 1.0 with Nicira extensions, its
@@ -819,7 +823,7 @@ void add_ofproto_commands(CommandTree::Impl& t) {
         if (!hit) continue;
       }
       if (t.format != "json") {
-        out += " " + ofproto::format_flow_stats(*r, now, !a->no_stats) + "\n";
+        out += " " + ofproto::format_flow_stats(*r, now, !a->no_stats, &fmt) + "\n";
         continue;
       }
       char cookie[24];
@@ -829,7 +833,7 @@ void add_ofproto_commands(CommandTree::Impl& t) {
           .field("table", static_cast<uint64_t>(r->table_id))
           .field("priority", static_cast<uint64_t>(r->priority))
           .field("cookie", std::string(cookie))
-          .field("match", flow::format_of_match(r->match))
+          .field("match", flow::format_of_match(r->match, fmt))
           .field("actions", flow::format_of_actions(r->actions))
           .field("duration_ms", ms(r->created_ns))
           .field("n_packets", r->packets.load(std::memory_order_relaxed))

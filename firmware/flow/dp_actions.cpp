@@ -453,7 +453,21 @@ constexpr std::string_view kUnsupportedSetHeaders[] = {
     "ct_state", "ct_zone", "ct_mark", "ct_label",      "nsh",      "tcp_flags", "packet_type",
 };
 constexpr std::string_view kUserspaceCookies[] = {"sFlow", "slow_path", "flow_sample", "ipfix", "controller"};
-constexpr uint8_t kSlowPathLacpBytes[kSlowPathUserdataBytes] = {kUserdataKindSlowPath, kSlowPathReasonLacp};
+// keel's slow_path(REASON) cookies, by name (dp_actions.h).
+struct SlowPathName {
+  uint8_t reason;
+  std::string_view name;
+};
+constexpr SlowPathName kSlowPathNames[] = {{kSlowPathReasonLacp, "lacp"}, {kSlowPathReasonAction, "action"}};
+// The name of `ud` when it is exactly one of those cookies, else empty.
+std::string_view slow_path_name(std::span<const uint8_t> ud) {
+  if (ud.size() != kSlowPathUserdataBytes || ud[0] != kUserdataKindSlowPath) return {};
+  for (size_t i = 2; i < ud.size(); ++i)
+    if (ud[i]) return {};
+  for (const SlowPathName& n : kSlowPathNames)
+    if (n.reason == ud[1]) return n.name;
+  return {};
+}
 
 template <size_t N>
 bool one_of(std::string_view s, const std::string_view (&list)[N]) {
@@ -1182,10 +1196,15 @@ class ActionParser {
           if (hi < 0 || lo < 0) return error_at("bad userdata", hex, "expected pairs of hex digits");
           ud.push_back(static_cast<uint8_t>(hi << 4 | lo));
         }
-      } else if (t == "slow_path(lacp)") {
+      } else if (t.size() > 11 && t.substr(0, 10) == "slow_path(" && t.back() == ')' &&
+                 std::any_of(std::begin(kSlowPathNames), std::end(kSlowPathNames),
+                             [&](const SlowPathName& n) { return t.substr(10, t.size() - 11) == n.name; })) {
         if (have_ud) return error_at("duplicate userspace field", item);
         have_ud = true;
-        ud.assign(std::begin(kSlowPathLacpBytes), std::end(kSlowPathLacpBytes));
+        ud.assign(kSlowPathUserdataBytes, 0);
+        ud[0] = kUserdataKindSlowPath;
+        for (const SlowPathName& n : kSlowPathNames)
+          if (t.substr(10, t.size() - 11) == n.name) ud[1] = n.reason;
       } else if (split_kv(item, k, v) && k.text == "pid") {
         if (have_pid) return error_at("duplicate userspace field", k);
         have_pid = true;
@@ -1517,9 +1536,10 @@ void put_action(std::string& out, const DpAction& a, const DpPortName* port_name
       out += "userspace(pid=";
       put_dec(out, a.pid());
       const std::span<const uint8_t> ud = a.userdata();
-      if ((a.sub & kUserspaceUserdata) && ud.size() == kSlowPathUserdataBytes &&
-          std::equal(ud.begin(), ud.end(), std::begin(kSlowPathLacpBytes))) {
-        out += ",slow_path(lacp)";
+      if (const std::string_view sp = slow_path_name(ud); (a.sub & kUserspaceUserdata) && !sp.empty()) {
+        out += ",slow_path(";
+        out += sp;
+        out += ')';
       } else if (a.sub & kUserspaceUserdata) {
         static constexpr char kHex[] = "0123456789abcdef";
         out += ",userdata(";

@@ -162,12 +162,16 @@ inline constexpr uint8_t kUserspaceActions = 1 << 1;        // ",actions": send 
 inline constexpr uint8_t kUserspaceTunnelOutPort = 1 << 2;  // tunnel_out_port=N
 
 // keel's slow-path userdata, Open vSwitch's slow_path(REASON) cookie: a
-// frame the slow path itself must process (a bond's LACPDU). 8 bytes: kind
-// kUserdataKindSlowPath, the reason, six zero bytes. Inside userspace(...)
-// these exact bytes print and read as `slow_path(lacp)`, as Open vSwitch
-// prints its cookie; any other userdata stays `userdata(hex)`.
+// frame the slow path itself must process (a bond's LACPDU; an ARP request
+// or neighbour solicitation for a bridge's own address, which keel
+// answers). 8 bytes: kind kUserdataKindSlowPath, the reason, six zero
+// bytes. Inside userspace(...) these exact bytes print and read as
+// `slow_path(lacp)` / `slow_path(action)` (Open vSwitch's SLOW_LACP and
+// SLOW_ACTION names), as Open vSwitch prints its cookie; any other
+// userdata stays `userdata(hex)`.
 inline constexpr uint8_t kUserdataKindSlowPath = 2;
 inline constexpr uint8_t kSlowPathReasonLacp = 1;
+inline constexpr uint8_t kSlowPathReasonAction = 2;
 inline constexpr size_t kSlowPathUserdataBytes = 8;
 
 inline constexpr size_t kMaxDpActionsLen = 32768;  // bytes of one list, nested ones included

@@ -10,6 +10,7 @@
 #include "keel/hal/cpu.h"
 #include "keel/hal/port.h"
 #include "core/log.h"
+#include "ofproto/tlv_map.h"
 #include "ofproto/port_columns.h"
 
 namespace keel::ofproto {
@@ -92,7 +93,7 @@ flow::OfActions of10_view(const OfRule& r, const flow::OfActions& actions) {
 
 }  // namespace
 
-std::string format_flow_stats(const OfRule& r, uint64_t now_ns, bool show_stats) {
+std::string format_flow_stats(const OfRule& r, uint64_t now_ns, bool show_stats, const flow::OfFormatOptions* match) {
   auto age_ms = [&](uint64_t t) { return now_ns > t ? (now_ns - t) / 1'000'000 : 0; };
   char buf[160];
   std::string s;
@@ -126,7 +127,7 @@ std::string format_flow_stats(const OfRule& r, uint64_t now_ns, bool show_stats)
     if (hard_age != dur / 1000) s += "hard_age=" + std::to_string(hard_age) + ", ";
   }
   std::string m = r.priority != flow::kOfDefaultPriority ? "priority=" + std::to_string(r.priority) : "";
-  std::string fields = flow::format_of_match(r.match);
+  std::string fields = match ? flow::format_of_match(r.match, *match) : flow::format_of_match(r.match);
   if (!fields.empty()) m += (m.empty() ? "" : ",") + fields;
   if (!m.empty()) s += m + " ";
   s += "actions=" + flow::format_of_actions(of10_view(r, r.actions));
@@ -250,6 +251,7 @@ Status Ofproto::del_bridge(std::string_view name) {
   publish_index();
   for (uint16_t v : tunnel_vports) vport_unref(v);
   forget_bridge_underlay(bname);
+  switch_tlv_maps().forget(bname);  // a bridge re-created with this name starts with an empty TLV map
   publish_tunnels();
   // Freed in reclaim() once no reader can hold it.
   std::weak_ptr<std::vector<Bridge*>> dead = dead_;

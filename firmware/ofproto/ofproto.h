@@ -160,7 +160,10 @@ struct ControllerQueueStats {
 // no OpenFlow 1.0 encoding), as Open vSwitch prints them.
 // show_stats false: ovs-ofctl --no-stats (no cookie when 0, no duration,
 // no table 0, no counters, no ages; ofputil_flow_stats_format()).
-std::string format_flow_stats(const OfRule& rule, uint64_t now_ns, bool show_stats = true);
+// `match` (may be null): how the match prints (the bridge's TLV map, so a
+// tun_metadataN mask over its mapped length prints as exact, as OVS).
+std::string format_flow_stats(const OfRule& rule, uint64_t now_ns, bool show_stats = true,
+                              const flow::OfFormatOptions* match = nullptr);
 
 class Ofproto {
  public:
@@ -389,7 +392,8 @@ class Ofproto {
   bool tunnel_combine_ = true;
   std::shared_ptr<const TunnelState> tunnel_state_ = std::make_shared<TunnelState>();
   NeighborCache neigh_;
-  void publish_tunnels();  // rebuilds tunnel_state_ from the above and the bridges' tunnel ports
+  void publish_tunnels();
+  uint64_t tunnel_gen_ = 0;  // TunnelState::generation of the last publish (writer)  // rebuilds tunnel_state_ from the above and the bridges' tunnel ports
   // The options of tunnel `port` from `base` (null: the type's defaults)
   // and option words, checked (local_ip owned, no duplicate but `except`).
   Result<TunnelOptions> tunnel_options_of(std::string_view port, TunnelType type, const TunnelOptions* base,

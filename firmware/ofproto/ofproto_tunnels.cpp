@@ -331,6 +331,7 @@ void Ofproto::publish_tunnels() {
   routes_ = std::make_shared<const RouteTable>(RouteTable::with_connected(*routes_, *s->addrs));
   s->routes = routes_;
   s->combine = tunnel_combine_;
+  s->generation = ++tunnel_gen_;
   // In creation order, as OVS's tnl-ports list.
   for (const VportRef& v : vports_) s->vports.push_back({v.name, v.id, v.type, v.dst_port, v.refs});
   std::atomic_store(&tunnel_state_, std::shared_ptr<const TunnelState>(std::move(s)));

@@ -125,11 +125,12 @@ void OfprotoTunnels::neighbor_learn(Bridge& br, const flow::In6Addr& ip, const f
   ofp_.neighbors().learn(br.name(), IpAddr::v6(ip), mac);
 }
 
-// A new snapshot is published on every tunnel, route or address change;
-// its address stands for its generation (a snapshot is never reused while
-// a ukey may hold its number: each is freed only after readers quiesce,
-// and a recycled address at worst re-translates once too few times).
-uint64_t OfprotoTunnels::generation() const { return reinterpret_cast<uintptr_t>(st_.get()); }
+// Every publish bumps the snapshot's generation and every neighbour
+// change the cache's; both only grow, so their sum moves whenever either
+// does.
+uint64_t OfprotoTunnels::generation() const {
+  return (st_ ? st_->generation : 0) + ofp_.neighbors().generation();
+}
 
 // --- replies for LOCAL (slow_path(action)) ---------------------------------------
 

@@ -612,12 +612,14 @@ void NeighborCache::set_static(std::string_view bridge, const IpAddr& ip, const 
   std::lock_guard lk(mu_);
   for (Entry& e : entries_) {
     if (e.bridge == bridge && e.ip == ip) {
+      if (e.mac != mac) changed();
       e.mac = mac;
       e.is_static = true;
       return;
     }
   }
   entries_.push_back(Entry{ip, mac, std::string(bridge), true, 0});
+  changed();
 }
 
 void NeighborCache::learn(std::string_view bridge, const IpAddr& ip, const flow::EthAddr& mac) {
@@ -626,12 +628,14 @@ void NeighborCache::learn(std::string_view bridge, const IpAddr& ip, const flow:
   for (Entry& e : entries_) {
     if (e.bridge == bridge && e.ip == ip) {
       if (e.is_static) return;
+      if (e.mac != mac) changed();
       e.mac = mac;
       e.expires_ms = exp;
       return;
     }
   }
   entries_.push_back(Entry{ip, mac, std::string(bridge), false, exp});
+  changed();
 }
 
 std::optional<flow::EthAddr> NeighborCache::lookup(std::string_view bridge, const IpAddr& ip) const {
@@ -644,13 +648,15 @@ std::optional<flow::EthAddr> NeighborCache::lookup(std::string_view bridge, cons
 
 void NeighborCache::flush(std::string_view bridge) {
   std::lock_guard lk(mu_);
-  std::erase_if(entries_, [&](const Entry& e) { return bridge.empty() || e.bridge == bridge; });
+  if (std::erase_if(entries_, [&](const Entry& e) { return bridge.empty() || e.bridge == bridge; })) changed();
 }
 
 size_t NeighborCache::age() {
   std::lock_guard lk(mu_);
   const uint64_t now = now_ms_();
-  return std::erase_if(entries_, [&](const Entry& e) { return !e.is_static && e.expires_ms <= now; });
+  const size_t n = std::erase_if(entries_, [&](const Entry& e) { return !e.is_static && e.expires_ms <= now; });
+  if (n) changed();
+  return n;
 }
 
 bool NeighborCache::snoop(const flow::FlowKey& f, flow::FlowKey* wc, std::string_view bridge,

@@ -36,6 +36,7 @@
 
 #include <array>
 #include <compare>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -341,8 +342,14 @@ class NeighborCache {
   std::vector<Entry> entries() const;  // sorted by bridge, IP
   // Static entries, for the running config (sorted by bridge, IP).
   std::vector<Entry> static_entries() const;
+  // Bumped whenever what lookup() answers may change: an entry added,
+  // removed (flush, age) or given another MAC (a refresh with the same MAC
+  // does not count). Any thread (relaxed atomic).
+  uint64_t generation() const { return gen_.load(std::memory_order_relaxed); }
 
  private:
+  void changed() { gen_.fetch_add(1, std::memory_order_relaxed); }
+  std::atomic<uint64_t> gen_{0};
   std::function<uint64_t()> now_ms_;
   mutable std::mutex mu_;
   std::vector<Entry> entries_;  // small: the underlay's next hops
@@ -367,6 +374,11 @@ struct TunnelState {
   std::shared_ptr<const BridgeAddrs> addrs = std::make_shared<BridgeAddrs>();
   std::shared_ptr<const RouteTable> routes = std::make_shared<RouteTable>();
   bool combine = true;  // `set tunnel-combine true|false`
+  // Bumped by every publish (Ofproto::publish_tunnels): with
+  // NeighborCache::generation(), what a tunnel megaflow's ukey remembers so
+  // the revalidator re-translates it after any tunnel, route, address or
+  // neighbour change (a counter, never an address that could be reused).
+  uint64_t generation = 0;
   // One listening vport (tnl-ports-show): name, UDP port (GRE: 0), type, refs.
   struct Vport {
     std::string name;

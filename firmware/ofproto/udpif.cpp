@@ -26,6 +26,15 @@ flow::Match megaflow_match(const flow::FlowKey& flow, const flow::FlowKey& wc) {
   m.mask.in_port = 0xffffffffu;
   m.mask.recirc_id = 0xffffffffu;
   datapath::Datapath::mask_vlans(m);  // as every datapath flow (see there)
+  // Open vSwitch's datapath key leaves out the tunnel attributes that are
+  // zero (odp-util's tun_key_to_attr: no ToS, source address or transport
+  // ports when 0), and a mask attribute without its key attribute is
+  // dropped: such fields are wildcarded whatever translation consulted.
+  // Same megaflows here (a decapsulated packet with ToS 0 matches any ToS).
+  if (m.key.tun_tos == 0) m.mask.tun_tos = 0;
+  if (m.key.tun_ipv4_src == 0) m.mask.tun_ipv4_src = 0;
+  if (m.key.tun_tp_src == 0) m.mask.tun_tp_src = 0;
+  if (m.key.tun_tp_dst == 0) m.mask.tun_tp_dst = 0;
   m.apply_mask();
   return m;
 }
@@ -463,7 +472,8 @@ bool Udpif::has_recirc(std::span<const uint8_t> actions) {
   flow::DpActionReader r(actions);
   while (!r.done()) {
     const flow::DpAction a = r.next();
-    if (a.type == flow::DpActionType::kRecirc) return true;
+    // tnl_pop recirculates too: the decapsulated packet comes back derived.
+    if (a.type == flow::DpActionType::kRecirc || a.type == flow::DpActionType::kTnlPop) return true;
     if (a.type == flow::DpActionType::kClone && has_recirc(a.nested())) return true;
   }
   return false;

@@ -360,7 +360,7 @@ inline constexpr size_t kSlowPathUserdataLen = flow::kSlowPathUserdataBytes;
 // address of the bridge it reached through LOCAL (keel has no host stack):
 // the sink composes the reply and sends it out of the bridge of the
 // upcall's input port (the frame entered that bridge and reached LOCAL).
-enum class SlowPathReason : uint8_t { lacp = flow::kSlowPathReasonLacp, action = 2 };
+enum class SlowPathReason : uint8_t { lacp = flow::kSlowPathReasonLacp, action = flow::kSlowPathReasonAction };
 void encode_slow_path_userdata(SlowPathReason r, uint8_t (&out)[kSlowPathUserdataLen]);
 std::optional<SlowPathReason> decode_slow_path_userdata(std::span<const uint8_t> userdata);
 // nullopt: not a controller userdata (wrong length or type).

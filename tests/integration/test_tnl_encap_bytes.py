@@ -9,8 +9,15 @@ packet's hash): it must be in Open vSwitch's range 32768..60999, and the
 frames of one inner flow share it."""
 import os
 import struct
+import sys
 
-from harness import check, json_lines, main, read_pcap, run_keel, tmpdir, udp_frame, write_pcap
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tnl_peers  # noqa: E402
+
+if __name__ == "__main__":
+    tnl_peers.need_scapy("test_tnl_encap_bytes")  # scapy is Debian's: /usr/bin/python3
+
+from harness import check, json_lines, main, read_pcap, run_keel, tmpdir, udp_frame, write_pcap  # noqa: E402
 
 from scapy.all import GRE, IP, UDP, Ether, IPv6, Raw  # noqa: E402  (only under /usr/bin/python3)
 from scapy.contrib.geneve import GENEVE, GeneveOptions  # noqa: E402

@@ -495,4 +495,13 @@ TEST_CASE("keel's slow-path cookie prints and reads as Open vSwitch's slow_path(
   CHECK(flow::format_dp_actions(other.value()) == "userspace(pid=0,userdata(0201000000000001))");
   CHECK(!flow::parse_dp_actions("userspace(pid=0,slow_path(stp))").ok());
   CHECK(!flow::parse_dp_actions("userspace(pid=0,slow_path(lacp),slow_path(lacp))").ok());
+  // The bridge-address reply cookie (ARP / NS for an own address).
+  auto act = flow::parse_dp_actions("userspace(pid=0,slow_path(action))");
+  REQUIRE(act.ok());
+  CHECK(flow::format_dp_actions(act.value()) == "userspace(pid=0,slow_path(action))");
+  auto act_hex = flow::parse_dp_actions("userspace(pid=0,userdata(0202000000000000))");
+  REQUIRE(act_hex.ok());
+  CHECK(act_hex.value() == act.value());
+  CHECK(flow::format_dp_actions(flow::parse_dp_actions("userspace(pid=0,userdata(0203000000000000))").value()) ==
+        "userspace(pid=0,userdata(0203000000000000))");
 }
