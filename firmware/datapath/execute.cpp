@@ -19,11 +19,13 @@
 #include <cstring>
 
 #include "core/hash.h"
-#include "datapath/checksum.h"
+#include "packet/checksum.h"
 #include "flow/flow_hash.h"
 #include "packet/headers.h"
 
 namespace keel::datapath {
+
+namespace csum = packet::csum;
 
 // --- queues -------------------------------------------------------------------
 

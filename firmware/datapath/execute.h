@@ -42,7 +42,7 @@
 //                the packet is dropped (no_headroom). DEI/CFI is written 0.
 //   pop_vlan     removes the outer 802.1Q/802.1ad tag if there is one.
 //   set(...)     masked rewrite at the LayerOffsets, checksums updated
-//                incrementally (checksum.h): IPv4 header checksum for
+//                incrementally (packet/checksum.h): IPv4 header checksum for
 //                src/dst/tos/ttl; TCP and UDP checksums for IPv4 address
 //                changes; TCP, UDP and ICMPv6 checksums for IPv6 address
 //                changes (not for a destination behind a routing header

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "flow/flow_text.h"
 #include "packet/headers.h"
 
 namespace keel::ofproto {
@@ -399,23 +400,31 @@ const TunnelPort* TunnelTable::duplicate_of(const TunnelOptions& o, std::string_
   return nullptr;
 }
 
+void tnl_wc_init(const flow::FlowKey& f, flow::FlowKey& wc) {
+  static constexpr flow::In6Addr kZero6{};
+  const bool v4 = f.tun_ipv4_dst != 0;
+  if (!v4 && f.tun_ipv6_dst == kZero6) return;
+  wc.tun_id = ~flow::be64{0};
+  if (v4) {
+    wc.tun_ipv4_src = wc.tun_ipv4_dst = ~flow::be32{0};
+  } else {
+    std::memset(wc.tun_ipv6_src.b, 0xff, 16);
+    std::memset(wc.tun_ipv6_dst.b, 0xff, 16);
+  }
+  wc.tun_flags = flow::kTunDontFragment | flow::kTunCsum | flow::kTunKey;
+  wc.tun_tos = 0xff;
+  wc.tun_ttl = 0;
+  wc.tun_tp_src = wc.tun_tp_dst = 0;
+  const bool ip = f.dl_type == __builtin_bswap16(packet::kEthTypeIpv4) ||
+                  f.dl_type == __builtin_bswap16(packet::kEthTypeIpv6);
+  if (ip && (f.tun_tos & flow::text::kIpEcnMask) == flow::text::kIpEcnMask) wc.nw_tos |= flow::text::kIpEcnMask;
+}
+
 TunnelReceive TunnelTable::receive(const flow::FlowKey& f, flow::FlowKey* wc) const {
   const bool v4 = f.tun_ipv4_dst != 0;
   static constexpr flow::In6Addr kZero6{};
   if (!v4 && f.tun_ipv6_dst == kZero6) return {};
-  if (wc) {  // OVS tnl_wc_init
-    wc->tun_id = ~flow::be64{0};
-    if (v4) {
-      wc->tun_ipv4_src = wc->tun_ipv4_dst = ~flow::be32{0};
-    } else {
-      std::memset(wc->tun_ipv6_src.b, 0xff, 16);
-      std::memset(wc->tun_ipv6_dst.b, 0xff, 16);
-    }
-    wc->tun_flags = flow::kTunDontFragment | flow::kTunCsum | flow::kTunKey;
-    wc->tun_tos = 0xff;
-    wc->tun_ttl = 0;
-    wc->tun_tp_src = wc->tun_tp_dst = 0;
-  }
+  if (wc) tnl_wc_init(f, *wc);
   const IpAddr tun_src = v4 ? IpAddr::v4(f.tun_ipv4_src) : IpAddr::v6(f.tun_ipv6_src);
   const IpAddr tun_dst = v4 ? IpAddr::v4(f.tun_ipv4_dst) : IpAddr::v6(f.tun_ipv6_dst);
   for (int in_key_flow = 0; in_key_flow < 2; ++in_key_flow) {

@@ -355,6 +355,14 @@ class NeighborCache {
   std::vector<Entry> entries_;  // small: the underlay's next hops
 };
 
+// Open vSwitch's tnl_wc_init(): for a packet that came from a tunnel
+// (tun_dst set), the tunnel bits matching it to its port consult — tun_id,
+// tun_src/tun_dst of its family, tun_flags df|csum|key, tun_tos, and the
+// inner ECN bits when the outer ToS is CE; ttl and the UDP ports stay
+// wildcarded. Not a tunnel packet: wc untouched. TunnelTable::receive and
+// translation (xlate) both start from it.
+void tnl_wc_init(const flow::FlowKey& flow, flow::FlowKey& wc);
+
 // --- the snapshot translation reads ------------------------------------------
 
 // Recirculation ids kTnlRecircBase + M (M: the underlay bridge's internal

@@ -21,6 +21,7 @@
 #include "flow/tun_metadata.h"
 #include "ofproto/bond.h"
 #include "ofproto/tlv_map.h"
+#include "ofproto/tunnel.h"
 #include "packet/tunnel_header.h"
 
 namespace keel::ofproto {
@@ -299,21 +300,9 @@ void Ctx::wc_init() {
   set_ones(wc_.recirc_id);
   set_ones(wc_.dl_type);
   if (is_ip_any(flow_)) wc_.nw_frag |= text::kFragMask;
-  // tnl_wc_init(): a packet that came from a tunnel matches the tunnel
-  // fields tnl_find() reads (not TTL nor the UDP ports).
-  if (flow_.tun_ipv4_dst || !text::is_zero(flow_.tun_ipv6_dst)) {
-    set_ones(wc_.tun_id);
-    if (flow_.tun_ipv4_dst) {
-      set_ones(wc_.tun_ipv4_src);
-      set_ones(wc_.tun_ipv4_dst);
-    } else {
-      set_ones(wc_.tun_ipv6_src);
-      set_ones(wc_.tun_ipv6_dst);
-    }
-    wc_.tun_flags = kTunDontFragment | kTunCsum | kTunKey;
-    wc_.tun_tos = 0xff;
-    if (is_ip_any(flow_) && (flow_.tun_tos & text::kIpEcnMask) == text::kIpEcnMask) wc_.nw_tos |= text::kIpEcnMask;
-  }
+  // A packet that came from a tunnel matches the tunnel fields tnl_find()
+  // reads (not TTL nor the UDP ports).
+  tnl_wc_init(flow_, wc_);
 }
 
 void Ctx::wc_finish() {
@@ -1871,16 +1860,7 @@ FlowKey tunnel_receive_wc(const FlowKey& flow) {
   FlowKey wc{};
   set_ones(wc.in_port);
   set_ones(wc.recirc_id);
-  set_ones(wc.tun_id);
-  if (flow.tun_ipv4_dst) {
-    set_ones(wc.tun_ipv4_src);
-    set_ones(wc.tun_ipv4_dst);
-  } else {
-    set_ones(wc.tun_ipv6_src);
-    set_ones(wc.tun_ipv6_dst);
-  }
-  wc.tun_flags = kTunDontFragment | kTunCsum | kTunKey;
-  wc.tun_tos = 0xff;
+  tnl_wc_init(flow, wc);
   return wc;
 }
 

@@ -5,12 +5,14 @@
 //
 // Checksums: one's complement sums over bytes as they sit in memory (the
 // result is stored as it was summed, so the code is the same on either
-// byte order, like datapath/checksum.h, which packet/ cannot include).
+// byte order): packet/checksum.h, which the executor's set actions use too.
 //
 // Thread-safety: pure functions; any thread.
 #include "packet/tunnel_header.h"
 
 #include <string>
+
+#include "packet/checksum.h"
 
 namespace keel::packet {
 
@@ -21,30 +23,8 @@ constexpr uint32_t kIp4 = sizeof(Ipv4Header);
 constexpr uint32_t kIp6 = sizeof(Ipv6Header);
 constexpr uint32_t kUdp = sizeof(UdpHeader);
 
-uint16_t fold(uint32_t sum) {
-  sum = (sum & 0xffff) + (sum >> 16);
-  sum = (sum & 0xffff) + (sum >> 16);
-  return static_cast<uint16_t>(sum);
-}
-
-// Sum of n bytes as 16-bit words in memory order (a trailing odd byte is
-// padded with zero, as RFC 1071).
-uint32_t sum_bytes(const uint8_t* p, size_t n, uint32_t sum = 0) {
-  size_t i = 0;
-  for (; i + 1 < n; i += 2) {
-    uint16_t w;
-    std::memcpy(&w, p + i, 2);
-    sum += w;
-    if (sum & 0x80000000u) sum = (sum & 0xffff) + (sum >> 16);
-  }
-  if (i < n) {
-    uint8_t last[2] = {p[i], 0};
-    uint16_t w;
-    std::memcpy(&w, last, 2);
-    sum += w;
-  }
-  return sum;
-}
+using csum::fold;
+using csum::sum_bytes;
 uint32_t add16(uint32_t sum, be16 v) { return sum + v; }
 uint16_t finish(uint32_t sum) { return static_cast<uint16_t>(~fold(sum)); }
 

@@ -1,6 +1,6 @@
 // The action executor on real frames in sim-pool buffers: VLAN push/pop
 // byte for byte, set actions with every checksum recomputed from scratch
-// here (independently of datapath/checksum.h), truncation, clones, hash,
+// here (independently of packet/checksum.h), truncation, clones, hash,
 // recirculation, the slow-path queue, queue limits and their counters, and
 // no leaked buffer at the end of any test.
 #include "datapath/execute.h"

@@ -1,8 +1,9 @@
 // Internet checksum (RFC 1071) arithmetic for the set actions: incremental
 // updates (RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m')) when a header field
-// changes, and a from-scratch sum for the slow path and tests.
+// changes, and a from-scratch sum for the slow path, tests and the tunnel
+// headers (tunnel_header.cpp).
 //
-// The executor (execute.cpp) rewrites IPv4 addresses, TOS and TTL, IPv6
+// The executor (datapath/execute.cpp) rewrites IPv4 addresses, TOS and TTL, IPv6
 // addresses and L4 ports in place; each rewrite patches the checksums that
 // cover the field (IPv4 header checksum; TCP/UDP/ICMPv6 checksums through
 // the pseudo-header for addresses; TCP/UDP for ports) without reading the
@@ -23,7 +24,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace keel::datapath::csum {
+namespace keel::packet::csum {
 
 // Folds a 32-bit one's complement accumulator to 16 bits.
 constexpr uint16_t fold(uint32_t sum) {
@@ -89,4 +90,4 @@ inline uint16_t compute(const uint8_t* p, size_t n, uint32_t sum = 0) {
   return static_cast<uint16_t>(~fold(sum_bytes(p, n, sum)));
 }
 
-}  // namespace keel::datapath::csum
+}  // namespace keel::packet::csum
