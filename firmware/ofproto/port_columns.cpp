@@ -455,7 +455,9 @@ Status apply_port_column(std::string_view word, PortTable table, PortOptions& po
         // A tunnel's options (remote_ip, key, ...): read by add_port once
         // the type is known (apply_tunnel_option); refused there for a
         // port that is not a tunnel.
-        std::erase_if(next.tunnel_options, [&](const auto& e) { return e.first == k; });
+        // (clang 14 can't capture a structured binding: name it first.)
+        const std::string& key = k;
+        std::erase_if(next.tunnel_options, [&key](const auto& e) { return e.first == key; });
         next.tunnel_options.emplace_back(k, v);
       } else if (first.empty()) {
         first = k;
