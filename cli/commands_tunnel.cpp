@@ -51,7 +51,7 @@ Result<ofproto::IpPrefix> prefix_arg(const std::string& s, const char* what) {
 void add_tunnel_commands(CommandTree::Impl& t) {
   auto a = std::make_shared<TnlArgs>();
   ofproto::Ofproto& of = t.sys.ofproto();
-  auto cmd = [&t, a](CLI::App* parent, const std::string& name, const std::string& help) {
+  auto cmd = [a](CLI::App* parent, const std::string& name, const std::string& help) {
     CLI::App* c = parent->add_subcommand(name, help);
     c->preparse_callback([a](size_t) { a->reset(); });
     return c;
