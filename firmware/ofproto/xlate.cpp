@@ -226,7 +226,7 @@ class Ctx {
   void neigh_snoop();
   bool neigh_request_for_us(const std::vector<In6Addr>& addrs);
   bool tunnel_recirc();  // second pass of a tunnel fallback (recirc_id kRecircBase + M)
-  void pipeline();       // table 0 and the action set
+  void pipeline(bool last = true);  // table 0 and the action set
   bool process_ecn();    // tnl_process_ecn(); false: drop
   const TlvTable& tlv();  // the bridge's Geneve TLV map (tun_metadataN)
   bool geneve_from_udpif();  // the key's raw Geneve options -> tun_metadataN; false: invalid
@@ -393,7 +393,7 @@ void Ctx::run() {
   if (in_.trace) print_nodes(*in_.trace, root_, 0);
 }
 
-void Ctx::pipeline() {
+void Ctx::pipeline(bool last) {
   table_id_ = 0;
   const OfRule* rule = static_cast<const OfRule*>(br_->table(0).lookup(flow_, in_.version, &wc_));
   report_table(rule, 0);
@@ -401,7 +401,7 @@ void Ctx::pipeline() {
     out_.rules.push_back(rule);
     rule_ = rule;
     rule_cookie_ = rule->cookie;
-    do_actions(rule->actions, /*last=*/true);
+    do_actions(rule->actions, last);
   } else {
     // OVS's no_packet_in_rule: no actions.
     report(NodeType::action, "drop");
@@ -1381,18 +1381,7 @@ void Ctx::run_underlay(const FlowKey& f, const FlowKey& base, bool last, DpActio
   TraceNode* bridge = report(NodeType::bridge, "bridge(\"" + br_->name() + "\")");
   if (bridge) trace_list_ = &bridge->subs;
   if (process_special()) return;
-  table_id_ = 0;
-  const OfRule* rule = static_cast<const OfRule*>(br_->table(0).lookup(flow_, in_.version, &wc_));
-  report_table(rule, 0);
-  if (rule) {
-    out_.rules.push_back(rule);
-    rule_ = rule;
-    rule_cookie_ = rule->cookie;
-    do_actions(rule->actions, last);
-  } else {
-    report(NodeType::action, "drop");
-  }
-  if (error_ == XlateError::ok) execute_action_set();
+  pipeline(last);
 }
 
 // The second pass of `clone(tnl_push(...),recirc(kRecircBase + M))`: the
