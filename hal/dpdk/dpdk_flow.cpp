@@ -514,7 +514,6 @@ Status DpdkFlowEngine::validate(const FlowAttr& attr, const FlowPattern& pattern
   }
   std::lock_guard lock(mu_);
   if (detached_) return gone("validate", err);
-  if (Status st = refuse_traps(actions, "validate", err); !st.ok()) return st;
   rte_flow_error e;
   std::memset(&e, 0, sizeof e);
   const int rc = rte_flow_validate(port_id_, &r.attr, r.items.data(), r.actions.data(), &e);

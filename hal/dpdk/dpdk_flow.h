@@ -29,10 +29,13 @@
 //   * net_tap reports a rule the kernel refused (no cls_flower/act_* module,
 //     or an unsupported combination) as EEXIST on create; the message says
 //     so ("refused by the kernel (TC flower); net_tap reports it as EEXIST").
-//   * net_tap's RSS action can return success while the kernel refused the
-//     BPF program it needs, so create() on net_tap refuses an rss action up
-//     front (ENOTSUP, message says why): what cannot be checked is not
-//     trusted. Use queue (one queue) on net_tap.
+//   * net_tap's RSS action validates, and its create can return success
+//     while the kernel refused the BPF program it needs (in the qemu-virt
+//     guest the verifier rejects it and create fails, leaving cls_bpf
+//     filters behind), so create() on net_tap refuses an rss action before
+//     the driver sees it (ENOTSUP, the message says why): what cannot be
+//     checked is not trusted. validate() still passes it to the driver (a
+//     hint, see above). Use queue (one queue) on net_tap.
 // query_bulk() is a loop of rte_flow_query (22.11 has no bulk query of
 // plain rules; mlx5's indirect counters and age objects could, which keel
 // does not use yet). A rule's last hit comes from its AGE action when it has

@@ -11,7 +11,8 @@
 // file prefix): net_null and net_ring have no rte_flow ops, so every call
 // fails with an errno and a message and nothing crashes; info() says no
 // template API and the template/queue calls fail clearly; a stopped port's
-// engine answers ENODEV. Real rules are exercised in the qemu-virt boot
+// engine answers ENODEV; on net_tap (an engine told so, over net_null)
+// create refuses rss itself while validate still asks the driver. Real rules are exercised in the qemu-virt boot
 // (net_tap on a kernel with TC flower), not here.
 //
 // Thread-safety: single-threaded.
@@ -459,6 +460,43 @@ TEST_CASE("dpdk flow: a stopped port's engine answers ENODEV") {
   CHECK_FALSE(fe->query(1, q, &err).ok());
   CHECK(q.errnum == ENODEV);
   CHECK_FALSE(fe->info().async_api);
+}
+
+TEST_CASE("dpdk flow: on net_tap, create refuses rss before the driver sees it; validate still asks the driver") {
+  // The engine is told its driver is net_tap while it runs on a net_null
+  // port: what keel refuses by itself shows apart from what the driver says.
+  auto n = open_dpdk("n2", "net_null2", 6);
+  const auto* dp = n->flow_engine();
+  REQUIRE(dp != nullptr);
+  // The port's ethdev id, from describe() ("... port N, ...").
+  const std::string d = n->describe();
+  const size_t at = d.find(", port ");
+  REQUIRE(at != std::string::npos);
+  const auto pid = static_cast<uint16_t>(std::stoi(d.substr(at + 7)));
+  dpdk::DpdkFlowEngine tap(pid, "t0", "net_tap", kMap);
+  hal::FlowPattern p;
+  p.eth({}, {});
+  const uint16_t qs[] = {0, 1};
+  hal::FlowActions a;
+  a.rss(qs, hal::kFlowRssIpv4);
+  hal::FlowError err;
+  auto c = tap.create({}, p, a, &err);
+  CHECK(err.errnum == ENOTSUP);
+  CHECK(err.where == hal::FlowErrorWhere::action);
+  CHECK(err.index == 0);
+  CHECK(c.status().message().find("rte_flow create on port t0: action 0 (rss): keel does not use rss on net_tap") ==
+        0);
+  CHECK(tap.rule_count() == 0);
+  // validate goes to the driver (here net_null's ENOSYS): a hint only.
+  CHECK_FALSE(tap.validate({}, p, a, &err).ok());
+  CHECK(err.errnum == ENOSYS);
+  // Anything but rss reaches the driver on create too.
+  hal::FlowActions q;
+  q.queue(1);
+  CHECK_FALSE(tap.create({}, p, q, &err).ok());
+  CHECK(err.errnum == ENOSYS);
+  tap.detach();
+  CHECK(tap.create({}, p, q, &err).status().code() == Errc::unavailable);
 }
 
 TEST_CASE("dpdk flow: shutdown") { backend().shutdown(); }
