@@ -11,7 +11,7 @@
 // file prefix): net_null and net_ring have no rte_flow ops, so every call
 // fails with an errno and a message and nothing crashes; info() says no
 // template API and the template/queue calls fail clearly; a stopped port's
-// engine answers ENODEV; on net_tap (an engine told so, over net_null)
+// engine answers ENODEV; a queue-count restart moves reset_generation; on net_tap (an engine told so, over net_null)
 // create refuses rss itself while validate still asks the driver. Real rules are exercised in the qemu-virt boot
 // (net_tap on a kernel with TC flower), not here.
 //
@@ -497,6 +497,17 @@ TEST_CASE("dpdk flow: on net_tap, create refuses rss before the driver sees it; 
   CHECK(err.errnum == ENOSYS);
   tap.detach();
   CHECK(tap.create({}, p, q, &err).status().code() == Errc::unavailable);
+}
+
+TEST_CASE("dpdk flow: a queue-count restart counts as a reset of the rules (reset_generation moves)") {
+  auto n = open_dpdk("n3", "net_null3", 7);
+  hal::FlowEngine* fe = n->flow_engine();
+  REQUIRE(fe != nullptr);
+  const uint64_t g = fe->info().reset_generation;
+  REQUIRE_MESSAGE(n->set_queue_count(2, 1).ok(), "net_null takes any number of queues");
+  CHECK(fe->info().reset_generation == g + 1);
+  CHECK(n->set_queue_count(2, 1).ok());  // no change, no restart
+  CHECK(fe->info().reset_generation == g + 1);
 }
 
 TEST_CASE("dpdk flow: shutdown") { backend().shutdown(); }
