@@ -40,6 +40,15 @@
 //     the driver sees it (ENOTSUP, the message says why): what cannot be
 //     checked is not trusted. validate() still passes it to the driver (a
 //     hint, see above). Use queue (one queue) on net_tap.
+//   * net_tap's vlan item (DPDK 22.11 tap_flow_create_vlan) ANDs the TCI
+//     with the byte-swapped mask and keeps 8 bits of the VID: VID 0x123
+//     under mask 0x0fff becomes flower vlan_id 3 (the qemu-virt probe saw
+//     it), a rule that would act on other packets than asked. create() on
+//     net_tap computes the VID tap would install and refuses the rule
+//     (ENOTSUP at the vlan item) when it differs from the asked one.
+// configure(): the queues were set up at open (configure_async_at_open());
+// configure() checks the request fits them (a started port cannot be
+// configured again).
 // query_bulk() is a loop of rte_flow_query (22.11 has no bulk query of
 // plain rules; mlx5's indirect counters and age objects could, which keel
 // does not use yet). A rule's last hit comes from its AGE action when it has
@@ -150,9 +159,27 @@ uint64_t rss_types_to_dpdk(uint32_t types);
 FlowError translate_error(const rte_flow_error& e, int errnum, const RteFlowRule* rule, const FlowPattern* p,
                           const FlowActions* a, const char* op, const std::string& port);
 
+// The template API's set-up at open. rte_flow_configure must run while the
+// port is stopped (DPDK 22.11 refuses a started port with EINVAL before the
+// driver sees it, as the qemu-virt probe shows), and keel starts a port at
+// open, so DpdkPort::open() calls this between rte_eth_dev_configure and
+// rte_eth_dev_start: when rte_flow_info_get answers (mlx5), it configures
+// min(max queues, kFlowQueues) queues of min(max size, kFlowQueueSize)
+// entries; elsewhere it does nothing (n_queues 0).
+struct FlowAsyncSetup {
+  uint16_t n_queues = 0;
+  uint32_t queue_size = 0;
+  int errnum = 0;       // rte_flow_configure's error when info_get answered but configure failed
+  std::string message;  // its driver message
+};
+inline constexpr uint16_t kFlowQueues = 4;        // offload threads that may each own a queue
+inline constexpr uint32_t kFlowQueueSize = 1024;  // ops in flight per queue
+FlowAsyncSetup configure_async_at_open(uint16_t port_id) noexcept;
+
 class DpdkFlowEngine final : public FlowEngine {
  public:
-  DpdkFlowEngine(uint16_t port_id, std::string port_name, std::string driver, PortMap ports);
+  DpdkFlowEngine(uint16_t port_id, std::string port_name, std::string driver, PortMap ports,
+                 FlowAsyncSetup async = {});
   ~DpdkFlowEngine() override;
 
   FlowEngineInfo info() const override;
@@ -212,7 +239,7 @@ class DpdkFlowEngine final : public FlowEngine {
     std::vector<uint32_t> free;  // free slot indexes
   };
   Status gone(const char* op, FlowError* err) const;  // after detach()
-  Status refuse_traps(const FlowActions& a, const char* op, FlowError* err) const;
+  Status refuse_traps(const FlowPattern& p, const FlowActions& a, const char* op, FlowError* err) const;
   static RuleInfo info_of(const FlowActions& a);
 
   mutable std::mutex mu_;
@@ -226,6 +253,7 @@ class DpdkFlowEngine final : public FlowEngine {
   std::vector<rte_flow_actions_template*> atpls_;
   std::vector<rte_flow_template_table*> tables_;
   std::vector<Queue> queues_;
+  FlowAsyncSetup async_;  // what configure_async_at_open() did
   std::atomic<uint64_t> reset_generation_{0};
   bool callbacks_ = false;
   static int on_event(uint16_t port_id, rte_eth_event_type event, void* self, void* ret);

@@ -13,7 +13,8 @@
 // template API and the template/queue calls fail clearly; a stopped port's
 // engine answers ENODEV; a real net_tap on this host (when a TAP can be
 // made) shows the validate/EEXIST trap; a queue-count restart moves reset_generation; on net_tap (an engine told so, over net_null)
-// create refuses rss itself while validate still asks the driver. Real rules are exercised in the qemu-virt boot
+// create refuses rss and VLAN VIDs tap would install wrongly while validate
+// still asks the driver; configure() on a started vdev fails clearly. Real rules are exercised in the qemu-virt boot
 // (net_tap on a kernel with TC flower), not here.
 //
 // Thread-safety: single-threaded.
@@ -463,7 +464,7 @@ TEST_CASE("dpdk flow: a stopped port's engine answers ENODEV") {
   CHECK_FALSE(fe->info().async_api);
 }
 
-TEST_CASE("dpdk flow: on net_tap, create refuses rss before the driver sees it; validate still asks the driver") {
+TEST_CASE("dpdk flow: on net_tap, create refuses rss and a VID tap would mangle; validate still asks the driver") {
   // The engine is told its driver is net_tap while it runs on a net_null
   // port: what keel refuses by itself shows apart from what the driver says.
   auto n = open_dpdk("n2", "net_null2", 6);
@@ -496,6 +497,30 @@ TEST_CASE("dpdk flow: on net_tap, create refuses rss before the driver sees it; 
   q.queue(1);
   CHECK_FALSE(tap.create({}, p, q, &err).ok());
   CHECK(err.errnum == ENOSYS);
+
+  // tap's vlan item: a rule whose VID tap would install wrongly is refused
+  // at the item; one it installs as asked goes on to the driver.
+  auto vlan = [](uint16_t tci, uint16_t mask) {
+    hal::FlowPattern v;
+    v.eth({}, {}).vlan({tci, 0x0800}, {mask, 0xffff});
+    return v;
+  };
+  hal::FlowActions drop;
+  drop.drop();
+  auto w = tap.create({}, vlan(0x2123, 0x0fff), drop, &err);
+  CHECK(err.errnum == ENOTSUP);
+  CHECK(err.where == hal::FlowErrorWhere::item);
+  CHECK(err.index == 1);
+  CHECK(w.status().message().find("item 1 (vlan): net_tap would install VID 3 for VID 291") != std::string::npos);
+  CHECK_FALSE(tap.create({}, vlan(0x2042, 0x0fff), drop, &err).ok());  // 0x2042 & 0xff0f: VID 2
+  CHECK(err.errnum == ENOTSUP);
+  CHECK_FALSE(tap.create({}, vlan(0x20f0, 0xefff), drop, &err).ok());  // bit 4 of the VID lost
+  CHECK(err.errnum == ENOTSUP);
+  CHECK_FALSE(tap.create({}, vlan(0x2042, 0xefff), drop, &err).ok());  // what tap gets right
+  CHECK(err.errnum == ENOSYS);  // the driver's (net_null) answer: keel let it through
+  CHECK_FALSE(tap.create({}, vlan(0xe000, 0xe000), drop, &err).ok());  // PCP only: no VID to get wrong
+  CHECK(err.errnum == ENOSYS);
+
   tap.detach();
   CHECK(tap.create({}, p, q, &err).status().code() == Errc::unavailable);
 }
