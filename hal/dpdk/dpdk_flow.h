@@ -46,6 +46,11 @@
 //     it), a rule that would act on other packets than asked. create() on
 //     net_tap computes the VID tap would install and refuses the rule
 //     (ENOTSUP at the vlan item) when it differs from the asked one.
+//   * net_tap files a rule with a vlan item under TC protocol 802.1Q and
+//     the others under ETH_P_ALL, and the kernel keeps one protocol per
+//     priority: a VLAN rule at the priority of live non-VLAN rules is
+//     refused (EEXIST). Not rewritten here (the priority is the caller's):
+//     the offload engine gives VLAN rules a priority of their own on tap.
 // configure(): the queues were set up at open (configure_async_at_open());
 // configure() checks the request fits them (a started port cannot be
 // configured again).
@@ -65,7 +70,10 @@
 //
 // Thread-safety: the FlowEngine contract (one thread at a time, the offload
 // thread), plus a mutex of its own so that detach() (control thread, port
-// removal) cannot race a call in flight; no PMD ever takes it. The reset
+// removal) cannot race a call in flight; it also serialises calls from
+// several offload threads sharing a port. No PMD ever takes it. The port
+// map is consulted before the mutex is taken (it takes the backend's lock,
+// which DpdkBackend::shutdown() holds while it detaches engines). The reset
 // counter is an atomic written by the EAL's interrupt thread.
 #pragma once
 
