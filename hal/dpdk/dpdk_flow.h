@@ -50,7 +50,8 @@
 //     the others under ETH_P_ALL, and the kernel keeps one protocol per
 //     priority: a VLAN rule at the priority of live non-VLAN rules is
 //     refused (EEXIST). Not rewritten here (the priority is the caller's):
-//     the offload engine gives VLAN rules a priority of their own on tap.
+//     a caller driving net_tap must give VLAN rules a priority of their own
+//     (the qemu-virt probe does; the offload engine targets the sim and mlx5).
 // configure(): the queues were set up at open (configure_async_at_open());
 // configure() checks the request fits them (a started port cannot be
 // configured again).
