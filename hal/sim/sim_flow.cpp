@@ -578,6 +578,7 @@ class SimNicModel final : public SimNic, public HwIngress {
         exact_capacity_(capacity - std::max<uint32_t>(capacity / 16, 1)),
         masked_capacity_(std::max<uint32_t>(capacity / 16, 1)) {
     resize_exact(exact_capacity_);
+    chunks_.reserve((1u << 24) / kChunk);  // growing it never reallocates under the write lock
     set_costs(kDefaultCosts);
   }
 

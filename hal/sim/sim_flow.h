@@ -69,6 +69,10 @@
 // rule and queued operation is forgotten, the reset generation moves, old
 // handles answer ENODEV).
 //
+// validate() checks what create() would refuse about the rule itself
+// (items, actions, ports, queues), not the capacity or an injected fault:
+// like a driver's, it is a hint, and create() decides.
+//
 // Handles: generation (16 bits) | slot sequence (24) | slot (24), never 0:
 // a handle from before a reset, or of a destroyed rule whose slot was
 // reused, is recognised and refused.
