@@ -13,8 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include "datapath/datapath.h"
+#include "eventually.h"
 #include "hal/sim/ring_port.h"
 #include "hal/sim/sim_flow.h"
+#include "sim_test_util.h"
 #include "keel/hal/backend.h"
 #include "keel/hal/cpu.h"
 #include "keel/hal/flow.h"
@@ -121,7 +124,7 @@ bool checksums_ok(const uint8_t* d, size_t len) {
   return sum16(d + l4, len - l4, ps) == 0xffff;
 }
 
-Packet* packet(Backend& b, const std::vector<uint8_t>& bytes) {
+Packet* make_pkt(Backend& b, const std::vector<uint8_t>& bytes) {
   Packet* p = nullptr;
   REQUIRE(b.alloc_burst(std::span(&p, 1)) == 1);
   REQUIRE(p->set_len(static_cast<uint32_t>(bytes.size())));
@@ -133,7 +136,7 @@ Packet* packet(Backend& b, const std::vector<uint8_t>& bytes) {
 // there) and returns what the PMD got; the caller releases them.
 std::vector<Packet*> receive(Nic& n, const std::vector<std::vector<uint8_t>>& frames) {
   std::vector<Packet*> in;
-  for (const auto& f : frames) in.push_back(packet(*n.be, f));
+  for (const auto& f : frames) in.push_back(make_pkt(*n.be, f));
   REQUIRE(n.r1().inject(in) == in.size());
   std::vector<Packet*> got;
   std::array<Packet*, kMaxBurst> burst;
@@ -679,7 +682,7 @@ TEST_CASE("sim nic: transfer rules match the port they name; jumps continue in a
   CHECK(got.size() == 1);
   release_all(got);
   // From p3: forwarded to p2.
-  Packet* pk = packet(*n.be, frame({}));
+  Packet* pk = make_pkt(*n.be, frame({}));
   REQUIRE(r3.inject(std::span(&pk, 1)) == 1);
   std::array<Packet*, kMaxBurst> burst;
   CHECK(p3->rx(0, burst) == 0);
@@ -754,7 +757,7 @@ TEST_CASE("sim nic: PMD lookups race rule inserts and removes without losing a p
     f.sport = static_cast<uint16_t>(i % 8);
     const FlowHandle h = must_create(n.e1(), exact_udp(f), FlowActions().drop().count_hits());
     std::array<Packet*, 4> ps;
-    for (Packet*& p : ps) p = packet(*n.be, frame(f));
+    for (Packet*& p : ps) p = make_pkt(*n.be, frame(f));
     while (n.r1().inject(ps) != ps.size()) cpu_relax();
     sent += ps.size();
     if (i % 2) REQUIRE(n.e1().destroy(h, nullptr).ok());
@@ -765,4 +768,58 @@ TEST_CASE("sim nic: PMD lookups race rule inserts and removes without losing a p
   const PortCounters c = n.p1->counters();
   CHECK(c.rx_packets == sent);
   CHECK(pmd_seen + c.rx_hw_dropped == sent);  // each packet either dropped in hardware or seen by the PMD
+}
+
+TEST_CASE("sim nic: with a PMD running, offloaded packets bypass it while it sends to the same port") {
+  // p0 -> p1 by a cross-connect (the PMD's path); the flows with sport < 8
+  // also have an exact rule p0 -> p1 in the model. Both write the same
+  // egress ring at once; every packet arrives once and each path counts
+  // exactly its own.
+  auto be = make_sim_backend({.buffers = 8192, .offload_flows = 1024});
+  REQUIRE(be.ok());
+  auto backend = std::move(be).value();
+  datapath::Datapath dp{{.pmd_cores = {-1}}};
+  uint16_t in_id = 0, out_id = 0;
+  sim::RingPort* in = test::add_sim_port(*backend, dp, "p0", "ring:size=4096", 1, &in_id);
+  sim::RingPort* out = test::add_sim_port(*backend, dp, "p1", "ring:size=8192", 1, &out_id);
+  dp.set_xconnect(in_id, out_id);
+  sim::SimNic* nic = sim::sim_nic(*backend);
+  REQUIRE(nic != nullptr);
+  nic->set_costs({});
+  nic->set_keep_order(false);  // counts independent of how rx cuts the bursts
+  FlowEngine* e = in->flow_engine();
+  REQUIRE(e != nullptr);
+  std::vector<FlowHandle> hs;
+  for (uint16_t sp = 0; sp < 8; ++sp) {
+    Udp4 f;
+    f.sport = sp;
+    hs.push_back(must_create(*e, exact_udp(f), FlowActions().port(out_id).count_hits()));
+  }
+  REQUIRE(dp.start({backend.get()}).ok());
+  constexpr unsigned kPackets = 3000;
+  unsigned hw = 0;
+  for (unsigned i = 0; i < kPackets; ++i) {
+    Udp4 f;
+    f.sport = static_cast<uint16_t>(i % 16);
+    hw += f.sport < 8;
+    Packet* p = make_pkt(*backend, frame(f));
+    while (in->inject(std::span(&p, 1)) != 1) cpu_relax();
+  }
+  REQUIRE(test::eventually([&] { return out->tx_pending() == kPackets; }));
+  uint64_t hits = 0;
+  for (FlowHandle h : hs) hits += must_query(*e, h).hits;
+  CHECK(hits == hw);
+  const PortCounters c = in->counters();
+  CHECK(c.rx_packets == kPackets);
+  CHECK(c.rx_hw_forwarded == hw);
+  CHECK(test::eventually([&] { return dp.pmds()[0]->counters().xconnect_hits == kPackets - hw; }));
+  CHECK(dp.pmds()[0]->counters().rx_packets == kPackets - hw);  // the PMD never saw the others
+  dp.stop();
+  std::array<Packet*, kMaxBurst> burst;
+  size_t k, got = 0;
+  while ((k = out->collect(burst)) > 0) {
+    got += k;
+    release_burst(std::span(burst.data(), k));
+  }
+  CHECK(got == kPackets);
 }
