@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <deque>
 #include <exception>
 #include <new>
 
@@ -548,9 +547,20 @@ struct AsyncOp {
   uint64_t user_data = 0;
   FlowHandle handle = kNoFlow;
 };
+// pending + done never exceed the queue size, and both are reserved to
+// it at configure(): queueing and completing allocate nothing.
 struct AsyncQueue {
-  std::vector<AsyncOp> pending;        // reserved queue_size
-  std::deque<FlowOpResult> done;
+  std::vector<AsyncOp> pending;
+  std::vector<FlowOpResult> done;  // completions from done_head on
+  size_t done_head = 0;
+  size_t done_count() const { return done.size() - done_head; }
+  // Drops the completions already pulled, so that appending stays within
+  // the reserved capacity.
+  void compact() {
+    if (done_head == 0) return;
+    done.erase(done.begin(), done.begin() + static_cast<std::ptrdiff_t>(done_head));
+    done_head = 0;
+  }
 };
 
 struct Fault {
@@ -865,12 +875,12 @@ class SimPortEngine final : public FlowEngine {
                            " operations");
     std::lock_guard g(nic_.ctl_);
     for (const AsyncQueue& q : queues_)
-      if (!q.pending.empty() || !q.done.empty())
+      if (!q.pending.empty() || q.done_count())
         return flow_fail(err, "configure", port_name(), EBUSY, FlowErrorWhere::queue, -1, -1,
                          "operations still queued");
     try {
       std::vector<AsyncQueue> qs(n_queues);
-      for (AsyncQueue& q : qs) q.pending.reserve(queue_size);
+      for (AsyncQueue& q : qs) q.pending.reserve(queue_size), q.done.reserve(queue_size);
       queues_.swap(qs);
     } catch (const std::bad_alloc&) {
       return flow_fail(err, "configure", port_name(), ENOMEM, FlowErrorWhere::device, -1, -1, "out of memory");
@@ -990,7 +1000,7 @@ class SimPortEngine final : public FlowEngine {
           return bad(FlowErrorWhere::action, static_cast<int>(i), static_cast<int>(actions.actions[i].type),
                      std::string("action differs from the template's (") + to_string(ta.actions[i].type) + ")");
       AsyncQueue& aq = queues_[queue];
-      if (aq.pending.size() + aq.done.size() >= queue_size_)
+      if (aq.pending.size() + aq.done_count() >= queue_size_)
         return flow_fail(err, "async_create", port_name(), EAGAIN, FlowErrorWhere::queue, -1, -1,
                          "queue " + std::to_string(queue) + " full: push and pull first");
       SimNicModel::Prepared p;
@@ -1013,7 +1023,7 @@ class SimPortEngine final : public FlowEngine {
       std::lock_guard g(nic_.ctl_);
       if (auto s = check_queue("async_destroy", queue, err); !s) return s;
       AsyncQueue& aq = queues_[queue];
-      if (aq.pending.size() + aq.done.size() >= queue_size_)
+      if (aq.pending.size() + aq.done_count() >= queue_size_)
         return flow_fail(err, "async_destroy", port_name(), EAGAIN, FlowErrorWhere::queue, -1, -1,
                          "queue " + std::to_string(queue) + " full: push and pull first");
       aq.pending.push_back({false, user_data, h});
@@ -1030,6 +1040,7 @@ class SimPortEngine final : public FlowEngine {
       std::lock_guard g(nic_.ctl_);
       if (auto s = check_queue("push", queue, err); !s) return s;
       AsyncQueue& aq = queues_[queue];
+      aq.compact();
       n = aq.pending.size();
       for (const AsyncOp& op : aq.pending) {
         FlowOpResult r{op.user_data, true, 0, op.handle};
@@ -1061,10 +1072,8 @@ class SimPortEngine final : public FlowEngine {
     if (!check_queue("pull", queue, err)) return 0;
     AsyncQueue& aq = queues_[queue];
     unsigned n = 0;
-    while (n < out.size() && !aq.done.empty()) {
-      out[n++] = aq.done.front();
-      aq.done.pop_front();
-    }
+    while (n < out.size() && aq.done_head < aq.done.size()) out[n++] = aq.done[aq.done_head++];
+    if (aq.done_head == aq.done.size()) aq.done.clear(), aq.done_head = 0;  // keeps the capacity
     return n;
   }
 
@@ -1072,6 +1081,7 @@ class SimPortEngine final : public FlowEngine {
   // template tables are emptied.
   void on_reset() {
     for (AsyncQueue& aq : queues_) {
+      aq.compact();
       for (const AsyncOp& op : aq.pending) aq.done.push_back({op.user_data, false, ENODEV, op.handle});
       nic_.st_async_pending_.fetch_sub(aq.pending.size(), std::memory_order_relaxed);
       aq.pending.clear();
