@@ -506,6 +506,7 @@ struct SimRule {
   uint32_t table = 0;  // template table + 1, 0: sync rule
   uint32_t priority = 0;
   uint64_t order = 0;  // creation order (ties)
+  uint64_t created_ns = 0;  // when it went into a table (AGE counts from there until a hit)
   SimKey key{}, mask{};
   SimActions act;
   std::atomic<uint64_t> hits{0}, bytes{0}, last_hit_ns{0};
@@ -1413,6 +1414,7 @@ int SimNicModel::install(FlowHandle h, std::string* why) {
                                 : "masked table full (" + std::to_string(mcap) + " rules)");
   const uint32_t slot = slot_of(h);
   r->order = next_order_++;
+  r->created_ns = now_ns();
   if (exact) {
     r->exact = true;
     r->shape = static_cast<uint8_t>(shape);
@@ -1512,8 +1514,8 @@ bool SimNicModel::read(FlowHandle h, uint16_t owner, FlowQuery& q) {
   q.bytes = r->bytes.load(relaxed);
   q.last_hit_ns = r->last_hit_ns.load(relaxed);
   if (r->act.age_ns) {
-    const uint64_t since = q.last_hit_ns ? q.last_hit_ns : 0;
-    q.aged = since != 0 && now_ns() - since > r->act.age_ns;
+    const uint64_t since = q.last_hit_ns ? q.last_hit_ns : r->created_ns;
+    q.aged = now_ns() - since > r->act.age_ns;
   }
   return true;
 }
