@@ -444,7 +444,7 @@ bool apply_edits(Packet& p, const SimActions& a) noexcept {
         break;
       }
       case FlowActionType::of_push_vlan: {
-        const uint16_t tci = lay.vlans ? rd16(d + 14) : 0;
+        const uint16_t tci = 0;  // the of_set_vlan_* that follow fill it (see sim_flow.h)
         uint8_t* nd = p.push_front(4);
         if (nd == nullptr) return false;
         std::memmove(nd, nd + 4, 12);

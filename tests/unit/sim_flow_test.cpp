@@ -868,3 +868,22 @@ TEST_CASE("sim nic: IPv6 rules match the addresses; rewrites keep the UDP checks
   CHECK(err.errnum == EINVAL);
   CHECK(err.index == 0);
 }
+
+TEST_CASE("sim nic: push_vlan on a tagged frame writes a new outer tag from the set actions, DEI 0") {
+  Nic n;
+  Udp4 f;
+  f.vlan = true, f.tci = 0x1000 | 7;  // DEI set, VID 7
+  FlowVlan vl{}, vlm{};
+  vl.tci = 7, vlm.tci = 0x0fff;
+  FlowPattern p;
+  p.eth({}, {}).vlan(vl, vlm);
+  must_create(n.e1(), p, FlowActions().push_vlan(0x88a8).set_vlan_vid(200).set_vlan_pcp(3).port(2));
+  auto got = receive(n, {frame(f)});
+  CHECK(got.empty());
+  const auto out = collect(n.r2());
+  REQUIRE(out.size() == 1);
+  std::vector<uint8_t> want = frame(f);
+  const uint16_t tci = 3 << 13 | 200;
+  want.insert(want.begin() + 12, {0x88, 0xa8, static_cast<uint8_t>(tci >> 8), static_cast<uint8_t>(tci)});
+  CHECK(out[0] == want);
+}
