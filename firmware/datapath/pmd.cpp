@@ -1291,7 +1291,9 @@ void Pmd::sample_hot(Megaflow& f, const ExecPacket* batch, unsigned n, uint64_t 
       const bool same = s.hash == h && s.slot == f.index;
       s = {h, f.index, 0, now, same ? s.posted_ns : 0};
     }
-    if (++s.packets != promote_packets_) continue;
+    if (++s.packets < promote_packets_) continue;
+    // Hot. Posted once; again only if it still reaches this PMD at the rate
+    // a window after it was posted (its rule failed, or was demoted).
     if (s.posted_ns && now - s.posted_ns <= promote_window_ns_) continue;
     HotMicroflow hm;
     if (!make_micro_key(*key, &hm.key)) continue;
