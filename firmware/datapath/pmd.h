@@ -141,8 +141,8 @@
 // table (partial offload) and the sampler are the PMD thread's alone: the
 // mark table changes only through set_mark/clear_mark requests, and when a
 // flow is removed (its entry goes before its `removed` event is posted).
-// A burst from a port is checked for marks only while the table holds any
-// (one branch per burst otherwise): a packet whose mark names a live flow
+// A live burst from a port (offline runs read no marks) is checked for marks
+// only while the table holds any (one branch per burst otherwise): a packet whose mark names a live flow
 // of this PMD with that in_port executes the flow's actions with no
 // EMC/SMC/dpcls lookup (outputs-only flows: no parse either; others are
 // parsed for the executor), counted in phwol_hits, before the rest of the
