@@ -126,6 +126,28 @@
 // counts it, ctl_tx_full: a relaxed fetch_add by the poster). stop()
 // releases what is left after the thread has joined.
 //
+// Hardware offload (offload_hooks.h; while Datapath::offload_enabled(),
+// one relaxed load per burst, with the promotion thresholds): when it
+// applies an install, remove or modify (request or upcall answer) the PMD
+// pushes an OffloadEvent to its event ring, and for flows whose hw_want the
+// engine set (one relaxed load per group of a burst's packets of a flow) it
+// counts depth-0 packets per microflow in its sampler (kHotSamples entries,
+// direct-mapped by a hash of the MicroKey words; a key-less packet of the
+// simple-match path is parsed for it) and pushes a HotMicroflow once when
+// one reaches the threshold within the window (again only after a further
+// window). Both rings are bounded MPMC rings the PMD alone pushes to and
+// the engine alone pops (Datapath::offload_poll); a full ring drops the
+// item and counts it (offload_events_lost / offload_hot_lost). The mark
+// table (partial offload) and the sampler are the PMD thread's alone: the
+// mark table changes only through set_mark/clear_mark requests, and when a
+// flow is removed (its entry goes before its `removed` event is posted).
+// A live burst from a port (offline runs read no marks) is checked for marks
+// only while the table holds any (one branch per burst otherwise): a packet whose mark names a live flow
+// of this PMD with that in_port executes the flow's actions with no
+// EMC/SMC/dpcls lookup (outputs-only flows: no parse either; others are
+// parsed for the executor), counted in phwol_hits, before the rest of the
+// burst (so the one burst in which a flow's rule goes in may reorder that
+// flow's packets); the others (phwol_misses) are classified as usual.
 // Offline mode (datapath.h; set before start(), then fixed, on every PMD):
 // this PMD polls its rx queues — every input with one PMD; with several, a
 // multi-queue replay's queues are spread over the PMDs (datapath.h) — each
@@ -175,6 +197,7 @@
 #include "datapath/emc.h"
 #include "datapath/execute.h"
 #include "datapath/flow_table.h"
+#include "datapath/offload_hooks.h"
 #include "datapath/smc.h"
 #include "datapath/upcall.h"
 #include "keel/hal/backend.h"
@@ -234,6 +257,11 @@ struct PmdCounters {
   uint64_t tnl_popped = 0;            // packets decapsulated by tnl_pop (and recirculated)
   uint64_t tnl_pop_errors = 0;        // tnl_pop drops, all reasons
   uint64_t tnl_pop_reasons[packet::kTnlPopResults] = {};  // by packet::TnlPopResult (tnl_pop_result_name)
+  // Hardware offload (offload_hooks.h):
+  uint64_t phwol_hits = 0;           // marked packets executed through the mark table (no parse, no lookup)
+  uint64_t phwol_misses = 0;         // marked packets whose mark named no live flow: classified normally
+  uint64_t offload_events_lost = 0;  // OffloadEvents not posted: the ring was full
+  uint64_t offload_hot_lost = 0;     // HotMicroflows not posted: the ring was full
 };
 
 // Counters pmd-perf-show adds to PmdCounters: the idle sleeps and the
@@ -257,7 +285,7 @@ inline constexpr uint64_t kXpsTimeoutNs = 500'000'000;
 // What the PMD writes back is plain data (codes, a POD array the requester
 // allocated): it builds no string and allocates nothing to answer.
 struct FlowRequest {
-  enum class Op : uint8_t { install, remove, modify, dpcls_info, bond_set, bond_del };
+  enum class Op : uint8_t { install, remove, modify, dpcls_info, bond_set, bond_del, set_mark, clear_mark };
   Op op = Op::install;
   Megaflow* flow = nullptr;  // install: the new flow; remove/modify: a template (in_port, mask, key)
   const flow::DpActions* actions = nullptr;  // modify: the new list; afterwards the old one
@@ -274,6 +302,10 @@ struct FlowRequest {
   uint32_t bond_id = 0;
   const BondMembers* bond_members = nullptr;
   BondBucketCounters* bond_counters = nullptr;
+  // set_mark: the flow in slot `slot` with ufid `ufid` gets `mark`;
+  // clear_mark: `mark`'s entry goes (offload_hooks.h).
+  uint32_t slot = 0, mark = 0;
+  Ufid ufid;
   FlowResult result = FlowResult::ok;
   std::atomic<bool> done{false};
 };
@@ -432,6 +464,13 @@ class Pmd {
   uint32_t held() const { return held_pub_.load(std::memory_order_acquire); }
   void clear_counters();  // resets the reported values (baseline kept by the reader side)
 
+  // The offload rings (offload_hooks.h): the PMD pushes, one consumer (the
+  // offload engine's thread, through Datapath::offload_poll) pops.
+  static constexpr unsigned kOffloadEventRing = 4096;
+  static constexpr unsigned kHotMicroflowRing = 1024;
+  size_t pop_offload_events(std::span<OffloadEvent> out) noexcept { return offload_events_.pop_bulk(out); }
+  size_t pop_hot_microflows(std::span<HotMicroflow> out) noexcept { return offload_hot_.pop_bulk(out); }
+
   // The slow path's end of this PMD's upcall rings (upcall.h).
   UpcallChannel& upcall_channel() { return *upcalls_; }
 
@@ -464,6 +503,7 @@ class Pmd {
 
   void run();
   void apply(FlowRequest& req);
+  void apply_mark(FlowRequest& req) noexcept;
   void drain_requests();
   // Sends what post_tx() queued (PMD thread).
   void drain_ctl_tx() noexcept;
@@ -514,7 +554,10 @@ class Pmd {
                    bool derived) noexcept;
   // The slow path's answers: install, then execute.
   void handle_answers();
-  void execute_grouped(unsigned n, Megaflow* const* flows, const ExecPacket* ep, const uint16_t* flags);
+  // depth 0 (packets off the wire, no tunnel metadata): microflows of
+  // flows with hw_want are sampled.
+  void execute_grouped(unsigned n, Megaflow* const* flows, const ExecPacket* ep, const uint16_t* flags,
+                       unsigned depth = 1);
   // Slow-path requests and recirculation after a pass at `depth`.
   void after_pass(unsigned depth);
   void send(uint32_t port, std::span<hal::Packet* const> pkts) noexcept;
@@ -644,6 +687,46 @@ class Pmd {
     std::atomic<uint64_t> busy_iterations{0}, sleep_iterations{0}, sleep_cycles{0}, txq_shared_bursts{0},
         txq_lock_waits{0}, txq_wait_cycles{0}, txq_steers{0};
   } pc_;
+  // --- offload (offload_hooks.h; PMD thread unless said) ---
+  MpmcRing<OffloadEvent> offload_events_{kOffloadEventRing};
+  MpmcRing<HotMicroflow> offload_hot_{kHotMicroflowRing};
+  std::atomic<uint64_t> phwol_hits_{0}, phwol_misses_{0}, offload_events_lost_{0}, offload_hot_lost_{0};
+  // The mark table: direct-mapped by mark (marks_mask_ + 1 entries, a
+  // power of two >= the flow capacity), each entry the full mark and its
+  // flow; `light`: the flow's actions are outputs/drop only, so its
+  // packets need no parse (see process_marked).
+  struct MarkEntry {
+    uint32_t mark = 0;
+    bool light = false;
+    Megaflow* flow = nullptr;
+  };
+  std::unique_ptr<MarkEntry[]> marks_;
+  uint32_t marks_mask_ = 0;
+  uint32_t n_marks_ = 0;
+  // The hot-microflow sampler: direct-mapped by the packet hash, an entry
+  // per (hash, megaflow slot) counting its packets in the current window.
+  struct HotSample {
+    uint32_t hash = 0, slot = ~0u, packets = 0;
+    uint64_t start_ns = 0, posted_ns = 0;  // window start; when last posted (0: never)
+  };
+  static constexpr unsigned kHotSamples = 2048;
+  std::unique_ptr<HotSample[]> samples_;
+  std::unique_ptr<packet::ParsedPacket> sample_pp_;  // a key-less packet parsed for its sample
+  // Per burst (receive()): whether offload is on, its thresholds, the rx queue.
+  bool offload_on_ = false;
+  uint32_t promote_packets_ = kDefaultPromotePackets;
+  uint64_t promote_window_ns_ = kDefaultPromoteWindowNs;
+  uint16_t cur_rxq_ = 0;
+  void post_offload_event(OffloadEvent::Op op, const Megaflow& f) noexcept;
+  // Executes the packets of `pkts` whose mark names a live flow of this PMD
+  // from `in`; returns the others, compacted in order.
+  unsigned process_marked(hal::Port& in, std::span<hal::Packet*> pkts);
+  // Counts n packets of f (a flow with hw_want) per microflow; posts the
+  // ones that cross the threshold.
+  void sample_hot(Megaflow& f, const ExecPacket* batch, unsigned n, uint64_t now) noexcept;
+  // f's mark entry goes (f died or its mark is cleared).
+  void forget_mark(Megaflow& f) noexcept;
+
   PmdCounters baseline_;  // control thread: subtracted by counters() after clear
   PmdPerfCounters perf_baseline_;
   std::atomic<uint64_t> since_ns_{0};
