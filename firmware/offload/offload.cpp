@@ -1360,7 +1360,9 @@ void Shard::stats_round(bool full, uint64_t now) {
       if (dp) used = q.last_hit_ns && q.last_hit_ns <= now ? q.last_hit_ns : now;
       if (used > r.last_hit_ns) r.last_hit_ns = used;
       r.meter.update(now, r.hits);
-      if (dp || db) {
+      // A partial (MARK) rule's packets reach the PMD, which counts them in
+      // the megaflow already: its counter only feeds the rate and idleness.
+      if (!r.partial && (dp || db)) {
         Delta& d = deltas[r.flow];
         d.p += dp;
         d.b += db;
