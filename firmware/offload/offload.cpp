@@ -1670,11 +1670,11 @@ Status Offload::set_enabled(bool on) {
   if (on) {
     dp_.set_offload_enabled(true);
     if (!engine_->command_all(Engine::Cmd::enable, 5000))
-      return error(Errc::unavailable, "offload enable: the offload thread did not answer");
+      return error(Errc::unavailable, "the offload thread did not answer");
   } else {
     dp_.set_offload_enabled(false);
     if (!engine_->command_all(Engine::Cmd::disable, 10000))
-      return error(Errc::unavailable, "offload disable: the offload thread did not answer");
+      return error(Errc::unavailable, "the offload thread did not answer");
   }
   return {};
 }
@@ -1685,13 +1685,13 @@ Status Offload::set_mode(Mode m) {
   c.mode = m;
   engine_->set_cfg(c);
   if (engine_->running() && !engine_->command_all(Engine::Cmd::remode, 10000))
-    return error(Errc::unavailable, "set offload-mode: the offload thread did not answer");
+    return error(Errc::unavailable, "the offload thread did not answer");
   return {};
 }
 
 Status Offload::set_threads(unsigned n) {
   if (n < 1 || n > kMaxOffloadThreads)
-    return invalid("n-offload-threads: " + std::to_string(n) + " is out of range 1.." + std::to_string(kMaxOffloadThreads));
+    return invalid(std::to_string(n) + " is out of range 1.." + std::to_string(kMaxOffloadThreads));
   OffloadConfig c = engine_->cfg();
   if (c.threads == n) return {};
   if (!engine_->running()) {
@@ -1708,7 +1708,7 @@ Status Offload::set_threads(unsigned n) {
 
 Status Offload::set_promote_packets(uint32_t n) {
   if (n < 1 || n > kMaxPromotePackets)
-    return invalid("offload-promote-packets: " + std::to_string(n) + " is out of range 1.." + std::to_string(kMaxPromotePackets));
+    return invalid(std::to_string(n) + " is out of range 1.." + std::to_string(kMaxPromotePackets));
   OffloadConfig c = engine_->cfg();
   c.promote_packets = n;
   engine_->set_cfg(c);
@@ -1718,7 +1718,7 @@ Status Offload::set_promote_packets(uint32_t n) {
 
 Status Offload::set_promote_window_ms(uint32_t ms) {
   if (ms < 1 || ms > 3600u * 1000u)
-    return invalid("offload-promote-window-ms: " + std::to_string(ms) + " is out of range 1..3600000");
+    return invalid(std::to_string(ms) + " is out of range 1..3600000");
   OffloadConfig c = engine_->cfg();
   c.promote_window_ns = uint64_t{ms} * 1'000'000ull;
   engine_->set_cfg(c);
@@ -1728,7 +1728,7 @@ Status Offload::set_promote_window_ms(uint32_t ms) {
 
 Status Offload::set_idle_ms(uint32_t ms) {
   if (ms != 0 && (ms < 10 || ms > kMaxIdleMs))
-    return invalid("offload-idle-ms: " + std::to_string(ms) + " is out of range (0, or 10.." + std::to_string(kMaxIdleMs) + ")");
+    return invalid(std::to_string(ms) + " is out of range (0, or 10.." + std::to_string(kMaxIdleMs) + ")");
   OffloadConfig c = engine_->cfg();
   c.idle_ms = ms;
   engine_->set_cfg(c);
