@@ -4,8 +4,9 @@
 // its info, a mutex serialising calls into it, the async tables), the mark
 // allocator and N Shards. A Shard owns the flows whose ufid hashes to it
 // (FlowRec: what the datapath said about the flow, the decision, its marks
-// and hardware rules) and the rules (Rule: pattern, actions, handle, state,
-// counters, rate meter) and runs one thread:
+// and hardware rules) and the rules (Rule: pattern, actions, handle, state;
+// an installed rule's counters and rate meter live in a dense per-port
+// array of RuleStat, which the stats rounds walk) and runs one thread:
 //
 //   loop:  control commands (enable, disable, mode, flush) -> poll the
 //          datapath's rings (the shard whose turn it is routes what it
@@ -13,7 +14,8 @@
 //          rules queued) -> hot microflows (exact rules queued; placement
 //          when the table is full) -> inserts due (batches; async when the
 //          port has the template API) -> every kStatsIntervalNs a terse
-//          stats round, idle demotion, reset detection -> stats requests
+//          stats round (unless one just ran), idle demotion, reset
+//          detection, placement of table-full candidates -> stats requests
 //          (sync_stats) -> sleep up to kIdleWaitNs if nothing happened.
 //
 // Thread-safety. Each Shard's state is guarded by its `mu`, held by its
