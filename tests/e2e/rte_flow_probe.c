@@ -1,0 +1,618 @@
+/* rte_flow on net_tap, for real: the guest program of tests/e2e/qemu_rte_flow.py.
+ *
+ *   rte_flow_probe [--frames N] [--port-a A] [--port-b B] [--port-c C] -- EAL ARGS
+ *
+ * Runs inside the qemu-virt guest (Debian's arm64 kernel, with cls_flower,
+ * sch_multiq, sch_ingress, act_gact, act_skbedit, act_mirred and tun loaded
+ * by the init). EAL must create a tap: `--vdev net_tap0,iface=dtap0`.
+ *
+ * What it does, with raw rte_flow calls (the traps are what keel's DPDK
+ * backend has to handle; this program learns them, it is not keel):
+ *   1. port 0 (the tap) with 2 rx queues; the guest kernel sends frames into
+ *      dtap0 through an AF_PACKET socket: tun hands them to the PMD's queues.
+ *      A baseline round of A/B/C frames shows every frame reaches the PMD.
+ *   2. rule DROP:  eth / ipv4 / udp dst A -> drop      (flower + gact shot)
+ *      rule QUEUE: eth / ipv4 / udp dst B -> queue 1   (flower + skbedit
+ *                                                        queue_mapping 1)
+ *   3. traps: rte_flow_validate of a copy of the DROP rule succeeds (tap only
+ *      parses); rte_flow_create of that copy is refused by the kernel (flower:
+ *      same key in the same priority) and tap reports EEXIST with the message
+ *      "overlapping rules or Kernel too old for flower support"; the TC
+ *      filter set is unchanged afterwards. COUNT: validate and query answers.
+ *   4. --frames frames each of UDP dst A, B and C (source ports vary, so the
+ *      kernel's tun queue selection spreads C): A never reaches the PMD, B
+ *      arrives on queue 1 only, C arrives (on the queues the kernel picks);
+ *      the TC filters' action counters (RTM_GETTFILTER dump of dtap0's multiq
+ *      root, TCA_ACT_STATS basic) count exactly the A and B frames.
+ *   5. both rules destroyed: A and B reach the PMD again, no filter left.
+ * Every check prints `PROBE-CHECK <name> ok|FAIL <detail>`; the last line is
+ * `PROBE-RESULT PASS` (exit 0) or `PROBE-RESULT FAIL n=<failed checks>`
+ * (exit 1). Other guest traffic (IPv6 is disabled on the tap first) is
+ * counted as `other` and ignored.
+ */
+#define _GNU_SOURCE
+#define ALLOW_EXPERIMENTAL_API /* rte_flow_info_get (the template API's entry point) */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/gen_stats.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <linux/netlink.h>
+#include <linux/pkt_cls.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_flow.h>
+#include <rte_mbuf.h>
+
+#define IFACE "dtap0"
+#define NB_RXQ 2
+#define MAX_FILTERS 32
+
+static int failures;
+
+static void check(int ok, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void check(int ok, const char *name, const char *fmt, ...)
+{
+    va_list ap;
+    printf("PROBE-CHECK %s %s ", name, ok ? "ok" : "FAIL");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    fflush(stdout);
+    if (!ok) failures++;
+}
+
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...)
+{
+    va_list ap;
+    printf("probe: ");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    fflush(stdout);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const char *errname(int e)
+{
+    switch (e) {
+    case 0: return "0";
+    case EEXIST: return "EEXIST";
+    case ENOTSUP: return "ENOTSUP";
+    case ENOSYS: return "ENOSYS";
+    case EINVAL: return "EINVAL";
+    case ENOMEM: return "ENOMEM";
+    case ENOENT: return "ENOENT";
+    case EIO: return "EIO";
+    default: return "errno";
+    }
+}
+
+static const char *flow_error_type(enum rte_flow_error_type t)
+{
+    switch (t) {
+    case RTE_FLOW_ERROR_TYPE_NONE: return "none";
+    case RTE_FLOW_ERROR_TYPE_UNSPECIFIED: return "unspecified";
+    case RTE_FLOW_ERROR_TYPE_HANDLE: return "handle";
+    case RTE_FLOW_ERROR_TYPE_ATTR: return "attr";
+    case RTE_FLOW_ERROR_TYPE_ITEM: return "item";
+    case RTE_FLOW_ERROR_TYPE_ACTION: return "action";
+    default: return "other";
+    }
+}
+
+/* ---- frames ------------------------------------------------------------ */
+
+static uint16_t ip_csum(const uint8_t *h, int len)
+{
+    uint32_t s = 0;
+    for (int i = 0; i < len; i += 2) s += (uint32_t)(h[i] << 8 | h[i + 1]);
+    while (s >> 16) s = (s & 0xffff) + (s >> 16);
+    return (uint16_t)~s;
+}
+
+/* Ethernet / IPv4 10.0.0.1 -> 10.0.0.2 / UDP sport -> dport, 64-byte frame
+ * (60 + the FCS the kernel doesn't send). */
+static int make_frame(uint8_t *f, const struct rte_ether_addr *dst, uint16_t sport, uint16_t dport)
+{
+    const int len = 60;
+    memset(f, 0, (size_t)len);
+    memcpy(f, dst->addr_bytes, 6);
+    const uint8_t src[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
+    memcpy(f + 6, src, 6);
+    f[12] = 0x08, f[13] = 0x00;
+    uint8_t *ip = f + 14;
+    ip[0] = 0x45;
+    uint16_t tot = (uint16_t)(len - 14);
+    ip[2] = (uint8_t)(tot >> 8), ip[3] = (uint8_t)tot;
+    ip[6] = 0x40; /* DF */
+    ip[8] = 64, ip[9] = 17;
+    ip[12] = 10, ip[13] = 0, ip[14] = 0, ip[15] = 1;
+    ip[16] = 10, ip[17] = 0, ip[18] = 0, ip[19] = 2;
+    uint16_t c = ip_csum(ip, 20);
+    ip[10] = (uint8_t)(c >> 8), ip[11] = (uint8_t)c;
+    uint8_t *udp = ip + 20;
+    udp[0] = (uint8_t)(sport >> 8), udp[1] = (uint8_t)sport;
+    udp[2] = (uint8_t)(dport >> 8), udp[3] = (uint8_t)dport;
+    uint16_t ulen = (uint16_t)(tot - 20);
+    udp[4] = (uint8_t)(ulen >> 8), udp[5] = (uint8_t)ulen;
+    return len;
+}
+
+/* ---- what the PMD sees ----------------------------------------------------- */
+
+struct seen {
+    uint64_t a[NB_RXQ], b[NB_RXQ], c[NB_RXQ], other;
+};
+
+static uint16_t g_port_a = 5001, g_port_b = 5002, g_port_c = 5003;
+
+static void classify(struct rte_mbuf *m, uint16_t q, struct seen *s)
+{
+    const uint8_t *p = rte_pktmbuf_mtod(m, const uint8_t *);
+    uint16_t dport = 0;
+    if (rte_pktmbuf_data_len(m) >= 42 && p[12] == 0x08 && p[13] == 0x00 && p[23] == 17 && p[14] == 0x45)
+        dport = (uint16_t)(p[36] << 8 | p[37]);
+    if (dport == g_port_a) s->a[q]++;
+    else if (dport == g_port_b) s->b[q]++;
+    else if (dport == g_port_c) s->c[q]++;
+    else s->other++;
+}
+
+/* Polls both queues until `want` of our frames arrived and then 200 ms of
+ * silence, or 3 s. */
+static void drain(uint16_t port, struct seen *s, uint64_t want)
+{
+    uint64_t start = now_ns(), last = start;
+    for (;;) {
+        int got_any = 0;
+        for (uint16_t q = 0; q < NB_RXQ; q++) {
+            struct rte_mbuf *pkts[32];
+            uint16_t n = rte_eth_rx_burst(port, q, pkts, 32);
+            for (uint16_t i = 0; i < n; i++) {
+                classify(pkts[i], q, s);
+                rte_pktmbuf_free(pkts[i]);
+            }
+            if (n) got_any = 1;
+        }
+        uint64_t t = now_ns();
+        if (got_any) last = t;
+        uint64_t ours = 0;
+        for (int q = 0; q < NB_RXQ; q++) ours += s->a[q] + s->b[q] + s->c[q];
+        if (ours >= want && t - last > 200000000ull) return;
+        if (t - start > 3000000000ull) return;
+        if (!got_any) usleep(1000);
+    }
+}
+
+static int g_pkt_sock = -1;
+static int g_ifindex;
+static struct rte_ether_addr g_mac;
+
+/* Sends n frames of each of the given destination ports into dtap0 from the
+ * kernel side; source ports vary so tun spreads them over its queues. */
+static int send_round(int n, const uint16_t *dports, int ndports, uint16_t sport_base)
+{
+    struct sockaddr_ll to;
+    memset(&to, 0, sizeof to);
+    to.sll_family = AF_PACKET;
+    to.sll_ifindex = g_ifindex;
+    to.sll_halen = 6;
+    memcpy(to.sll_addr, g_mac.addr_bytes, 6);
+    int sent = 0;
+    for (int i = 0; i < n; i++)
+        for (int d = 0; d < ndports; d++) {
+            uint8_t f[64];
+            int len = make_frame(f, &g_mac, (uint16_t)(sport_base + i), dports[d]);
+            if (sendto(g_pkt_sock, f, (size_t)len, 0, (struct sockaddr *)&to, sizeof to) == len) sent++;
+            else note("sendto %s: %s", IFACE, strerror(errno));
+        }
+    return sent;
+}
+
+static uint64_t sum(const uint64_t *v)
+{
+    uint64_t t = 0;
+    for (int q = 0; q < NB_RXQ; q++) t += v[q];
+    return t;
+}
+
+/* ---- TC filters through netlink ------------------------------------------- */
+
+struct tc_filter {
+    uint32_t handle, prio;
+    char kind[16];   /* "flower" */
+    char act[16];    /* first action's kind: gact, skbedit, ... */
+    int udp_dst;     /* -1: not matched */
+    uint64_t packets, bytes;
+};
+
+static int nl_sock(void)
+{
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (fd < 0) return -1;
+    struct sockaddr_nl sa;
+    memset(&sa, 0, sizeof sa);
+    sa.nl_family = AF_NETLINK;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void parse_act_stats(struct rtattr *stats, int len, struct tc_filter *f)
+{
+    for (struct rtattr *a = stats; RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+        if (a->rta_type == TCA_STATS_BASIC && RTA_PAYLOAD(a) >= sizeof(struct gnet_stats_basic)) {
+            struct gnet_stats_basic b;
+            memcpy(&b, RTA_DATA(a), sizeof b);
+            f->packets += b.packets;
+            f->bytes += b.bytes;
+        }
+    }
+}
+
+static void parse_actions(struct rtattr *acts, int len, struct tc_filter *f)
+{
+    /* TCA_FLOWER_ACT: nested array indexed 1..N; each: TCA_ACT_KIND, TCA_ACT_STATS. */
+    for (struct rtattr *slot = acts; RTA_OK(slot, len); slot = RTA_NEXT(slot, len)) {
+        int l2 = (int)RTA_PAYLOAD(slot);
+        for (struct rtattr *a = RTA_DATA(slot); RTA_OK(a, l2); a = RTA_NEXT(a, l2)) {
+            if (a->rta_type == TCA_ACT_KIND && !f->act[0])
+                snprintf(f->act, sizeof f->act, "%s", (const char *)RTA_DATA(a));
+            else if (a->rta_type == TCA_ACT_STATS)
+                parse_act_stats(RTA_DATA(a), (int)RTA_PAYLOAD(a), f);
+        }
+    }
+}
+
+/* Dumps the filters of ifindex under parent; returns how many, -1 on error. */
+static int tc_dump(int ifindex, uint32_t parent, struct tc_filter *out, int max)
+{
+    int fd = nl_sock();
+    if (fd < 0) return -1;
+    struct {
+        struct nlmsghdr nh;
+        struct tcmsg t;
+    } req;
+    memset(&req, 0, sizeof req);
+    req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct tcmsg));
+    req.nh.nlmsg_type = RTM_GETTFILTER;
+    req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    req.nh.nlmsg_seq = 1;
+    req.t.tcm_family = AF_UNSPEC;
+    req.t.tcm_ifindex = ifindex;
+    req.t.tcm_parent = parent;
+    if (send(fd, &req, req.nh.nlmsg_len, 0) < 0) {
+        close(fd);
+        return -1;
+    }
+    int n = 0, done = 0;
+    static char buf[65536];
+    while (!done) {
+        ssize_t len = recv(fd, buf, sizeof buf, 0);
+        if (len <= 0) {
+            n = -1;
+            break;
+        }
+        for (struct nlmsghdr *nh = (struct nlmsghdr *)buf; NLMSG_OK(nh, (unsigned)len); nh = NLMSG_NEXT(nh, len)) {
+            if (nh->nlmsg_type == NLMSG_DONE) {
+                done = 1;
+                break;
+            }
+            if (nh->nlmsg_type == NLMSG_ERROR) {
+                struct nlmsgerr *e = NLMSG_DATA(nh);
+                note("RTM_GETTFILTER: %s", strerror(-e->error));
+                n = -1;
+                done = 1;
+                break;
+            }
+            if (nh->nlmsg_type != RTM_NEWTFILTER) continue;
+            struct tcmsg *t = NLMSG_DATA(nh);
+            if (t->tcm_handle == 0) continue; /* the per-priority chain head, not a filter */
+            if (n >= max) continue;
+            struct tc_filter *f = &out[n];
+            memset(f, 0, sizeof *f);
+            f->handle = t->tcm_handle;
+            f->prio = t->tcm_info >> 16;
+            f->udp_dst = -1;
+            int alen = (int)(nh->nlmsg_len - NLMSG_LENGTH(sizeof *t));
+            for (struct rtattr *a = (struct rtattr *)((char *)t + NLMSG_ALIGN(sizeof *t)); RTA_OK(a, alen);
+                 a = RTA_NEXT(a, alen)) {
+                if (a->rta_type == TCA_KIND) snprintf(f->kind, sizeof f->kind, "%s", (const char *)RTA_DATA(a));
+                if (a->rta_type != TCA_OPTIONS) continue;
+                int olen = (int)RTA_PAYLOAD(a);
+                for (struct rtattr *o = RTA_DATA(a); RTA_OK(o, olen); o = RTA_NEXT(o, olen)) {
+                    if (o->rta_type == TCA_FLOWER_KEY_UDP_DST && RTA_PAYLOAD(o) >= 2) {
+                        uint16_t v;
+                        memcpy(&v, RTA_DATA(o), 2);
+                        f->udp_dst = ntohs(v);
+                    } else if (o->rta_type == TCA_FLOWER_ACT) {
+                        parse_actions(RTA_DATA(o), (int)RTA_PAYLOAD(o), f);
+                    }
+                }
+            }
+            n++;
+        }
+    }
+    close(fd);
+    return n;
+}
+
+/* The tap PMD puts rte_flow rules on dtap0's egress (kernel view): its multiq
+ * root qdisc, handle 1: (MULTIQ_MAJOR_HANDLE in tap_tcmsgs.h). */
+#define TAP_MULTIQ_PARENT TC_H_MAKE(1u << 16, 0)
+
+static int dump_filters(const char *when, struct tc_filter *f)
+{
+    int n = tc_dump(g_ifindex, TAP_MULTIQ_PARENT, f, MAX_FILTERS);
+    note("TC filters on %s parent 1: (%s): %d", IFACE, when, n);
+    for (int i = 0; i < n; i++)
+        note("  filter %s handle 0x%x prio %u udp_dst %d action %s packets %" PRIu64 " bytes %" PRIu64, f[i].kind,
+             f[i].handle, f[i].prio, f[i].udp_dst, f[i].act[0] ? f[i].act : "-", f[i].packets, f[i].bytes);
+    return n;
+}
+
+static const struct tc_filter *find_filter(const struct tc_filter *f, int n, int udp_dst)
+{
+    for (int i = 0; i < n; i++)
+        if (f[i].udp_dst == udp_dst) return &f[i];
+    return NULL;
+}
+
+/* ---- rte_flow ----------------------------------------------------------- */
+
+struct rule_spec {
+    struct rte_flow_attr attr;
+    struct rte_flow_item_udp udp_spec, udp_mask;
+    struct rte_flow_item items[4];
+    struct rte_flow_action_queue queue;
+    struct rte_flow_action_count count;
+    struct rte_flow_action actions[3];
+};
+
+enum rule_kind { RULE_DROP, RULE_QUEUE, RULE_COUNT_DROP };
+
+static void rule_init(struct rule_spec *r, enum rule_kind kind, uint16_t dport, uint16_t queue)
+{
+    memset(r, 0, sizeof *r);
+    r->attr.ingress = 1;
+    r->udp_spec.hdr.dst_port = htons(dport);
+    r->udp_mask.hdr.dst_port = 0xffff;
+    r->items[0].type = RTE_FLOW_ITEM_TYPE_ETH;
+    r->items[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
+    r->items[2].type = RTE_FLOW_ITEM_TYPE_UDP;
+    r->items[2].spec = &r->udp_spec;
+    r->items[2].mask = &r->udp_mask;
+    r->items[3].type = RTE_FLOW_ITEM_TYPE_END;
+    int a = 0;
+    if (kind == RULE_COUNT_DROP) r->actions[a++] = (struct rte_flow_action){RTE_FLOW_ACTION_TYPE_COUNT, &r->count};
+    if (kind == RULE_QUEUE) {
+        r->queue.index = queue;
+        r->actions[a++] = (struct rte_flow_action){RTE_FLOW_ACTION_TYPE_QUEUE, &r->queue};
+    } else {
+        r->actions[a++] = (struct rte_flow_action){RTE_FLOW_ACTION_TYPE_DROP, NULL};
+    }
+    r->actions[a].type = RTE_FLOW_ACTION_TYPE_END;
+}
+
+static void print_error(const char *what, int rc, const struct rte_flow_error *e)
+{
+    note("%s: rc %d (%s) type %s (%d) message \"%s\"", what, rc, errname(-rc), flow_error_type(e->type),
+         (int)e->type, e->message ? e->message : "(none)");
+}
+
+static int port_setup(uint16_t port, struct rte_mempool *pool)
+{
+    struct rte_eth_conf conf;
+    memset(&conf, 0, sizeof conf);
+    int rc = rte_eth_dev_configure(port, NB_RXQ, NB_RXQ, &conf);
+    for (uint16_t q = 0; rc == 0 && q < NB_RXQ; q++)
+        rc = rte_eth_rx_queue_setup(port, q, 512, rte_eth_dev_socket_id(port), NULL, pool);
+    for (uint16_t q = 0; rc == 0 && q < NB_RXQ; q++)
+        rc = rte_eth_tx_queue_setup(port, q, 512, rte_eth_dev_socket_id(port), NULL);
+    if (rc == 0) rc = rte_eth_dev_start(port);
+    if (rc == 0) rc = rte_eth_promiscuous_enable(port);
+    return rc;
+}
+
+static void write_proc(const char *path, const char *v)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fputs(v, f);
+    fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    int frames = 64;
+    int i = 1;
+    for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (!strcmp(argv[i], "--frames") && i + 1 < argc) frames = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--port-a") && i + 1 < argc) g_port_a = (uint16_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--port-b") && i + 1 < argc) g_port_b = (uint16_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--port-c") && i + 1 < argc) g_port_c = (uint16_t)atoi(argv[++i]);
+        else {
+            fprintf(stderr, "rte_flow_probe: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    char *eal_argv[64] = {argv[0]};
+    int eal_argc = 1;
+    for (i++; i < argc && eal_argc < 63; i++) eal_argv[eal_argc++] = argv[i];
+
+    /* No IPv6 autoconf chatter on the tap (it would be counted as `other`). */
+    write_proc("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1\n");
+    write_proc("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1\n");
+
+    if (rte_eal_init(eal_argc, eal_argv) < 0) {
+        printf("PROBE-RESULT FAIL rte_eal_init: %s\n", rte_strerror(rte_errno));
+        return 1;
+    }
+    if (rte_eth_dev_count_avail() < 1) {
+        printf("PROBE-RESULT FAIL no port (EAL needs --vdev net_tap0,iface=" IFACE ")\n");
+        return 1;
+    }
+    uint16_t port = 0;
+    struct rte_mempool *pool = rte_pktmbuf_pool_create("probe", 4095, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, 0);
+    int rc = pool ? port_setup(port, pool) : -ENOMEM;
+    check(rc == 0, "port_setup", "net_tap port 0 with %d rx queues: %s", NB_RXQ, rc ? rte_strerror(-rc) : "started");
+    if (rc) goto out;
+    rte_eth_macaddr_get(port, &g_mac);
+    g_ifindex = (int)if_nametoindex(IFACE);
+    check(g_ifindex > 0, "tap_iface", "%s ifindex %d", IFACE, g_ifindex);
+    if (g_ifindex <= 0) goto out;
+    g_pkt_sock = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+    check(g_pkt_sock >= 0, "packet_socket", "AF_PACKET socket: %s", g_pkt_sock >= 0 ? "open" : strerror(errno));
+    if (g_pkt_sock < 0) goto out;
+
+    {
+        /* Flow API info: net_tap has no rte_flow_info_get (the template API is mlx5's). */
+        struct rte_flow_port_info pinfo;
+        struct rte_flow_queue_info qinfo;
+        struct rte_flow_error err;
+        memset(&err, 0, sizeof err);
+        int r = rte_flow_info_get(port, &pinfo, &qinfo, &err);
+        note("rte_flow_info_get: rc %d (%s)%s%s", r, rte_strerror(-r), err.message ? ": " : "",
+             err.message ? err.message : "");
+        check(r != 0, "info_get_unsupported", "tap has no template/async API: rc %d (%s)", r, rte_strerror(-r));
+    }
+
+    const uint16_t abc[3] = {g_port_a, g_port_b, g_port_c};
+    const uint16_t ab[2] = {g_port_a, g_port_b};
+    struct tc_filter filt[MAX_FILTERS];
+
+    /* 1. baseline: everything reaches the PMD. */
+    struct seen base;
+    memset(&base, 0, sizeof base);
+    int sent = send_round(frames, abc, 3, 1000);
+    drain(port, &base, (uint64_t)sent);
+    note("baseline: sent %d; PMD got A %" PRIu64 "/%" PRIu64 " B %" PRIu64 "/%" PRIu64 " C %" PRIu64 "/%" PRIu64
+         " (queue 0/1) other %" PRIu64,
+         sent, base.a[0], base.a[1], base.b[0], base.b[1], base.c[0], base.c[1], base.other);
+    check(sent == 3 * frames && sum(base.a) == (uint64_t)frames && sum(base.b) == (uint64_t)frames &&
+              sum(base.c) == (uint64_t)frames,
+          "baseline_rx", "without rules all %d frames of A, B and C reach the PMD", frames);
+    int n0 = dump_filters("before any rule", filt);
+
+    /* 2. the rules. validate, then create: create is what decides. */
+    struct rule_spec drop, queue;
+    rule_init(&drop, RULE_DROP, g_port_a, 0);
+    rule_init(&queue, RULE_QUEUE, g_port_b, 1);
+    struct rte_flow_error err;
+    memset(&err, 0, sizeof err);
+    rc = rte_flow_validate(port, &drop.attr, drop.items, drop.actions, &err);
+    check(rc == 0, "validate_drop", "rc %d", rc);
+    struct rte_flow *f_drop = rte_flow_create(port, &drop.attr, drop.items, drop.actions, &err);
+    if (!f_drop) print_error("create DROP", -rte_errno, &err);
+    check(f_drop != NULL, "create_drop", "eth / ipv4 / udp dst %u -> drop", g_port_a);
+    memset(&err, 0, sizeof err);
+    struct rte_flow *f_queue = rte_flow_create(port, &queue.attr, queue.items, queue.actions, &err);
+    if (!f_queue) print_error("create QUEUE", -rte_errno, &err);
+    check(f_queue != NULL, "create_queue", "eth / ipv4 / udp dst %u -> queue 1", g_port_b);
+    int n1 = dump_filters("after DROP and QUEUE", filt);
+    check(n1 == n0 + 2, "tc_filters_installed", "%d filters before, %d after", n0, n1);
+
+    /* 3. the traps. */
+    struct rule_spec dup;
+    rule_init(&dup, RULE_DROP, g_port_a, 0);
+    memset(&err, 0, sizeof err);
+    rc = rte_flow_validate(port, &dup.attr, dup.items, dup.actions, &err);
+    check(rc == 0, "trap_validate_only_parses", "validate of a duplicate of DROP: rc %d (the kernel is not asked)", rc);
+    memset(&err, 0, sizeof err);
+    struct rte_flow *f_dup = rte_flow_create(port, &dup.attr, dup.items, dup.actions, &err);
+    int dup_errno = f_dup ? 0 : rte_errno;
+    if (!f_dup) print_error("create duplicate DROP", -dup_errno, &err);
+    check(!f_dup && dup_errno == EEXIST && err.message && strstr(err.message, "overlapping"),
+          "trap_refused_is_eexist", "kernel refused the duplicate: rte_errno %d (%s), \"%s\"", dup_errno,
+          errname(dup_errno), err.message ? err.message : "");
+    if (f_dup) rte_flow_destroy(port, f_dup, &err);
+    int n2 = dump_filters("after the refused duplicate", filt);
+    check(n2 == n1, "trap_refused_changes_nothing", "%d filters before, %d after", n1, n2);
+
+    struct rule_spec cnt;
+    rule_init(&cnt, RULE_COUNT_DROP, g_port_c, 0);
+    memset(&err, 0, sizeof err);
+    rc = rte_flow_validate(port, &cnt.attr, cnt.items, cnt.actions, &err);
+    if (rc) print_error("validate COUNT+DROP", rc, &err);
+    check(rc != 0, "count_unsupported", "COUNT action: validate rc %d (%s)", rc, rc ? rte_strerror(-rc) : "accepted");
+    if (f_drop) {
+        struct rte_flow_query_count qc;
+        memset(&qc, 0, sizeof qc);
+        struct rte_flow_action qa[2] = {{RTE_FLOW_ACTION_TYPE_COUNT, NULL}, {RTE_FLOW_ACTION_TYPE_END, NULL}};
+        memset(&err, 0, sizeof err);
+        rc = rte_flow_query(port, f_drop, qa, &qc, &err);
+        if (rc) print_error("query COUNT of DROP", rc, &err);
+        check(rc != 0, "query_unsupported", "rte_flow_query(COUNT): rc %d (%s)", rc,
+              rc ? rte_strerror(-rc) : "answered");
+    }
+
+    /* 4. the rules acting. */
+    struct seen with;
+    memset(&with, 0, sizeof with);
+    sent = send_round(frames, abc, 3, 2000);
+    drain(port, &with, (uint64_t)(2 * frames));
+    note("with rules: sent %d; PMD got A %" PRIu64 "/%" PRIu64 " B %" PRIu64 "/%" PRIu64 " C %" PRIu64 "/%" PRIu64
+         " (queue 0/1) other %" PRIu64,
+         sent, with.a[0], with.a[1], with.b[0], with.b[1], with.c[0], with.c[1], with.other);
+    check(sum(with.a) == 0, "drop_acts", "A (udp dst %u): %" PRIu64 " of %d reached the PMD", g_port_a, sum(with.a),
+          frames);
+    check(with.b[1] == (uint64_t)frames && with.b[0] == 0, "queue_acts",
+          "B (udp dst %u): queue 0 %" PRIu64 ", queue 1 %" PRIu64 " of %d", g_port_b, with.b[0], with.b[1], frames);
+    check(sum(with.c) == (uint64_t)frames, "unmatched_rss", "C (udp dst %u): %" PRIu64 " of %d, queue 0 %" PRIu64
+          ", queue 1 %" PRIu64 " (the kernel's tun queue selection)", g_port_c, sum(with.c), frames, with.c[0], with.c[1]);
+    int n3 = dump_filters("after the round with rules", filt);
+    const struct tc_filter *fa = find_filter(filt, n3, g_port_a), *fb = find_filter(filt, n3, g_port_b);
+    check(fa && !strcmp(fa->act, "gact") && fa->packets == (uint64_t)frames, "tc_counts_drop",
+          "flower udp_dst %u action %s packets %" PRIu64 " (sent %d)", g_port_a, fa ? fa->act : "-",
+          fa ? fa->packets : 0, frames);
+    check(fb && !strcmp(fb->act, "skbedit") && fb->packets == (uint64_t)frames, "tc_counts_queue",
+          "flower udp_dst %u action %s packets %" PRIu64 " (sent %d)", g_port_b, fb ? fb->act : "-",
+          fb ? fb->packets : 0, frames);
+
+    /* 5. destroyed: back to the PMD. */
+    memset(&err, 0, sizeof err);
+    int d1 = f_drop ? rte_flow_destroy(port, f_drop, &err) : -1;
+    int d2 = f_queue ? rte_flow_destroy(port, f_queue, &err) : -1;
+    check(d1 == 0 && d2 == 0, "destroy", "rc %d, %d", d1, d2);
+    int n4 = dump_filters("after destroy", filt);
+    check(n4 == n0, "tc_filters_removed", "%d filters (%d before any rule)", n4, n0);
+    struct seen after;
+    memset(&after, 0, sizeof after);
+    sent = send_round(frames, ab, 2, 3000);
+    drain(port, &after, (uint64_t)sent);
+    check(sum(after.a) == (uint64_t)frames && sum(after.b) == (uint64_t)frames, "after_destroy_rx",
+          "A %" PRIu64 " and B %" PRIu64 " of %d reach the PMD again", sum(after.a), sum(after.b), frames);
+
+out:
+    if (failures) printf("PROBE-RESULT FAIL n=%d\n", failures);
+    else printf("PROBE-RESULT PASS\n");
+    fflush(stdout);
+    rte_eth_dev_stop(port);
+    rte_eth_dev_close(port);
+    rte_eal_cleanup();
+    return failures ? 1 : 0;
+}
