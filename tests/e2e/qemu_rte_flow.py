@@ -23,8 +23,10 @@ result is PASS: a DROP rule (udp dst A) keeps every A frame from the PMD, a
 QUEUE rule (udp dst B -> queue 1) puts every B frame on queue 1 only, C
 frames still arrive, the TC filters' action counters in the guest count
 exactly the A and B frames, a duplicate rule passes validate but create is
-refused (EEXIST, "overlapping rules ...") and changes no filter, and once the
-rules are destroyed A and B reach the PMD again.
+refused (EEXIST, "overlapping rules ...") and changes no filter, an RSS rule
+passes validate but create fails (tap's eBPF RSS program is refused by this
+kernel's verifier) without a flower filter and without losing its frames, and
+once the rules are destroyed A and B reach the PMD again.
 
 Kernel and modules come from the same Debian package (the linux-image-*-arm64
 that linux-image-arm64 depends on, or --package), downloaded once through
@@ -61,6 +63,9 @@ ARM64_APT = qemu_boot.ARM64_APT
 # filters, and the gact (drop/passthru), skbedit (queue) and mirred (remote)
 # actions.
 WANT_MODULES = ["tun", "sch_multiq", "sch_ingress", "cls_flower", "act_gact", "act_skbedit", "act_mirred"]
+# tap's RSS action runs eBPF programs through cls_bpf and act_bpf (not loaded
+# with --no-bpf, which also skips the probe's RSS step).
+BPF_MODULES = ["cls_bpf", "act_bpf"]
 
 REQUIRED = [
     "port_setup", "tap_iface", "packet_socket", "info_get_unsupported", "baseline_rx",
@@ -70,6 +75,7 @@ REQUIRED = [
     "drop_acts", "queue_acts", "unmatched_rss", "tc_counts_drop", "tc_counts_queue",
     "destroy", "tc_filters_removed", "after_destroy_rx",
 ]
+REQUIRED_RSS = ["rss_validate_lies", "rss_refused_no_flower", "rss_refused_still_forwards"]
 
 
 def log(msg):
@@ -166,7 +172,7 @@ def fetch_tc_kernel(cache, package=None):
             shutil.rmtree(tmp, ignore_errors=True)
             os.makedirs(os.path.join(tmp, "modules"))
             have = {}
-            need = set(WANT_MODULES)
+            need = set(WANT_MODULES + BPF_MODULES)
             first = True
             while need - set(have):
                 got = scan_deb(deb, need - set(have), os.path.join(tmp, "vmlinuz") if first else None)
@@ -175,7 +181,7 @@ def fetch_tc_kernel(cache, package=None):
                 if missing:
                     # Built in (modules.builtin) is fine for a dependency; a
                     # wanted module must exist.
-                    hard = missing & set(WANT_MODULES)
+                    hard = missing & set(WANT_MODULES + BPF_MODULES)
                     if hard:
                         fail("%s has no module %s (built in? see its config-*)" % (package, ", ".join(sorted(hard))))
                     log("dependencies %s not found as modules: assuming built in" % ", ".join(sorted(missing)))
@@ -197,7 +203,7 @@ def fetch_tc_kernel(cache, package=None):
                 state[n] = 2
                 ordered.append(n)
 
-            for n in WANT_MODULES:
+            for n in WANT_MODULES + BPF_MODULES:
                 visit(n)
             for n in ordered:
                 with open(os.path.join(tmp, "modules", n + ".ko"), "wb") as f:
@@ -261,6 +267,9 @@ def main():
     ap.add_argument("--cpu", default="cortex-a72")
     ap.add_argument("--timeout", type=float, default=150, help="seconds before QEMU is killed")
     ap.add_argument("--qemu", default="qemu-system-aarch64")
+    ap.add_argument("--no-bpf", action="store_true",
+                    help="do not load cls_bpf and act_bpf (tap's RSS action) and skip the RSS step")
+    ap.add_argument("--probe-arg", action="append", default=[], help="extra probe option (before --)")
     args = ap.parse_args()
 
     for what, p in (("--probe", args.probe), ("--init", args.init)):
@@ -270,6 +279,10 @@ def main():
         fail("%s not found (apt-get install qemu-system-arm, or run toolchains/setup.sh)" % args.qemu)
 
     kernel, modules = fetch_tc_kernel(args.kernel_cache, args.package)
+    required = REQUIRED + ([] if args.no_bpf else REQUIRED_RSS)
+    if args.no_bpf:
+        modules = [m for m in modules if module_name(m) not in BPF_MODULES]
+        args.probe_arg.append("--no-rss")
     log("kernel %s, modules in load order: %s" % (kernel, " ".join(module_name(m) for m in modules)))
     work = args.work or tempfile.mkdtemp(prefix="keel-qemu-rte-flow-")
     os.makedirs(work, exist_ok=True)
@@ -279,7 +292,7 @@ def main():
     if strip:
         probe = os.path.join(work, "probe.stripped")
         subprocess.run([strip, "-o", probe, args.probe], check=True)
-    probe_args = ["--frames", str(args.frames), "--",
+    probe_args = ["--frames", str(args.frames)] + args.probe_arg + ["--",
                   "-l", "0", "--file-prefix", "probe", "--no-telemetry", "--no-pci",
                   "--vdev", "net_tap0,iface=dtap0"]
     build_initramfs(initrd, args.init, probe, modules, probe_args)
@@ -321,7 +334,7 @@ def main():
     checks = {m.group(1): (m.group(2), m.group(3)) for m in
               re.finditer(r"^PROBE-CHECK (\S+) (ok|FAIL) ?(.*)$", out, re.M)}
     bad = [n for n, (v, _) in checks.items() if v != "ok"]
-    missing = [n for n in REQUIRED if n not in checks]
+    missing = [n for n in required if n not in checks]
     if bad:
         fail("checks failed: " + "; ".join("%s: %s" % (n, checks[n][1]) for n in bad))
     if missing:

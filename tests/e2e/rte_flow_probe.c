@@ -1,10 +1,12 @@
 /* rte_flow on net_tap, for real: the guest program of tests/e2e/qemu_rte_flow.py.
  *
- *   rte_flow_probe [--frames N] [--port-a A] [--port-b B] [--port-c C] -- EAL ARGS
+ *   rte_flow_probe [--frames N] [--port-a A] [--port-b B] [--port-c C] [--no-rss]
+ *                  -- EAL ARGS
  *
  * Runs inside the qemu-virt guest (Debian's arm64 kernel, with cls_flower,
- * sch_multiq, sch_ingress, act_gact, act_skbedit, act_mirred and tun loaded
- * by the init). EAL must create a tap: `--vdev net_tap0,iface=dtap0`.
+ * sch_multiq, sch_ingress, act_gact, act_skbedit, act_mirred, tun, and for
+ * the RSS step cls_bpf and act_bpf, loaded by the init). EAL must create a
+ * tap: `--vdev net_tap0,iface=dtap0`.
  *
  * What it does, with raw rte_flow calls (the traps are what keel's DPDK
  * backend has to handle; this program learns them, it is not keel):
@@ -24,7 +26,17 @@
  *      arrives on queue 1 only, C arrives (on the queues the kernel picks);
  *      the TC filters' action counters (RTM_GETTFILTER dump of dtap0's multiq
  *      root, TCA_ACT_STATS basic) count exactly the A and B frames.
- *   5. both rules destroyed: A and B reach the PMD again, no filter left.
+ *   4b. (unless --no-rss) the RSS trap: eth / ipv4 / udp dst D -> rss(0,1):
+ *      validate says 0, create fails (tap loads its eBPF RSS programs through
+ *      bpf(2); this kernel's verifier refuses the l3_l4 one with EACCES and
+ *      tap reports ENOTSUP "Kernel too old or not configured to support BPF
+ *      program loading"), no flower filter appears, D frames still reach the
+ *      PMD -- but the refused create leaves tap's two per-queue `bpf` cls_q
+ *      filters on the multiq root (noted, never removed by rte_flow_destroy or
+ *      flush). Without cls_bpf/act_bpf even validate fails (ENOSYS, no
+ *      message): validate of an RSS rule does talk to the kernel.
+ *   5. both rules destroyed: A and B reach the PMD again, no flower filter
+ *      left.
  * Every check prints `PROBE-CHECK <name> ok|FAIL <detail>`; the last line is
  * `PROBE-RESULT PASS` (exit 0) or `PROBE-RESULT FAIL n=<failed checks>`
  * (exit 1). Other guest traffic (IPv6 is disabled on the tap first) is
@@ -166,7 +178,8 @@ struct seen {
     uint64_t a[NB_RXQ], b[NB_RXQ], c[NB_RXQ], other;
 };
 
-static uint16_t g_port_a = 5001, g_port_b = 5002, g_port_c = 5003;
+static uint16_t g_port_a = 5001, g_port_b = 5002, g_port_c = 5003, g_port_d = 5004;
+static int g_rss = 1;
 
 static void classify(struct rte_mbuf *m, uint16_t q, struct seen *s)
 {
@@ -382,6 +395,13 @@ static const struct tc_filter *find_filter(const struct tc_filter *f, int n, int
     return NULL;
 }
 
+static int count_kind(const struct tc_filter *f, int n, const char *kind)
+{
+    int c = 0;
+    for (int i = 0; i < n; i++) c += !strcmp(f[i].kind, kind);
+    return c;
+}
+
 /* ---- rte_flow ----------------------------------------------------------- */
 
 struct rule_spec {
@@ -455,6 +475,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--port-a") && i + 1 < argc) g_port_a = (uint16_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--port-b") && i + 1 < argc) g_port_b = (uint16_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--port-c") && i + 1 < argc) g_port_c = (uint16_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-rss")) g_rss = 0;
         else {
             fprintf(stderr, "rte_flow_probe: unknown option %s\n", argv[i]);
             return 2;
@@ -593,13 +614,63 @@ int main(int argc, char **argv)
           "flower udp_dst %u action %s packets %" PRIu64 " (sent %d)", g_port_b, fb ? fb->act : "-",
           fb ? fb->packets : 0, frames);
 
+    /* 4b. RSS (the third trap): tap implements it with eBPF programs (cls_bpf
+     * + act_bpf) it loads through bpf(2) when the first RSS rule arrives. */
+    if (g_rss) {
+        static struct rte_flow_item_udp uspec, umask;
+        uspec.hdr.dst_port = htons(g_port_d);
+        umask.hdr.dst_port = 0xffff;
+        struct rte_flow_item items[4] = {{RTE_FLOW_ITEM_TYPE_ETH, NULL, NULL, NULL},
+                                         {RTE_FLOW_ITEM_TYPE_IPV4, NULL, NULL, NULL},
+                                         {RTE_FLOW_ITEM_TYPE_UDP, &uspec, NULL, &umask},
+                                         {RTE_FLOW_ITEM_TYPE_END, NULL, NULL, NULL}};
+        static uint16_t queues[NB_RXQ] = {0, 1};
+        struct rte_flow_action_rss rss;
+        memset(&rss, 0, sizeof rss);
+        rss.types = RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP;
+        rss.queue_num = NB_RXQ;
+        rss.queue = queues;
+        struct rte_flow_action acts[2] = {{RTE_FLOW_ACTION_TYPE_RSS, &rss}, {RTE_FLOW_ACTION_TYPE_END, NULL}};
+        struct rte_flow_attr attr = {.ingress = 1};
+        memset(&err, 0, sizeof err);
+        int vr = rte_flow_validate(port, &attr, items, acts, &err);
+        if (vr) print_error("validate RSS", vr, &err);
+        memset(&err, 0, sizeof err);
+        struct rte_flow *f_rss = rte_flow_create(port, &attr, items, acts, &err);
+        int cr = f_rss ? 0 : -rte_errno;
+        if (!f_rss) print_error("create RSS", cr, &err);
+        int nr = dump_filters("after the RSS rule", filt);
+        const uint16_t d1p[1] = {g_port_d};
+        struct seen rs;
+        memset(&rs, 0, sizeof rs);
+        uint16_t saved_c = g_port_c;
+        g_port_c = g_port_d; /* count D frames as C */
+        sent = send_round(frames, d1p, 1, 4000);
+        drain(port, &rs, (uint64_t)sent);
+        g_port_c = saved_c;
+        note("RSS round: sent %d D frames, PMD got queue 0 %" PRIu64 " queue 1 %" PRIu64, sent, rs.c[0], rs.c[1]);
+        check(vr == 0 && cr != 0, "rss_validate_lies",
+              "RSS udp dst %u -> queues 0,1: validate %d, create %d (%s): \"%s\"", g_port_d, vr, cr, errname(-cr),
+              err.message ? err.message : "");
+        check(count_kind(filt, nr, "flower") == n1 && find_filter(filt, nr, g_port_d) == NULL,
+              "rss_refused_no_flower", "no flower filter for udp dst %u; %d flower filters (were %d)", g_port_d,
+              count_kind(filt, nr, "flower"), n1);
+        note("a refused RSS create leaves %d bpf filter(s) (tap's per-queue cls_q programs) on %s", count_kind(filt, nr, "bpf"),
+             IFACE);
+        check(sum(rs.c) == (uint64_t)frames, "rss_refused_still_forwards",
+              "D frames reach the PMD: %" PRIu64 " of %d (queue 0 %" PRIu64 ", queue 1 %" PRIu64 ")", sum(rs.c), frames,
+              rs.c[0], rs.c[1]);
+        if (f_rss) rte_flow_destroy(port, f_rss, &err);
+    }
+
     /* 5. destroyed: back to the PMD. */
     memset(&err, 0, sizeof err);
     int d1 = f_drop ? rte_flow_destroy(port, f_drop, &err) : -1;
     int d2 = f_queue ? rte_flow_destroy(port, f_queue, &err) : -1;
     check(d1 == 0 && d2 == 0, "destroy", "rc %d, %d", d1, d2);
     int n4 = dump_filters("after destroy", filt);
-    check(n4 == n0, "tc_filters_removed", "%d filters (%d before any rule)", n4, n0);
+    check(count_kind(filt, n4, "flower") == n0, "tc_filters_removed", "%d flower filters (%d before any rule)",
+          count_kind(filt, n4, "flower"), n0);
     struct seen after;
     memset(&after, 0, sizeof after);
     sent = send_round(frames, ab, 2, 3000);
