@@ -71,7 +71,7 @@ REQUIRED = [
     "port_setup", "tap_iface", "packet_socket", "info_get_unsupported", "baseline_rx",
     "validate_drop", "create_drop", "create_queue", "tc_filters_installed",
     "trap_validate_only_parses", "trap_refused_is_eexist", "trap_refused_changes_nothing",
-    "count_unsupported", "query_unsupported",
+    "count_unsupported", "mark_unsupported", "query_unsupported",
     "drop_acts", "queue_acts", "unmatched_rss", "tc_counts_drop", "tc_counts_queue",
     "destroy", "tc_filters_removed", "after_destroy_rx",
 ]
