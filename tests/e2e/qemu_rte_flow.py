@@ -76,6 +76,16 @@ REQUIRED = [
     "destroy", "tc_filters_removed", "after_destroy_rx",
 ]
 REQUIRED_RSS = ["rss_validate_lies", "rss_refused_no_flower", "rss_refused_still_forwards"]
+# --kind hal: hal_flow_probe.cpp, the same through keel's hal facade.
+REQUIRED_HAL = [
+    "hal_port_spec", "hal_backend", "hal_port", "hal_rxq", "flow_engine", "info_sync_only",
+    "tap_iface", "packet_socket", "baseline_rx",
+    "validate_drop", "create_drop", "create_queue", "tc_filters_installed",
+    "trap_validate_only_parses", "trap_refused_is_eexist", "trap_refused_changes_nothing",
+    "count_unsupported", "mark_unsupported", "query_unsupported", "destroy_unknown_handle",
+    "drop_acts", "queue_acts", "unmatched_rss", "tc_counts_drop", "tc_counts_queue",
+    "destroy", "tc_filters_removed", "after_destroy_rx", "flush",
+]
 
 
 def log(msg):
@@ -255,7 +265,9 @@ def build_initramfs(path, init, probe, modules, probe_args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--probe", required=True, help="static aarch64 rte_flow_probe (becomes /bin/probe)")
+    ap.add_argument("--probe", required=True, help="static aarch64 probe (becomes /bin/probe)")
+    ap.add_argument("--kind", choices=("raw", "hal"), default="raw",
+                    help="raw: rte_flow_probe.c (raw rte_flow); hal: hal_flow_probe.cpp (keel's hal facade)")
     ap.add_argument("--init", required=True, help="static aarch64 init (tests/e2e/qemu_init.c)")
     ap.add_argument("--package", help="Debian arm64 kernel package (default: what linux-image-arm64 depends on)")
     ap.add_argument("--kernel-cache", default=os.path.join(REPO, "build", "qemu-kernel"))
@@ -279,7 +291,7 @@ def main():
         fail("%s not found (apt-get install qemu-system-arm, or run toolchains/setup.sh)" % args.qemu)
 
     kernel, modules = fetch_tc_kernel(args.kernel_cache, args.package)
-    required = REQUIRED + ([] if args.no_bpf else REQUIRED_RSS)
+    required = (REQUIRED if args.kind == "raw" else REQUIRED_HAL) + ([] if args.no_bpf else REQUIRED_RSS)
     if args.no_bpf:
         modules = [m for m in modules if module_name(m) not in BPF_MODULES]
         args.probe_arg.append("--no-rss")
@@ -293,8 +305,9 @@ def main():
         probe = os.path.join(work, "probe.stripped")
         subprocess.run([strip, "-o", probe, args.probe], check=True)
     probe_args = ["--frames", str(args.frames)] + args.probe_arg + ["--",
-                  "-l", "0", "--file-prefix", "probe", "--no-telemetry", "--no-pci",
-                  "--vdev", "net_tap0,iface=dtap0"]
+                  "-l", "0", "--file-prefix", "probe", "--no-telemetry", "--no-pci"]
+    if args.kind == "raw":
+        probe_args += ["--vdev", "net_tap0,iface=dtap0"]   # hal: open_port() hotplugs it from the port spec
     build_initramfs(initrd, args.init, probe, modules, probe_args)
     log("initramfs %s: %.1f MiB" % (initrd, os.path.getsize(initrd) / 2**20))
 
@@ -346,8 +359,8 @@ def main():
         fail("the probe exited %s" % (m.group(1) if m else "(no KEEL-EXIT marker)"))
     if rc != 0:
         fail("QEMU exited %d (semihosting carries the probe's status)" % rc)
-    log("PASS: %d checks; rte_flow DROP and QUEUE rules acted in the guest's kernel (%.1f s)"
-        % (len(checks), elapsed))
+    log("PASS: %d checks; rte_flow DROP and QUEUE rules%s acted in the guest's kernel (%.1f s)"
+        % (len(checks), " installed through keel's hal flow facade" if args.kind == "hal" else "", elapsed))
 
 
 if __name__ == "__main__":
