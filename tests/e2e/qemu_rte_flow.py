@@ -73,6 +73,7 @@ REQUIRED = [
     "trap_validate_only_parses", "trap_refused_is_eexist", "trap_refused_changes_nothing",
     "count_unsupported", "mark_unsupported", "query_unsupported",
     "drop_acts", "queue_acts", "unmatched_rss", "tc_counts_drop", "tc_counts_queue",
+    "exact_create", "exact_acts", "exact_ttl_refused", "queue_out_of_range",
     "destroy", "tc_filters_removed", "after_destroy_rx",
 ]
 REQUIRED_RSS = ["rss_validate_lies", "rss_refused_no_flower", "rss_refused_still_forwards"]
@@ -82,9 +83,9 @@ REQUIRED_HAL = [
     "tap_iface", "packet_socket", "baseline_rx",
     "validate_drop", "create_drop", "create_queue", "tc_filters_installed",
     "trap_validate_only_parses", "trap_refused_is_eexist", "trap_refused_changes_nothing",
-    "count_unsupported", "mark_unsupported", "query_unsupported", "destroy_unknown_handle",
-    "drop_acts", "queue_acts", "unmatched_rss", "tc_counts_drop", "tc_counts_queue",
-    "destroy", "tc_filters_removed", "after_destroy_rx", "flush",
+    "count_unsupported", "mark_unsupported", "query_unsupported", "queue_out_of_range",
+    "destroy_unknown_handle", "drop_acts", "queue_acts", "unmatched_rss", "tc_counts_drop", "tc_counts_queue",
+    "exact_create", "exact_acts", "exact_ttl_refused", "destroy", "tc_filters_removed", "after_destroy_rx", "flush",
 ]
 
 

@@ -28,6 +28,11 @@
  *      arrives on queue 1 only, C arrives (on the queues the kernel picks);
  *      the TC filters' action counters (RTM_GETTFILTER dump of dtap0's multiq
  *      root, TCA_ACT_STATS basic) count exactly the A and B frames.
+ *   4a. an exact-match rule on the full 5-tuple (MACs, EtherType, IPv4
+ *      addresses, protocol, UDP ports: what keel's exact-match offload
+ *      installs) drops that one microflow only (TC counts 1); with the IPv4
+ *      TTL in the mask tap refuses the ipv4 item; a queue index past the
+ *      port's queues is refused at the action.
  *   4b. (unless --no-rss) the RSS trap: eth / ipv4 / udp dst D -> rss(0,1):
  *      validate says 0, create fails (tap loads its eBPF RSS programs through
  *      bpf(2); this kernel's verifier refuses the l3_l4 one with EACCES and
@@ -324,6 +329,70 @@ int main(int argc, char **argv)
     check(fb && !strcmp(fb->act, "skbedit") && fb->packets == (uint64_t)frames, "tc_counts_queue",
           "flower udp_dst %u action %s packets %" PRIu64 " (sent %d)", g_port_b, fb ? fb->act : "-",
           fb ? fb->packets : 0, frames);
+
+    /* 4a. an exact-match rule on the full 5-tuple (keel's exact-match
+     * offload): only udp src 7000 is dropped. With the IPv4 TTL in the mask
+     * tap refuses the ipv4 item. A queue index past the port's is refused. */
+    {
+        struct rte_flow_item_eth es, em;
+        struct rte_flow_item_ipv4 is, im;
+        struct rte_flow_item_udp us, um;
+        memset(&es, 0, sizeof es), memset(&em, 0, sizeof em);
+        memset(&is, 0, sizeof is), memset(&im, 0, sizeof im);
+        memset(&us, 0, sizeof us), memset(&um, 0, sizeof um);
+        memcpy(es.hdr.dst_addr.addr_bytes, g_mac, 6);
+        const uint8_t src[6] = {0x02, 0, 0, 0, 0, 0x01};
+        memcpy(es.hdr.src_addr.addr_bytes, src, 6);
+        es.hdr.ether_type = htons(0x0800);
+        memset(em.hdr.dst_addr.addr_bytes, 0xff, 6);
+        memset(em.hdr.src_addr.addr_bytes, 0xff, 6);
+        em.hdr.ether_type = 0xffff;
+        is.hdr.src_addr = htonl(0x0a000001), is.hdr.dst_addr = htonl(0x0a000002), is.hdr.next_proto_id = 17;
+        im.hdr.src_addr = im.hdr.dst_addr = 0xffffffff, im.hdr.next_proto_id = 0xff;
+        us.hdr.src_port = htons(7000), us.hdr.dst_port = htons(g_port_c);
+        um.hdr.src_port = um.hdr.dst_port = 0xffff;
+        struct rte_flow_item items[4] = {{RTE_FLOW_ITEM_TYPE_ETH, &es, NULL, &em},
+                                         {RTE_FLOW_ITEM_TYPE_IPV4, &is, NULL, &im},
+                                         {RTE_FLOW_ITEM_TYPE_UDP, &us, NULL, &um},
+                                         {RTE_FLOW_ITEM_TYPE_END, NULL, NULL, NULL}};
+        struct rte_flow_action acts[2] = {{RTE_FLOW_ACTION_TYPE_DROP, NULL}, {RTE_FLOW_ACTION_TYPE_END, NULL}};
+        struct rte_flow_attr attr = {.ingress = 1};
+        memset(&err, 0, sizeof err);
+        struct rte_flow *fx = rte_flow_create(port, &attr, items, acts, &err);
+        if (!fx) print_error("create exact", -rte_errno, &err);
+        check(fx != NULL, "exact_create", "eth dst/src/type / ipv4 src/dst/proto / udp src/dst, all masked: %s",
+              fx ? "created" : "refused");
+        struct seen ex;
+        memset(&ex, 0, sizeof ex);
+        const uint16_t c1[1] = {g_port_c};
+        sent = send_round(frames, c1, 1, 7000);
+        drain(port, &ex, (uint64_t)(frames - 1));
+        int ne = dump_filters("with the exact-match rule", filt);
+        uint64_t hits = 0;
+        for (int k = 0; k < ne; k++)
+            if (filt[k].udp_dst == g_port_c && !strcmp(filt[k].act, "gact")) hits = filt[k].packets;
+        check(sum(ex.c) == (uint64_t)(frames - 1) && hits == 1, "exact_acts",
+              "udp src 7000..%d: %" PRIu64 " of %d reached the PMD, the rule counted %" PRIu64, 7000 + frames - 1,
+              sum(ex.c), frames, hits);
+        if (fx) rte_flow_destroy(port, fx, &err);
+        im.hdr.time_to_live = 0xff;
+        memset(&err, 0, sizeof err);
+        fx = rte_flow_create(port, &attr, items, acts, &err);
+        if (!fx) print_error("create exact + ttl", -rte_errno, &err);
+        check(!fx && err.type == RTE_FLOW_ERROR_TYPE_ITEM && err.cause == &items[1], "exact_ttl_refused",
+              "ipv4 ttl masked: %s (cause: item %d)", fx ? "created!" : "refused",
+              err.cause == &items[1] ? 1 : -1);
+        if (fx) rte_flow_destroy(port, fx, &err);
+        struct rte_flow_action_queue q5 = {.index = 5};
+        struct rte_flow_action qa[2] = {{RTE_FLOW_ACTION_TYPE_QUEUE, &q5}, {RTE_FLOW_ACTION_TYPE_END, NULL}};
+        im.hdr.time_to_live = 0;
+        memset(&err, 0, sizeof err);
+        fx = rte_flow_create(port, &attr, items, qa, &err);
+        if (!fx) print_error("create queue 5", -rte_errno, &err);
+        check(!fx && err.type == RTE_FLOW_ERROR_TYPE_ACTION && err.cause == &qa[0], "queue_out_of_range",
+              "queue 5 of %d: %s", NB_RXQ, fx ? "created!" : "refused at action 0");
+        if (fx) rte_flow_destroy(port, fx, &err);
+    }
 
     /* 4b. RSS (the third trap): tap implements it with eBPF programs (cls_bpf
      * + act_bpf) it loads through bpf(2) when the first RSS rule arrives. */

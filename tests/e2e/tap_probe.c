@@ -63,6 +63,7 @@ const char *errname(int e)
     case ENOMEM: return "ENOMEM";
     case ENOENT: return "ENOENT";
     case EIO: return "EIO";
+    case ERANGE: return "ERANGE";
     default: return "errno";
     }
 }
