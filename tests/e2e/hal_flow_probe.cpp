@@ -348,6 +348,15 @@ int main(int argc, char** argv) {
     err.clear();
     const Status vr = fe->validate(attr, udp_dst(g_port_d), a, &err);
     FlowError verr = err;
+    {
+      // Not a check (the DPDK backend's choice): rte_flow_validate of an RSS
+      // rule on net_tap runs tap's rss_enable, which leaves two bpf filters
+      // in the kernel (rte_flow_probe.c: rss_validate_touches_kernel).
+      const int nv = dump_filters("after validate of the RSS rule", filt);
+      note("FlowEngine::validate(rss) %s and left %d bpf filter(s) on %s%s", vr.ok() ? "passed" : "refused",
+           count_kind(filt, nv, "bpf"), IFACE,
+           count_kind(filt, nv, "bpf") ? ": validate reached the driver, which installs tap's RSS programs" : "");
+    }
     err.clear();
     auto h = fe->create(attr, udp_dst(g_port_d), a, &err);
     if (!h.ok()) note("RSS create: %s", describe(err).c_str());

@@ -293,6 +293,8 @@ def main():
 
     kernel, modules = fetch_tc_kernel(args.kernel_cache, args.package)
     required = (REQUIRED if args.kind == "raw" else REQUIRED_HAL) + ([] if args.no_bpf else REQUIRED_RSS)
+    if args.kind == "raw" and not args.no_bpf:
+        required.append("rss_validate_touches_kernel")
     if args.no_bpf:
         modules = [m for m in modules if module_name(m) not in BPF_MODULES]
         args.probe_arg.append("--no-rss")

@@ -38,10 +38,11 @@
  *      bpf(2); this kernel's verifier refuses the l3_l4 one with EACCES and
  *      tap reports ENOTSUP "Kernel too old or not configured to support BPF
  *      program loading"), no flower filter appears, D frames still reach the
- *      PMD -- but the refused create leaves tap's two per-queue `bpf` cls_q
- *      filters on the multiq root (noted, never removed by rte_flow_destroy or
- *      flush). Without cls_bpf/act_bpf even validate fails (ENOSYS, no
- *      message): validate of an RSS rule does talk to the kernel.
+ *      PMD. And validate is not "parse only" for RSS: rte_flow_validate alone
+ *      runs tap's rss_enable, which installs two per-queue `bpf` cls_q
+ *      filters on the multiq root that nothing removes (not destroy, not
+ *      flush) until the port closes (checked: rss_validate_touches_kernel).
+ *      Without cls_bpf/act_bpf even validate fails (ENOSYS, no message).
  *   5. both rules destroyed: A and B reach the PMD again, no flower filter
  *      left.
  * Every check prints `PROBE-CHECK <name> ok|FAIL <detail>`; the last line is
@@ -415,6 +416,11 @@ int main(int argc, char **argv)
         memset(&err, 0, sizeof err);
         int vr = rte_flow_validate(port, &attr, items, acts, &err);
         if (vr) print_error("validate RSS", vr, &err);
+        int nv = dump_filters("after validate of the RSS rule", filt);
+        note("rte_flow_validate of an RSS rule left %d bpf filter(s) on %s", count_kind(filt, nv, "bpf"), IFACE);
+        check(count_kind(filt, nv, "bpf") > 0 && count_kind(filt, nv, "flower") == n1, "rss_validate_touches_kernel",
+              "validate alone installed %d bpf filter(s) (tap's rss_enable), flower filters %d (were %d)",
+              count_kind(filt, nv, "bpf"), count_kind(filt, nv, "flower"), n1);
         memset(&err, 0, sizeof err);
         struct rte_flow *f_rss = rte_flow_create(port, &attr, items, acts, &err);
         int cr = f_rss ? 0 : -rte_errno;
@@ -435,8 +441,8 @@ int main(int argc, char **argv)
         check(count_kind(filt, nr, "flower") == n1 && find_filter(filt, nr, g_port_d) == NULL,
               "rss_refused_no_flower", "no flower filter for udp dst %u; %d flower filters (were %d)", g_port_d,
               count_kind(filt, nr, "flower"), n1);
-        note("a refused RSS create leaves %d bpf filter(s) (tap's per-queue cls_q programs) on %s", count_kind(filt, nr, "bpf"),
-             IFACE);
+        note("after the refused create %d bpf filter(s) (tap's per-queue cls_q programs, from validate) stay on %s",
+             count_kind(filt, nr, "bpf"), IFACE);
         check(sum(rs.c) == (uint64_t)frames, "rss_refused_still_forwards",
               "D frames reach the PMD: %" PRIu64 " of %d (queue 0 %" PRIu64 ", queue 1 %" PRIu64 ")", sum(rs.c), frames,
               rs.c[0], rs.c[1]);
