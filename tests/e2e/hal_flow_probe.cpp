@@ -1,7 +1,7 @@
 // keel's own rte_flow path acting for real: the second guest program of
 // tests/e2e/qemu_rte_flow.py (--kind hal).
 //
-//   hal_flow_probe [--frames N] [--no-rss] [-- EAL ARGS]
+//   hal_flow_probe [--frames N] [--no-rss] [--no-flower] [-- EAL ARGS]
 //
 // Same scenario as rte_flow_probe.c (raw rte_flow, which learnt the traps),
 // but every rule goes through keel's hal facade (keel/hal/flow.h) and its
@@ -30,6 +30,9 @@
 //     tap refuses the ipv4 item (index 1);
 //   clean-up: destroy() removes the filters, A and B reach the PMD again;
 //     flush() removes every rule.
+// --no-flower (the guest boots without cls_flower: the situation of this
+// machine's own kernel): validate passes, every create is refused as EEXIST
+// (the kernel said ENOENT), nothing is installed, every frame still arrives.
 // Output as rte_flow_probe.c: PROBE-CHECK lines, then PROBE-RESULT.
 #include <linux/if_packet.h>
 #include <net/if.h>
@@ -58,6 +61,7 @@ using namespace keel::hal;
 namespace {
 
 bool g_rss = true;
+bool g_no_flower = false;  // --no-flower: the guest has no cls_flower (this host's kernel's situation)
 
 // Polls both queues with Port::rx() until `want` of our frames arrived and
 // then 200 ms of silence, or 3 s.
@@ -108,6 +112,7 @@ int main(int argc, char** argv) {
   for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
     if (!std::strcmp(argv[i], "--frames") && i + 1 < argc) frames = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-rss")) g_rss = false;
+    else if (!std::strcmp(argv[i], "--no-flower")) g_no_flower = true;
     else {
       std::fprintf(stderr, "hal_flow_probe: unknown option %s\n", argv[i]);
       return 2;
@@ -190,6 +195,41 @@ int main(int argc, char** argv) {
   FlowActions to_q1;
   to_q1.queue(1);
   FlowError err;
+
+  if (g_no_flower) {
+    // No TC flower in the kernel: validate still passes (tap only parses),
+    // every create is refused -- reported by tap as EEXIST although the
+    // kernel said ENOENT -- nothing is installed, and every frame still
+    // reaches Port::rx() (forwarding never depends on the offload).
+    Status v = fe->validate(attr, udp_dst(g_port_a), drop, &err);
+    check(v.ok(), "noflower_validate_passes", "validate: %s", v.ok() ? "ok (tap never asks the kernel)"
+                                                                    : describe(err).c_str());
+    err.clear();
+    auto x = fe->create(attr, udp_dst(g_port_a), drop, &err);
+    FlowError ex = err;
+    err.clear();
+    auto y = fe->create(attr, udp_dst(g_port_b), to_q1, &err);
+    check(!x.ok() && !y.ok() && ex.errnum == EEXIST && err.errnum == EEXIST &&
+              x.status().message().find("refused by the kernel") != std::string::npos,
+          "noflower_create_refused", "%s", x.ok() ? "created!" : x.status().message().c_str());
+    if (x.ok()) (void)fe->destroy(x.value(), nullptr);
+    if (y.ok()) (void)fe->destroy(y.value(), nullptr);
+    const int n = dump_filters("after the refused creates", filt);
+    check(n == n0, "noflower_nothing_installed", "%d filters (were %d)", n, n0);
+    seen w{};
+    sent = send_round(frames, abc, 3, 2000);
+    drain(*port, &w, static_cast<uint64_t>(sent));
+    check(sum(w.a) == nf && sum(w.b) == nf && sum(w.c) == nf, "noflower_still_forwards",
+          "A %" PRIu64 ", B %" PRIu64 " (queue 1: %" PRIu64 "), C %" PRIu64 " of %d reach Port::rx()", sum(w.a),
+          sum(w.b), w.b[1], sum(w.c), frames);
+    if (probe_failures) std::printf("PROBE-RESULT FAIL n=%d\n", probe_failures);
+    else std::printf("PROBE-RESULT PASS\n");
+    std::fflush(stdout);
+    port->stop();
+    port.reset();
+    be.shutdown();
+    return probe_failures ? 1 : 0;
+  }
   Status st = fe->validate(attr, udp_dst(g_port_a), drop, &err);
   check(st.ok(), "validate_drop", "%s", st.ok() ? "ok" : describe(err).c_str());
   err.clear();

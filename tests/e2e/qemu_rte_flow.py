@@ -77,6 +77,12 @@ REQUIRED = [
     "destroy", "tc_filters_removed", "after_destroy_rx",
 ]
 REQUIRED_RSS = ["rss_validate_lies", "rss_refused_no_flower", "rss_refused_still_forwards"]
+# --kind hal --no-flower: the guest without cls_flower.
+REQUIRED_NO_FLOWER = [
+    "hal_port_spec", "hal_backend", "hal_port", "hal_rxq", "flow_engine", "info_sync_only",
+    "tap_iface", "packet_socket", "baseline_rx", "noflower_validate_passes", "noflower_create_refused",
+    "noflower_nothing_installed", "noflower_still_forwards",
+]
 # --kind hal: hal_flow_probe.cpp, the same through keel's hal facade.
 REQUIRED_HAL = [
     "hal_port_spec", "hal_backend", "hal_port", "hal_rxq", "flow_engine", "info_sync_only",
@@ -283,6 +289,9 @@ def main():
     ap.add_argument("--no-bpf", action="store_true",
                     help="do not load cls_bpf and act_bpf (tap's RSS action) and skip the RSS step")
     ap.add_argument("--probe-arg", action="append", default=[], help="extra probe option (before --)")
+    ap.add_argument("--no-flower", action="store_true",
+                    help="boot without cls_flower (this host kernel's situation; --kind hal): every create must be "
+                         "refused (EEXIST), nothing installed, every frame still delivered")
     args = ap.parse_args()
 
     for what, p in (("--probe", args.probe), ("--init", args.init)):
@@ -298,6 +307,12 @@ def main():
     if args.no_bpf:
         modules = [m for m in modules if module_name(m) not in BPF_MODULES]
         args.probe_arg.append("--no-rss")
+    if args.no_flower:
+        if args.kind != "hal":
+            fail("--no-flower needs --kind hal")
+        modules = [m for m in modules if module_name(m) != "cls_flower"]
+        args.probe_arg.append("--no-flower")
+        required = REQUIRED_NO_FLOWER
     log("kernel %s, modules in load order: %s" % (kernel, " ".join(module_name(m) for m in modules)))
     work = args.work or tempfile.mkdtemp(prefix="keel-qemu-rte-flow-")
     os.makedirs(work, exist_ok=True)
