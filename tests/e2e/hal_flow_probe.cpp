@@ -12,7 +12,8 @@
 // are received with Port::rx() like a PMD does. Checks:
 //   engine: the DpdkPort has a flow engine; info().async_api is false on tap
 //     (rte_flow_info_get fails: the template API is mlx5's), so keel uses the
-//     synchronous API;
+//     synchronous API; configure / pattern_template / async_create are
+//     refused cleanly and pull() returns nothing;
 //   rules: DROP (udp dst A) and QUEUE (udp dst B -> queue 1) through
 //     create(); A never reaches Port::rx(), B only on queue 1, C still
 //     arrives; the guest's TC action counters count exactly A and B;
@@ -160,6 +161,26 @@ int main(int argc, char** argv) {
   const FlowEngineInfo info = fe->info();
   check(!info.async_api, "info_sync_only",
         "async_api %d (tap: rte_flow_info_get fails, the synchronous API is used)", info.async_api ? 1 : 0);
+  {
+    // The template + queue API is mlx5's: on tap every call must fail
+    // cleanly, saying so, and change nothing.
+    FlowError e;
+    const Status c = fe->configure(1, 64, &e);
+    e.clear();
+    FlowTemplateAttr ta;
+    auto pt = fe->pattern_template(ta, udp_dst(g_port_a), &e);
+    e.clear();
+    FlowHandle out = kNoFlow;
+    const Status ac = fe->async_create(0, 0, udp_dst(g_port_a), 0, FlowActions().drop(), 0, false, 1, &out, &e);
+    FlowOpResult res[4];
+    e.clear();
+    const unsigned pulled = fe->pull(0, std::span<FlowOpResult>(res, 4), &e);
+    note("template API on tap: configure: %s; pattern_template: %s; async_create: %s; pull: %u",
+         c.ok() ? "ok" : c.message().c_str(), pt.ok() ? "ok" : pt.status().message().c_str(),
+         ac.ok() ? "ok" : ac.message().c_str(), pulled);
+    check(!c.ok() && !pt.ok() && !ac.ok() && pulled == 0 && out == kNoFlow, "template_api_unsupported",
+          "configure, pattern_template and async_create refused, nothing pulled: %s", c.message().c_str());
+  }
 
   g_ifindex = static_cast<int>(if_nametoindex(IFACE));
   check(g_ifindex > 0, "tap_iface", "%s ifindex %d", IFACE, g_ifindex);

@@ -68,7 +68,8 @@ WANT_MODULES = ["tun", "sch_multiq", "sch_ingress", "cls_flower", "act_gact", "a
 BPF_MODULES = ["cls_bpf", "act_bpf"]
 
 REQUIRED = [
-    "port_setup", "tap_iface", "packet_socket", "info_get_unsupported", "baseline_rx",
+    "port_setup", "configure_needs_stopped_port", "tap_iface", "packet_socket", "info_get_unsupported",
+    "baseline_rx",
     "validate_drop", "create_drop", "create_queue", "tc_filters_installed",
     "trap_validate_only_parses", "trap_refused_is_eexist", "trap_refused_changes_nothing",
     "count_unsupported", "mark_unsupported", "query_unsupported",
@@ -86,7 +87,7 @@ REQUIRED_NO_FLOWER = [
 # --kind hal: hal_flow_probe.cpp, the same through keel's hal facade.
 REQUIRED_HAL = [
     "hal_port_spec", "hal_backend", "hal_port", "hal_rxq", "flow_engine", "info_sync_only",
-    "tap_iface", "packet_socket", "baseline_rx",
+    "template_api_unsupported", "tap_iface", "packet_socket", "baseline_rx",
     "validate_drop", "create_drop", "create_queue", "tc_filters_installed",
     "trap_validate_only_parses", "trap_refused_is_eexist", "trap_refused_changes_nothing",
     "count_unsupported", "mark_unsupported", "query_unsupported", "queue_out_of_range",

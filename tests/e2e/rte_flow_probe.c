@@ -10,6 +10,11 @@
  *
  * What it does, with raw rte_flow calls (the traps are what keel's DPDK
  * backend has to handle; this program learns them, it is not keel):
+ *   0. rte_flow_configure (the template API's set-up) between
+ *      rte_eth_dev_configure and rte_eth_dev_start answers ENOTSUP (tap has
+ *      no such op); on the started port DPDK answers EINVAL before asking the
+ *      driver -- mlx5's template API must be configured before the port
+ *      starts.
  *   1. port 0 (the tap) with 2 rx queues; the guest kernel sends frames into
  *      dtap0 through an AF_PACKET socket: tun hands them to the PMD's queues.
  *      A baseline round of A/B/C frames shows every frame reaches the PMD.
@@ -152,6 +157,24 @@ static void print_error(const char *what, int rc, const struct rte_flow_error *e
          (int)e->type, e->message ? e->message : "(none)");
 }
 
+/* rte_flow_configure (the template API's set-up) before and after
+ * rte_eth_dev_start: DPDK 22.11 refuses it on a started port (EINVAL) before
+ * asking the driver; tap has no configure op (ENOTSUP). */
+static int g_cfg_before = 1, g_cfg_after = 1;
+
+static int flow_configure(uint16_t port)
+{
+    struct rte_flow_port_attr pa;
+    struct rte_flow_queue_attr qa = {.size = 64};
+    const struct rte_flow_queue_attr *qas[1] = {&qa};
+    struct rte_flow_error e;
+    memset(&pa, 0, sizeof pa);
+    memset(&e, 0, sizeof e);
+    int rc = rte_flow_configure(port, &pa, 1, qas, &e);
+    if (rc) print_error("rte_flow_configure", rc, &e);
+    return rc;
+}
+
 static int port_setup(uint16_t port, struct rte_mempool *pool)
 {
     struct rte_eth_conf conf;
@@ -161,7 +184,9 @@ static int port_setup(uint16_t port, struct rte_mempool *pool)
         rc = rte_eth_rx_queue_setup(port, q, 512, rte_eth_dev_socket_id(port), NULL, pool);
     for (uint16_t q = 0; rc == 0 && q < NB_RXQ; q++)
         rc = rte_eth_tx_queue_setup(port, q, 512, rte_eth_dev_socket_id(port), NULL);
+    if (rc == 0) g_cfg_before = flow_configure(port);
     if (rc == 0) rc = rte_eth_dev_start(port);
+    if (rc == 0) g_cfg_after = flow_configure(port);
     if (rc == 0) rc = rte_eth_promiscuous_enable(port);
     return rc;
 }
@@ -206,6 +231,9 @@ int main(int argc, char **argv)
     rte_eth_macaddr_get(port, &mac);
     memcpy(g_mac, mac.addr_bytes, 6);
     g_ifindex = (int)if_nametoindex(IFACE);
+    check(g_cfg_before == -ENOTSUP && g_cfg_after == -EINVAL, "configure_needs_stopped_port",
+          "rte_flow_configure before dev_start %d (%s), after %d (%s): a started port is refused before the driver "
+          "is asked", g_cfg_before, errname(-g_cfg_before), g_cfg_after, errname(-g_cfg_after));
     check(g_ifindex > 0, "tap_iface", "%s ifindex %d", IFACE, g_ifindex);
     if (g_ifindex <= 0) goto out;
     g_pkt_sock = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
