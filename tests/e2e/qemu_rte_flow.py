@@ -177,9 +177,7 @@ def fetch_tc_kernel(cache, package=None):
         d = os.path.join(cache, "tc-" + package)
         order = os.path.join(d, "modules.order")
         if os.path.exists(order):
-            with open(order) as f:
-                mods = [os.path.join(d, "modules", l.strip() + ".ko") for l in f if l.strip()]
-            return os.path.join(d, "vmlinuz"), mods
+            return fetch_tc_kernel_paths(d)
         t0 = time.time()
         log("downloading %s for its TC modules (once; cached in %s)" % (package, d))
         dl = tempfile.mkdtemp(dir=cache)
@@ -239,6 +237,7 @@ def fetch_tc_kernel(cache, package=None):
 
 
 def fetch_tc_kernel_paths(d):
+    """(vmlinuz, [module paths in load order]) of a cache directory."""
     with open(os.path.join(d, "modules.order")) as f:
         mods = [os.path.join(d, "modules", l.strip() + ".ko") for l in f if l.strip()]
     return os.path.join(d, "vmlinuz"), mods
