@@ -28,7 +28,15 @@
 //   exact match: a rule on the full 5-tuple (MACs, EtherType, IPv4
 //     addresses and protocol, UDP ports: keel's exact-match offload) drops
 //     that one microflow only, counted 1 by TC; with TOS/TTL/frag in the key
-//     tap refuses the ipv4 item (index 1);
+//     tap refuses the ipv4 item (index 1); the same for TCP over IPv4, UDP
+//     over IPv6 and a VLAN-tagged frame (values with asymmetric bytes: a
+//     field converted in the wrong byte order would match nothing; the VLAN
+//     rule at a priority of its own: at the priority of non-VLAN rules the
+//     kernel refuses it, as tap files it under another TC protocol; and with
+//     a VID below 256 under the PCP+VID mask: tap applies the TCI mask in
+//     network order and truncates the VID to 8 bits, checked as
+//     tap_vlan_vid_truncated; the VLAN rule is installed but no tagged frame
+//     matched it here, so that one is a note, not a check);
 //   clean-up: destroy() removes the filters, A and B reach the PMD again;
 //     flush() removes every rule.
 // --no-flower (the guest boots without cls_flower: the situation of this
@@ -383,7 +391,7 @@ int main(int argc, char** argv) {
     const int ne = dump_filters("with the exact-match rule", filt);
     uint64_t hits = 0;
     for (int k = 0; k < ne; ++k)
-      if (filt[k].udp_dst == g_port_c && !std::strcmp(filt[k].act, "gact")) hits = filt[k].packets;
+      if (filt[k].l4_dst == g_port_c && !std::strcmp(filt[k].act, "gact")) hits = filt[k].packets;
     check(sum(ex.c) == nf - 1 && hits == 1, "exact_acts",
           "C frames from udp src 7000..%d: %" PRIu64 " of %d reached Port::rx() (expected %d), the rule counted %"
           PRIu64 " (expected 1)", 7000 + frames - 1, sum(ex.c), frames, frames - 1, hits);
@@ -399,6 +407,137 @@ int main(int argc, char** argv) {
     check(!h2.ok() && err.where == FlowErrorWhere::item && err.index == 1, "exact_ttl_refused",
           "ipv4 tos/ttl/frag masked: %s", h2.ok() ? "created!" : describe(err).c_str());
     if (h2.ok()) (void)fe->destroy(h2.value(), nullptr);
+  }
+
+  // 4c. every field keel converts, for real: one exact rule per frame kind
+  // (TCP over IPv4, UDP over IPv6, UDP over IPv4 in a VLAN tag), values with
+  // asymmetric bytes, so a field in the wrong byte order matches nothing.
+  // Each drops its one microflow (src port 8000) and TC counts exactly 1.
+  {
+    FlowEth eth{}, eth_m{};
+    std::memcpy(eth.dst.data(), g_mac, 6);
+    std::memcpy(eth.src.data(), kProbeSrcMac, 6);
+    eth_m.dst.fill(0xff);
+    eth_m.src.fill(0xff);
+    FlowIpv4 ip{}, ip_m{};
+    ip.src = 0x0a000001;
+    ip.dst = 0x0a000002;
+    ip_m.src = ip_m.dst = 0xffffffff;
+    ip_m.proto = 0xff;
+    struct Case {
+      const char* name;
+      frame_kind kind;
+      uint16_t dport;
+      FlowPattern pattern;
+      uint32_t priority;
+    };
+    std::vector<Case> cases;
+    {
+      FlowEth e = eth, em = eth_m;
+      e.type = 0x0800, em.type = 0xffff;
+      FlowIpv4 i4 = ip;
+      i4.proto = 6;
+      FlowTcp t{}, tm{};
+      t.src = 8000, t.dst = 6001;
+      tm.src = tm.dst = 0xffff;
+      FlowPattern pt;
+      pt.eth(e, em).ipv4(i4, ip_m).tcp(t, tm);
+      cases.push_back({"exact_tcp4", FRAME_TCP4, 6001, pt, 0});
+    }
+    {
+      FlowEth e = eth, em = eth_m;
+      e.type = 0x86dd, em.type = 0xffff;
+      FlowIpv6 i6{}, i6m{};
+      std::memcpy(i6.src.data(), kProbeIp6Src, 16);
+      std::memcpy(i6.dst.data(), kProbeIp6Dst, 16);
+      i6.proto = 17;
+      i6m.src.fill(0xff);
+      i6m.dst.fill(0xff);
+      i6m.proto = 0xff;
+      FlowUdp u{}, um{};
+      u.src = 8000, u.dst = 6002;
+      um.src = um.dst = 0xffff;
+      FlowPattern pt;
+      pt.eth(e, em).ipv6(i6, i6m).udp(u, um);
+      cases.push_back({"exact_udp6", FRAME_UDP6, 6002, pt, 0});
+    }
+    {
+      FlowEth e = eth, em = eth_m;  // has_vlan left unmasked: tap's eth item refuses it (ENOTSUP at item 0)
+      FlowIpv4 i4 = ip;
+      i4.proto = 17;
+      FlowUdp u{}, um{};
+      u.src = 8000, u.dst = 6003;
+      um.src = um.dst = 0xffff;
+      auto vlan_pattern = [&](uint16_t tci, uint16_t tci_mask) {
+        FlowVlan v{}, vm{};
+        v.tci = tci, v.inner_type = 0x0800;
+        vm.tci = tci_mask, vm.inner_type = 0xffff;
+        FlowPattern pt;
+        pt.eth(e, em).vlan(v, vm).ipv4(i4, ip_m).udp(u, um);
+        return pt;
+      };
+      // tap files a VLAN rule under TC protocol 802.1Q, the others under
+      // ETH_P_ALL, and the kernel keeps one protocol per priority: at the
+      // priority of the live DROP/QUEUE rules it is refused ("Filter with
+      // specified priority/protocol not found", EINVAL -> tap's EEXIST).
+      err.clear();
+      auto h = fe->create(attr, vlan_pattern(0x2042, 0xefff), drop, &err);
+      if (!h.ok()) note("vlan rule at priority 0: %s", describe(err).c_str());
+      check(!h.ok() && err.errnum == EEXIST, "vlan_needs_own_priority",
+            "a VLAN rule at the priority of non-VLAN rules: %s", h.ok() ? "created!" : h.status().message().c_str());
+      if (h.ok()) (void)fe->destroy(h.value(), nullptr);
+      // DPDK 22.11 tap_flow_create_vlan applies the TCI mask in network byte
+      // order and keeps the VID in a uint8_t: VID 0x123 under mask 0x0fff
+      // becomes flower vlan_id 3 (0x2123 & 0xff0f = 0x2103, VID 0x103, 8 bits
+      // 0x03). That exact 3 also shows keel converted spec and mask to
+      // network order (a host-order mask would give 0x23).
+      FlowAttr a1 = attr;
+      a1.priority = 1;
+      err.clear();
+      h = fe->create(a1, vlan_pattern(0x2123, 0x0fff), drop, &err);
+      const int nv = dump_filters("VLAN VID 0x123 mask 0x0fff", filt);
+      const tc_filter* fv = find_filter(filt, nv, 6003);
+      check(h.ok() && fv && fv->vlan_id == 3, "tap_vlan_vid_truncated",
+            "rule on VID 0x123 (mask 0x0fff): %s, the kernel got vlan_id %d (tap's bug gives 3)",
+            h.ok() ? "created" : describe(err).c_str(), fv ? fv->vlan_id : -1);
+      if (h.ok()) (void)fe->destroy(h.value(), nullptr);
+      // What works on tap: a VID below 256 under the PCP+VID mask 0xefff (tap
+      // refuses a DEI bit in the mask: ENOTSUP at the vlan item).
+      cases.push_back({"exact_vlan", FRAME_VLAN_UDP4, 6003, vlan_pattern(0x2042, 0xefff), 1});
+    }
+    const uint16_t saved_c = g_port_c;
+    for (const Case& c : cases) {
+      note("%s rule: %s -> drop", c.name, to_string(c.pattern).c_str());
+      FlowAttr a = attr;
+      a.priority = c.priority;
+      err.clear();
+      auto h = fe->create(a, c.pattern, drop, &err);
+      if (!h.ok()) note("%s: %s", c.name, describe(err).c_str());
+      g_port_c = c.dport;
+      seen ex{};
+      const uint16_t d[1] = {c.dport};
+      sent = send_round_kind(c.kind, frames, d, 1, 8000);
+      drain(*port, &ex, nf - 1);
+      const int n = dump_filters(c.name, filt);
+      const tc_filter* f = find_filter(filt, n, c.dport);
+      if (c.kind == FRAME_VLAN_UDP4) {
+        // Not a check: the rule is installed as asked (flower protocol
+        // 802.1Q, vlan_id 66, vlan_eth_type ip, the 5-tuple) but here no
+        // tagged frame sent into dtap0 through AF_PACKET ever matched it --
+        // not even a bare "vlan inner_type is 0x0800" rule -- while the same
+        // frames untagged match. Cause not found (the kernel side of tap).
+        note("%s (not a check): %s; %" PRIu64 " of %d tagged frames reached Port::rx(), TC counted %" PRIu64,
+             c.name, h.ok() ? "created" : describe(err).c_str(), sum(ex.c), frames, f ? f->packets : 0);
+        if (h.ok()) (void)fe->destroy(h.value(), nullptr);
+        continue;
+      }
+      check(h.ok() && sum(ex.c) == nf - 1 && f && f->packets == 1, c.name,
+            "%s: %" PRIu64 " of %d frames (src 8000..%d) reached Port::rx() (expected %d), TC counted %" PRIu64
+            " (expected 1)", h.ok() ? "created" : describe(err).c_str(), sum(ex.c), frames, 8000 + frames - 1,
+            frames - 1, f ? f->packets : 0);
+      if (h.ok()) (void)fe->destroy(h.value(), nullptr);
+    }
+    g_port_c = saved_c;
   }
 
   // 4b. RSS.

@@ -399,7 +399,7 @@ int main(int argc, char **argv)
         int ne = dump_filters("with the exact-match rule", filt);
         uint64_t hits = 0;
         for (int k = 0; k < ne; k++)
-            if (filt[k].udp_dst == g_port_c && !strcmp(filt[k].act, "gact")) hits = filt[k].packets;
+            if (filt[k].l4_dst == g_port_c && !strcmp(filt[k].act, "gact")) hits = filt[k].packets;
         check(sum(ex.c) == (uint64_t)(frames - 1) && hits == 1, "exact_acts",
               "udp src 7000..%d: %" PRIu64 " of %d reached the PMD, the rule counted %" PRIu64, 7000 + frames - 1,
               sum(ex.c), frames, hits);

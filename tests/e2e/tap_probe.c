@@ -90,27 +90,65 @@ static uint16_t ip_csum(const uint8_t *h, int len)
  * (60 + the FCS the kernel doesn't send). */
 int make_frame(uint8_t *f, const uint8_t dst[6], uint16_t sport, uint16_t dport)
 {
-    const int len = 60;
+    return make_frame_kind(f, dst, FRAME_UDP4, sport, dport);
+}
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8), p[1] = (uint8_t)v;
+}
+
+uint16_t g_vlan_tci = 0x2042;
+const uint8_t kProbeSrcMac[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
+const uint8_t kProbeIp6Src[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0x0a};
+const uint8_t kProbeIp6Dst[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 3, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0x0b};
+
+int make_frame_kind(uint8_t *f, const uint8_t dst[6], enum frame_kind kind, uint16_t sport, uint16_t dport)
+{
+    const int len = kind == FRAME_UDP6 ? 14 + 40 + 8 + 10 : 60;
     memset(f, 0, (size_t)len);
     memcpy(f, dst, 6);
-    const uint8_t src[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
-    memcpy(f + 6, src, 6);
-    f[12] = 0x08, f[13] = 0x00;
-    uint8_t *ip = f + 14;
-    ip[0] = 0x45;
-    uint16_t tot = (uint16_t)(len - 14);
-    ip[2] = (uint8_t)(tot >> 8), ip[3] = (uint8_t)tot;
-    ip[6] = 0x40; /* DF */
-    ip[8] = 64, ip[9] = 17;
-    ip[12] = 10, ip[13] = 0, ip[14] = 0, ip[15] = 1;
-    ip[16] = 10, ip[17] = 0, ip[18] = 0, ip[19] = 2;
-    uint16_t c = ip_csum(ip, 20);
-    ip[10] = (uint8_t)(c >> 8), ip[11] = (uint8_t)c;
-    uint8_t *udp = ip + 20;
-    udp[0] = (uint8_t)(sport >> 8), udp[1] = (uint8_t)sport;
-    udp[2] = (uint8_t)(dport >> 8), udp[3] = (uint8_t)dport;
-    uint16_t ulen = (uint16_t)(tot - 20);
-    udp[4] = (uint8_t)(ulen >> 8), udp[5] = (uint8_t)ulen;
+    memcpy(f + 6, kProbeSrcMac, 6);
+    uint8_t *l3 = f + 14;
+    if (kind == FRAME_VLAN_UDP4) {
+        put16(f + 12, 0x8100);
+        put16(f + 14, g_vlan_tci);
+        l3 = f + 18;
+    }
+    put16(l3 - 2, kind == FRAME_UDP6 ? 0x86dd : 0x0800);
+    const uint8_t proto = kind == FRAME_TCP4 ? 6 : 17;
+    uint8_t *l4;
+    uint16_t l4len;
+    if (kind == FRAME_UDP6) {
+        l3[0] = 0x60;
+        l4len = (uint16_t)(len - 14 - 40);
+        put16(l3 + 4, l4len);
+        l3[6] = proto, l3[7] = 64;
+        memcpy(l3 + 8, kProbeIp6Src, 16);
+        memcpy(l3 + 24, kProbeIp6Dst, 16);
+        l4 = l3 + 40;
+    } else {
+        const uint16_t tot = (uint16_t)(len - (l3 - f));
+        l3[0] = 0x45;
+        put16(l3 + 2, tot);
+        l3[6] = 0x40; /* DF */
+        l3[8] = 64, l3[9] = proto;
+        l3[12] = 10, l3[13] = 0, l3[14] = 0, l3[15] = 1;
+        l3[16] = 10, l3[17] = 0, l3[18] = 0, l3[19] = 2;
+        put16(l3 + 10, ip_csum(l3, 20));
+        l4 = l3 + 20;
+        l4len = (uint16_t)(tot - 20);
+    }
+    put16(l4, sport);
+    put16(l4 + 2, dport);
+    if (kind == FRAME_TCP4) {
+        l4[12] = 0x50; /* data offset 5 */
+        l4[13] = 0x10; /* ACK */
+        put16(l4 + 14, 1024);
+    } else {
+        put16(l4 + 4, l4len);
+    }
+    /* Checksums of L4 are left 0: nothing on the way checks them. */
     return len;
 }
 
@@ -120,8 +158,16 @@ void classify_frame(const uint8_t *p, uint32_t len, uint16_t q, struct seen *s)
 {
     uint16_t dport = 0;
     if (q >= NB_RXQ) q = NB_RXQ - 1;
-    if (len >= 42 && p[12] == 0x08 && p[13] == 0x00 && p[23] == 17 && p[14] == 0x45)
-        dport = (uint16_t)(p[36] << 8 | p[37]);
+    uint32_t off = 12;
+    if (len >= 18 && p[off] == 0x81 && p[off + 1] == 0x00) off += 4; /* one VLAN tag */
+    const uint16_t type = len >= off + 2 ? (uint16_t)(p[off] << 8 | p[off + 1]) : 0;
+    off += 2;
+    if (type == 0x0800 && len >= off + 24 && (p[off] >> 4) == 4 && (p[off + 9] == 17 || p[off + 9] == 6)) {
+        const uint32_t l4 = off + (uint32_t)(p[off] & 0xf) * 4;
+        if (len >= l4 + 4) dport = (uint16_t)(p[l4 + 2] << 8 | p[l4 + 3]);
+    } else if (type == 0x86dd && len >= off + 44 && (p[off + 6] == 17 || p[off + 6] == 6)) {
+        dport = (uint16_t)(p[off + 42] << 8 | p[off + 43]);
+    }
     if (dport == g_port_a) s->a[q]++;
     else if (dport == g_port_b) s->b[q]++;
     else if (dport == g_port_c) s->c[q]++;
@@ -143,6 +189,11 @@ uint8_t g_mac[6];
  * kernel side; source ports vary so tun spreads them over its queues. */
 int send_round(int n, const uint16_t *dports, int ndports, uint16_t sport_base)
 {
+    return send_round_kind(FRAME_UDP4, n, dports, ndports, sport_base);
+}
+
+int send_round_kind(enum frame_kind kind, int n, const uint16_t *dports, int ndports, uint16_t sport_base)
+{
     struct sockaddr_ll to;
     memset(&to, 0, sizeof to);
     to.sll_family = AF_PACKET;
@@ -152,8 +203,8 @@ int send_round(int n, const uint16_t *dports, int ndports, uint16_t sport_base)
     int sent = 0;
     for (int i = 0; i < n; i++)
         for (int d = 0; d < ndports; d++) {
-            uint8_t f[64];
-            int len = make_frame(f, g_mac, (uint16_t)(sport_base + i), dports[d]);
+            uint8_t f[128];
+            int len = make_frame_kind(f, g_mac, kind, (uint16_t)(sport_base + i), dports[d]);
             if (sendto(g_pkt_sock, f, (size_t)len, 0, (struct sockaddr *)&to, sizeof to) == len) sent++;
             else note("sendto %s: %s", IFACE, strerror(errno));
         }
@@ -259,7 +310,9 @@ int tc_dump(int ifindex, uint32_t parent, struct tc_filter *out, int max)
             memset(f, 0, sizeof *f);
             f->handle = t->tcm_handle;
             f->prio = t->tcm_info >> 16;
-            f->udp_dst = -1;
+            f->l4_dst = -1;
+            f->vlan_id = -1;
+            f->protocol = ntohs((uint16_t)(t->tcm_info & 0xffff));
             int alen = (int)(nh->nlmsg_len - NLMSG_LENGTH(sizeof *t));
             for (struct rtattr *a = (struct rtattr *)((char *)t + NLMSG_ALIGN(sizeof *t)); RTA_OK(a, alen);
                  a = RTA_NEXT(a, alen)) {
@@ -267,10 +320,23 @@ int tc_dump(int ifindex, uint32_t parent, struct tc_filter *out, int max)
                 if (a->rta_type != TCA_OPTIONS) continue;
                 int olen = (int)RTA_PAYLOAD(a);
                 for (struct rtattr *o = RTA_DATA(a); RTA_OK(o, olen); o = RTA_NEXT(o, olen)) {
-                    if (o->rta_type == TCA_FLOWER_KEY_UDP_DST && RTA_PAYLOAD(o) >= 2) {
+                    if ((o->rta_type == TCA_FLOWER_KEY_UDP_DST || o->rta_type == TCA_FLOWER_KEY_TCP_DST) &&
+                        RTA_PAYLOAD(o) >= 2) {
                         uint16_t v;
                         memcpy(&v, RTA_DATA(o), 2);
-                        f->udp_dst = ntohs(v);
+                        f->l4_dst = ntohs(v);
+                    } else if (o->rta_type == TCA_FLOWER_KEY_VLAN_ID && RTA_PAYLOAD(o) >= 2) {
+                        uint16_t v;
+                        memcpy(&v, RTA_DATA(o), 2); /* host order */
+                        f->vlan_id = v;
+                    } else if (o->rta_type == TCA_FLOWER_KEY_ETH_TYPE && RTA_PAYLOAD(o) >= 2) {
+                        uint16_t v;
+                        memcpy(&v, RTA_DATA(o), 2);
+                        f->eth_type = ntohs(v);
+                    } else if (o->rta_type == TCA_FLOWER_KEY_VLAN_ETH_TYPE && RTA_PAYLOAD(o) >= 2) {
+                        uint16_t v;
+                        memcpy(&v, RTA_DATA(o), 2);
+                        f->vlan_eth_type = ntohs(v);
                     } else if (o->rta_type == TCA_FLOWER_ACT) {
                         parse_actions(RTA_DATA(o), (int)RTA_PAYLOAD(o), f);
                     }
@@ -289,15 +355,17 @@ int dump_filters(const char *when, struct tc_filter *f)
     int n = tc_dump(g_ifindex, TAP_MULTIQ_PARENT, f, MAX_FILTERS);
     note("TC filters on %s parent 1: (%s): %d", IFACE, when, n);
     for (int i = 0; i < n; i++)
-        note("  filter %s handle 0x%x prio %u udp_dst %d action %s packets %" PRIu64 " bytes %" PRIu64, f[i].kind,
-             f[i].handle, f[i].prio, f[i].udp_dst, f[i].act[0] ? f[i].act : "-", f[i].packets, f[i].bytes);
+        note("  filter %s handle 0x%x prio %u protocol 0x%04x eth_type 0x%04x vlan_id %d vlan_eth_type 0x%04x "
+             "l4_dst %d action %s packets %" PRIu64 " bytes %" PRIu64,
+             f[i].kind, f[i].handle, f[i].prio, f[i].protocol, f[i].eth_type, f[i].vlan_id, f[i].vlan_eth_type,
+             f[i].l4_dst, f[i].act[0] ? f[i].act : "-", f[i].packets, f[i].bytes);
     return n;
 }
 
-const struct tc_filter *find_filter(const struct tc_filter *f, int n, int udp_dst)
+const struct tc_filter *find_filter(const struct tc_filter *f, int n, int l4_dst)
 {
     for (int i = 0; i < n; i++)
-        if (f[i].udp_dst == udp_dst) return &f[i];
+        if (f[i].l4_dst == l4_dst) return &f[i];
     return NULL;
 }
 

@@ -33,7 +33,8 @@ void write_proc(const char *path, const char *v);
  * C (no rule), D (the RSS rule). */
 extern uint16_t g_port_a, g_port_b, g_port_c, g_port_d;
 
-/* What the PMD received, per rx queue. */
+/* What the PMD received, per rx queue, by L4 destination port (UDP or TCP,
+ * over IPv4 or IPv6, untagged or with one VLAN tag). */
 struct seen {
     uint64_t a[NB_RXQ], b[NB_RXQ], c[NB_RXQ], other;
 };
@@ -45,16 +46,27 @@ uint64_t sum(const uint64_t *v);
 extern int g_pkt_sock;
 extern int g_ifindex;
 extern uint8_t g_mac[6];
+/* Test frames: Ethernet from kProbeSrcMac to dst; IPv4 10.0.0.1 -> 10.0.0.2
+ * or IPv6 kProbeIp6Src -> kProbeIp6Dst; UDP or TCP sport -> dport; VLAN:
+ * one 802.1Q tag g_vlan_tci. make_frame() is FRAME_UDP4 (60 bytes). */
+enum frame_kind { FRAME_UDP4, FRAME_TCP4, FRAME_UDP6, FRAME_VLAN_UDP4 };
+extern uint16_t g_vlan_tci; /* the tag of FRAME_VLAN_UDP4 frames; default 0x2042 (PCP 1, VID 66) */
+extern const uint8_t kProbeSrcMac[6];
+extern const uint8_t kProbeIp6Src[16], kProbeIp6Dst[16];
 int make_frame(uint8_t *f, const uint8_t dst[6], uint16_t sport, uint16_t dport);
+int make_frame_kind(uint8_t *f, const uint8_t dst[6], enum frame_kind kind, uint16_t sport, uint16_t dport);
 /* Sends n frames of each of the given destination ports into dtap0 from the
  * kernel side; returns how many were sent. */
 int send_round(int n, const uint16_t *dports, int ndports, uint16_t sport_base);
+int send_round_kind(enum frame_kind kind, int n, const uint16_t *dports, int ndports, uint16_t sport_base);
 
 struct tc_filter {
     uint32_t handle, prio;
     char kind[16];   /* "flower" */
     char act[16];    /* first action's kind: gact, skbedit, ... */
-    int udp_dst;     /* -1: not matched */
+    int l4_dst;      /* flower udp_dst or tcp_dst; -1: not matched */
+    int vlan_id;     /* flower vlan_id; -1: not matched */
+    uint16_t protocol, eth_type, vlan_eth_type; /* TC protocol (tcm_info), flower keys; 0: none */
     uint64_t packets, bytes;
 };
 
@@ -62,7 +74,7 @@ struct tc_filter {
 int tc_dump(int ifindex, uint32_t parent, struct tc_filter *out, int max);
 /* tc_dump of dtap0's multiq root, printed. */
 int dump_filters(const char *when, struct tc_filter *f);
-const struct tc_filter *find_filter(const struct tc_filter *f, int n, int udp_dst);
+const struct tc_filter *find_filter(const struct tc_filter *f, int n, int l4_dst);
 int count_kind(const struct tc_filter *f, int n, const char *kind);
 
 #ifdef __cplusplus
