@@ -199,6 +199,8 @@ int send_round_kind(enum frame_kind kind, int n, const uint16_t *dports, int ndp
     to.sll_family = AF_PACKET;
     to.sll_ifindex = g_ifindex;
     to.sll_halen = 6;
+    /* skb->protocol: the frame's outer EtherType, as a stack would set it. */
+    to.sll_protocol = htons(kind == FRAME_VLAN_UDP4 ? ETH_P_8021Q : kind == FRAME_UDP6 ? ETH_P_IPV6 : ETH_P_IP);
     memcpy(to.sll_addr, g_mac, 6);
     int sent = 0;
     for (int i = 0; i < n; i++)
