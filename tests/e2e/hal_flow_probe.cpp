@@ -522,10 +522,13 @@ int main(int argc, char** argv) {
       const tc_filter* f = find_filter(filt, n, c.dport);
       if (c.kind == FRAME_VLAN_UDP4) {
         // Not a check: the rule is installed as asked (flower protocol
-        // 802.1Q, vlan_id 66, vlan_eth_type ip, the 5-tuple) but here no
-        // tagged frame sent into dtap0 through AF_PACKET ever matched it --
-        // not even a bare "vlan inner_type is 0x0800" rule -- while the same
-        // frames untagged match. Cause not found (the kernel side of tap).
+        // 802.1Q, vlan_id 66, vlan_eth_type ip, the 5-tuple) but no tagged
+        // frame sent into dtap0 through AF_PACKET (sll_protocol 802.1Q)
+        // matched it -- not even a bare "eth / vlan inner_type is 0x0800"
+        // rule -- although the frames do reach that TC priority (an
+        // "eth / end -> drop" rule there, protocol ETH_P_ALL, drops them all)
+        // and the same frames untagged match their rules. So the 802.1Q
+        // flower filter tap builds never matches here; cause not found.
         note("%s (not a check): %s; %" PRIu64 " of %d tagged frames reached Port::rx(), TC counted %" PRIu64,
              c.name, h.ok() ? "created" : describe(err).c_str(), sum(ex.c), frames, f ? f->packets : 0);
         if (h.ok()) (void)fe->destroy(h.value(), nullptr);
