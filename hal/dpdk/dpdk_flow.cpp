@@ -455,6 +455,15 @@ void DpdkFlowEngine::detach() noexcept {
   }
 }
 
+void DpdkFlowEngine::forget_rules() noexcept {
+  std::lock_guard lock(mu_);
+  if (detached_) return;
+  rte_flow_error e;
+  if (!rules_.empty()) (void)rte_flow_flush(port_id_, &e);
+  rules_.clear();
+  reset_generation_.fetch_add(1, std::memory_order_relaxed);
+}
+
 size_t DpdkFlowEngine::rule_count() const {
   std::lock_guard lock(mu_);
   return rules_.size();

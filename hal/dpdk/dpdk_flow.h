@@ -42,8 +42,9 @@
 // one (sec_since_last_hit), else last_hit_ns is 0 (unknown).
 //
 // Device reset: RTE_ETH_EVENT_INTR_RESET / INTR_RMV callbacks bump
-// info().reset_generation; after stop() (the port closed) every call fails
-// with ENODEV.
+// info().reset_generation, and so does a queue-count restart (which flushes
+// the rules: forget_rules()); after stop() (the port closed) every call
+// fails with ENODEV.
 //
 // Life cycle: made by DpdkPort::open() after the device started; detach()
 // from DpdkPort::stop() before the device is closed (flushes the rules,
@@ -182,6 +183,12 @@ class DpdkFlowEngine final : public FlowEngine {
   // DpdkPort::stop(), before the device closes: flushes the rules and
   // makes every later call fail with ENODEV.
   void detach() noexcept;
+  // DpdkPort::set_queue_count(), before the device restarts: a restart
+  // drops a driver's rules unless it keeps them (RTE_ETH_DEV_CAPA_FLOW_RULE_KEEP),
+  // and queue actions may name queues the port no longer has, so every rule
+  // is flushed and reset_generation moves, as after a device reset (the
+  // offload engine re-offloads what is still hot). Templates stay.
+  void forget_rules() noexcept;
   size_t rule_count() const;
 
  private:

@@ -233,6 +233,7 @@ Status DpdkPort::apply_queue_count(uint16_t n_rx, uint16_t& n_tx) {
   n_tx = std::min(n_tx, qs_.max_txq);  // fewer tx queues: the datapath shares them
   const uint16_t old_rx = n_rxq(), old_tx = n_txq();
   LogCapture log;
+  if (flow_) flow_->forget_rules();  // the restart would drop them (dpdk_flow.h)
   (void)rte_eth_dev_stop(port_id_);
   std::string step;
   int r = setup_queues(port_id_, qs_, n_rx, n_tx, step);
