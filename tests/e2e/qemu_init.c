@@ -17,6 +17,15 @@
  * semihosting it powers the machine off (QEMU then exits 0; the test reads the
  * marker line instead).
  *
+ * Optional files (tests/e2e/qemu_rte_flow.py writes them):
+ *   /data/modules      kernel modules to load before anything runs, one path
+ *                      per line, in dependency order (finit_module; a module
+ *                      already present, EEXIST, is fine). A module that fails
+ *                      to load is reported (`KEEL-MODULE-FAIL <path> <error>`)
+ *                      and the payload is not run (exit status 125).
+ *   /data/program      the payload to run instead of /bin/keel (a path on its
+ *                      first line); /data/keel.args still gives its arguments.
+ *
  * Kernel command line options read from /proc/cmdline:
  *   keel.hugepages=N   2 MB pages to reserve (default 64)
  *
@@ -34,6 +43,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -44,6 +54,10 @@
 #define CONSOLE_SCRIPT "/data/console.txt"
 #define ARGS_FILE "/data/keel.args"
 #define OUT_PCAP "/data/out.pcap"
+#define MODULES_FILE "/data/modules"
+#define PROGRAM_FILE "/data/program"
+
+static char program[256] = KEEL;
 
 static double uptime(void)
 {
@@ -119,12 +133,55 @@ static char **keel_argv(void)
     if (n < 0) return def;
     buf[n] = 0;
     int argc = 0;
-    argv[argc++] = KEEL;
+    argv[argc++] = program;
     for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line && argc < 63;
          line = strtok_r(NULL, "\n", &save))
         argv[argc++] = line;
     argv[argc] = NULL;
     return argv;
+}
+
+/* Loads the modules listed in /data/modules, in order. Returns how many
+ * failed. */
+static int load_modules(void)
+{
+    static char buf[8192];
+    int fd = open(MODULES_FILE, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    int failed = 0, loaded = 0;
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        int mfd = open(line, O_RDONLY | O_CLOEXEC);
+        long rc = mfd < 0 ? -1 : syscall(SYS_finit_module, mfd, "", 0);
+        int err = errno;
+        if (mfd >= 0) close(mfd);
+        if (rc == 0 || err == EEXIST) {
+            loaded++;
+            continue;
+        }
+        printf("KEEL-MODULE-FAIL %s %s\n", line, strerror(err));
+        fflush(stdout);
+        failed++;
+    }
+    say("modules: %d loaded, %d failed (%s)", loaded, failed, MODULES_FILE);
+    return failed;
+}
+
+/* /data/program's first line, when the file exists. */
+static void read_program(void)
+{
+    char buf[sizeof program] = {0};
+    int fd = open(PROGRAM_FILE, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return;
+    buf[n] = 0;
+    buf[strcspn(buf, "\n")] = 0;
+    if (buf[0]) snprintf(program, sizeof program, "%s", buf);
 }
 
 /* Frames, bytes and the sum (mod 2^64) of each captured frame's FNV-1a hash
@@ -213,22 +270,28 @@ int main(void)
     setenv("HOME", "/", 1);
     setenv("TERM", "dumb", 1);
 
+    int module_failures = load_modules();
+    read_program();
     char **argv = keel_argv();
+    argv[0] = program;
     printf("[init %7.3f] running", uptime());
     for (char **a = argv; *a; a++) printf(" %s", *a);
     printf(" < %s\n", CONSOLE_SCRIPT);
     fflush(stdout);
 
     int status = 1;
-    pid_t pid = fork();
+    pid_t pid = module_failures ? -2 : fork();
     if (pid == 0) {
         int in = open(CONSOLE_SCRIPT, O_RDONLY);
         if (in < 0) in = open("/dev/null", O_RDONLY);
         dup2(in, STDIN_FILENO);
         if (in > STDIN_FILENO) close(in);
-        execv(KEEL, argv);
-        fprintf(stderr, "init: exec %s: %s\n", KEEL, strerror(errno));
+        execv(program, argv);
+        fprintf(stderr, "init: exec %s: %s\n", program, strerror(errno));
         _exit(127);
+    } else if (pid == -2) {
+        status = 125;
+        say("not running %s: %d module(s) failed to load", program, module_failures);
     } else if (pid < 0) {
         say("fork: %s", strerror(errno));
     } else {
