@@ -34,8 +34,8 @@
 //     rule at a priority of its own: at the priority of non-VLAN rules the
 //     kernel refuses it, as tap files it under another TC protocol; and with
 //     a VID below 256 under the PCP+VID mask: tap applies the TCI mask in
-//     network order and truncates the VID to 8 bits, checked as
-//     tap_vlan_vid_truncated; the VLAN rule is installed but no tagged frame
+//     network order and truncates the VID to 8 bits, which keel's
+//     backend refuses (tap_vlan_vid_refused); the VLAN rule is installed but no tagged frame
 //     matched it here, so that one is a note, not a check);
 //   clean-up: destroy() removes the filters, A and B reach the PMD again;
 //     flush() removes every rule.
@@ -495,12 +495,16 @@ int main(int argc, char** argv) {
       FlowAttr a1 = attr;
       a1.priority = 1;
       err.clear();
+      // keel's backend refuses it before the driver (tap would install
+      // vlan_id 3 and act on other packets than asked; rte_flow_probe.c shows
+      // the driver's bug raw): an error at the vlan item, nothing installed.
+      err.clear();
       h = fe->create(a1, vlan_pattern(0x2123, 0x0fff), drop, &err);
       const int nv = dump_filters("VLAN VID 0x123 mask 0x0fff", filt);
       const tc_filter* fv = find_filter(filt, nv, 6003);
-      check(h.ok() && fv && fv->vlan_id == 3, "tap_vlan_vid_truncated",
-            "rule on VID 0x123 (mask 0x0fff): %s, the kernel got vlan_id %d (tap's bug gives 3)",
-            h.ok() ? "created" : describe(err).c_str(), fv ? fv->vlan_id : -1);
+      check(!h.ok() && err.where == FlowErrorWhere::item && err.index == 1 && !fv, "tap_vlan_vid_refused",
+            "rule on VID 0x123 (mask 0x0fff): %s; kernel filter: %s",
+            h.ok() ? "created" : describe(err).c_str(), fv ? "installed" : "none");
       if (h.ok()) (void)fe->destroy(h.value(), nullptr);
       // What works on tap: a VID below 256 under the PCP+VID mask 0xefff (tap
       // refuses a DEI bit in the mask: ENOTSUP at the vlan item).

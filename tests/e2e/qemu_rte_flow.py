@@ -93,7 +93,7 @@ REQUIRED_HAL = [
     "count_unsupported", "mark_unsupported", "query_unsupported", "queue_out_of_range",
     "destroy_unknown_handle", "drop_acts", "queue_acts", "unmatched_rss", "tc_counts_drop", "tc_counts_queue",
     "exact_create", "exact_acts", "exact_ttl_refused", "exact_tcp4", "exact_udp6", "vlan_needs_own_priority",
-    "tap_vlan_vid_truncated", "destroy", "tc_filters_removed", "after_destroy_rx", "flush",
+    "tap_vlan_vid_refused", "destroy", "tc_filters_removed", "after_destroy_rx", "flush",
 ]
 
 
