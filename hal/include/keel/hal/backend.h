@@ -49,7 +49,14 @@ class Backend {
 struct SimOptions {
   unsigned buffers = 8192;        // standard (2 KB) packet buffers in the sim pool
   unsigned jumbo_buffers = 1024;  // jumbo (9 KB) buffers, for frames over 2 KB (see sim/pool.h)
+  // Capacity of the modelled NIC flow tables (the board's offload_flows;
+  // host-sim's 65536 by default): 15/16 exact-match, 1/16 masked
+  // (keel/hal/sim_nic.h, sim/sim_flow.h). 0: no model, sim ports have no
+  // flow engine.
+  uint32_t offload_flows = 65536;
 };
+// The sim NIC model of a sim backend (faults, costs, counts): sim::sim_nic()
+// in keel/hal/sim_nic.h.
 Result<std::unique_ptr<Backend>> make_sim_backend(const SimOptions& opts);
 
 // Whether this build carries the DPDK backend.
