@@ -301,11 +301,11 @@ def fault_run(fault, check_reason):
 
 
 def test_fault_insert_failure():
-    fault_run("insert-fail 1000 errno EIO", "refused by the driver")
+    fault_run("insert-fail 1000 EIO", "refused by the driver")
 
 
 def test_fault_table_full():
-    fault_run("table-full", "table full")
+    fault_run("table-full on", "table full")
 
 
 def test_fault_device_reset_reoffloads():
