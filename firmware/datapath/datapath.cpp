@@ -820,4 +820,55 @@ bool Datapath::wait_drained(uint64_t timeout_ms) {
   return true;
 }
 
+// --- hardware offload (offload_hooks.h) ---
+
+void Datapath::set_offload_promote(uint32_t packets, uint64_t window_ns) {
+  promote_packets_.store(packets ? packets : 1, std::memory_order_relaxed);
+  promote_window_ns_.store(window_ns, std::memory_order_relaxed);
+}
+
+OffloadPollResult Datapath::offload_poll(std::span<OffloadEvent> events, std::span<HotMicroflow> hot) {
+  OffloadPollResult r;
+  for (const auto& p : pmds_) {
+    r.events += p->pop_offload_events(events.subspan(r.events));
+    r.hot += p->pop_hot_microflows(hot.subspan(r.hot));
+  }
+  return r;
+}
+
+uint64_t Datapath::offload_events_lost() const {
+  uint64_t n = 0;
+  for (const auto& p : pmds_) n += p->counters().offload_events_lost;
+  return n;
+}
+
+uint64_t Datapath::offload_hot_lost() const {
+  uint64_t n = 0;
+  for (const auto& p : pmds_) n += p->counters().offload_hot_lost;
+  return n;
+}
+
+void Datapath::offload_scan(std::vector<OffloadEvent>& out) const {
+  std::lock_guard lk(flow_mu_);
+  for (const auto& p : pmds_)
+    p->flows().for_each([&](const Megaflow& f) {
+      if (f.alive())
+        out.push_back({OffloadEvent::Op::installed, static_cast<uint8_t>(p->index()), f.index, f.ufid});
+    });
+}
+
+std::optional<OffloadFlowInfo> Datapath::offload_flow(unsigned, uint32_t, const Ufid&) const { return std::nullopt; }
+
+bool Datapath::add_hw_stats(unsigned, uint32_t, const Ufid&, uint64_t, uint64_t, uint64_t) { return false; }
+
+bool Datapath::set_flow_offload(unsigned, uint32_t, const Ufid&, FlowOffload, uint8_t) { return false; }
+
+Status Datapath::set_flow_mark(unsigned, uint32_t, const Ufid&, uint32_t) {
+  return error(Errc::unsupported, "set_flow_mark: not implemented yet");
+}
+
+Status Datapath::clear_flow_mark(unsigned, uint32_t) { return {}; }
+
+void Datapath::set_offload_sync(std::function<void(bool full)> fn) { offload_sync_ = std::move(fn); }
+
 }  // namespace keel::datapath

@@ -78,6 +78,17 @@
 // their table is guarded by vport_mu_ (no PMD takes it; any thread may call
 // vport()/vports()), and each id's packed type+port (vport_fast()) is one
 // atomic the PMDs load (acquire) when they run tnl_pop or check an in_port.
+// Offload (the engine's API above): offload_enabled and the promotion
+// thresholds are relaxed atomics any thread stores and each PMD loads once
+// per burst. offload_poll() pops the PMDs' offload rings (bounded MPMC
+// rings used single-producer: the PMD pushes; one consumer, the engine's
+// thread). offload_scan, offload_flow, add_hw_stats and set_flow_offload
+// take flow_mu_ (the engine's thread is then one more flow-method caller);
+// set_flow_mark/clear_flow_mark go through the PMD's request ring, without
+// the mutex. offload_sync_ is written by the control thread while no dump
+// runs and called by flow_stats()/flow_dump() before they lock flow_mu_
+// (the engine's hook takes none of the datapath's mutexes but flow_mu_,
+// through add_hw_stats).
 // The scheduling settings (pmd-rxq-assign, -isolate, affinities) and the
 // AutoLb are the control thread's; the RxqLoads are allocated by add_port()
 // and freed with the Datapath (pmd.h says who writes them).
@@ -86,6 +97,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -95,6 +107,7 @@
 
 #include "core/status.h"
 #include "datapath/bond_table.h"
+#include "datapath/offload_hooks.h"
 #include "datapath/pmd.h"
 #include "datapath/rxq_sched.h"
 #include "flow/dp_actions.h"
@@ -137,6 +150,8 @@ struct Vport {
 std::string tunnel_vport_name(VportType t, uint16_t udp_port);
 
 // A megaflow's statistics by flow id: the terse dump (no key, no actions).
+// packets/bytes include what its hardware rules counted (Megaflow::hw_*),
+// used_ns is the later of the software and hardware last hits.
 struct FlowStats {
   unsigned pmd;
   Ufid ufid;
@@ -164,8 +179,11 @@ struct FlowView {
   flow::FlowKey shown_key;            // the unmasked key that made it (Megaflow::shown_key), else match.key
   std::string actions;                // datapath actions text, ports as numbers
   std::vector<uint8_t> action_bytes;  // the encoded actions (empty: drop), e.g. to print port names
-  FlowOffload offload = FlowOffload::none;
+  FlowOffload offload = FlowOffload::none;  // Megaflow::offload
+  // Totals: the PMD's counts plus the hardware's (hw_packets, hw_bytes of
+  // them); used_ns the later of the two last hits.
   uint64_t packets, bytes, used_ns;
+  uint64_t hw_packets = 0, hw_bytes = 0;
   uint16_t tcp_flags;
   unsigned mask_u0, mask_u1;  // miniflow_bits of the mask
 };
@@ -378,6 +396,56 @@ class Datapath {
   void set_vlan_limit(unsigned n) { vlan_limit_.store(n, std::memory_order_relaxed); }
   unsigned vlan_limit() const { return vlan_limit_.load(std::memory_order_relaxed); }
 
+  // --- hardware offload (offload_hooks.h; the offload engine's thread) ---
+  // While enabled, every PMD posts an OffloadEvent when it applies an
+  // install, remove or modify of a megaflow (request or upcall answer), and
+  // samples the microflows of flows with hw_want == 1. One relaxed load per
+  // burst. Any thread.
+  void set_offload_enabled(bool on) { offload_enabled_.store(on, std::memory_order_relaxed); }
+  bool offload_enabled() const { return offload_enabled_.load(std::memory_order_relaxed); }
+  // A microflow of a sampled flow is posted once (HotMicroflow) when it
+  // reaches `packets` packets within `window_ns` (defaults 16 and 1 s;
+  // packets 0 is taken as 1). Any thread; the PMDs read it per burst.
+  void set_offload_promote(uint32_t packets, uint64_t window_ns);
+  uint32_t offload_promote_packets() const { return promote_packets_.load(std::memory_order_relaxed); }
+  uint64_t offload_promote_window_ns() const { return promote_window_ns_.load(std::memory_order_relaxed); }
+  // Drains every PMD's event and hot-microflow rings into the spans (as many
+  // as fit, PMD order); the counts. One consumer at a time (the engine).
+  OffloadPollResult offload_poll(std::span<OffloadEvent> events, std::span<HotMicroflow> hot);
+  // Items the PMDs could not post (ring full), summed over the PMDs: after
+  // a loss the engine reconciles with offload_scan().
+  uint64_t offload_events_lost() const;
+  uint64_t offload_hot_lost() const;
+  // Every live flow of every PMD, as `installed` events (under the flow mutex).
+  void offload_scan(std::vector<OffloadEvent>& out) const;
+  // PMD `pmd`'s flow in `slot` if it is still the flow `ufid` (under the
+  // flow mutex); nullopt: gone.
+  std::optional<OffloadFlowInfo> offload_flow(unsigned pmd, uint32_t slot, const Ufid& ufid) const;
+  // Adds what the flow's hardware rules counted since the last call
+  // (dpackets, dbytes) and raises hw_used_ns to used_ns (0: no hit). Under
+  // the flow mutex; false when the flow is gone.
+  bool add_hw_stats(unsigned pmd, uint32_t slot, const Ufid& ufid, uint64_t dpackets, uint64_t dbytes,
+                    uint64_t used_ns);
+  // Where the flow runs now (flow-dump -m) and whether its PMD samples its
+  // microflows (hw_want: 0 no, 1 yes). Under the flow mutex; false: gone.
+  bool set_flow_offload(unsigned pmd, uint32_t slot, const Ufid& ufid, FlowOffload where, uint8_t hw_want);
+  // The PMD's mark table (partial offload): packets arriving with `mark`
+  // (1..kMaxFlowMark) execute the flow's actions without classification.
+  // Posted to the PMD's request ring and waited for. Errors: bad mark,
+  // no such flow (not_found), the mark's table entry holds another mark
+  // (exists: choose another), the flow has a mark already (exists).
+  // clear_flow_mark removes `mark`'s entry (ok if there is none): once it
+  // returns, no packet of the PMD executes through it any more; a flow that
+  // dies loses its entry first (before its `removed` event is posted).
+  Status set_flow_mark(unsigned pmd, uint32_t slot, const Ufid& ufid, uint32_t mark);
+  Status clear_flow_mark(unsigned pmd, uint32_t mark);
+  // Called by flow_stats() and flow_dump() first, on the caller's thread,
+  // before they take the flow mutex (full: flow_dump), so that they report
+  // the hardware's counters of now. Set while no dump runs (the engine
+  // registers it before it starts and clears it, with an empty function,
+  // after it stopped); control thread.
+  void set_offload_sync(std::function<void(bool full)> fn);
+
   // --- PMD side ---
   uint16_t xconnect_fast(uint16_t in) const { return xconnect_[in].load(std::memory_order_relaxed); }
   // A vport's type and UDP port, packed: 0 = no vport; else
@@ -455,6 +523,11 @@ class Datapath {
   AutoLb auto_lb_;
   bool offline_allowed_ = false;
   std::atomic<bool> offline_{false};
+  // Offload (see set_offload_enabled and below).
+  std::atomic<bool> offload_enabled_{false};
+  std::atomic<uint32_t> promote_packets_{kDefaultPromotePackets};
+  std::atomic<uint64_t> promote_window_ns_{kDefaultPromoteWindowNs};
+  std::function<void(bool)> offload_sync_;
 };
 
 // UFID text "ufid:xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" both ways.

@@ -17,6 +17,17 @@
 // thread, under the datapath's flow mutex, once the owner's EMC sweep has
 // passed every entry twice since (flow_table.h); a dumper holding that mutex
 // may read every field of a flow it reached through a slot.
+// Offload (offload_hooks.h): `offload` (a FlowOffload) and `hw_want` are
+// written by the offload engine's thread through Datapath::set_flow_offload
+// (relaxed stores under the flow mutex) and read relaxed by anyone: the
+// owning PMD loads hw_want once per group of packets of the flow (whether to
+// sample its microflows). `hw_packets`, `hw_bytes`, `hw_used_ns` (what the
+// hardware rules of this flow counted) are written by the engine's thread
+// under the flow mutex (Datapath::add_hw_stats) and read relaxed by anyone;
+// flow_stats/flow_dump add them to the software counts. `mark` is the
+// owning PMD's (its mark table's entry for this flow, 0 = none: set and
+// cleared by set_flow_mark/clear_flow_mark requests and when the flow dies);
+// others read it under the flow mutex (a relaxed atomic, for the readers).
 #pragma once
 
 #include <atomic>
@@ -48,6 +59,13 @@ struct alignas(64) Megaflow {
   std::atomic<uint64_t> packets{0}, bytes{0};
   std::atomic<uint64_t> used_ns{0};  // hal::now_ns() of the last hit, 0 = never
   std::atomic<uint16_t> tcp_flags{0};
+
+  // Offload (see the top): a FlowOffload; 0 nothing / 1 sample hot microflows.
+  std::atomic<uint8_t> offload{0};
+  std::atomic<uint8_t> hw_want{0};
+  std::atomic<uint32_t> mark{0};  // owning PMD; 0 = none
+  std::atomic<uint64_t> hw_packets{0}, hw_bytes{0};
+  std::atomic<uint64_t> hw_used_ns{0};  // hal::now_ns() of the last hardware hit, 0 = never
 
   flow::Miniflow mask;  // the subtable mask
   flow::Miniflow key;   // masked key, in mask's map

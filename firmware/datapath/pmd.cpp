@@ -207,6 +207,10 @@ void Pmd::apply(FlowRequest& req) {
       }
       break;
     }
+    case FlowRequest::Op::set_mark:
+    case FlowRequest::Op::clear_mark:
+      apply_mark(req);
+      break;
     case FlowRequest::Op::dpcls_info: {
       size_t n = 0;
       for (uint32_t port = 0; port < kMaxDpPorts; ++port) {
@@ -231,6 +235,8 @@ void Pmd::apply(FlowRequest& req) {
   }
   req.done.store(true, std::memory_order_release);
 }
+
+void Pmd::apply_mark(FlowRequest& req) noexcept { req.result = FlowResult::not_found; }
 
 void Pmd::drain_requests() {
   FlowRequest* req;
@@ -304,6 +310,10 @@ PmdCounters Pmd::counters() const {
   v.tnl_popped = ld(c_.tnl[2]) - b.tnl_popped;
   v.tnl_pop_errors = ld(c_.tnl[3]) - b.tnl_pop_errors;
   for (unsigned r = 0; r < packet::kTnlPopResults; ++r) v.tnl_pop_reasons[r] = ld(c_.tnl[4 + r]) - b.tnl_pop_reasons[r];
+  v.phwol_hits = ld(phwol_hits_) - b.phwol_hits;
+  v.phwol_misses = ld(phwol_misses_) - b.phwol_misses;
+  v.offload_events_lost = ld(offload_events_lost_) - b.offload_events_lost;
+  v.offload_hot_lost = ld(offload_hot_lost_) - b.offload_hot_lost;
   return v;
 }
 

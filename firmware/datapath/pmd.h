@@ -175,6 +175,7 @@
 #include "datapath/emc.h"
 #include "datapath/execute.h"
 #include "datapath/flow_table.h"
+#include "datapath/offload_hooks.h"
 #include "datapath/smc.h"
 #include "datapath/upcall.h"
 #include "keel/hal/backend.h"
@@ -234,6 +235,11 @@ struct PmdCounters {
   uint64_t tnl_popped = 0;            // packets decapsulated by tnl_pop (and recirculated)
   uint64_t tnl_pop_errors = 0;        // tnl_pop drops, all reasons
   uint64_t tnl_pop_reasons[packet::kTnlPopResults] = {};  // by packet::TnlPopResult (tnl_pop_result_name)
+  // Hardware offload (offload_hooks.h):
+  uint64_t phwol_hits = 0;           // marked packets executed through the mark table (no parse, no lookup)
+  uint64_t phwol_misses = 0;         // marked packets whose mark named no live flow: classified normally
+  uint64_t offload_events_lost = 0;  // OffloadEvents not posted: the ring was full
+  uint64_t offload_hot_lost = 0;     // HotMicroflows not posted: the ring was full
 };
 
 // Counters pmd-perf-show adds to PmdCounters: the idle sleeps and the
@@ -257,7 +263,7 @@ inline constexpr uint64_t kXpsTimeoutNs = 500'000'000;
 // What the PMD writes back is plain data (codes, a POD array the requester
 // allocated): it builds no string and allocates nothing to answer.
 struct FlowRequest {
-  enum class Op : uint8_t { install, remove, modify, dpcls_info, bond_set, bond_del };
+  enum class Op : uint8_t { install, remove, modify, dpcls_info, bond_set, bond_del, set_mark, clear_mark };
   Op op = Op::install;
   Megaflow* flow = nullptr;  // install: the new flow; remove/modify: a template (in_port, mask, key)
   const flow::DpActions* actions = nullptr;  // modify: the new list; afterwards the old one
@@ -274,6 +280,10 @@ struct FlowRequest {
   uint32_t bond_id = 0;
   const BondMembers* bond_members = nullptr;
   BondBucketCounters* bond_counters = nullptr;
+  // set_mark: the flow in slot `slot` with ufid `ufid` gets `mark`;
+  // clear_mark: `mark`'s entry goes (offload_hooks.h).
+  uint32_t slot = 0, mark = 0;
+  Ufid ufid;
   FlowResult result = FlowResult::ok;
   std::atomic<bool> done{false};
 };
@@ -432,6 +442,13 @@ class Pmd {
   uint32_t held() const { return held_pub_.load(std::memory_order_acquire); }
   void clear_counters();  // resets the reported values (baseline kept by the reader side)
 
+  // The offload rings (offload_hooks.h): the PMD pushes, one consumer (the
+  // offload engine's thread, through Datapath::offload_poll) pops.
+  static constexpr unsigned kOffloadEventRing = 4096;
+  static constexpr unsigned kHotMicroflowRing = 1024;
+  size_t pop_offload_events(std::span<OffloadEvent> out) noexcept { return offload_events_.pop_bulk(out); }
+  size_t pop_hot_microflows(std::span<HotMicroflow> out) noexcept { return offload_hot_.pop_bulk(out); }
+
   // The slow path's end of this PMD's upcall rings (upcall.h).
   UpcallChannel& upcall_channel() { return *upcalls_; }
 
@@ -464,6 +481,7 @@ class Pmd {
 
   void run();
   void apply(FlowRequest& req);
+  void apply_mark(FlowRequest& req) noexcept;
   void drain_requests();
   // Sends what post_tx() queued (PMD thread).
   void drain_ctl_tx() noexcept;
@@ -644,6 +662,11 @@ class Pmd {
     std::atomic<uint64_t> busy_iterations{0}, sleep_iterations{0}, sleep_cycles{0}, txq_shared_bursts{0},
         txq_lock_waits{0}, txq_wait_cycles{0}, txq_steers{0};
   } pc_;
+  // --- offload (offload_hooks.h; PMD thread unless said) ---
+  MpmcRing<OffloadEvent> offload_events_{kOffloadEventRing};
+  MpmcRing<HotMicroflow> offload_hot_{kHotMicroflowRing};
+  std::atomic<uint64_t> phwol_hits_{0}, phwol_misses_{0}, offload_events_lost_{0}, offload_hot_lost_{0};
+
   PmdCounters baseline_;  // control thread: subtracted by counters() after clear
   PmdPerfCounters perf_baseline_;
   std::atomic<uint64_t> since_ns_{0};
