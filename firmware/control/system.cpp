@@ -53,7 +53,9 @@ Result<std::unique_ptr<System>> System::boot(const BootOptions& opts) {
   // Backends: sim always (cheap); DPDK when the board or a port needs it.
   bool need_dpdk = board->backend == boards::Backend::dpdk;
   for (const hal::PortSpec& s : sys->specs_) need_dpdk |= s.kind == hal::PortKind::dpdk;
-  auto sim = hal::make_sim_backend({});
+  hal::SimOptions sim_opts;
+  sim_opts.offload_flows = board->offload_flows;  // the modelled NIC flow tables (0: none)
+  auto sim = hal::make_sim_backend(sim_opts);
   if (!sim) return std::move(sim).take_status();
   sys->sim_ = std::move(sim.value());
   if (need_dpdk) {
@@ -85,6 +87,9 @@ Result<std::unique_ptr<System>> System::boot(const BootOptions& opts) {
       return std::move(id).take_status();
     }
   }
+  // Offload: disabled until `offload enable` (the board's default config
+  // says it where the board wants it).
+  sys->offload_ = std::make_unique<offload::Offload>(*sys->dp_);
   return sys;
 }
 
@@ -111,12 +116,16 @@ Status System::start() {
     return st;
   }
   ofproto_->start();
+  if (Status st = offload_->start(); !st.ok()) return st.prefix("offload");
   return {};
 }
 
 void System::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // The offload engine first: its hardware rules go while the PMDs still
+  // forward (nothing is lost), and no engine call outlives the ports.
+  if (offload_) offload_->stop();
   if (udpif_) udpif_->stop();
   if (ofproto_) ofproto_->stop();
   if (dp_) {
@@ -126,6 +135,7 @@ void System::shutdown() {
     if (ofproto_) ofproto_->set_revalidate_hook(nullptr);
     udpif_.reset();
     ofproto_.reset();
+    offload_.reset();  // its datapath hook goes once nothing calls flow_stats any more
     dp_.reset();  // ports are destroyed before their backends
   }
   if (dpdk_) dpdk_->shutdown();
@@ -136,6 +146,10 @@ Status System::set_pmd_cores(std::vector<int> cores) {
   if (!dp_->running() || !udpif_) return dp_->set_pmd_cores(std::move(cores));
   if (dp_->offline()) return error(Errc::unavailable, "the PMD cores can't change in an offline run");
   if (cores == dp_->pmd_cores()) return {};
+  // The offload engine's flows are (PMD, ufid) pairs and its hardware rules
+  // serve them: it stops (every rule destroyed, the PMDs still forwarding)
+  // and starts again on the new PMDs' flows, re-offloading what gets hot.
+  offload_->stop();
   dp_->hold_rx(true);
   // Bounded: a record the handler can't answer in time is dropped by stop().
   (void)dp_->wait_upcalls_idle(2000);
@@ -145,6 +159,7 @@ Status System::set_pmd_cores(std::vector<int> cores) {
   for (unsigned i : forgotten) udpif_->forget_pmd(i);
   udpif_->start();
   dp_->hold_rx(false);
+  if (Status ost = offload_->start(); !ost.ok() && st.ok()) return ost.prefix("offload");
   return st;
 }
 

@@ -5,10 +5,12 @@
 //   System::boot(options)   board -> HAL backends -> ports -> datapath (idle)
 //                           -> ofproto (bridges: none yet)
 //   apply the startup config  console commands through cli/
-//   start()                 PMD threads begin polling
+//   start()                 PMD threads begin polling, then the offload
+//                           engine's thread(s) (offload/offload.h)
 //   ... consoles ...
-//   shutdown()              PMDs joined, ports stopped (pcap files flushed),
-//                           backends shut down
+//   shutdown()              the offload engine first (every hardware rule
+//                           destroyed), then PMDs joined, ports stopped
+//                           (pcap files flushed), backends shut down
 // Forwarding starts only after the config is applied, so a pcap input is
 // never half-consumed by a switch that has no rules yet.
 //
@@ -30,6 +32,7 @@
 #include "datapath/datapath.h"
 #include "keel/hal/backend.h"
 #include "keel/hal/port_spec.h"
+#include "offload/offload.h"
 #include "ofproto/ofproto.h"
 #include "ofproto/udpif.h"
 
@@ -90,6 +93,10 @@ class System {
   // The upcall handler and revalidator (running between start() and
   // shutdown(); null before start()).
   ofproto::Udpif* udpif() { return udpif_.get(); }
+  // The hardware offload engine (made at boot with the datapath, running
+  // between start() and shutdown(); `offload enable|disable`, `set
+  // offload-*`, offload-show, flow-dump's offload columns).
+  offload::Offload& offload() { return *offload_; }
   // Console (and SSH) login accounts; empty: no login (control/users.h).
   Users& users() { return users_; }
 
@@ -104,6 +111,7 @@ class System {
   std::unique_ptr<datapath::Datapath> dp_;
   std::unique_ptr<ofproto::Ofproto> ofproto_;  // refers to *dp_: destroyed first
   std::unique_ptr<ofproto::Udpif> udpif_;      // refers to both: stopped first
+  std::unique_ptr<offload::Offload> offload_;  // refers to *dp_: stopped before anything else
   Users users_;
   bool shut_down_ = false;
 };
