@@ -18,6 +18,8 @@
 // load+store, not a read-modify-write) may write back a pre-clear value.
 #include "keel/hal/port.h"
 
+#include "keel/hal/flow.h"
+
 namespace keel::hal {
 
 const char* to_string(PortRole r) {
@@ -84,6 +86,11 @@ uint16_t Port::tx_over_mtu(uint16_t q, std::span<Packet* const> pkts) noexcept {
   return sent;
 }
 
+uint16_t Port::run_hw_ingress(HwIngress& hw, uint16_t q, std::span<Packet*> pkts) noexcept {
+  const uint16_t kept = hw.ingress(*this, q, pkts);
+  return kept <= pkts.size() ? kept : static_cast<uint16_t>(pkts.size());
+}
+
 uint16_t Port::tx_link_down(uint16_t q, std::span<Packet* const> pkts) noexcept {
   release_burst(pkts);
   bump(txc_[q].dropped, pkts.size());
@@ -124,6 +131,8 @@ PortCounters Port::counters() const {
     c.rx_packets += q.packets.load(relaxed);
     c.rx_bytes += q.bytes.load(relaxed);
     c.rx_dropped += q.dropped.load(relaxed);
+    c.rx_hw_forwarded += q.hw_forwarded.load(relaxed);
+    c.rx_hw_dropped += q.hw_dropped.load(relaxed);
   }
   for (const QueueCounters& q : txc_) {
     c.tx_packets += q.packets.load(relaxed);
@@ -144,6 +153,8 @@ void Port::clear_counters() {
       q.dropped.store(0, relaxed);
       q.mtu_dropped.store(0, relaxed);
       q.link_dropped.store(0, relaxed);
+      q.hw_forwarded.store(0, relaxed);
+      q.hw_dropped.store(0, relaxed);
     }
   }
 }

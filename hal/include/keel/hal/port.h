@@ -43,6 +43,17 @@
 // sim flag is a relaxed atomic the rx/tx paths load once per burst (a
 // burst in flight finishes under the old state). mac() is immutable once
 // the port is in the datapath (set_mac() at open; the id when added).
+//
+// Hardware offload (flow.h): flow_engine() is the port's rte_flow-shaped
+// flow engine (nullptr: none; control path, the offload thread only). A
+// port whose "hardware" is modelled in software (the sim NIC) has a
+// HwIngress hook: rx() hands it each non-empty burst after rx_burst(), and
+// it keeps only what the PMD must see (what full-offload rules forwarded or
+// dropped is counted in rx_hw_forwarded / rx_hw_dropped; rx_packets and
+// rx_bytes still count everything the port received). Cost on the fast
+// path: one acquire load and a predictable null test per burst when no hook
+// is set. set_hw_ingress() is for the backend, before the port is polled or
+// while the datapath has it quiesced; the hook must outlive the port's use.
 #pragma once
 
 #include <array>
@@ -57,6 +68,8 @@
 namespace keel::hal {
 
 class Backend;
+class FlowEngine;
+class HwIngress;
 
 enum class PortRole : uint8_t { uplink, host_representor, vf, internal };
 const char* to_string(PortRole r);
@@ -72,6 +85,9 @@ struct PortCounters {
   uint64_t tx_packets = 0, tx_bytes = 0, tx_dropped = 0;
   uint64_t tx_mtu_exceeded_drops = 0;  // longer than the MTU allows; also in tx_dropped
   uint64_t tx_link_down_drops = 0;     // sent while the (sim) link was set down; also in tx_dropped
+  // Received packets a full-offload hardware rule forwarded / dropped
+  // without a PMD seeing them (sim NIC model; in rx_packets too).
+  uint64_t rx_hw_forwarded = 0, rx_hw_dropped = 0;
 };
 
 using MacAddr = std::array<uint8_t, 6>;
@@ -121,6 +137,9 @@ class Port {
       bytes += out[i]->len();
     }
     if (n) bump(rxc_[q].packets, n), bump(rxc_[q].bytes, bytes);
+    HwIngress* hw = hw_ingress_.load(std::memory_order_acquire);
+    if (hw != nullptr && n != 0)
+      n = run_hw_ingress(*hw, q, out.first(n));
     return n;
   }
 
@@ -146,6 +165,18 @@ class Port {
 
   // Counts a packet received on queue q that the datapath could not handle.
   void count_rx_dropped(uint16_t q, uint64_t n) noexcept { bump(rxc_[q].dropped, n); }
+  // Called by a HwIngress (on the thread polling rx queue q): packets of
+  // the burst the hardware forwarded / dropped.
+  void count_rx_hw(uint16_t q, uint64_t forwarded, uint64_t dropped) noexcept {
+    if (forwarded) bump(rxc_[q].hw_forwarded, forwarded);
+    if (dropped) bump(rxc_[q].hw_dropped, dropped);
+  }
+
+  // --- hardware offload (flow.h; see the top) ---
+  // The port's flow engine, nullptr when it has none. Control path only.
+  virtual FlowEngine* flow_engine() { return nullptr; }
+  void set_hw_ingress(HwIngress* hw) { hw_ingress_.store(hw, std::memory_order_release); }
+  HwIngress* hw_ingress() const { return hw_ingress_.load(std::memory_order_acquire); }
 
   // --- MTU (control thread) ---
   uint32_t mtu() const { return mtu_.load(std::memory_order_relaxed); }
@@ -275,6 +306,8 @@ class Port {
   // tx() of a burst holding a frame over the limit (port.cpp): drops and
   // counts those, sends the rest in order.
   uint16_t tx_over_mtu(uint16_t q, std::span<Packet* const> pkts) noexcept;
+  // rx()'s call of the hook (port.cpp, out of line).
+  uint16_t run_hw_ingress(HwIngress& hw, uint16_t q, std::span<Packet*> pkts) noexcept;
   // tx() while the sim link is down (port.cpp): releases and counts all.
   uint16_t tx_link_down(uint16_t q, std::span<Packet* const> pkts) noexcept;
   void store_frame_limit(TxFrameLimit l) {
@@ -286,6 +319,8 @@ class Port {
     std::atomic<uint64_t> packets{0}, bytes{0}, dropped{0};
     std::atomic<uint64_t> mtu_dropped{0};   // tx only: part of `dropped`
     std::atomic<uint64_t> link_dropped{0};  // tx only: part of `dropped`
+    std::atomic<uint64_t> hw_forwarded{0};  // rx only: part of `packets`
+    std::atomic<uint64_t> hw_dropped{0};    // rx only: part of `packets`
   };
   // Single writer per queue: a relaxed load+store is enough and costs no
   // locked instruction; readers may see a value one burst old.
@@ -299,6 +334,7 @@ class Port {
   uint16_t id_ = kInvalidPort;
   Backend* backend_ = nullptr;
   std::atomic<bool> link_down_{false};  // sim link (apply_link's default)
+  std::atomic<HwIngress*> hw_ingress_{nullptr};  // sim NIC model's hook (set_hw_ingress)
   MacAddr mac_{};
   bool has_mac_ = false;
   // Written by set_mtu() (control thread), read by tx() with relaxed loads:
