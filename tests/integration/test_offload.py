@@ -205,17 +205,22 @@ def test_full_offload_bypasses_the_pmd():
     k = Live()
     try:
         k.until_offloaded(2)
-        warm = len(k.sent[2])
+        rx_before = k.p0_rx()
         pmd_before = k.pmd_rx()
-        hw_before = k.port("p0")["rx"].get("hw_forwarded", 0)
+        hw_before = k.port("p0")["rx"]["hw_forwarded"]
         k.send(2, 200)
-        k.wait_received()
+        wait_for(lambda: k.port("p0")["rx"]["hw_forwarded"] - hw_before >= 200,
+                 "the hardware forwarded the 200 frames sent after the rule")
         total = len(k.sent[2])
         wait_for(lambda: k.port("p1")["tx"]["packets"] >= total, "p1 sent the %d frames" % total)
-        check(k.pmd_rx() == pmd_before, "PMDs received nothing after the rule: %d -> %d" %
-              (pmd_before, k.pmd_rx()))
-        hw = k.port("p0")["rx"]["hw_forwarded"]
-        check(hw - hw_before == 200, "p0 rx_hw_forwarded advanced by 200: %d -> %d" % (hw_before, hw))
+        hw = k.port("p0")["rx"]["hw_forwarded"] - hw_before
+        rx = k.p0_rx() - rx_before
+        pmd = k.pmd_rx() - pmd_before
+        check(hw == 200, "p0 rx_hw_forwarded advanced by exactly 200: %d" % hw)
+        # The PMDs saw none of them (only what else the kernel may have
+        # put on the TAP: rx - hw, normally 0).
+        check(pmd == rx - hw and pmd <= 5, "PMDs received nothing after the rule: %d (p0 rx %d, hw %d)" %
+              (pmd, rx, hw))
         # flow-dump --offloaded: the flow, counters = every packet sent
         # (the ones the PMD forwarded before the rule, and the hardware's)
         # but the first, which the upcall executed (a megaflow counts what
@@ -275,7 +280,8 @@ def test_reasons_and_partial_offload():
         wait_for(lambda: k.phwol() >= hits + 50, "50 phwol hits (marked packets)")
         check("phwol hits: %d" % k.phwol() in k.ask("pmd-stats-show"), "pmd-stats-show's phwol hits")
         tr = k.ask("trace br0 udp,in_port=1,nw_dst=10.0.0.3")
-        check(tr.rstrip().splitlines()[-1].startswith("Offload: partial: actions need the Arm cores: trunc"),
+        last = tr.rstrip().splitlines()[-1]
+        check(last.startswith("Offload: partial (mark): actions need the Arm cores: ") and "trunc" in last,
               "trace's last line:\n" + tr)
     finally:
         k.close()
@@ -283,7 +289,10 @@ def test_reasons_and_partial_offload():
     check(got == [f[:100] for f in k.sent[3]], "p2: every frame, truncated to 100 bytes, in order")
 
 
-def fault_run(fault, check_reason):
+def fault_run(fault, reasons):
+    """`fault` armed before the flow's first packet: 100 frames one by one;
+    the flow is not offloaded, says one of `reasons`, the failure is
+    counted in offload-show, and p1 got every frame in order."""
     k = Live()
     try:
         k.ask("debug offload-fault " + fault)
@@ -292,25 +301,23 @@ def fault_run(fault, check_reason):
         f = k.flow_to(2)
         check(f["offloaded"] != "yes", "%s: not offloaded: %s" % (fault, f))
         line = [l for l in k.ask("flow-dump -m").splitlines() if "dst=10.0.0.2" in l][0]
-        check(check_reason in line, "%s: reason %r in\n%s" % (fault, check_reason, line))
+        check(any(r in line for r in reasons), "%s: a reason of %r in\n%s" % (fault, reasons, line))
         show = k.offload_show()
         failed = show["totals"]["failed"]
         check(sum(failed.values()) >= 1, "%s: counted in offload-show: %s" % (fault, show))
         # Forwarding stayed exact (the megaflow counts all but the upcall's).
         check(f["packets"] == 99, "%s: the flow counted 99 of 100: %s" % (fault, f))
-        k.ask("debug offload-fault clear")
-        k.until_offloaded(2)
     finally:
         k.close()
     check(k.frames_on(1) == k.sent[2], "%s: p1 got every frame, in order" % fault)
 
 
 def test_fault_insert_failure():
-    fault_run("insert-fail 1000 EIO", "refused by the driver")
+    fault_run("insert-fail 1000 EIO", ("refused by the driver", "retrying after"))
 
 
 def test_fault_table_full():
-    fault_run("table-full on", "table full")
+    fault_run("table-full on", ("table full",))
 
 
 def test_fault_device_reset_reoffloads():
