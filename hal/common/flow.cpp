@@ -381,13 +381,16 @@ void field(std::string& s, const char* name, uint64_t spec, uint64_t mask, unsig
   const uint64_t full = bits >= 64 ? ~uint64_t{0} : ((uint64_t{1} << bits) - 1);
   mask &= full;
   if (mask == 0) return;
-  auto val = [&](uint64_t v) { return as_ipv4 ? ipv4_text(static_cast<uint32_t>(v)) : as_hex ? hex(v) : std::to_string(v); };
+  const int digits = static_cast<int>((bits + 3) / 4);
+  auto val = [&](uint64_t v) {
+    return as_ipv4 ? ipv4_text(static_cast<uint32_t>(v)) : as_hex ? hex(v, digits) : std::to_string(v);
+  };
   s += ' ';
   s += name;
   if (mask == full)
     s += " is " + val(spec);
   else
-    s += " spec " + val(spec) + " mask " + (as_ipv4 ? ipv4_text(static_cast<uint32_t>(mask)) : hex(mask));
+    s += " spec " + val(spec) + " mask " + (as_ipv4 ? ipv4_text(static_cast<uint32_t>(mask)) : hex(mask, digits));
 }
 
 template <size_t N>

@@ -353,6 +353,18 @@ Result<std::unique_ptr<Port>> DpdkPort::open(const std::shared_ptr<DpdkShared>& 
   }
   const uint64_t now = now_ns();
   for (auto& w : port->watch_) w.last_rx_ns.store(now, std::memory_order_relaxed);
+  // hal port id -> ethdev id over this backend's open ports (the offload
+  // thread asks; shared->mu is held here by open_port, not by the caller).
+  std::weak_ptr<DpdkShared> weak = shared;
+  port->flow_ = std::make_unique<DpdkFlowEngine>(
+      pid, spec.name, driver, [weak](uint32_t hal_id) -> std::optional<uint16_t> {
+        std::shared_ptr<DpdkShared> sh = weak.lock();
+        if (!sh) return std::nullopt;
+        std::lock_guard lock(sh->mu);
+        for (DpdkPort* p : sh->ports)
+          if (p->id() == hal_id && p->id() != kInvalidPort) return p->port_id();
+        return std::nullopt;
+      });
   shared->ports.push_back(port.get());
   return std::unique_ptr<Port>(std::move(port));
 }
@@ -381,6 +393,7 @@ DpdkPort::~DpdkPort() {
 void DpdkPort::stop() noexcept {
   if (stopped_) return;
   stopped_ = true;
+  if (flow_) flow_->detach();         // its rules go before the device closes
   (void)rte_eth_dev_stop(port_id_);   // net_pcap: closes the tx_pcap dumper
   (void)rte_eth_dev_close(port_id_);  // frees the queues' mbufs, releases the port
   detach_if_unused(device_);

@@ -33,6 +33,12 @@
 // driver's: net_pcap closes its files at stop and opens them again at start
 // (a tx_pcap= file starts over), a NIC drops what its rings held.
 //
+// Flow offload: flow_engine() is a DpdkFlowEngine (dpdk_flow.h) made at
+// open: rte_flow on this ethdev, hal port ids in rules mapped to the ethdev
+// ids of this backend's open ports. stop() detaches it (flushes its rules)
+// before the device closes. Received packets carry the NIC's MARK
+// (RTE_MBUF_F_RX_FDIR_ID, negotiated with rte_eth_rx_metadata_negotiate).
+//
 // Life cycle: open() (may fail) -> rx/tx from PMDs -> stop() (never fails,
 // idempotent: rte_eth_dev_stop + rte_eth_dev_close, which is what makes
 // net_pcap flush and close its tx_pcap file; then the device is detached when
@@ -55,6 +61,7 @@
 #include <string>
 
 #include "dpdk/dpdk_backend.h"
+#include "dpdk/dpdk_flow.h"
 #include "keel/hal/port.h"
 
 struct rte_device;
@@ -73,8 +80,10 @@ class DpdkPort final : public Port {
   InputState input_state() const override;
   std::string describe() const override;
   void stop() noexcept override;
+  FlowEngine* flow_engine() override { return flow_.get(); }
 
   uint16_t port_id() const { return port_id_; }
+  const std::string& driver() const { return driver_; }
 
   // A net_pcap rx file counts as exhausted once every rx queue has been
   // polled empty with nothing received for this long.
@@ -127,6 +136,7 @@ class DpdkPort final : public Port {
   std::string devargs_;
   std::string driver_;
   QueueSetup qs_;
+  std::unique_ptr<DpdkFlowEngine> flow_;
   bool stopped_ = false;
 };
 
