@@ -53,9 +53,7 @@ Result<std::unique_ptr<System>> System::boot(const BootOptions& opts) {
   // Backends: sim always (cheap); DPDK when the board or a port needs it.
   bool need_dpdk = board->backend == boards::Backend::dpdk;
   for (const hal::PortSpec& s : sys->specs_) need_dpdk |= s.kind == hal::PortKind::dpdk;
-  hal::SimOptions sim_opts;
-  sim_opts.offload_flows = board->offload_flows;  // the modelled NIC flow tables (0: none)
-  auto sim = hal::make_sim_backend(sim_opts);
+  auto sim = hal::make_sim_backend({.offload_flows = board->offload_flows});  // the sim NIC model's capacity
   if (!sim) return std::move(sim).take_status();
   sys->sim_ = std::move(sim.value());
   if (need_dpdk) {

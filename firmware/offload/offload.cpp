@@ -431,9 +431,13 @@ class Shard {
     std::lock_guard lk(mu_);
     std::lock_guard lk2(in_mu_);
     if (!in_events_.empty() || !in_hot_.empty() || !cmds_.empty()) return false;
+    if (!ready_.empty()) return false;
     const uint64_t now = hal::now_ns();
-    for (const auto& [id, r] : rules_)
-      if (r.state == RuleState::queued && r.next_try_ns <= now + 50'000'000ull) return false;
+    for (uint64_t id : retry_) {
+      auto it = rules_.find(id);
+      if (it != rules_.end() && it->second.state == RuleState::queued && it->second.next_try_ns <= now + 50'000'000ull)
+        return false;
+    }
     return true;
   }
 
@@ -505,9 +509,12 @@ class Shard {
     uint64_t since_ns;
   };
   std::deque<Waiting> waiting_;
+  // Rules to insert: ready now (FIFO), and retries waiting for their time.
+  // Ids of rules gone or installed meanwhile are skipped when met.
+  std::deque<uint64_t> ready_;
+  std::vector<uint64_t> retry_;
   std::map<uint16_t, PortCounters> port_counters_;
   uint64_t last_stats_ns_ = 0;
-  std::map<uint16_t, std::pair<uint64_t, uint64_t>> rate_base_;  // port -> (inserted+deleted snapshot) unused
   struct Rates {
     uint64_t t_ns = 0;
     uint64_t ins = 0, del = 0;
@@ -779,8 +786,12 @@ void Shard::run_cmd(Engine::Cmd c) {
         fr.where = datapath::FlowOffload::none;
         (void)e_.dp().set_flow_offload(fr.id.pmd, fr.slot, fr.id.ufid, datapath::FlowOffload::none, 0);
       }
+      for (auto& [rid, r] : rules_) destroy_rule(r);  // none should be left: belt and braces
+      rules_.clear();
       flows_.clear();
       waiting_.clear();
+      ready_.clear();
+      retry_.clear();
       enabled_ = false;
       break;
     }
@@ -884,6 +895,7 @@ uint64_t Shard::queue_rule(FlowRec& fr, RuleKind kind, bool partial, const datap
   r.actions = acts;
   r.initial_rate = rate;
   r.next_try_ns = 0;
+  ready_.push_back(id);
   fr.rules.insert(id);
   if (key) fr.keys.insert(*key);
   return id;
@@ -990,11 +1002,35 @@ void Shard::handle_hot(const datapath::HotMicroflow& h) {
 bool Shard::do_inserts(uint64_t now) {
   const OffloadConfig cfg = e_.cfg();
   // Due rules per port, up to a batch each.
+  // Retries that are due join the ready queue (in the order they failed).
+  if (!retry_.empty()) {
+    std::vector<uint64_t> later;
+    for (uint64_t id : retry_) {
+      auto it = rules_.find(id);
+      if (it == rules_.end() || it->second.state != RuleState::queued) continue;
+      if (it->second.next_try_ns <= now)
+        ready_.push_back(id);
+      else
+        later.push_back(id);
+    }
+    retry_.swap(later);
+  }
+  // Up to a batch per port, FIFO (a queue, not a scan: 100k queued rules
+  // cost what their inserts cost).
   std::map<uint16_t, std::vector<Rule*>> due;
-  for (auto& [id, r] : rules_) {
-    if (r.state != RuleState::queued || r.next_try_ns > now) continue;
-    auto& v = due[r.port];
-    if (v.size() < cfg.batch) v.push_back(&r);
+  size_t taken = 0;
+  while (!ready_.empty() && taken < size_t{cfg.batch} * 4) {
+    const uint64_t id = ready_.front();
+    auto it = rules_.find(id);
+    if (it == rules_.end() || it->second.state != RuleState::queued) {
+      ready_.pop_front();
+      continue;
+    }
+    auto& v = due[it->second.port];
+    if (v.size() >= cfg.batch) break;  // the next batch
+    ready_.pop_front();
+    v.push_back(&it->second);
+    ++taken;
   }
   if (due.empty()) return false;
   for (auto& [port, batch] : due) {
@@ -1160,6 +1196,7 @@ void Shard::insert_done(Rule& r, bool ok, int errnum, const std::string& msg, ha
     r.next_try_ns = now + backoff_ns(r.attempts, uint64_t{cfg.retry_base_ms} * 1'000'000ull,
                                      uint64_t{cfg.retry_max_ms} * 1'000'000ull);
     r.attempts++;
+    retry_.push_back(r.id);
     if (fit != flows_.end() && fit->second.where == datapath::FlowOffload::none) {
       fit->second.reason = Reason::retrying;
       fit->second.detail = hal::errno_name(errnum);
@@ -1175,6 +1212,7 @@ void Shard::insert_done(Rule& r, bool ok, int errnum, const std::string& msg, ha
       r.next_try_ns = now + backoff_ns(r.attempts, uint64_t{cfg.retry_base_ms} * 1'000'000ull,
                                        uint64_t{cfg.retry_max_ms} * 1'000'000ull);
       r.attempts++;
+      retry_.push_back(r.id);
       if (fit != flows_.end()) {
         fit->second.reason = Reason::device_reset;
         fit->second.detail.clear();
@@ -1305,7 +1343,7 @@ void Shard::stats_round(bool full, uint64_t now) {
       Rule& r = *rules[i];
       const hal::FlowQuery& q = qs[i];
       if (!q.ok) {
-        if (q.errnum == ENODEV || q.errnum == EIO) reset = true;
+        if (q.errnum == ENODEV) reset = true;  // the handle died with the device's state
         PortCounters& c = pc(port);
         c.failed_by_reason["query failed"]++;
         c.last_error = std::string("rte_flow query on port ") + ph->name + ": " + hal::errno_name(q.errnum);
@@ -1316,11 +1354,15 @@ void Shard::stats_round(bool full, uint64_t now) {
       const uint64_t db = q.bytes >= r.bytes ? q.bytes - r.bytes : 0;
       r.hits = std::max(r.hits, q.hits);
       r.bytes = std::max(r.bytes, q.bytes);
-      uint64_t used = q.last_hit_ns;
-      if (dp && !used) used = now;  // the device does not say when: now is when we saw it
+      // The device's last hit when it knows one (the sim does; DPDK only
+      // with AGE), else now: when we saw the counter move.
+      uint64_t used = 0;
+      if (dp) used = q.last_hit_ns && q.last_hit_ns <= now ? q.last_hit_ns : now;
       if (used > r.last_hit_ns) r.last_hit_ns = used;
       r.meter.update(now, r.hits);
-      if (dp || db) {
+      // A partial (MARK) rule's packets reach the PMD, which counts them in
+      // the megaflow already: its counter only feeds the rate and idleness.
+      if (!r.partial && (dp || db)) {
         Delta& d = deltas[r.flow];
         d.p += dp;
         d.b += db;
@@ -1383,6 +1425,7 @@ void Shard::device_reset(PortHw& ph, uint64_t now) {
       r.attempts = 0;
       r.next_try_ns = now;
       r.initial_rate = r.meter.rate();
+      ready_.push_back(id);
     } else {
       gone.push_back(id);
     }

@@ -9,9 +9,16 @@ namespace keel::hal::sim {
 
 namespace {
 
-class NullPort final : public Port {
+class NullPort final : public Port, public SimNicPort {
  public:
   explicit NullPort(const PortSpec& spec) : Port(spec.name, "null") { set_queues(1, 1); }
+  ~NullPort() override { detach_from_nic(); }
+
+  FlowEngine* flow_engine() override { return nic_engine(); }
+  uint16_t hw_tx(std::span<Packet* const> pkts) noexcept override {  // stateless: any thread
+    release_burst(pkts);
+    return static_cast<uint16_t>(pkts.size());
+  }
 
   LinkState link() const override { return sim_link(*this); }
   std::string describe() const override { return "null"; }

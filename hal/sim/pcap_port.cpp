@@ -48,8 +48,10 @@
 // next_rx_timestamp_ns(q) and rx_records_before(q); the relaxed loads of
 // state_ there only end the answers early once the whole input is
 // drained. The per-record hashes and queue lists are written at open and
-// only read afterwards. The writer belongs to the thread
-// owning tx queue 0 and then to the control thread for stop().
+// only read afterwards. The writer is used by the thread owning tx queue 0,
+// by the sim NIC model's hardware tx (hw_tx(), on the PMD polling the port
+// a forwarding rule matched on) and by the control thread for stop(); a
+// spin lock (writer_lock_) serialises the three, one burst at a time.
 // merge_rx_queues() runs on the control thread before any rx. input_state is
 // an atomic read by the control thread: the PMD's release store of `drained`
 // follows its last rx, so a reader that sees drained knows every packet has
@@ -66,6 +68,7 @@
 #include <string>
 #include <vector>
 
+#include "keel/hal/cpu.h"
 #include "keel/hal/rss.h"
 #include "pcap_file.h"
 #include "sim_ports.h"
@@ -74,7 +77,7 @@ namespace keel::hal::sim {
 
 namespace {
 
-class PcapPort final : public Port {
+class PcapPort final : public Port, public SimNicPort {
  public:
   PcapPort(const PortSpec& spec, std::shared_ptr<Pool> pool, std::optional<PcapReader> reader,
            std::unique_ptr<PcapWriter> writer)
@@ -92,7 +95,15 @@ class PcapPort final : public Port {
       loop_stride_ns_ = reader_->timestamp_ns(reader_->size() - 1) - reader_->timestamp_ns(0) + 1;
     if (nrxq > 1) spread(nrxq);
   }
-  ~PcapPort() override { stop(); }
+  ~PcapPort() override {
+    detach_from_nic();
+    stop();
+  }
+
+  FlowEngine* flow_engine() override { return nic_engine(); }
+  // The model's hardware tx (another PMD's thread): the writer lock
+  // serialises it with tx_burst() and stop().
+  uint16_t hw_tx(std::span<Packet* const> pkts) noexcept override { return write_locked(pkts); }
 
   LinkState link() const override { return sim_link(*this); }
 
@@ -144,6 +155,7 @@ class PcapPort final : public Port {
   }
 
   void stop() noexcept override {
+    WriterLock g(writer_lock_);
     if (writer_) (void)writer_->close();  // idempotent; a write error was counted already
   }
 
@@ -298,7 +310,21 @@ class PcapPort final : public Port {
     return reader_->timestamp_ns(i) + loop * loop_stride_ns_;
   }
 
-  uint16_t tx_burst(uint16_t, std::span<Packet* const> pkts) noexcept override {
+  uint16_t tx_burst(uint16_t, std::span<Packet* const> pkts) noexcept override { return write_locked(pkts); }
+
+ private:
+  // Serialises the writer between the tx queue's owner, the NIC model's
+  // hardware tx and stop(): a spin lock held for one burst's writes
+  // (uncontended unless a rule forwards to this port: ~20 ns per burst).
+  struct WriterLock {
+    explicit WriterLock(std::atomic_flag& f) : f_(f) {
+      while (f_.test_and_set(std::memory_order_acquire)) cpu_relax();
+    }
+    ~WriterLock() { f_.clear(std::memory_order_release); }
+    std::atomic_flag& f_;
+  };
+  uint16_t write_locked(std::span<Packet* const> pkts) noexcept {
+    WriterLock g(writer_lock_);
     if (!writer_ || !writer_->is_open()) return 0;
     const uint64_t ts = wall_clock_ns();  // one clock read per burst
     uint16_t n = 0;
@@ -314,6 +340,7 @@ class PcapPort final : public Port {
   std::shared_ptr<Pool> pool_;
   std::optional<PcapReader> reader_;
   std::unique_ptr<PcapWriter> writer_;
+  std::atomic_flag writer_lock_;  // see write_locked()
   const uint64_t loops_;
   uint64_t loop_stride_ns_ = 0;  // see input_kind()
   const std::string in_path_, out_path_;

@@ -59,6 +59,7 @@ Status RingPort::apply_queue_count(uint16_t n_rx, uint16_t& n_tx) {
 }
 
 RingPort::~RingPort() {
+  detach_from_nic();
   Packet* p;
   for (auto& r : rx_rings_) {
     if (!r) continue;

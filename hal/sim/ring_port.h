@@ -37,6 +37,10 @@
 // releases them. The destructor releases whatever is still in either ring,
 // so the packets' pool must outlive the port (the backend guarantees it).
 //
+// The sim NIC model (sim_flow.h) sends what its rules forward out of this
+// port with hw_tx(), onto the same tx ring (collect() sees those packets
+// too).
+//
 // Thread-safety: inject/collect from any thread, concurrently with the PMDs'
 // rx()/tx() (the rings are multi-producer multi-consumer; each push
 // publishes the packet with a release store that the pop acquires). Per-flow
@@ -56,12 +60,13 @@
 #include "core/ring.h"
 #include "keel/hal/port.h"
 #include "keel/hal/rss.h"
+#include "sim_flow.h"
 
 namespace keel::hal::sim {
 
 class Pool;
 
-class RingPort final : public Port {
+class RingPort final : public Port, public SimNicPort {
  public:
   // `pool` (may be null) is kept alive as long as the port, because the
   // destructor releases packets still in the rings into it.
@@ -82,6 +87,12 @@ class RingPort final : public Port {
 
   LinkState link() const override;
   std::string describe() const override;
+
+  FlowEngine* flow_engine() override { return nic_engine(); }
+  // The tx ring is multi-producer: the model pushes like any tx queue.
+  uint16_t hw_tx(std::span<Packet* const> pkts) noexcept override {
+    return static_cast<uint16_t>(tx_ring_.push_bulk(pkts));
+  }
 
  protected:
   uint16_t rx_burst(uint16_t q, std::span<Packet*> out) noexcept override;

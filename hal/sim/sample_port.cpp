@@ -25,11 +25,18 @@ namespace keel::hal::sim {
 
 namespace {
 
-class SamplePort final : public Port {
+class SamplePort final : public Port, public SimNicPort {
  public:
   SamplePort(const PortSpec& spec, std::shared_ptr<Pool> pool)
       : Port(spec.name, "sample"), pool_(std::move(pool)), pps_(spec.pps), pacer_(spec.pps, now_ns()) {
     set_queues(1, 1);
+  }
+  ~SamplePort() override { detach_from_nic(); }
+
+  FlowEngine* flow_engine() override { return nic_engine(); }
+  uint16_t hw_tx(std::span<Packet* const> pkts) noexcept override {  // tx releases: any thread
+    release_burst(pkts);
+    return static_cast<uint16_t>(pkts.size());
   }
 
   LinkState link() const override { return sim_link(*this); }

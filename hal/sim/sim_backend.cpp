@@ -17,6 +17,13 @@
 // shutdown() does nothing —
 // ports flush in stop().
 //
+// NIC model: with SimOptions::offload_flows > 0 the backend owns one
+// sim::SimNicModel (sim_flow.h), an e-switch shared by every port it opens:
+// open_port() attaches each port (its flow engine and the model's
+// HwIngress), each port's destructor detaches it; sim::sim_nic() hands the
+// model's control API (keel/hal/sim_nic.h) to control/ and cli/. The model
+// is declared before the pool and outlives every port (ports die first).
+//
 // Thread-safety: open_port() on the control thread; alloc_burst() from any
 // thread (the pool is lock-free).
 #include <exception>
@@ -24,7 +31,9 @@
 #include <new>
 
 #include "keel/hal/backend.h"
+#include "keel/hal/sim_nic.h"
 #include "pool.h"
+#include "sim_flow.h"
 #include "sim_ports.h"
 
 namespace keel::hal {
@@ -33,7 +42,11 @@ namespace {
 
 class SimBackend final : public Backend {
  public:
-  explicit SimBackend(std::shared_ptr<sim::Pool> pool) : pool_(std::move(pool)) {}
+  SimBackend(std::shared_ptr<sim::Pool> pool, uint32_t offload_flows) : pool_(std::move(pool)) {
+    if (offload_flows) nic_ = sim::make_sim_nic(offload_flows);
+  }
+
+  sim::SimNicModel* nic() const { return nic_.get(); }
 
   const char* name() const override { return "sim"; }
 
@@ -41,6 +54,10 @@ class SimBackend final : public Backend {
     auto r = open(spec, n_txq);
     if (!r) return std::move(r).take_status().prefix("port " + spec.name);
     r.value()->set_backend(this);
+    if (nic_) {
+      auto* hw = dynamic_cast<sim::SimNicPort*>(r.value().get());
+      if (hw) sim::attach_port(*nic_, *r.value(), *hw);
+    }
     return r;
   }
 
@@ -82,6 +99,7 @@ class SimBackend final : public Backend {
     }
   }
 
+  sim::SimNicPtr nic_;  // null: offload_flows = 0
   std::shared_ptr<sim::Pool> pool_;
 };
 
@@ -90,7 +108,19 @@ class SimBackend final : public Backend {
 Result<std::unique_ptr<Backend>> make_sim_backend(const SimOptions& opts) {
   auto pool = sim::Pool::create(opts.buffers, opts.jumbo_buffers);
   if (!pool) return std::move(pool).take_status();
-  return std::unique_ptr<Backend>(new SimBackend(std::move(pool).value()));
+  try {
+    return std::unique_ptr<Backend>(new SimBackend(std::move(pool).value(), opts.offload_flows));
+  } catch (const std::bad_alloc&) {
+    return error(Errc::resource_exhausted,
+                 "out of memory for the NIC model's " + std::to_string(opts.offload_flows) + "-rule tables");
+  }
 }
+
+namespace sim {
+SimNic* sim_nic(Backend& b) {
+  auto* s = dynamic_cast<SimBackend*>(&b);
+  return s && s->nic() ? &as_control(*s->nic()) : nullptr;
+}
+}  // namespace sim
 
 }  // namespace keel::hal

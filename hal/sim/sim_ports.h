@@ -1,5 +1,8 @@
 // The sim backend's port constructors, one per PortKind (internal to hal/sim).
 //
+// Each port is a SimNicPort (sim_flow.h): the backend attaches it to its
+// NIC model, if it has one, after opening it.
+//
 // Each returns a started port or a Status whose message names what failed
 // ("pcap file 'a.pcap': No such file or directory"); SimBackend::open_port
 // adds the "port NAME: " prefix. Every sim port has one rx queue, or
@@ -18,6 +21,7 @@
 #include "keel/hal/port.h"
 #include "keel/hal/port_spec.h"
 #include "pool.h"
+#include "sim_flow.h"
 
 namespace keel::hal::sim {
 

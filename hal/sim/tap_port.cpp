@@ -44,19 +44,24 @@ namespace keel::hal::sim {
 
 namespace {
 
-class TapPort final : public Port {
+class TapPort final : public Port, public SimNicPort {
  public:
   TapPort(const PortSpec& spec, std::shared_ptr<Pool> pool, int fd)
       : Port(spec.name, "tap"), pool_(std::move(pool)), fd_(fd), ifname_(spec.ifname) {
     set_queues(1, 1);
   }
   ~TapPort() override {
+    detach_from_nic();
     if (spare_) hal::release(spare_);
     ::close(fd_);
   }
 
   LinkState link() const override { return sim_link(*this); }
   std::string describe() const override { return "tap " + ifname_; }
+
+  FlowEngine* flow_engine() override { return nic_engine(); }
+  // One write(2) per frame is atomic against tx_burst()'s on another thread.
+  uint16_t hw_tx(std::span<Packet* const> pkts) noexcept override { return tx_burst(0, pkts); }
 
  protected:
   Status apply_mtu(uint32_t mtu) override {

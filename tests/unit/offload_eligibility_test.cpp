@@ -103,8 +103,11 @@ TEST_CASE("match fields: carried by the exact-match table or not, each named") {
     CHECK(*f == c.field);
   }
   // The masked table carries TCP flags and the IPv6 label, not the rest.
-  CHECK(!uncarried_field(M("recirc_id(0),in_port(1),eth_type(0x0800),ipv4(proto=6,frag=no),tcp(dst=80),tcp_flags(syn)"),
+  CHECK(!uncarried_field(M("recirc_id(0),in_port(1),eth_type(0x0800),ipv4(proto=6,frag=no),tcp(dst=80),tcp_flags(+syn-ack)"),
                          Table::masked));
+  // ... but not NS (bit 8), which a plain `tcp_flags(syn)` also matches (as 0).
+  CHECK(*uncarried_field(M("recirc_id(0),in_port(1),eth_type(0x0800),ipv4(proto=6,frag=no),tcp(dst=80),tcp_flags(syn)"),
+                         Table::masked) == "tcp_flags (NS)");
   CHECK(*uncarried_field(M("recirc_id(0),skb_mark(0x5),in_port(1),eth_type(0x0800)"), Table::masked) == "skb_mark");
   // Carried: VLAN, IPv6, ICMP, ICMPv6, TOS/TTL, partial masks.
   for (const char* ok : {
@@ -343,9 +346,11 @@ TEST_CASE("decide: full, partial or none, with the reason") {
   auto ex = D(syn, "2");
   CHECK(ex.decision == Decision::none);
   CHECK(ex.text() == "matches tcp_flags, which the exact-match table does not carry");
-  // The masked table carries TCP flags: megaflow and both modes offload it.
-  CHECK(D(syn, "2", Mode::megaflow).decision == Decision::full_masked);
-  CHECK(D(syn, "2", Mode::both).decision == Decision::full_masked);
+  // The masked table carries TCP flags (CWR..FIN): megaflow and both modes offload it.
+  const std::string synack = "recirc_id(0),in_port(1),eth_type(0x0800),ipv4(proto=6,frag=no),tcp(dst=80),tcp_flags(+syn-ack)";
+  CHECK(D(synack, "2").text() == "matches tcp_flags, which the exact-match table does not carry");
+  CHECK(D(synack, "2", Mode::megaflow).decision == Decision::full_masked);
+  CHECK(D(synack, "2", Mode::both).decision == Decision::full_masked);
   auto mark = D("recirc_id(0),skb_mark(0x1),in_port(1),eth_type(0x0800)", "2", Mode::megaflow);
   CHECK(mark.decision == Decision::none);
   CHECK(mark.text() == "matches skb_mark, which the masked table does not carry");
