@@ -307,7 +307,7 @@ Result<DumpTypes> parse_dump_types(const std::string& list) {
     else if (w == "non-offloaded") d.non_offloaded = true;
     else if (w == "partially-offloaded") d.partially = true;
     else if (w == "all") d = DumpTypes::all();
-    else return invalid("Failed to parse type (" + w + ")");
+    else return invalid("Failed to parse type (" + w + ") (Invalid argument)");  // dpctl_error(EINVAL)
   }
   return d;
 }
