@@ -18,7 +18,8 @@ round (the reference). Per run:
      TARGET_FLOWS rules; megaflow: one masked rule per megaflow) or
      --offload-warmup-max s pass: `offload_s` is that time (from boot);
   2. wait --warmup s more, read `show ports` and `pmd-stats-show`, wait
-     --seconds, read them again:
+     --seconds, read them again (hardware-forwarded packets count at the
+     ingress port, p0's rx hw_forwarded, not in p1's tx):
        hw_share  = (p0 rx hw_forwarded + hw_dropped) / p0 rx packets over
                    the window: the share of packets that never reached a PMD
        pmd_mpps  = what the PMDs received over the window (what remains)
@@ -101,7 +102,8 @@ def run_one(rs, opt, workdir, tag, p, mode):
             tables[t["table"]] = tables.get(t["table"], 0) + t["rules"]
     res.update({
         "mode": mode or "off", "keel_rc": rc, "seconds": elapsed,
-        "rx_mpps": d_rx / elapsed / 1e6, "tx_mpps": (tx_b["packets"] - tx_a["packets"]) / elapsed / 1e6,
+        "rx_mpps": d_rx / elapsed / 1e6, "tx_mpps": (tx_b["packets"] - tx_a["packets"] + rx_b.get("hw_forwarded", 0) - rx_a.get("hw_forwarded", 0))
+        / elapsed / 1e6,
         "pmd_mpps": d_pmd / elapsed / 1e6, "hw_share_pct": 100.0 * d_hw / d_rx if d_rx else 0.0,
         "phwol_hits": phwol, "rules_full": show["totals"]["rules_full"],
         "rules_partial": show["totals"]["rules_partial"],
@@ -115,8 +117,12 @@ def run_one(rs, opt, workdir, tag, p, mode):
     if mode and res["offload_s"] is None:
         problems.append("the hardware never held %d rules within %d s" % (
             target if mode == "exact" else 1, opt.offload_warmup_max))
-    if d_rx and abs(d_rx - (tx_b["packets"] - tx_a["packets"])) > max(64, d_rx // 100):
-        problems.append("rx %d != tx %d over the window" % (d_rx, tx_b["packets"] - tx_a["packets"]))
+    # Hardware-forwarded packets count at the ingress (rx hw_forwarded), not
+    # in the egress port's tx: what came in = what the PMDs sent + hw.
+    d_tx = tx_b["packets"] - tx_a["packets"]
+    d_fwd = rx_b.get("hw_forwarded", 0) - rx_a.get("hw_forwarded", 0)
+    if d_rx and abs(d_rx - (d_tx + d_fwd)) > max(64, d_rx // 100):
+        problems.append("rx %d != PMD tx %d + hw forwarded %d over the window" % (d_rx, d_tx, d_fwd))
     res["problems"] = "; ".join(problems)
     return res
 
