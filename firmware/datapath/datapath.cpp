@@ -586,17 +586,21 @@ Status Datapath::flow_del(const Ufid& ufid) {
 }
 
 std::vector<FlowView> Datapath::flow_dump() const {
+  if (offload_sync_) offload_sync_(true);  // before the mutex: the engine takes it to add its counts
   std::lock_guard lock(flow_mu_);
   return flow_dump_locked();
 }
 
 void Datapath::flow_stats(std::vector<FlowStats>& out) const {
+  if (offload_sync_) offload_sync_(false);
   std::lock_guard lock(flow_mu_);
   out.clear();
   for (const auto& pmd : pmds_) {
     pmd->flows().for_each([&](const Megaflow& m) {
-      out.push_back({pmd->index(), m.ufid, m.packets.load(std::memory_order_relaxed),
-                     m.bytes.load(std::memory_order_relaxed), m.used_ns.load(std::memory_order_relaxed),
+      out.push_back({pmd->index(), m.ufid,
+                     m.packets.load(std::memory_order_relaxed) + m.hw_packets.load(std::memory_order_relaxed),
+                     m.bytes.load(std::memory_order_relaxed) + m.hw_bytes.load(std::memory_order_relaxed),
+                     std::max(m.used_ns.load(std::memory_order_relaxed), m.hw_used_ns.load(std::memory_order_relaxed)),
                      m.tcp_flags.load(std::memory_order_relaxed)});
     });
   }
@@ -671,9 +675,12 @@ std::vector<FlowView> Datapath::flow_dump_locked() const {
       const flow::DpActions* a = m.actions.load(std::memory_order_acquire);
       v.actions = a ? flow::format_dp_actions(*a) : "drop";
       if (a) v.action_bytes.assign(a->bytes().begin(), a->bytes().end());
-      v.packets = m.packets.load(std::memory_order_relaxed);
-      v.bytes = m.bytes.load(std::memory_order_relaxed);
-      v.used_ns = m.used_ns.load(std::memory_order_relaxed);
+      v.offload = static_cast<FlowOffload>(m.offload.load(std::memory_order_relaxed));
+      v.hw_packets = m.hw_packets.load(std::memory_order_relaxed);
+      v.hw_bytes = m.hw_bytes.load(std::memory_order_relaxed);
+      v.packets = m.packets.load(std::memory_order_relaxed) + v.hw_packets;
+      v.bytes = m.bytes.load(std::memory_order_relaxed) + v.hw_bytes;
+      v.used_ns = std::max(m.used_ns.load(std::memory_order_relaxed), m.hw_used_ns.load(std::memory_order_relaxed));
       v.tcp_flags = m.tcp_flags.load(std::memory_order_relaxed);
       v.mask_u0 = m.mask.map.count_u0();
       v.mask_u1 = m.mask.map.count_u1();
@@ -828,6 +835,7 @@ void Datapath::set_offload_promote(uint32_t packets, uint64_t window_ns) {
 }
 
 OffloadPollResult Datapath::offload_poll(std::span<OffloadEvent> events, std::span<HotMicroflow> hot) {
+  std::lock_guard lock(flow_mu_);  // pmds_ is stable under it (set_pmd_cores holds it)
   OffloadPollResult r;
   for (const auto& p : pmds_) {
     r.events += p->pop_offload_events(events.subspan(r.events));
@@ -837,19 +845,21 @@ OffloadPollResult Datapath::offload_poll(std::span<OffloadEvent> events, std::sp
 }
 
 uint64_t Datapath::offload_events_lost() const {
+  std::lock_guard lock(flow_mu_);
   uint64_t n = 0;
   for (const auto& p : pmds_) n += p->counters().offload_events_lost;
   return n;
 }
 
 uint64_t Datapath::offload_hot_lost() const {
+  std::lock_guard lock(flow_mu_);
   uint64_t n = 0;
   for (const auto& p : pmds_) n += p->counters().offload_hot_lost;
   return n;
 }
 
 void Datapath::offload_scan(std::vector<OffloadEvent>& out) const {
-  std::lock_guard lk(flow_mu_);
+  std::lock_guard lock(flow_mu_);
   for (const auto& p : pmds_)
     p->flows().for_each([&](const Megaflow& f) {
       if (f.alive())
@@ -857,17 +867,86 @@ void Datapath::offload_scan(std::vector<OffloadEvent>& out) const {
     });
 }
 
-std::optional<OffloadFlowInfo> Datapath::offload_flow(unsigned, uint32_t, const Ufid&) const { return std::nullopt; }
-
-bool Datapath::add_hw_stats(unsigned, uint32_t, const Ufid&, uint64_t, uint64_t, uint64_t) { return false; }
-
-bool Datapath::set_flow_offload(unsigned, uint32_t, const Ufid&, FlowOffload, uint8_t) { return false; }
-
-Status Datapath::set_flow_mark(unsigned, uint32_t, const Ufid&, uint32_t) {
-  return error(Errc::unsupported, "set_flow_mark: not implemented yet");
+Megaflow* Datapath::offload_find_locked(unsigned pmd, uint32_t slot, const Ufid& ufid) const {
+  if (pmd >= pmds_.size()) return nullptr;
+  Megaflow* f = pmds_[pmd]->flows().published(slot);
+  return f && f->alive() && f->ufid == ufid ? f : nullptr;
 }
 
-Status Datapath::clear_flow_mark(unsigned, uint32_t) { return {}; }
+std::optional<OffloadFlowInfo> Datapath::offload_flow(unsigned pmd, uint32_t slot, const Ufid& ufid) const {
+  std::lock_guard lock(flow_mu_);
+  const Megaflow* f = offload_find_locked(pmd, slot, ufid);
+  if (!f) return std::nullopt;
+  OffloadFlowInfo info;
+  flow::expand(f->mask, info.match.mask);
+  flow::expand(f->key, info.match.key);
+  if (f->shown_key)
+    flow::expand(*f->shown_key, info.shown_key);
+  else
+    info.shown_key = info.match.key;
+  if (const flow::DpActions* a = f->actions.load(std::memory_order_acquire))
+    info.action_bytes.assign(a->bytes().begin(), a->bytes().end());
+  info.in_port = f->in_port;
+  info.mark = f->mark.load(std::memory_order_relaxed);
+  return info;
+}
+
+bool Datapath::add_hw_stats(unsigned pmd, uint32_t slot, const Ufid& ufid, uint64_t dpackets, uint64_t dbytes,
+                            uint64_t used_ns) {
+  std::lock_guard lock(flow_mu_);
+  Megaflow* f = offload_find_locked(pmd, slot, ufid);
+  if (!f) return false;
+  // One writer (the engine, under the mutex): load + store.
+  f->hw_packets.store(f->hw_packets.load(std::memory_order_relaxed) + dpackets, std::memory_order_relaxed);
+  f->hw_bytes.store(f->hw_bytes.load(std::memory_order_relaxed) + dbytes, std::memory_order_relaxed);
+  if (used_ns > f->hw_used_ns.load(std::memory_order_relaxed)) f->hw_used_ns.store(used_ns, std::memory_order_relaxed);
+  return true;
+}
+
+bool Datapath::set_flow_offload(unsigned pmd, uint32_t slot, const Ufid& ufid, FlowOffload where, uint8_t hw_want) {
+  std::lock_guard lock(flow_mu_);
+  Megaflow* f = offload_find_locked(pmd, slot, ufid);
+  if (!f) return false;
+  f->offload.store(static_cast<uint8_t>(where), std::memory_order_relaxed);
+  f->hw_want.store(hw_want, std::memory_order_relaxed);
+  return true;
+}
+
+Status Datapath::mark_request(unsigned pmd, FlowRequest& req) {
+  std::lock_guard lock(flow_mu_);  // pmds_ stable; the PMD answers without it
+  if (pmd >= pmds_.size()) return invalid("no pmd " + std::to_string(pmd));
+  if (req.mark == 0 || req.mark > kMaxFlowMark)
+    return invalid("flow mark " + std::to_string(req.mark) + " out of range 1.." + std::to_string(kMaxFlowMark));
+  if (!pmds_[pmd]->request_async(req)) return error(Errc::unavailable, "pmd" + std::to_string(pmd) + ": request ring full");
+  Status st = pmds_[pmd]->wait(req);
+  if (st.ok() || st.code() == Errc::unavailable) return st;
+  switch (req.result) {
+    case FlowResult::not_found:
+      return error(Errc::not_found, "pmd" + std::to_string(pmd) + ": no flow " + format_ufid(req.ufid) + " in slot " +
+                                        std::to_string(req.slot));
+    case FlowResult::exists:
+      return error(Errc::already_exists, "pmd" + std::to_string(pmd) + ": mark " + std::to_string(req.mark) +
+                                             " collides with another mark, or the flow has a mark already");
+    default:
+      return st;
+  }
+}
+
+Status Datapath::set_flow_mark(unsigned pmd, uint32_t slot, const Ufid& ufid, uint32_t mark) {
+  FlowRequest req;
+  req.op = FlowRequest::Op::set_mark;
+  req.slot = slot;
+  req.ufid = ufid;
+  req.mark = mark;
+  return mark_request(pmd, req);
+}
+
+Status Datapath::clear_flow_mark(unsigned pmd, uint32_t mark) {
+  FlowRequest req;
+  req.op = FlowRequest::Op::clear_mark;
+  req.mark = mark;
+  return mark_request(pmd, req);
+}
 
 void Datapath::set_offload_sync(std::function<void(bool full)> fn) { offload_sync_ = std::move(fn); }
 

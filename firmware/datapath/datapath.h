@@ -80,15 +80,20 @@
 // atomic the PMDs load (acquire) when they run tnl_pop or check an in_port.
 // Offload (the engine's API above): offload_enabled and the promotion
 // thresholds are relaxed atomics any thread stores and each PMD loads once
-// per burst. offload_poll() pops the PMDs' offload rings (bounded MPMC
-// rings used single-producer: the PMD pushes; one consumer, the engine's
-// thread). offload_scan, offload_flow, add_hw_stats and set_flow_offload
-// take flow_mu_ (the engine's thread is then one more flow-method caller);
-// set_flow_mark/clear_flow_mark go through the PMD's request ring, without
-// the mutex. offload_sync_ is written by the control thread while no dump
-// runs and called by flow_stats()/flow_dump() before they lock flow_mu_
-// (the engine's hook takes none of the datapath's mutexes but flow_mu_,
-// through add_hw_stats).
+// per burst. Every engine-facing method takes flow_mu_ (the engine's
+// thread is one more flow-method caller, and pmds_ cannot change under it:
+// set_pmd_cores holds it): offload_poll() pops the PMDs' offload rings
+// (bounded MPMC rings used single-producer: the PMD pushes; one consumer at
+// a time, the engine's thread); offload_scan and offload_flow read flows
+// as flow_dump does; add_hw_stats and set_flow_offload store the engine's
+// Megaflow fields (one writer: whoever holds the mutex); set_flow_mark and
+// clear_flow_mark post to the PMD's request ring and wait, holding it, as
+// flow_put does (the PMD owns the mark table and Megaflow::mark).
+// offload_sync_ is written by the control thread while no dump runs and
+// called by flow_stats()/flow_dump() before they lock flow_mu_, on the
+// caller's thread: the hook may take flow_mu_ (add_hw_stats) but must not
+// be called from a thread holding it, nor from the engine's own thread if
+// it waits for that thread (the engine never dumps through these).
 // The scheduling settings (pmd-rxq-assign, -isolate, affinities) and the
 // AutoLb are the control thread's; the RxqLoads are allocated by add_port()
 // and freed with the Datapath (pmd.h says who writes them).
@@ -430,7 +435,10 @@ class Datapath {
   // microflows (hw_want: 0 no, 1 yes). Under the flow mutex; false: gone.
   bool set_flow_offload(unsigned pmd, uint32_t slot, const Ufid& ufid, FlowOffload where, uint8_t hw_want);
   // The PMD's mark table (partial offload): packets arriving with `mark`
-  // (1..kMaxFlowMark) execute the flow's actions without classification.
+  // (1..kMaxFlowMark) on the flow's in_port execute the flow's actions
+  // without classification. The table is direct-mapped by mark (as many
+  // entries as the PMD has flow slots, rounded up to a power of two): the
+  // engine allocates marks densely from 1 and rarely sees a collision.
   // Posted to the PMD's request ring and waited for. Errors: bad mark,
   // no such flow (not_found), the mark's table entry holds another mark
   // (exists: choose another), the flow has a mark already (exists).
@@ -473,6 +481,10 @@ class Datapath {
  private:
   Status flow_del_locked(const flow::Match& match);
   std::vector<FlowView> flow_dump_locked() const;
+  // Offload: PMD pmd's live flow `ufid` in `slot`, or null (under flow_mu_).
+  Megaflow* offload_find_locked(unsigned pmd, uint32_t slot, const Ufid& ufid) const;
+  // Posts a set_mark / clear_mark request and waits (messages built here).
+  Status mark_request(unsigned pmd, FlowRequest& req);
   void reclaim_locked();
   // start(), offline: which PMD polls which rx queue (see the top).
   void assign_offline_rxqs();

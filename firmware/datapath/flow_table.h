@@ -33,6 +33,8 @@
 // frees flows (reclaim(), clear()), and a flow reaches the reclaim ring only
 // after its removal, which the control thread requested and waited for.
 // size() is a relaxed atomic anyone may read. clear(): the owner stopped.
+// published(): the control thread's (and the offload engine's, under the
+// flow mutex) view of one slot, as for_each.
 #pragma once
 
 #include <array>
@@ -100,6 +102,11 @@ class FlowTable {
   }
 
   // --- control thread ---
+  // The flow published in `index` (acquire: pairs with the owner's
+  // publish), or null; the caller holds the datapath's flow mutex.
+  Megaflow* published(uint32_t index) const noexcept {
+    return index < capacity_ ? slots_[index].load(std::memory_order_acquire) : nullptr;
+  }
   template <typename F>
   void for_each(F&& f) const {
     for (uint32_t i = 0; i < capacity_; ++i)

@@ -76,6 +76,12 @@ struct HotMicroflow {
   uint32_t packets = 0;  // counted in the window when it was posted
 };
 
+// The MicroKey of a parsed packet key (a depth-0 packet's: in_port set,
+// recirc_id 0). False, and nothing to offload exactly, when the key is not
+// one the exact-match table carries: tunnel metadata, a recirc_id, or a
+// second VLAN tag.
+bool make_micro_key(const flow::Miniflow& key, MicroKey* out) noexcept;
+
 // One PMD's flow as the engine needs it (Datapath::offload_flow).
 struct OffloadFlowInfo {
   flow::Match match;               // key & mask

@@ -17,6 +17,7 @@
 
 #include "datapath/datapath.h"
 #include "flow/dp_actions.h"
+#include "flow/flow_hash.h"
 #include "flow/flow_text.h"
 #include "keel/hal/cpu.h"
 
@@ -57,6 +58,10 @@ Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const P
   exec_->bonds = bonds_.get();
   exec_->vports = dp_.vport_table();
   recirc_md_ = std::make_unique<RecircMeta[]>((kMaxRecircDepth + 2) * size_t{kExecRecircCap});
+  marks_mask_ = std::bit_ceil(std::max<uint32_t>(cfg.flow_capacity, 64)) - 1;
+  marks_ = std::make_unique<MarkEntry[]>(size_t{marks_mask_} + 1);
+  samples_ = std::make_unique<HotSample[]>(kHotSamples);
+  sample_pp_ = std::make_unique<packet::ParsedPacket>();
   emc_->set_insert_inv_prob(cfg.emc_insert_inv_prob);
   upcall_budget_ = cfg.upcall_budget;
 }
@@ -190,10 +195,15 @@ void Pmd::apply(FlowRequest& req) {
     }
     case FlowRequest::Op::install:
       req.result = table_.install(req.flow);
+      if (req.result == FlowResult::ok) post_offload_event(OffloadEvent::Op::installed, *req.flow);
       break;
     case FlowRequest::Op::remove: {
       Megaflow* f = table_.find(*req.flow);
       req.result = f ? table_.remove(f, emc_->generation()) : FlowResult::not_found;
+      if (req.result == FlowResult::ok) {
+        forget_mark(*f);  // before the event: the engine may reuse the mark once it sees it
+        post_offload_event(OffloadEvent::Op::removed, *f);
+      }
       break;
     }
     case FlowRequest::Op::modify: {
@@ -204,6 +214,11 @@ void Pmd::apply(FlowRequest& req) {
         // release: the control thread reading actions sees a complete list.
         req.actions = f->actions.exchange(req.actions, std::memory_order_acq_rel);
         table_.actions_changed(f);
+        if (const uint32_t m = f->mark.load(std::memory_order_relaxed)) {
+          const flow::DpActions* a = f->actions.load(std::memory_order_relaxed);
+          marks_[m & marks_mask_].light = !a || outputs_only(*a);
+        }
+        post_offload_event(OffloadEvent::Op::modified, *f);
       }
       break;
     }
@@ -236,7 +251,48 @@ void Pmd::apply(FlowRequest& req) {
   req.done.store(true, std::memory_order_release);
 }
 
-void Pmd::apply_mark(FlowRequest& req) noexcept { req.result = FlowResult::not_found; }
+void Pmd::apply_mark(FlowRequest& req) noexcept {
+  if (req.mark == 0 || req.mark > kMaxFlowMark) {
+    req.result = FlowResult::not_found;
+    return;
+  }
+  MarkEntry& e = marks_[req.mark & marks_mask_];
+  if (req.op == FlowRequest::Op::clear_mark) {
+    if (e.mark == req.mark && e.flow) forget_mark(*e.flow);
+    return;
+  }
+  Megaflow* f = req.slot < table_.capacity() ? table_.at(req.slot) : nullptr;
+  if (!f || !f->alive() || !(f->ufid == req.ufid)) {
+    req.result = FlowResult::not_found;
+    return;
+  }
+  const uint32_t had = f->mark.load(std::memory_order_relaxed);
+  if (had == req.mark) return;  // already
+  if (had || e.mark) {          // the flow has another mark, or the entry holds another
+    req.result = FlowResult::exists;
+    return;
+  }
+  const flow::DpActions* a = f->actions.load(std::memory_order_relaxed);
+  e = {req.mark, !a || outputs_only(*a), f};
+  f->mark.store(req.mark, std::memory_order_relaxed);
+  ++n_marks_;
+}
+
+void Pmd::forget_mark(Megaflow& f) noexcept {
+  const uint32_t m = f.mark.load(std::memory_order_relaxed);
+  if (!m) return;
+  MarkEntry& e = marks_[m & marks_mask_];
+  if (e.flow == &f) {
+    e = {};
+    --n_marks_;
+  }
+  f.mark.store(0, std::memory_order_relaxed);
+}
+
+void Pmd::post_offload_event(OffloadEvent::Op op, const Megaflow& f) noexcept {
+  if (!dp_.offload_enabled()) return;
+  if (!offload_events_.push({op, static_cast<uint8_t>(index_), f.index, f.ufid})) bump(offload_events_lost_, 1);
+}
 
 void Pmd::drain_requests() {
   FlowRequest* req;
@@ -569,7 +625,22 @@ void Pmd::receive(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts) {
     send(out_id, pkts);
     return;
   }
-  (void)q;
+  // Offload settings, once per burst (relaxed loads).
+  offload_on_ = dp_.offload_enabled();
+  if (offload_on_) [[unlikely]] {
+    promote_packets_ = dp_.offload_promote_packets();
+    promote_window_ns_ = dp_.offload_promote_window_ns();
+    cur_rxq_ = q;
+  }
+  // Partial offload: packets the NIC marked for a flow of this PMD skip
+  // parse and classification (one predictable branch while no mark is set).
+  if (n_marks_) [[unlikely]] {
+    pkts = pkts.first(process_marked(in, pkts));
+    if (pkts.empty()) {
+      flush_outputs();
+      return;
+    }
+  }
   upcalls_left_ = upcall_budget_;
   // While misses are up, the full path: it knows the keys (see pending_).
   if (misses_up_ == 0 && table_.simple().enabled(in.id())) {
@@ -617,7 +688,7 @@ void Pmd::process_simple(uint32_t port, std::span<hal::Packet* const> pkts) {
       flags[i] = tcp_flags_of(parsed[r].key);
     }
   }
-  execute_grouped(n, flows.data(), ep.data(), flags.data());
+  execute_grouped(n, flows.data(), ep.data(), flags.data(), 0);
   after_pass(0);
 }
 
@@ -834,6 +905,7 @@ void Pmd::handle_answers() {
       if (table_.install(u->install) == FlowResult::ok) {
         installed = u->install;
         bump(c_.upcall_installs, 1);
+        post_offload_event(OffloadEvent::Op::installed, *installed);
       } else {
         // e.g. another upcall of the same flow won, or the table is full:
         // the handler frees it. A code and a counter, no message.
@@ -920,14 +992,16 @@ void Pmd::process(std::span<hal::Packet* const> pkts, unsigned depth, const pack
     ep[i] = {pkts[i], &parsed[i].ofs, &parsed[i].key};
     flags[i] = tcp_flags_of(parsed[i].key);
   }
-  execute_grouped(n, flows.data(), ep.data(), flags.data());
+  execute_grouped(n, flows.data(), ep.data(), flags.data(), md ? 1 : depth);
   after_pass(depth);
 }
 
-void Pmd::execute_grouped(unsigned n, Megaflow* const* flows, const ExecPacket* ep, const uint16_t* flags) {
+void Pmd::execute_grouped(unsigned n, Megaflow* const* flows, const ExecPacket* ep, const uint16_t* flags,
+                          unsigned depth) {
   // Group by megaflow, in first-seen order (so packets of one flow keep
   // their order), and execute each group once.
   const uint64_t now = hal::now_ns();
+  const bool sample = offload_on_ && depth == 0;
   const uint64_t exec_dropped_before = exec_drops(exec_->counters);
   std::array<ExecPacket, hal::kMaxBurst> batch;
   uint32_t done = 0;
@@ -945,6 +1019,9 @@ void Pmd::execute_grouped(unsigned n, Megaflow* const* flows, const ExecPacket* 
       tcp_flags |= flags[j];
     }
     f->account(nb, bytes, tcp_flags, now);
+    // Before execution: the sampler keys the packets as they came in.
+    if (sample && f->hw_want.load(std::memory_order_relaxed)) [[unlikely]]
+      sample_hot(*f, batch.data(), nb, now);
     const flow::DpActions* acts = f->actions.load(std::memory_order_relaxed);
     if (acts) {
       execute_actions(*exec_, std::span(batch.data(), nb), *acts);
@@ -1048,6 +1125,185 @@ void Pmd::after_pass(unsigned depth) {
       }
       if (cnt) process(std::span(run.data(), cnt), depth + 1, tun ? run_md.data() : nullptr);
     }
+  }
+}
+
+// --- hardware offload: marks and hot microflows (offload_hooks.h) ---
+
+namespace {
+// A field of the key at byte offset `off` of FlowKey (the key's words are
+// FlowKey's words in memory order).
+template <typename T>
+T key_field(const flow::Miniflow& k, size_t off) noexcept {
+  uint8_t buf[32];
+  const size_t w0 = off / 8, w1 = (off + sizeof(T) - 1) / 8;
+  for (size_t w = w0; w <= w1; ++w) {
+    const uint64_t v = k.get(static_cast<unsigned>(w));
+    std::memcpy(buf + (w - w0) * 8, &v, 8);
+  }
+  T t;
+  std::memcpy(&t, buf + off % 8, sizeof(T));
+  return t;
+}
+#define KEEL_KEY_FIELD(k, field) key_field<decltype(flow::FlowKey::field)>(k, offsetof(flow::FlowKey, field))
+
+// The sampler's hash of a microflow: the words MicroKey is made of (in_port,
+// L2, VLAN tags, L3 addresses, frag/tos/ttl/proto, L4 ports; not the IPv6
+// label nor the TCP flags, which change within a microflow).
+inline uint32_t micro_hash(const flow::Miniflow& k) noexcept {
+  constexpr unsigned kWords[] = {
+      KEEL_FLOW_WORD(in_port),  KEEL_FLOW_WORD(dl_dst),      KEEL_FLOW_WORD(dl_src) + 1, KEEL_FLOW_WORD(vlans),
+      KEEL_FLOW_WORD(nw_src),   KEEL_FLOW_WORD(ipv6_src),    KEEL_FLOW_WORD(ipv6_src) + 1,
+      KEEL_FLOW_WORD(ipv6_dst), KEEL_FLOW_WORD(ipv6_dst) + 1, KEEL_FLOW_WORD(tp_src)};
+  static_assert(KEEL_FLOW_WORD(dl_type) == KEEL_FLOW_WORD(dl_src) + 1 && KEEL_FLOW_WORD(nw_dst) == KEEL_FLOW_WORD(nw_src),
+                "the words listed cover MicroKey's fields");
+  uint32_t h = 0;
+  for (unsigned w : kWords) h = hash_add64(h, k.get(w));
+  // nw_frag, tos, ttl, proto share a word with the IPv6 label: without it.
+  constexpr unsigned kLabelWord = KEEL_FLOW_WORD(ipv6_label);
+  static_assert(KEEL_FLOW_WORD(nw_proto) == kLabelWord && offsetof(flow::FlowKey, ipv6_label) % 8 == 0,
+                "the label is the word's low half");
+  h = hash_add64(h, k.get(kLabelWord) & ~uint64_t{0xffffffff});
+  return hash_finish(h, 11 * 8);
+}
+}  // namespace
+
+bool make_micro_key(const flow::Miniflow& k, MicroKey* out) noexcept {
+  using flow::text::ntoh16;
+  using flow::text::ntoh32;
+  // Tunnel metadata (the words the executor checks for a tunnel) or a pass
+  // after recirculation: not what the wire carries.
+  if (k.get(0) | k.get(1) | k.get(4) | k.get(5)) return false;
+  if (KEEL_KEY_FIELD(k, recirc_id) != 0) return false;
+  const flow::VlanHdr v1 = key_field<flow::VlanHdr>(k, offsetof(flow::FlowKey, vlans) + sizeof(flow::VlanHdr));
+  if (v1.tci & flow::text::hton16(packet::kVlanCfi)) return false;  // a second tag
+  MicroKey m;
+  m.in_port = KEEL_KEY_FIELD(k, in_port);
+  const flow::EthAddr dst = KEEL_KEY_FIELD(k, dl_dst), src = KEEL_KEY_FIELD(k, dl_src);
+  std::memcpy(m.eth_dst.data(), dst.b, 6);
+  std::memcpy(m.eth_src.data(), src.b, 6);
+  const flow::VlanHdr v0 = key_field<flow::VlanHdr>(k, offsetof(flow::FlowKey, vlans));
+  const uint16_t tci = ntoh16(v0.tci);
+  m.vlan_present = (tci & packet::kVlanCfi) != 0;
+  m.vlan_tci = m.vlan_present ? static_cast<uint16_t>(tci & ~packet::kVlanCfi) : 0;
+  m.eth_type = ntoh16(KEEL_KEY_FIELD(k, dl_type));
+  const bool v4 = m.eth_type == packet::kEthTypeIpv4, v6 = m.eth_type == packet::kEthTypeIpv6;
+  if (v4 || v6) {
+    m.ip_version = v4 ? 4 : 6;
+    m.ip_proto = KEEL_KEY_FIELD(k, nw_proto);
+    m.ip_tos = KEEL_KEY_FIELD(k, nw_tos);
+    m.ip_ttl = KEEL_KEY_FIELD(k, nw_ttl);
+    m.ip_frag = KEEL_KEY_FIELD(k, nw_frag);
+    if (v4) {
+      m.ipv4_src = ntoh32(KEEL_KEY_FIELD(k, nw_src));
+      m.ipv4_dst = ntoh32(KEEL_KEY_FIELD(k, nw_dst));
+    } else {
+      std::memcpy(m.ipv6_src.data(), KEEL_KEY_FIELD(k, ipv6_src).b, 16);
+      std::memcpy(m.ipv6_dst.data(), KEEL_KEY_FIELD(k, ipv6_dst).b, 16);
+    }
+    const uint16_t tp_src = ntoh16(KEEL_KEY_FIELD(k, tp_src)), tp_dst = ntoh16(KEEL_KEY_FIELD(k, tp_dst));
+    if (m.ip_proto == (v4 ? packet::kIpProtoIcmp : packet::kIpProtoIcmpv6)) {
+      m.icmp_type = static_cast<uint8_t>(tp_src);
+      m.icmp_code = static_cast<uint8_t>(tp_dst);
+    } else {
+      m.tp_src = tp_src;
+      m.tp_dst = tp_dst;
+    }
+  }
+  *out = m;
+  return true;
+}
+
+unsigned Pmd::process_marked(hal::Port& in, std::span<hal::Packet*> pkts) {
+  const unsigned n = static_cast<unsigned>(pkts.size());
+  std::array<Megaflow*, hal::kMaxBurst> flows;
+  std::array<ExecPacket, hal::kMaxBurst> ep;
+  std::array<uint16_t, hal::kMaxBurst> flags;
+  std::array<packet::LayerOffsets, hal::kMaxBurst> ofs;
+  // Depth 0's parse slice: free until the rest of the burst is classified,
+  // which happens after these packets are executed and their passes done.
+  packet::ParsedPacket* parsed = &parsed_[0];
+  const uint32_t port = in.id();
+  const unsigned vlan_limit = dp_.vlan_limit();
+  unsigned nm = 0, kept = 0;
+  uint64_t misses = 0, malformed = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    hal::Packet* p = pkts[i];
+    if (!p->has_flow_mark()) {
+      pkts[kept++] = p;
+      continue;
+    }
+    const uint32_t m = p->meta().flow_mark;
+    const MarkEntry& e = marks_[m & marks_mask_];
+    Megaflow* f = e.mark == m ? e.flow : nullptr;
+    if (!f || !f->alive() || f->in_port != port) [[unlikely]] {
+      ++misses;  // stale or foreign: classified as usual
+      pkts[kept++] = p;
+      continue;
+    }
+    flows[nm] = f;
+    if (e.light) {
+      // Outputs and drop only: the executor needs no offsets; the TCP flags
+      // for the flow's statistics when a quick look finds them.
+      SimpleQuick q;
+      if (quick_key(p->data(), p->len(), &q)) {
+        ofs[nm] = q.ofs;
+        flags[nm] = q.tcp_flags;
+      } else {
+        ofs[nm] = packet::LayerOffsets{};
+        ofs[nm].l2 = 0;
+        flags[nm] = 0;
+      }
+      ep[nm] = {p, &ofs[nm], nullptr};
+    } else {
+      // Other actions may need any layer, the key (userspace, hash without
+      // an RSS hash) or the offsets (set, push/pop, tnl_push): parsed, but
+      // not looked up.
+      malformed += !packet::parse(*p, parsed[nm], vlan_limit);
+      ep[nm] = {p, &parsed[nm].ofs, &parsed[nm].key};
+      flags[nm] = tcp_flags_of(parsed[nm].key);
+    }
+    ++nm;
+  }
+  bump(phwol_hits_, nm);
+  bump(phwol_misses_, misses);
+  bump(c_.malformed, malformed);
+  if (nm) {
+    execute_grouped(nm, flows.data(), ep.data(), flags.data(), 1);  // 1: not sampled (partial offload already)
+    after_pass(0);
+  }
+  return kept;
+}
+
+void Pmd::sample_hot(Megaflow& f, const ExecPacket* batch, unsigned n, uint64_t now) noexcept {
+  for (unsigned k = 0; k < n; ++k) {
+    const flow::Miniflow* key = batch[k].key;
+    if (!key) {
+      // The simple-match path keys nothing: parse this one for its sample.
+      if (!packet::parse(*batch[k].pkt, *sample_pp_, dp_.vlan_limit())) continue;
+      key = &sample_pp_->key;
+    }
+    const uint32_t h = micro_hash(*key);
+    HotSample& s = samples_[h & (kHotSamples - 1)];
+    if (s.hash != h || s.slot != f.index || now - s.start_ns > promote_window_ns_) {
+      // Another microflow (or this one's window passed): a new count. A
+      // microflow posted within the last window is not posted again.
+      const bool same = s.hash == h && s.slot == f.index;
+      s = {h, f.index, 0, now, same ? s.posted_ns : 0};
+    }
+    if (++s.packets < promote_packets_) continue;
+    // Hot. Posted once; again only if it still reaches this PMD at the rate
+    // a window after it was posted (its rule failed, or was demoted).
+    if (s.posted_ns && now - s.posted_ns <= promote_window_ns_) continue;
+    HotMicroflow hm;
+    if (!make_micro_key(*key, &hm.key)) continue;
+    hm.pmd = static_cast<uint8_t>(index_);
+    hm.rxq = cur_rxq_;
+    hm.slot = f.index;
+    hm.ufid = f.ufid;
+    hm.packets = s.packets;
+    s.posted_ns = now ? now : 1;
+    if (!offload_hot_.push(hm)) bump(offload_hot_lost_, 1);
   }
 }
 

@@ -126,6 +126,28 @@
 // counts it, ctl_tx_full: a relaxed fetch_add by the poster). stop()
 // releases what is left after the thread has joined.
 //
+// Hardware offload (offload_hooks.h; while Datapath::offload_enabled(),
+// one relaxed load per burst, with the promotion thresholds): when it
+// applies an install, remove or modify (request or upcall answer) the PMD
+// pushes an OffloadEvent to its event ring, and for flows whose hw_want the
+// engine set (one relaxed load per group of a burst's packets of a flow) it
+// counts depth-0 packets per microflow in its sampler (kHotSamples entries,
+// direct-mapped by a hash of the MicroKey words; a key-less packet of the
+// simple-match path is parsed for it) and pushes a HotMicroflow once when
+// one reaches the threshold within the window (again only after a further
+// window). Both rings are bounded MPMC rings the PMD alone pushes to and
+// the engine alone pops (Datapath::offload_poll); a full ring drops the
+// item and counts it (offload_events_lost / offload_hot_lost). The mark
+// table (partial offload) and the sampler are the PMD thread's alone: the
+// mark table changes only through set_mark/clear_mark requests, and when a
+// flow is removed (its entry goes before its `removed` event is posted).
+// A live burst from a port (offline runs read no marks) is checked for marks
+// only while the table holds any (one branch per burst otherwise): a packet whose mark names a live flow
+// of this PMD with that in_port executes the flow's actions with no
+// EMC/SMC/dpcls lookup (outputs-only flows: no parse either; others are
+// parsed for the executor), counted in phwol_hits, before the rest of the
+// burst (so the one burst in which a flow's rule goes in may reorder that
+// flow's packets); the others (phwol_misses) are classified as usual.
 // Offline mode (datapath.h; set before start(), then fixed, on every PMD):
 // this PMD polls its rx queues — every input with one PMD; with several, a
 // multi-queue replay's queues are spread over the PMDs (datapath.h) — each
@@ -532,7 +554,10 @@ class Pmd {
                    bool derived) noexcept;
   // The slow path's answers: install, then execute.
   void handle_answers();
-  void execute_grouped(unsigned n, Megaflow* const* flows, const ExecPacket* ep, const uint16_t* flags);
+  // depth 0 (packets off the wire, no tunnel metadata): microflows of
+  // flows with hw_want are sampled.
+  void execute_grouped(unsigned n, Megaflow* const* flows, const ExecPacket* ep, const uint16_t* flags,
+                       unsigned depth = 1);
   // Slow-path requests and recirculation after a pass at `depth`.
   void after_pass(unsigned depth);
   void send(uint32_t port, std::span<hal::Packet* const> pkts) noexcept;
@@ -666,6 +691,41 @@ class Pmd {
   MpmcRing<OffloadEvent> offload_events_{kOffloadEventRing};
   MpmcRing<HotMicroflow> offload_hot_{kHotMicroflowRing};
   std::atomic<uint64_t> phwol_hits_{0}, phwol_misses_{0}, offload_events_lost_{0}, offload_hot_lost_{0};
+  // The mark table: direct-mapped by mark (marks_mask_ + 1 entries, a
+  // power of two >= the flow capacity), each entry the full mark and its
+  // flow; `light`: the flow's actions are outputs/drop only, so its
+  // packets need no parse (see process_marked).
+  struct MarkEntry {
+    uint32_t mark = 0;
+    bool light = false;
+    Megaflow* flow = nullptr;
+  };
+  std::unique_ptr<MarkEntry[]> marks_;
+  uint32_t marks_mask_ = 0;
+  uint32_t n_marks_ = 0;
+  // The hot-microflow sampler: direct-mapped by the packet hash, an entry
+  // per (hash, megaflow slot) counting its packets in the current window.
+  struct HotSample {
+    uint32_t hash = 0, slot = ~0u, packets = 0;
+    uint64_t start_ns = 0, posted_ns = 0;  // window start; when last posted (0: never)
+  };
+  static constexpr unsigned kHotSamples = 2048;
+  std::unique_ptr<HotSample[]> samples_;
+  std::unique_ptr<packet::ParsedPacket> sample_pp_;  // a key-less packet parsed for its sample
+  // Per burst (receive()): whether offload is on, its thresholds, the rx queue.
+  bool offload_on_ = false;
+  uint32_t promote_packets_ = kDefaultPromotePackets;
+  uint64_t promote_window_ns_ = kDefaultPromoteWindowNs;
+  uint16_t cur_rxq_ = 0;
+  void post_offload_event(OffloadEvent::Op op, const Megaflow& f) noexcept;
+  // Executes the packets of `pkts` whose mark names a live flow of this PMD
+  // from `in`; returns the others, compacted in order.
+  unsigned process_marked(hal::Port& in, std::span<hal::Packet*> pkts);
+  // Counts n packets of f (a flow with hw_want) per microflow; posts the
+  // ones that cross the threshold.
+  void sample_hot(Megaflow& f, const ExecPacket* batch, unsigned n, uint64_t now) noexcept;
+  // f's mark entry goes (f died or its mark is cleared).
+  void forget_mark(Megaflow& f) noexcept;
 
   PmdCounters baseline_;  // control thread: subtracted by counters() after clear
   PmdPerfCounters perf_baseline_;

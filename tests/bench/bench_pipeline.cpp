@@ -32,6 +32,12 @@
 //            scheme (lb-output-action=false): hash(l4(0)),recirc(0x1),
 //            then one of 256 megaflows recirc_id(1),dp_hash(B/0xff) -> p1:
 //            two dpcls passes per packet
+//   mark     dpcls1's megaflow and traffic, every packet carrying the NIC
+//            MARK the flow was given (Datapath::set_flow_mark, partial
+//            offload): the mark table instead of parse + lookup; output
+//            only, so no parse at all (phwol_hits)
+//   mark_lb  lb_output's megaflow and traffic, marked: the mark table, then
+//            a parse for the executor (hash, lb_output), no lookup
 //   upcall   every packet a new 5-tuple, megaflows off: miss -> upcall ->
 //            handler -> stand-in translation (in_port -> output:2, as
 //            bench_revalidate; cheaper than xlate) -> exact-match install ->
@@ -88,16 +94,16 @@ int fail(const std::string& what) {
 
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
-    fprintf(stderr, "usage: bench_pipeline xconnect|simple|emc|smc|dpcls1|dpcls16|lb_output|recirc_bond|upcall N [CAPACITY]\n");
+    fprintf(stderr, "usage: bench_pipeline xconnect|simple|emc|smc|dpcls1|dpcls16|lb_output|recirc_bond|mark|mark_lb|upcall N [CAPACITY]\n");
     return 2;
   }
   const std::string path = argv[1];
   const uint32_t n = static_cast<uint32_t>(std::strtoul(argv[2], nullptr, 10));
   const uint32_t capacity = argc == 4 ? static_cast<uint32_t>(std::strtoul(argv[3], nullptr, 10)) : n;
   const bool upcall = path == "upcall";
-  if (n == 0 || capacity < n || !(path == "xconnect" || path == "simple" || path == "emc" || path == "smc" || path == "dpcls1" || path == "dpcls16" ||
+  if (n == 0 || capacity < n || !(path == "xconnect" || path == "simple" || path == "emc" || path == "smc" || path == "dpcls1" || path == "dpcls16" || path == "mark" || path == "mark_lb" ||
                   path == "lb_output" || path == "recirc_bond" || upcall)) {
-    fprintf(stderr, "usage: bench_pipeline xconnect|simple|emc|smc|dpcls1|dpcls16|lb_output|recirc_bond|upcall N [CAPACITY]\n");
+    fprintf(stderr, "usage: bench_pipeline xconnect|simple|emc|smc|dpcls1|dpcls16|lb_output|recirc_bond|mark|mark_lb|upcall N [CAPACITY]\n");
     return 2;
   }
 
@@ -201,11 +207,11 @@ int main(int argc, char** argv) {
     dp.set_xconnect(1, 2);
   } else if (path == "simple") {
     flows.push_back(std::string(base) + "ipv4(frag=no)");
-  } else if (path == "emc" || path == "smc" || path == "dpcls1") {
+  } else if (path == "emc" || path == "smc" || path == "dpcls1" || path == "mark") {
     flows.push_back(std::string(base) + "ipv4(dst=10.1.0.0/255.255.0.0,frag=no)");
-  } else if (path == "lb_output" || path == "recirc_bond") {
+  } else if (path == "lb_output" || path == "recirc_bond" || path == "mark_lb") {
     flows.push_back(std::string(base) + "ipv4(frag=no)");
-    if (path == "lb_output") {
+    if (path != "recirc_bond") {
       datapath::BondMembers t;
       t.fill(2);
       if (auto st = dp.bond_set(1, t); !st.ok()) return fail("bond_set: " + st.message());
@@ -243,6 +249,16 @@ int main(int argc, char** argv) {
       return fail("flow_put '" + text + "': " + st.message());
   }
 
+  if (path == "mark" || path == "mark_lb") {
+    // Partial offload: the flow's mark in the PMD's table, on every packet.
+    std::vector<datapath::OffloadEvent> live;
+    dp.offload_scan(live);
+    if (live.size() != 1) return fail("mark: expected one flow");
+    if (auto st = dp.set_flow_mark(live[0].pmd, live[0].slot, live[0].ufid, 1); !st.ok())
+      return fail("set_flow_mark: " + st.message());
+    for (uint32_t i = 0; i < n; ++i) pkts[i]->set_flow_mark(1);
+  }
+
   size_t back = 0;
   hal::Packet* got[32];
   auto drain = [&] {
@@ -276,7 +292,7 @@ int main(int argc, char** argv) {
   datapath::PmdCounters c = dp.pmds().front()->counters();
   printf("bench_pipeline path=%s packets=%u forwarded=%zu rx=%lu xconnect=%lu simple=%lu emc=%lu smc=%lu megaflow=%lu "
          "subtable_lookups_per_hit=%.2f misses=%lu lost=%lu upcalls=%lu installs=%lu dp_flows=%zu recirc=%lu "
-         "bond_drops=%lu pps=%.0f\n",
+         "bond_drops=%lu phwol=%lu pps=%.0f\n",
          path.c_str(), n, back, static_cast<unsigned long>(c.rx_packets), static_cast<unsigned long>(c.xconnect_hits),
          static_cast<unsigned long>(c.simple_hits),
          static_cast<unsigned long>(c.emc_hits), static_cast<unsigned long>(c.smc_hits),
@@ -285,7 +301,7 @@ int main(int argc, char** argv) {
          static_cast<unsigned long>(c.misses), static_cast<unsigned long>(c.lost),
          static_cast<unsigned long>(c.upcalls), static_cast<unsigned long>(c.upcall_installs), dp.flow_count(),
          static_cast<unsigned long>(c.recirculations), static_cast<unsigned long>(c.bond_drops),
-         secs > 0 ? static_cast<double>(n) / secs : 0.0);
+         static_cast<unsigned long>(c.phwol_hits), secs > 0 ? static_cast<double>(n) / secs : 0.0);
   const bool ok = back == n;
   if (udpif) udpif->stop();
   dp.stop();

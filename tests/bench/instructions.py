@@ -46,11 +46,14 @@ PATHS = [
     ("dpcls16", "dpcls hit, 16 masks, 8.5 subtables probed (EMC, SMC off)"),
     ("lb_output", "balance-tcp bond: hash(l4(0)),lb_output(1), one megaflow (1024 flows, EMC, SMC off)"),
     ("recirc_bond", "balance-tcp bond by recirculation: hash(l4(0)),recirc, 256 dp_hash megaflows (2 passes)"),
+    ("mark", "partial offload: NIC MARK -> mark table, output only (dpcls1's flow and traffic; no parse, no lookup)"),
+    ("mark_lb", "partial offload: NIC MARK -> mark table, then a parse for hash(l4(0)),lb_output(1) (no lookup)"),
     ("upcall", "upcall to install (new 5-tuple each, megaflows off, stand-in xlate)"),
 ]
 # What each path's checked counter must say for (nearly) every packet.
 EXPECT = {"xconnect": "xconnect", "simple": "simple", "emc": "emc", "smc": "smc", "dpcls1": "megaflow",
-          "dpcls16": "megaflow", "lb_output": "megaflow", "recirc_bond": "megaflow", "upcall": "installs"}
+          "dpcls16": "megaflow", "lb_output": "megaflow", "recirc_bond": "megaflow", "mark": "phwol", "mark_lb": "phwol",
+          "upcall": "installs"}
 
 
 def run_cg(valgrind, binary, path, n, capacity, workdir):
