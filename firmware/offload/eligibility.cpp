@@ -131,8 +131,12 @@ std::optional<hal::FlowPattern> exact_pattern(const datapath::MicroKey& key, std
   p.eth(es, em);
   if (key.vlan_present) {
     hal::FlowVlan vs{}, vm{};
+    // The whole TCI with DEI 0: exact-match tables match whole fields, and
+    // keel's key marks "tag present" in that bit (as Open vSwitch's CFI),
+    // so the rule takes the usual DEI-0 frames; a DEI-1 frame stays on the
+    // PMD (a subset of the microflow either way).
     vs.tci = static_cast<uint16_t>(key.vlan_tci & ~kVlanCfi);
-    vm.tci = static_cast<uint16_t>(~kVlanCfi);  // PCP + VID; DEI is not part of the flow
+    vm.tci = 0xffff;
     vs.inner_type = key.eth_type;
     vm.inner_type = 0xffff;
     p.vlan(vs, vm);
@@ -150,7 +154,15 @@ std::optional<hal::FlowPattern> exact_pattern(const datapath::MicroKey& key, std
     s.src = key.ipv4_src;
     s.dst = key.ipv4_dst;
     m.tos = m.ttl = m.proto = 0xff;
-    m.frag = 0x3fff;  // MF + fragment offset: not a fragment
+    // "Not a fragment" is MF + offset = 0 (0x3fff), a partial mask, which an
+    // exact-match (hash) table does not take. With an L4 item the rule
+    // needs no fragment bits: a later fragment has no L4 header for the
+    // NIC to match; the one packet it then shares with the microflow is a
+    // first fragment (MF, offset 0) of the same 5-tuple — Open vSwitch's
+    // frag handling "normal" treats it as the unfragmented packet. Without
+    // an L4 item the rule keeps the mask (and lands in the masked table).
+    const bool l4_item = key.ip_proto == kProtoTcp || key.ip_proto == kProtoUdp || key.ip_proto == kProtoIcmp;
+    m.frag = l4_item ? 0 : 0x3fff;
     m.src = m.dst = 0xffffffffu;
     p.ipv4(s, m);
   } else if (key.ip_version == 6) {

@@ -11,7 +11,9 @@
 //     in_port, eth dst/src/type, the outer VLAN tag (TCI but DEI), IPv4/IPv6
 //     src, dst, proto, tos/tclass, ttl/hop limit, "not a fragment", TCP/UDP
 //     ports, ICMP/ICMPv6 type and code. An exact rule matches all of them,
-//     exactly, with the values of one hot microflow;
+//     exactly, with the values of one hot microflow (whole fields only:
+//     the VLAN TCI with DEI 0; no IPv4 fragment bits when an L4 item
+//     follows — see exact_pattern());
 //   * masked table: the same fields with the megaflow's masks, plus TCP
 //     flags and the IPv6 flow label (rte_flow's tcp and ipv6 items have
 //     them); fragment matching only as "not a fragment" (frag=no).
