@@ -394,6 +394,8 @@ void pmd_stats_keel_text(std::string& out, const datapath::PmdCounters& c, bool 
          ", installed " + std::to_string(c.upcall_installs) + ", userspace() " + std::to_string(c.action_upcalls) +
          ")\n";
   out += "  keel: phwol misses (a mark no live flow of this PMD has): " + std::to_string(c.phwol_misses) + "\n";
+  out += "  keel: offload events lost: " + std::to_string(c.offload_events_lost) + ", hot microflows not posted: " +
+         std::to_string(c.offload_hot_lost) + "\n";
   out += "  keel: malformed packets: " + std::to_string(c.malformed) + "\n";
   out += "  keel: of which runts dropped (< 14 bytes): " + std::to_string(c.runts) + "\n";
   out += "  keel: recirculated too deep: " + std::to_string(c.recirc_too_deep) + "\n";
@@ -675,6 +677,8 @@ void add_datapath_commands(CommandTree::Impl& t) {
             .field("recirculations", c.recirculations)
             .field("phwol_hits", c.phwol_hits)
             .field("phwol_misses", c.phwol_misses)
+            .field("offload_events_lost", c.offload_events_lost)
+            .field("offload_hot_lost", c.offload_hot_lost)
             .field("simple_match_hits", c.xconnect_hits + c.simple_hits)  // the text's line: both paths
             .field("xconnect_hits", c.xconnect_hits)
             .field("simple_path_hits", c.simple_hits)

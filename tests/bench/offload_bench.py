@@ -6,7 +6,12 @@ built: add-br, add-flows) on sim ports, because only the sim backend has a
 flow engine that accepts rules here (DPDK vdevs answer ENOSYS; net_tap
 needs TC flower, which this host kernel lacks):
 
-  p0 = pcap:in=PCAP,loop=0   (the scenario's pcap, replayed forever)
+  p0 = pcap:in=PCAP,loop=0,rxq=Q   (the scenario's pcap, replayed forever;
+                                    Q = --offload-rxq, default 2: the sim
+                                    NIC's RSS then gives every packet its
+                                    hash, as a NIC does, which the PMD's
+                                    hot-microflow sampler indexes by; with
+                                    rxq=1 nothing is hashed)
   p1 = null
 
 with `offload enable` and `set offload-mode MODE` (--offload-modes,
@@ -53,7 +58,9 @@ def run_one(rs, opt, workdir, tag, p, mode):
         if mode:
             f.write("set offload-mode %s\noffload enable\n" % mode)
     argv = [opt.keel, "--config", cfg, "--config-dir", workdir,
-            "--port", "%s=pcap:in=%s,loop=0" % (p["rx"], p["pcap"]), "--port", "%s=null" % p["tx"]]
+            "--port", "%s=pcap:in=%s,loop=0%s" % (p["rx"], p["pcap"], ",rxq=%d" % opt.offload_rxq
+                                                  if opt.offload_rxq > 1 else ""),
+            "--port", "%s=null" % p["tx"]]
     k = rs.Keel(argv, os.path.join(workdir, tag + ".stderr"))
     res = {"load_start": float(open("/proc/loadavg").read().split()[0])}
     target = p.get("target_flows") or 10000
@@ -109,6 +116,9 @@ def run_one(rs, opt, workdir, tag, p, mode):
         "rules_partial": show["totals"]["rules_partial"],
         "rules_exact": tables.get("exact", 0), "rules_masked": tables.get("masked", 0),
         "failed": sum(show["totals"]["failed"].values()), "flows_offloaded": len(off["flows"]),
+        "hot_microflows": show.get("hot_microflows", 0), "events": show.get("events", 0),
+        "events_lost": show.get("events_lost", 0),
+        "hot_lost": sum(x.get("offload_hot_lost", 0) for x in pb["pmds"]),
         "load_end": float(open("/proc/loadavg").read().split()[0]),
     })
     problems = []

@@ -1009,6 +1009,8 @@ def main():
                          "offload off and on (--offload-modes): share of packets that never reach a PMD after "
                          "warm-up, the PMD Mpps of what remains")
     ap.add_argument("--offload-modes", default="exact,megaflow", help="--offload: the offload modes (exact,megaflow)")
+    ap.add_argument("--offload-rxq", type=int, default=2,
+                    help="--offload: rx queues of the sim input (2: RSS hashes on every packet, as a NIC gives)")
     ap.add_argument("--offload-warmup-max", type=float, default=60,
                     help="--offload: longest wait for the hardware to hold every flow's rule (60 s)")
     ap.add_argument("--from-results", default="", metavar="FILE",
