@@ -414,8 +414,47 @@ Status report(FlowError* err, FlowError f) {
 
 }  // namespace
 
-DpdkFlowEngine::DpdkFlowEngine(uint16_t port_id, std::string port_name, std::string driver, PortMap ports)
-    : port_id_(port_id), port_name_(std::move(port_name)), driver_(std::move(driver)), ports_(std::move(ports)) {
+FlowAsyncSetup configure_async_at_open(uint16_t port_id) noexcept {
+  FlowAsyncSetup s;
+  rte_flow_port_info pi;
+  rte_flow_queue_info qi;
+  rte_flow_error e;
+  std::memset(&pi, 0, sizeof pi);
+  std::memset(&qi, 0, sizeof qi);
+  std::memset(&e, 0, sizeof e);
+  if (rte_flow_info_get(port_id, &pi, &qi, &e) != 0 || pi.max_nb_queues == 0) return s;  // not mlx5
+  const auto n = static_cast<uint16_t>(pi.max_nb_queues < kFlowQueues ? pi.max_nb_queues : kFlowQueues);
+  const uint32_t size = qi.max_size != 0 && qi.max_size < kFlowQueueSize ? qi.max_size : kFlowQueueSize;
+  rte_flow_port_attr pa;
+  std::memset(&pa, 0, sizeof pa);
+  // Counters and aging objects: what the device has, up to a million each
+  // (0 would mean "on demand only", which mlx5 HWS does not do).
+  pa.nb_counters = pi.max_nb_counters < (1u << 20) ? pi.max_nb_counters : (1u << 20);
+  pa.nb_aging_objects = pi.max_nb_aging_objects < (1u << 20) ? pi.max_nb_aging_objects : (1u << 20);
+  rte_flow_queue_attr qa;
+  std::memset(&qa, 0, sizeof qa);
+  qa.size = size;
+  const rte_flow_queue_attr* qattrs[kFlowQueues];
+  for (auto& q : qattrs) q = &qa;
+  std::memset(&e, 0, sizeof e);
+  const int rc = rte_flow_configure(port_id, &pa, n, qattrs, &e);
+  if (rc != 0) {
+    s.errnum = -rc;
+    s.message = e.message ? e.message : "";
+    return s;
+  }
+  s.n_queues = n;
+  s.queue_size = size;
+  return s;
+}
+
+DpdkFlowEngine::DpdkFlowEngine(uint16_t port_id, std::string port_name, std::string driver, PortMap ports,
+                               FlowAsyncSetup async)
+    : port_id_(port_id),
+      port_name_(std::move(port_name)),
+      driver_(std::move(driver)),
+      ports_(std::move(ports)),
+      async_(std::move(async)) {
   // A reset or removal forgets the rules; count it for the offload engine.
   const bool a = rte_eth_dev_callback_register(port_id_, RTE_ETH_EVENT_INTR_RESET, &DpdkFlowEngine::on_event,
                                                this) == 0;
@@ -455,6 +494,15 @@ void DpdkFlowEngine::detach() noexcept {
   }
 }
 
+void DpdkFlowEngine::forget_rules() noexcept {
+  std::lock_guard lock(mu_);
+  if (detached_) return;
+  rte_flow_error e;
+  if (!rules_.empty()) (void)rte_flow_flush(port_id_, &e);
+  rules_.clear();
+  reset_generation_.fetch_add(1, std::memory_order_relaxed);
+}
+
 size_t DpdkFlowEngine::rule_count() const {
   std::lock_guard lock(mu_);
   return rules_.size();
@@ -478,9 +526,10 @@ FlowEngineInfo DpdkFlowEngine::info() const {
   // Only mlx5 implements info_get in 22.11; everything else returns
   // -ENOTSUP/-ENOSYS and keeps the synchronous API.
   if (rte_flow_info_get(port_id_, &pi, &qi, &e) == 0) {
-    i.async_api = pi.max_nb_queues > 0;
-    i.max_queues = static_cast<uint16_t>(pi.max_nb_queues > 0xffff ? 0xffff : pi.max_nb_queues);
-    i.queue_size = qi.max_size;
+    // Usable only as configured at open (a started port can't be again).
+    i.async_api = async_.n_queues > 0;
+    i.max_queues = async_.n_queues;
+    i.queue_size = async_.queue_size;
     i.max_counters = pi.max_nb_counters;
     i.max_aging = pi.max_nb_aging_objects;
   }
@@ -491,8 +540,24 @@ DpdkFlowEngine::RuleInfo DpdkFlowEngine::info_of(const FlowActions& a) {
   return {a.has(FlowActionType::count), a.has(FlowActionType::age)};
 }
 
-Status DpdkFlowEngine::refuse_traps(const FlowActions& a, const char* op, FlowError* err) const {
+Status DpdkFlowEngine::refuse_traps(const FlowPattern& p, const FlowActions& a, const char* op,
+                                    FlowError* err) const {
   if (driver_ == "net_tap") {
+    for (unsigned i = 0; i < p.count; ++i) {
+      if (p.items[i].type != FlowItemType::vlan) continue;
+      const uint16_t tci = p.items[i].spec.vlan.tci, mask = p.items[i].mask.vlan.tci;
+      if ((mask & 0x0fff) == 0) continue;  // no VID matched
+      const unsigned asked = tci & mask & 0x0fff;
+      const auto swapped = static_cast<uint16_t>((mask >> 8) | (mask << 8));
+      const unsigned tap_vid = (tci & swapped & 0x0fff) & 0xff;  // what tap_flow_create_vlan installs
+      if (tap_vid != asked || (mask & 0x0fff) != 0x0fff)
+        return flow_fail(err, op, port_name_, ENOTSUP, FlowErrorWhere::item, static_cast<int>(i),
+                         static_cast<int>(FlowItemType::vlan),
+                         "net_tap would install VID " + std::to_string(tap_vid) + " for VID " +
+                             std::to_string(asked) +
+                             " (DPDK 22.11's tap applies the TCI mask byte-swapped and keeps 8 bits of the VID); "
+                             "keel refuses a rule the kernel would apply to other packets");
+    }
     for (unsigned i = 0; i < a.count; ++i)
       if (a.actions[i].type == FlowActionType::rss)
         return flow_fail(err, op, port_name_, ENOTSUP, FlowErrorWhere::action, static_cast<int>(i),
@@ -532,7 +597,7 @@ Result<FlowHandle> DpdkFlowEngine::create(const FlowAttr& attr, const FlowPatter
   }
   std::lock_guard lock(mu_);
   if (detached_) return gone("create", err);
-  if (Status st = refuse_traps(actions, "create", err); !st.ok()) return st;
+  if (Status st = refuse_traps(pattern, actions, "create", err); !st.ok()) return st;
   rte_flow_error e;
   std::memset(&e, 0, sizeof e);
   rte_errno = 0;
@@ -632,16 +697,34 @@ Status DpdkFlowEngine::configure(uint16_t n_queues, uint32_t queue_size, FlowErr
   if (n_queues == 0 || queue_size == 0)
     return flow_fail(err, "configure", port_name_, EINVAL, FlowErrorWhere::queue, -1, -1,
                      "need at least one queue of at least one entry");
-  rte_flow_port_attr pa;
-  std::memset(&pa, 0, sizeof pa);
-  rte_flow_queue_attr qa;
-  std::memset(&qa, 0, sizeof qa);
-  qa.size = queue_size;
-  std::vector<const rte_flow_queue_attr*> qattrs(n_queues, &qa);
-  rte_flow_error e;
-  std::memset(&e, 0, sizeof e);
-  const int rc = rte_flow_configure(port_id_, &pa, n_queues, qattrs.data(), &e);
-  if (rc != 0) return report(err, translate_error(e, last_errno(rc), nullptr, nullptr, nullptr, "configure", port_name_));
+  if (async_.n_queues == 0) {
+    // Not configured at open: either no template API (every vdev, tap), or
+    // configuring it failed then; the port is started, so ask once more
+    // only to report the device's own answer.
+    if (async_.errnum != 0)
+      return flow_fail(err, "configure", port_name_, async_.errnum, FlowErrorWhere::device, -1, -1,
+                       "configuring the template API at open failed: " +
+                           (async_.message.empty() ? std::string("no message from the driver") : async_.message));
+    rte_flow_port_attr pa;
+    std::memset(&pa, 0, sizeof pa);
+    rte_flow_queue_attr qa;
+    std::memset(&qa, 0, sizeof qa);
+    qa.size = queue_size;
+    std::vector<const rte_flow_queue_attr*> qattrs(n_queues, &qa);
+    rte_flow_error e;
+    std::memset(&e, 0, sizeof e);
+    const int rc = rte_flow_configure(port_id_, &pa, n_queues, qattrs.data(), &e);
+    if (rc != 0)
+      return report(err, translate_error(e, last_errno(rc), nullptr, nullptr, nullptr, "configure", port_name_));
+    async_.n_queues = n_queues;  // a driver that takes it on a started port
+    async_.queue_size = queue_size;
+  } else if (n_queues > async_.n_queues || queue_size > async_.queue_size) {
+    return flow_fail(err, "configure", port_name_, EINVAL, FlowErrorWhere::queue, -1, -1,
+                     "the port was configured at open with " + std::to_string(async_.n_queues) + " queues of " +
+                         std::to_string(async_.queue_size) +
+                         " (rte_flow_configure needs a stopped port); asked for " + std::to_string(n_queues) +
+                         " of " + std::to_string(queue_size));
+  }
   queues_.assign(n_queues, Queue{});
   for (Queue& q : queues_) {
     q.ops.assign(queue_size, PendingOp{});

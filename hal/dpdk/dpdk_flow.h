@@ -15,7 +15,11 @@
 //     Every other device (net_tap, net_ring, net_null, net_pcap, ...) fails
 //     info_get, so info().async_api is false and the offload engine uses the
 //     synchronous calls. The template/async path is compiled and its
-//     conversion unit-tested here; it runs only on hardware.
+//     conversion unit-tested here; it runs only on hardware (mlx5 with
+//     HW steering, devarg dv_flow_en=2; call configure() before the first
+//     rule). Not run on hardware yet: what BlueField says is still to see.
+//     pull() takes at most 64 completions per call; rte_flow_op_result
+//     carries no errno, so a failed op completes with EIO.
 //
 // Errors: rte_flow_error becomes a FlowError: its type says where (item,
 // action, attr, handle, device), its cause (a pointer into our arrays or
@@ -36,14 +40,30 @@
 //     the driver sees it (ENOTSUP, the message says why): what cannot be
 //     checked is not trusted. validate() still passes it to the driver (a
 //     hint, see above). Use queue (one queue) on net_tap.
+//   * net_tap's vlan item (DPDK 22.11 tap_flow_create_vlan) ANDs the TCI
+//     with the byte-swapped mask and keeps 8 bits of the VID: VID 0x123
+//     under mask 0x0fff becomes flower vlan_id 3 (the qemu-virt probe saw
+//     it), a rule that would act on other packets than asked. create() on
+//     net_tap computes the VID tap would install and refuses the rule
+//     (ENOTSUP at the vlan item) when it differs from the asked one.
+//   * net_tap files a rule with a vlan item under TC protocol 802.1Q and
+//     the others under ETH_P_ALL, and the kernel keeps one protocol per
+//     priority: a VLAN rule at the priority of live non-VLAN rules is
+//     refused (EEXIST). Not rewritten here (the priority is the caller's):
+//     a caller driving net_tap must give VLAN rules a priority of their own
+//     (the qemu-virt probe does; the offload engine targets the sim and mlx5).
+// configure(): the queues were set up at open (configure_async_at_open());
+// configure() checks the request fits them (a started port cannot be
+// configured again).
 // query_bulk() is a loop of rte_flow_query (22.11 has no bulk query of
 // plain rules; mlx5's indirect counters and age objects could, which keel
 // does not use yet). A rule's last hit comes from its AGE action when it has
 // one (sec_since_last_hit), else last_hit_ns is 0 (unknown).
 //
 // Device reset: RTE_ETH_EVENT_INTR_RESET / INTR_RMV callbacks bump
-// info().reset_generation; after stop() (the port closed) every call fails
-// with ENODEV.
+// info().reset_generation, and so does a queue-count restart (which flushes
+// the rules: forget_rules()); after stop() (the port closed) every call
+// fails with ENODEV.
 //
 // Life cycle: made by DpdkPort::open() after the device started; detach()
 // from DpdkPort::stop() before the device is closed (flushes the rules,
@@ -51,7 +71,10 @@
 //
 // Thread-safety: the FlowEngine contract (one thread at a time, the offload
 // thread), plus a mutex of its own so that detach() (control thread, port
-// removal) cannot race a call in flight; no PMD ever takes it. The reset
+// removal) cannot race a call in flight; it also serialises calls from
+// several offload threads sharing a port. No PMD ever takes it. The port
+// map is consulted before the mutex is taken (it takes the backend's lock,
+// which DpdkBackend::shutdown() holds while it detaches engines). The reset
 // counter is an atomic written by the EAL's interrupt thread.
 #pragma once
 
@@ -145,9 +168,27 @@ uint64_t rss_types_to_dpdk(uint32_t types);
 FlowError translate_error(const rte_flow_error& e, int errnum, const RteFlowRule* rule, const FlowPattern* p,
                           const FlowActions* a, const char* op, const std::string& port);
 
+// The template API's set-up at open. rte_flow_configure must run while the
+// port is stopped (DPDK 22.11 refuses a started port with EINVAL before the
+// driver sees it, as the qemu-virt probe shows), and keel starts a port at
+// open, so DpdkPort::open() calls this between rte_eth_dev_configure and
+// rte_eth_dev_start: when rte_flow_info_get answers (mlx5), it configures
+// min(max queues, kFlowQueues) queues of min(max size, kFlowQueueSize)
+// entries; elsewhere it does nothing (n_queues 0).
+struct FlowAsyncSetup {
+  uint16_t n_queues = 0;
+  uint32_t queue_size = 0;
+  int errnum = 0;       // rte_flow_configure's error when info_get answered but configure failed
+  std::string message;  // its driver message
+};
+inline constexpr uint16_t kFlowQueues = 4;        // offload threads that may each own a queue
+inline constexpr uint32_t kFlowQueueSize = 1024;  // ops in flight per queue
+FlowAsyncSetup configure_async_at_open(uint16_t port_id) noexcept;
+
 class DpdkFlowEngine final : public FlowEngine {
  public:
-  DpdkFlowEngine(uint16_t port_id, std::string port_name, std::string driver, PortMap ports);
+  DpdkFlowEngine(uint16_t port_id, std::string port_name, std::string driver, PortMap ports,
+                 FlowAsyncSetup async = {});
   ~DpdkFlowEngine() override;
 
   FlowEngineInfo info() const override;
@@ -182,6 +223,12 @@ class DpdkFlowEngine final : public FlowEngine {
   // DpdkPort::stop(), before the device closes: flushes the rules and
   // makes every later call fail with ENODEV.
   void detach() noexcept;
+  // DpdkPort::set_queue_count(), before the device restarts: a restart
+  // drops a driver's rules unless it keeps them (RTE_ETH_DEV_CAPA_FLOW_RULE_KEEP),
+  // and queue actions may name queues the port no longer has, so every rule
+  // is flushed and reset_generation moves, as after a device reset (the
+  // offload engine re-offloads what is still hot). Templates stay.
+  void forget_rules() noexcept;
   size_t rule_count() const;
 
  private:
@@ -201,7 +248,7 @@ class DpdkFlowEngine final : public FlowEngine {
     std::vector<uint32_t> free;  // free slot indexes
   };
   Status gone(const char* op, FlowError* err) const;  // after detach()
-  Status refuse_traps(const FlowActions& a, const char* op, FlowError* err) const;
+  Status refuse_traps(const FlowPattern& p, const FlowActions& a, const char* op, FlowError* err) const;
   static RuleInfo info_of(const FlowActions& a);
 
   mutable std::mutex mu_;
@@ -215,6 +262,7 @@ class DpdkFlowEngine final : public FlowEngine {
   std::vector<rte_flow_actions_template*> atpls_;
   std::vector<rte_flow_template_table*> tables_;
   std::vector<Queue> queues_;
+  FlowAsyncSetup async_;  // what configure_async_at_open() did
   std::atomic<uint64_t> reset_generation_{0};
   bool callbacks_ = false;
   static int on_event(uint16_t port_id, rte_eth_event_type event, void* self, void* ret);

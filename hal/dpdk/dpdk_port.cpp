@@ -233,6 +233,7 @@ Status DpdkPort::apply_queue_count(uint16_t n_rx, uint16_t& n_tx) {
   n_tx = std::min(n_tx, qs_.max_txq);  // fewer tx queues: the datapath shares them
   const uint16_t old_rx = n_rxq(), old_tx = n_txq();
   LogCapture log;
+  if (flow_) flow_->forget_rules();  // the restart would drop them (dpdk_flow.h)
   (void)rte_eth_dev_stop(port_id_);
   std::string step;
   int r = setup_queues(port_id_, qs_, n_rx, n_tx, step);
@@ -339,6 +340,9 @@ Result<std::unique_ptr<Port>> DpdkPort::open(const std::shared_ptr<DpdkShared>& 
   qs.pool = shared->pool;
   std::string step;
   if (int r = setup_queues(pid, qs, nrx, ntx, step); r != 0) return fail_undo(step.c_str(), -r);
+  // The template API can only be configured on a stopped port (mlx5 only;
+  // a no-op elsewhere): dpdk_flow.h.
+  FlowAsyncSetup async = configure_async_at_open(pid);
   if (int r = rte_eth_dev_start(pid); r != 0) return fail_undo("start", -r);
   (void)rte_eth_promiscuous_enable(pid);  // -ENOTSUP on some vdevs: fine
 
@@ -357,14 +361,16 @@ Result<std::unique_ptr<Port>> DpdkPort::open(const std::shared_ptr<DpdkShared>& 
   // thread asks; shared->mu is held here by open_port, not by the caller).
   std::weak_ptr<DpdkShared> weak = shared;
   port->flow_ = std::make_unique<DpdkFlowEngine>(
-      pid, spec.name, driver, [weak](uint32_t hal_id) -> std::optional<uint16_t> {
+      pid, spec.name, driver,
+      [weak](uint32_t hal_id) -> std::optional<uint16_t> {
         std::shared_ptr<DpdkShared> sh = weak.lock();
         if (!sh) return std::nullopt;
         std::lock_guard lock(sh->mu);
         for (DpdkPort* p : sh->ports)
           if (p->id() == hal_id && p->id() != kInvalidPort) return p->port_id();
         return std::nullopt;
-      });
+      },
+      std::move(async));
   shared->ports.push_back(port.get());
   return std::unique_ptr<Port>(std::move(port));
 }

@@ -36,7 +36,8 @@
 // Flow offload: flow_engine() is a DpdkFlowEngine (dpdk_flow.h) made at
 // open: rte_flow on this ethdev, hal port ids in rules mapped to the ethdev
 // ids of this backend's open ports. stop() detaches it (flushes its rules)
-// before the device closes. Received packets carry the NIC's MARK
+// before the device closes; set_queue_count() flushes them before the
+// restart and moves the engine's reset_generation. Received packets carry the NIC's MARK
 // (RTE_MBUF_F_RX_FDIR_ID, negotiated with rte_eth_rx_metadata_negotiate).
 //
 // Life cycle: open() (may fail) -> rx/tx from PMDs -> stop() (never fails,

@@ -11,8 +11,10 @@
 // file prefix): net_null and net_ring have no rte_flow ops, so every call
 // fails with an errno and a message and nothing crashes; info() says no
 // template API and the template/queue calls fail clearly; a stopped port's
-// engine answers ENODEV; on net_tap (an engine told so, over net_null)
-// create refuses rss itself while validate still asks the driver. Real rules are exercised in the qemu-virt boot
+// engine answers ENODEV; a real net_tap on this host (when a TAP can be
+// made) shows the validate/EEXIST trap; a queue-count restart moves reset_generation; on net_tap (an engine told so, over net_null)
+// create refuses rss and VLAN VIDs tap would install wrongly while validate
+// still asks the driver; configure() on a started vdev fails clearly. Real rules are exercised in the qemu-virt boot
 // (net_tap on a kernel with TC flower), not here.
 //
 // Thread-safety: single-threaded.
@@ -462,7 +464,7 @@ TEST_CASE("dpdk flow: a stopped port's engine answers ENODEV") {
   CHECK_FALSE(fe->info().async_api);
 }
 
-TEST_CASE("dpdk flow: on net_tap, create refuses rss before the driver sees it; validate still asks the driver") {
+TEST_CASE("dpdk flow: on net_tap, create refuses rss and a VID tap would mangle; validate still asks the driver") {
   // The engine is told its driver is net_tap while it runs on a net_null
   // port: what keel refuses by itself shows apart from what the driver says.
   auto n = open_dpdk("n2", "net_null2", 6);
@@ -495,8 +497,91 @@ TEST_CASE("dpdk flow: on net_tap, create refuses rss before the driver sees it; 
   q.queue(1);
   CHECK_FALSE(tap.create({}, p, q, &err).ok());
   CHECK(err.errnum == ENOSYS);
+
+  // tap's vlan item: a rule whose VID tap would install wrongly is refused
+  // at the item; one it installs as asked goes on to the driver.
+  auto vlan = [](uint16_t tci, uint16_t mask) {
+    hal::FlowPattern v;
+    v.eth({}, {}).vlan({tci, 0x0800}, {mask, 0xffff});
+    return v;
+  };
+  hal::FlowActions drop;
+  drop.drop();
+  auto w = tap.create({}, vlan(0x2123, 0x0fff), drop, &err);
+  CHECK(err.errnum == ENOTSUP);
+  CHECK(err.where == hal::FlowErrorWhere::item);
+  CHECK(err.index == 1);
+  CHECK(w.status().message().find("item 1 (vlan): net_tap would install VID 3 for VID 291") != std::string::npos);
+  CHECK_FALSE(tap.create({}, vlan(0x2042, 0x0fff), drop, &err).ok());  // 0x2042 & 0xff0f: VID 2
+  CHECK(err.errnum == ENOTSUP);
+  CHECK_FALSE(tap.create({}, vlan(0x20f0, 0xefff), drop, &err).ok());  // bit 4 of the VID lost
+  CHECK(err.errnum == ENOTSUP);
+  CHECK_FALSE(tap.create({}, vlan(0x2042, 0xefff), drop, &err).ok());  // what tap gets right
+  CHECK(err.errnum == ENOSYS);  // the driver's (net_null) answer: keel let it through
+  CHECK_FALSE(tap.create({}, vlan(0xe000, 0xe000), drop, &err).ok());  // PCP only: no VID to get wrong
+  CHECK(err.errnum == ENOSYS);
+
   tap.detach();
   CHECK(tap.create({}, p, q, &err).status().code() == Errc::unavailable);
+}
+
+TEST_CASE("dpdk flow: a queue-count restart counts as a reset of the rules (reset_generation moves)") {
+  auto n = open_dpdk("n3", "net_null3", 7);
+  hal::FlowEngine* fe = n->flow_engine();
+  REQUIRE(fe != nullptr);
+  const uint64_t g = fe->info().reset_generation;
+  REQUIRE_MESSAGE(n->set_queue_count(2, 1).ok(), "net_null takes any number of queues");
+  CHECK(fe->info().reset_generation == g + 1);
+  CHECK(n->set_queue_count(2, 1).ok());  // no change, no restart
+  CHECK(fe->info().reset_generation == g + 1);
+}
+
+TEST_CASE("dpdk flow: net_tap on this host: validate only parses, create decides (skipped without a TAP)") {
+  const std::string ifname = "kflow" + std::to_string(getpid() % 100000);
+  hal::PortSpec sp;
+  sp.name = "tp0";
+  sp.kind = hal::PortKind::dpdk;
+  sp.devargs = "net_tap_kf" + std::to_string(getpid() % 100000) + ",iface=" + ifname;
+  sp.text = "dpdk:" + sp.devargs;
+  auto r = backend().open_port(sp, 1, 1);
+  if (!r.ok()) {
+    MESSAGE("skipping the net_tap case: " << r.status().message());
+    return;
+  }
+  std::unique_ptr<hal::Port> port = std::move(r).value();
+  port->set_id(8);
+  hal::FlowEngine* fe = port->flow_engine();
+  REQUIRE(fe != nullptr);
+  CHECK_FALSE(fe->info().async_api);  // tap has no rte_flow_info_get
+  hal::FlowPattern p;
+  hal::FlowIpv4 v4{}, v4m{};
+  v4.dst = 0x0a000001;
+  v4m.dst = ~0u;
+  p.eth({}, {}).ipv4(v4, v4m).udp({0, 53}, {0, 0xffff});
+  hal::FlowActions drop;
+  drop.drop();
+  hal::FlowError err;
+  const Status v = fe->validate({}, p, drop, &err);
+  auto c = fe->create({}, p, drop, &err);
+  MESSAGE("net_tap validate: " << (v.ok() ? "ok" : v.message()) << "; create: "
+                               << (c.ok() ? "ok" : c.status().message()));
+  if (c.ok()) {
+    // A kernel with TC flower: the rule exists and goes again.
+    CHECK(fe->destroy(c.value(), &err).ok());
+  } else {
+    // A kernel without cls_flower (this host's): the trap of dpdk_flow.h.
+    // validate said yes (it only parses), create says EEXIST, and keel's
+    // message says what that EEXIST means.
+    CHECK(v.ok());
+    CHECK(err.errnum == EEXIST);
+    CHECK(c.status().code() == Errc::already_exists);
+    CHECK(c.status().message().find("rte_flow create on port tp0: ") == 0);
+    CHECK(c.status().message().find("refused by the kernel (TC flower): net_tap reports a refused rule as EEXIST") !=
+          std::string::npos);
+    CHECK(static_cast<dpdk::DpdkFlowEngine*>(fe)->rule_count() == 0);
+  }
+  CHECK(fe->flush(nullptr).ok());
+  port.reset();
 }
 
 TEST_CASE("dpdk flow: shutdown") { backend().shutdown(); }

@@ -173,7 +173,9 @@ class Port {
   }
 
   // --- hardware offload (flow.h; see the top) ---
-  // The port's flow engine, nullptr when it has none. Control path only.
+  // The port's flow engine, nullptr when it has none. Control path only;
+  // the engine lives as long as the port (the offload engine must drop its
+  // pointer before the port is removed from the datapath and destroyed).
   virtual FlowEngine* flow_engine() { return nullptr; }
   void set_hw_ingress(HwIngress* hw) { hw_ingress_.store(hw, std::memory_order_release); }
   HwIngress* hw_ingress() const { return hw_ingress_.load(std::memory_order_acquire); }
