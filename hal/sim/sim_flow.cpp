@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <deque>
 #include <exception>
 #include <new>
 
@@ -445,7 +444,7 @@ bool apply_edits(Packet& p, const SimActions& a) noexcept {
         break;
       }
       case FlowActionType::of_push_vlan: {
-        const uint16_t tci = lay.vlans ? rd16(d + 14) : 0;
+        const uint16_t tci = 0;  // the of_set_vlan_* that follow fill it (see sim_flow.h)
         uint8_t* nd = p.push_front(4);
         if (nd == nullptr) return false;
         std::memmove(nd, nd + 4, 12);
@@ -507,6 +506,7 @@ struct SimRule {
   uint32_t table = 0;  // template table + 1, 0: sync rule
   uint32_t priority = 0;
   uint64_t order = 0;  // creation order (ties)
+  uint64_t created_ns = 0;  // when it went into a table (AGE counts from there until a hit)
   SimKey key{}, mask{};
   SimActions act;
   std::atomic<uint64_t> hits{0}, bytes{0}, last_hit_ns{0};
@@ -548,9 +548,20 @@ struct AsyncOp {
   uint64_t user_data = 0;
   FlowHandle handle = kNoFlow;
 };
+// pending + done never exceed the queue size, and both are reserved to
+// it at configure(): queueing and completing allocate nothing.
 struct AsyncQueue {
-  std::vector<AsyncOp> pending;        // reserved queue_size
-  std::deque<FlowOpResult> done;
+  std::vector<AsyncOp> pending;
+  std::vector<FlowOpResult> done;  // completions from done_head on
+  size_t done_head = 0;
+  size_t done_count() const { return done.size() - done_head; }
+  // Drops the completions already pulled, so that appending stays within
+  // the reserved capacity.
+  void compact() {
+    if (done_head == 0) return;
+    done.erase(done.begin(), done.begin() + static_cast<std::ptrdiff_t>(done_head));
+    done_head = 0;
+  }
 };
 
 struct Fault {
@@ -578,6 +589,7 @@ class SimNicModel final : public SimNic, public HwIngress {
         exact_capacity_(capacity - std::max<uint32_t>(capacity / 16, 1)),
         masked_capacity_(std::max<uint32_t>(capacity / 16, 1)) {
     resize_exact(exact_capacity_);
+    chunks_.reserve((1u << 24) / kChunk);  // growing it never reallocates under the write lock
     set_costs(kDefaultCosts);
   }
 
@@ -864,12 +876,12 @@ class SimPortEngine final : public FlowEngine {
                            " operations");
     std::lock_guard g(nic_.ctl_);
     for (const AsyncQueue& q : queues_)
-      if (!q.pending.empty() || !q.done.empty())
+      if (!q.pending.empty() || q.done_count())
         return flow_fail(err, "configure", port_name(), EBUSY, FlowErrorWhere::queue, -1, -1,
                          "operations still queued");
     try {
       std::vector<AsyncQueue> qs(n_queues);
-      for (AsyncQueue& q : qs) q.pending.reserve(queue_size);
+      for (AsyncQueue& q : qs) q.pending.reserve(queue_size), q.done.reserve(queue_size);
       queues_.swap(qs);
     } catch (const std::bad_alloc&) {
       return flow_fail(err, "configure", port_name(), ENOMEM, FlowErrorWhere::device, -1, -1, "out of memory");
@@ -989,7 +1001,7 @@ class SimPortEngine final : public FlowEngine {
           return bad(FlowErrorWhere::action, static_cast<int>(i), static_cast<int>(actions.actions[i].type),
                      std::string("action differs from the template's (") + to_string(ta.actions[i].type) + ")");
       AsyncQueue& aq = queues_[queue];
-      if (aq.pending.size() + aq.done.size() >= queue_size_)
+      if (aq.pending.size() + aq.done_count() >= queue_size_)
         return flow_fail(err, "async_create", port_name(), EAGAIN, FlowErrorWhere::queue, -1, -1,
                          "queue " + std::to_string(queue) + " full: push and pull first");
       SimNicModel::Prepared p;
@@ -1012,7 +1024,7 @@ class SimPortEngine final : public FlowEngine {
       std::lock_guard g(nic_.ctl_);
       if (auto s = check_queue("async_destroy", queue, err); !s) return s;
       AsyncQueue& aq = queues_[queue];
-      if (aq.pending.size() + aq.done.size() >= queue_size_)
+      if (aq.pending.size() + aq.done_count() >= queue_size_)
         return flow_fail(err, "async_destroy", port_name(), EAGAIN, FlowErrorWhere::queue, -1, -1,
                          "queue " + std::to_string(queue) + " full: push and pull first");
       aq.pending.push_back({false, user_data, h});
@@ -1029,6 +1041,7 @@ class SimPortEngine final : public FlowEngine {
       std::lock_guard g(nic_.ctl_);
       if (auto s = check_queue("push", queue, err); !s) return s;
       AsyncQueue& aq = queues_[queue];
+      aq.compact();
       n = aq.pending.size();
       for (const AsyncOp& op : aq.pending) {
         FlowOpResult r{op.user_data, true, 0, op.handle};
@@ -1060,10 +1073,8 @@ class SimPortEngine final : public FlowEngine {
     if (!check_queue("pull", queue, err)) return 0;
     AsyncQueue& aq = queues_[queue];
     unsigned n = 0;
-    while (n < out.size() && !aq.done.empty()) {
-      out[n++] = aq.done.front();
-      aq.done.pop_front();
-    }
+    while (n < out.size() && aq.done_head < aq.done.size()) out[n++] = aq.done[aq.done_head++];
+    if (aq.done_head == aq.done.size()) aq.done.clear(), aq.done_head = 0;  // keeps the capacity
     return n;
   }
 
@@ -1071,6 +1082,7 @@ class SimPortEngine final : public FlowEngine {
   // template tables are emptied.
   void on_reset() {
     for (AsyncQueue& aq : queues_) {
+      aq.compact();
       for (const AsyncOp& op : aq.pending) aq.done.push_back({op.user_data, false, ENODEV, op.handle});
       nic_.st_async_pending_.fetch_sub(aq.pending.size(), std::memory_order_relaxed);
       aq.pending.clear();
@@ -1402,6 +1414,7 @@ int SimNicModel::install(FlowHandle h, std::string* why) {
                                 : "masked table full (" + std::to_string(mcap) + " rules)");
   const uint32_t slot = slot_of(h);
   r->order = next_order_++;
+  r->created_ns = now_ns();
   if (exact) {
     r->exact = true;
     r->shape = static_cast<uint8_t>(shape);
@@ -1501,8 +1514,8 @@ bool SimNicModel::read(FlowHandle h, uint16_t owner, FlowQuery& q) {
   q.bytes = r->bytes.load(relaxed);
   q.last_hit_ns = r->last_hit_ns.load(relaxed);
   if (r->act.age_ns) {
-    const uint64_t since = q.last_hit_ns ? q.last_hit_ns : 0;
-    q.aged = since != 0 && now_ns() - since > r->act.age_ns;
+    const uint64_t since = q.last_hit_ns ? q.last_hit_ns : r->created_ns;
+    q.aged = now_ns() - since > r->act.age_ns;
   }
   return true;
 }

@@ -44,8 +44,10 @@
 // and, before it, in list order: set_mac_*, set_ipv4_* (IPv4 and L4
 // checksums updated incrementally, as Open vSwitch's packet_set_* do: a zero
 // UDP checksum stays zero), set_ipv6_* (L4 checksum), set_tp_*,
-// of_push_vlan (TCI copied from the outer tag, else 0, as OpenFlow's
-// push_vlan), of_set_vlan_vid / pcp, of_pop_vlan; mark (delivered in the
+// of_push_vlan (a new outer tag with TCI 0, which the of_set_vlan_vid /
+// pcp that follow fill: the tag Open vSwitch's push_vlan(vid,pcp) writes,
+// DEI 0, whatever tag was there before), of_set_vlan_vid / pcp,
+// of_pop_vlan; mark (delivered in the
 // packet's metadata when the PMD gets the packet), count, age. A queue or
 // rss action cannot move a packet to another rx queue after rx (the sim
 // port already chose it): the model notes it and leaves the packet on the
@@ -68,6 +70,10 @@
 // errno, the table is full, the capacities shrink, the device resets (every
 // rule and queued operation is forgotten, the reset generation moves, old
 // handles answer ENODEV).
+//
+// validate() checks what create() would refuse about the rule itself
+// (items, actions, ports, queues), not the capacity or an injected fault:
+// like a driver's, it is a hint, and create() decides.
 //
 // Handles: generation (16 bits) | slot sequence (24) | slot (24), never 0:
 // a handle from before a reset, or of a destroyed rule whose slot was

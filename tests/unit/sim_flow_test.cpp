@@ -13,8 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include "datapath/datapath.h"
+#include "eventually.h"
 #include "hal/sim/ring_port.h"
 #include "hal/sim/sim_flow.h"
+#include "sim_test_util.h"
 #include "keel/hal/backend.h"
 #include "keel/hal/cpu.h"
 #include "keel/hal/flow.h"
@@ -121,7 +124,7 @@ bool checksums_ok(const uint8_t* d, size_t len) {
   return sum16(d + l4, len - l4, ps) == 0xffff;
 }
 
-Packet* packet(Backend& b, const std::vector<uint8_t>& bytes) {
+Packet* make_pkt(Backend& b, const std::vector<uint8_t>& bytes) {
   Packet* p = nullptr;
   REQUIRE(b.alloc_burst(std::span(&p, 1)) == 1);
   REQUIRE(p->set_len(static_cast<uint32_t>(bytes.size())));
@@ -133,7 +136,7 @@ Packet* packet(Backend& b, const std::vector<uint8_t>& bytes) {
 // there) and returns what the PMD got; the caller releases them.
 std::vector<Packet*> receive(Nic& n, const std::vector<std::vector<uint8_t>>& frames) {
   std::vector<Packet*> in;
-  for (const auto& f : frames) in.push_back(packet(*n.be, f));
+  for (const auto& f : frames) in.push_back(make_pkt(*n.be, f));
   REQUIRE(n.r1().inject(in) == in.size());
   std::vector<Packet*> got;
   std::array<Packet*, kMaxBurst> burst;
@@ -679,7 +682,7 @@ TEST_CASE("sim nic: transfer rules match the port they name; jumps continue in a
   CHECK(got.size() == 1);
   release_all(got);
   // From p3: forwarded to p2.
-  Packet* pk = packet(*n.be, frame({}));
+  Packet* pk = make_pkt(*n.be, frame({}));
   REQUIRE(r3.inject(std::span(&pk, 1)) == 1);
   std::array<Packet*, kMaxBurst> burst;
   CHECK(p3->rx(0, burst) == 0);
@@ -754,7 +757,7 @@ TEST_CASE("sim nic: PMD lookups race rule inserts and removes without losing a p
     f.sport = static_cast<uint16_t>(i % 8);
     const FlowHandle h = must_create(n.e1(), exact_udp(f), FlowActions().drop().count_hits());
     std::array<Packet*, 4> ps;
-    for (Packet*& p : ps) p = packet(*n.be, frame(f));
+    for (Packet*& p : ps) p = make_pkt(*n.be, frame(f));
     while (n.r1().inject(ps) != ps.size()) cpu_relax();
     sent += ps.size();
     if (i % 2) REQUIRE(n.e1().destroy(h, nullptr).ok());
@@ -765,4 +768,122 @@ TEST_CASE("sim nic: PMD lookups race rule inserts and removes without losing a p
   const PortCounters c = n.p1->counters();
   CHECK(c.rx_packets == sent);
   CHECK(pmd_seen + c.rx_hw_dropped == sent);  // each packet either dropped in hardware or seen by the PMD
+}
+
+TEST_CASE("sim nic: with a PMD running, offloaded packets bypass it while it sends to the same port") {
+  // p0 -> p1 by a cross-connect (the PMD's path); the flows with sport < 8
+  // also have an exact rule p0 -> p1 in the model. Both write the same
+  // egress ring at once; every packet arrives once and each path counts
+  // exactly its own.
+  auto be = make_sim_backend({.buffers = 8192, .offload_flows = 1024});
+  REQUIRE(be.ok());
+  auto backend = std::move(be).value();
+  datapath::Datapath dp{{.pmd_cores = {-1}}};
+  uint16_t in_id = 0, out_id = 0;
+  sim::RingPort* in = test::add_sim_port(*backend, dp, "p0", "ring:size=4096", 1, &in_id);
+  sim::RingPort* out = test::add_sim_port(*backend, dp, "p1", "ring:size=8192", 1, &out_id);
+  dp.set_xconnect(in_id, out_id);
+  sim::SimNic* nic = sim::sim_nic(*backend);
+  REQUIRE(nic != nullptr);
+  nic->set_costs({});
+  nic->set_keep_order(false);  // counts independent of how rx cuts the bursts
+  FlowEngine* e = in->flow_engine();
+  REQUIRE(e != nullptr);
+  std::vector<FlowHandle> hs;
+  for (uint16_t sp = 0; sp < 8; ++sp) {
+    Udp4 f;
+    f.sport = sp;
+    hs.push_back(must_create(*e, exact_udp(f), FlowActions().port(out_id).count_hits()));
+  }
+  REQUIRE(dp.start({backend.get()}).ok());
+  constexpr unsigned kPackets = 3000;
+  unsigned hw = 0;
+  for (unsigned i = 0; i < kPackets; ++i) {
+    Udp4 f;
+    f.sport = static_cast<uint16_t>(i % 16);
+    hw += f.sport < 8;
+    Packet* p = make_pkt(*backend, frame(f));
+    while (in->inject(std::span(&p, 1)) != 1) cpu_relax();
+  }
+  REQUIRE(test::eventually([&] { return out->tx_pending() == kPackets; }));
+  uint64_t hits = 0;
+  for (FlowHandle h : hs) hits += must_query(*e, h).hits;
+  CHECK(hits == hw);
+  const PortCounters c = in->counters();
+  CHECK(c.rx_packets == kPackets);
+  CHECK(c.rx_hw_forwarded == hw);
+  CHECK(test::eventually([&] { return dp.pmds()[0]->counters().xconnect_hits == kPackets - hw; }));
+  CHECK(dp.pmds()[0]->counters().rx_packets == kPackets - hw);  // the PMD never saw the others
+  dp.stop();
+  std::array<Packet*, kMaxBurst> burst;
+  size_t k, got = 0;
+  while ((k = out->collect(burst)) > 0) {
+    got += k;
+    release_burst(std::span(burst.data(), k));
+  }
+  CHECK(got == kPackets);
+}
+
+namespace {
+// An IPv6/UDP frame with a valid checksum.
+std::vector<uint8_t> frame6(const FlowIpv6Addr& src, const FlowIpv6Addr& dst, uint8_t hop, uint16_t sport) {
+  std::vector<uint8_t> b = {2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd};
+  const uint16_t ulen = 8 + 6;
+  b.insert(b.end(), {0x60, 0, 0, 0, 0, static_cast<uint8_t>(ulen), 17, hop});
+  b.insert(b.end(), src.begin(), src.end());
+  b.insert(b.end(), dst.begin(), dst.end());
+  const size_t l4 = b.size();
+  b.insert(b.end(), {static_cast<uint8_t>(sport >> 8), static_cast<uint8_t>(sport), 0, 53, 0, ulen, 0, 0});
+  for (int i = 0; i < 6; ++i) b.push_back(static_cast<uint8_t>(0xa0 + i));
+  uint32_t ps = sum16(&b[22], 32) + 17 + ulen;
+  uint16_t c = static_cast<uint16_t>(~sum16(&b[l4], ulen, ps));
+  if (c == 0) c = 0xffff;
+  b[l4 + 6] = static_cast<uint8_t>(c >> 8), b[l4 + 7] = static_cast<uint8_t>(c);
+  return b;
+}
+}  // namespace
+
+TEST_CASE("sim nic: IPv6 rules match the addresses; rewrites keep the UDP checksum valid") {
+  Nic n;
+  const FlowIpv6Addr a{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  const FlowIpv6Addr b{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+  const FlowIpv6Addr c{0xfd, 0, 0, 0, 0, 0, 0, 0, 0xab, 0xcd, 0, 0, 0, 0, 0x12, 0x34};
+  FlowIpv6 ip{}, ipm{};
+  ip.dst = b, ipm.dst.fill(0xff);
+  ip.proto = 17, ipm.proto = 0xff;
+  FlowPattern p;
+  p.eth({}, {}).ipv6(ip, ipm).udp({}, {});
+  const FlowHandle h = must_create(n.e1(), p, FlowActions().set_ipv6_src(c).set_ipv6_hop(9).port(2).count_hits());
+  CHECK(n.nic->stats().exact_rules == 1);  // whole fields only
+  auto got = receive(n, {frame6(a, b, 64, 7), frame6(b, a, 64, 7)});
+  REQUIRE(got.size() == 1);  // the reverse direction misses
+  release_all(got);
+  const auto out = collect(n.r2());
+  REQUIRE(out.size() == 1);
+  CHECK(out[0] == frame6(c, b, 9, 7));  // the bytes of a frame built with those fields, checksum included
+  CHECK(must_query(n.e1(), h).hits == 1);
+  // An IPv6 rewrite needs an IPv6 pattern.
+  FlowError err;
+  CHECK_FALSE(n.e1().create({}, exact_udp({}), FlowActions().set_ipv6_hop(1).drop(), &err).ok());
+  CHECK(err.errnum == EINVAL);
+  CHECK(err.index == 0);
+}
+
+TEST_CASE("sim nic: push_vlan on a tagged frame writes a new outer tag from the set actions, DEI 0") {
+  Nic n;
+  Udp4 f;
+  f.vlan = true, f.tci = 0x1000 | 7;  // DEI set, VID 7
+  FlowVlan vl{}, vlm{};
+  vl.tci = 7, vlm.tci = 0x0fff;
+  FlowPattern p;
+  p.eth({}, {}).vlan(vl, vlm);
+  must_create(n.e1(), p, FlowActions().push_vlan(0x88a8).set_vlan_vid(200).set_vlan_pcp(3).port(2));
+  auto got = receive(n, {frame(f)});
+  CHECK(got.empty());
+  const auto out = collect(n.r2());
+  REQUIRE(out.size() == 1);
+  std::vector<uint8_t> want = frame(f);
+  const uint16_t tci = 3 << 13 | 200;
+  want.insert(want.begin() + 12, {0x88, 0xa8, static_cast<uint8_t>(tci >> 8), static_cast<uint8_t>(tci)});
+  CHECK(out[0] == want);
 }
