@@ -97,6 +97,7 @@ class System {
   // between start() and shutdown(); `offload enable|disable`, `set
   // offload-*`, offload-show, flow-dump's offload columns).
   offload::Offload& offload() { return *offload_; }
+  const offload::Offload& offload() const { return *offload_; }
   // Console (and SSH) login accounts; empty: no login (control/users.h).
   Users& users() { return users_; }
 

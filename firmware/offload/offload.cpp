@@ -187,7 +187,9 @@ DecideResult decide(const flow::Match& match, std::span<const uint8_t> actions, 
 
 namespace {
 
-constexpr uint64_t kStatsIntervalNs = 100'000'000;  // own terse round (rates, idle, reset detection)
+// The engine's own terse round (rates, idleness, reset detection), unless a
+// round asked by the revalidator or a dump ran meanwhile.
+constexpr uint64_t kStatsIntervalNs = 250'000'000;
 constexpr uint64_t kIdleWaitNs = 1'000'000;         // poll period when idle
 constexpr uint64_t kAsyncWaitNs = 2'000'000'000;    // bound on waiting for completions
 constexpr size_t kPollBatch = 512;
@@ -242,11 +244,25 @@ struct Rule {
   RuleState state = RuleState::queued;
   unsigned attempts = 0;
   uint64_t next_try_ns = 0;
-  uint64_t installed_ns = 0;
-  uint64_t hits = 0, bytes = 0;  // cumulative, as last read from the device
-  uint64_t last_hit_ns = 0;
   uint64_t gen = 0;  // the device's reset generation when installed
   double initial_rate = 0;
+  size_t pos = SIZE_MAX;      // index in the shard's installed list of its port (installed only)
+  struct FlowRec* fr = nullptr;  // its flow (rules always go before their flow)
+};
+
+// An installed rule's counters, kept dense per port (Shard::installed_), so
+// that a stats round walks one array, not 100k scattered Rules.
+struct RuleStat {
+  hal::FlowHandle handle = hal::kNoFlow;
+  uint64_t hits = 0, bytes = 0;  // cumulative, as last read from the device
+  uint64_t last_hit_ns = 0;
+  uint64_t installed_ns = 0;
+  Rule* rule = nullptr;
+  struct FlowRec* fr = nullptr;
+  datapath::Ufid ufid;
+  uint32_t slot = 0;
+  uint8_t pmd = 0;
+  bool partial = false;
   RateMeter meter;
 };
 
@@ -464,6 +480,31 @@ class Shard {
   bool insert_async(PortHw& ph, std::vector<Rule*>& batch, uint64_t now);
   void insert_done(Rule& r, bool ok, int errnum, const std::string& msg, hal::FlowHandle h, uint64_t now);
   void destroy_rule(Rule& r);
+  // The installed list of each port (what a stats round reads, densely).
+  void set_installed(Rule& r, uint64_t now) {
+    auto& v = installed_[r.port];
+    r.pos = v.size();
+    RuleStat st;
+    st.handle = r.handle;
+    st.installed_ns = now;
+    st.rule = &r;
+    st.fr = r.fr;
+    st.ufid = r.flow.ufid;
+    st.pmd = static_cast<uint8_t>(r.flow.pmd);
+    st.slot = r.fr ? r.fr->slot : 0;
+    st.partial = r.partial;
+    st.meter.start(now, r.initial_rate);
+    v.push_back(st);
+  }
+  void clear_installed(Rule& r) {
+    if (r.pos == SIZE_MAX) return;
+    auto& v = installed_[r.port];
+    v[r.pos] = v.back();
+    v[r.pos].rule->pos = r.pos;
+    v.pop_back();
+    r.pos = SIZE_MAX;
+  }
+  RuleStat& stat(const Rule& r) { return installed_[r.port][r.pos]; }  // installed only
   void stats_round(bool full, uint64_t now);
   void housekeeping(uint64_t now);
   void device_reset(PortHw& ph, uint64_t now);
@@ -513,6 +554,16 @@ class Shard {
   // Ids of rules gone or installed meanwhile are skipped when met.
   std::deque<uint64_t> ready_;
   std::vector<uint64_t> retry_;
+  std::map<uint16_t, std::vector<RuleStat>> installed_;
+  // Stats round scratch (kept to avoid reallocating 100k entries a round).
+  std::vector<hal::FlowHandle> handles_;
+  std::vector<hal::FlowQuery> queries_;
+  struct Moved {
+    const RuleStat* st;
+    uint64_t dp, db, used;
+  };
+  std::vector<Moved> moved_;  // valid within one stats_round (no install/remove meanwhile)
+  uint64_t last_round_ns_ = 0;
   std::map<uint16_t, PortCounters> port_counters_;
   uint64_t last_stats_ns_ = 0;
   struct Rates {
@@ -747,7 +798,7 @@ bool Shard::iterate() {
   if (enabled_ && do_inserts(now)) busy = true;
   if (enabled_ && now - last_stats_ns_ >= kStatsIntervalNs) {
     last_stats_ns_ = now;
-    stats_round(false, now);
+    if (now - last_round_ns_ >= kStatsIntervalNs) stats_round(false, now);
     housekeeping(now);
   }
   return busy;
@@ -788,6 +839,7 @@ void Shard::run_cmd(Engine::Cmd c) {
       }
       for (auto& [rid, r] : rules_) destroy_rule(r);  // none should be left: belt and braces
       rules_.clear();
+      installed_.clear();
       flows_.clear();
       waiting_.clear();
       ready_.clear();
@@ -894,6 +946,7 @@ uint64_t Shard::queue_rule(FlowRec& fr, RuleKind kind, bool partial, const datap
   r.pattern = pat;
   r.actions = acts;
   r.initial_rate = rate;
+  r.fr = &fr;
   r.next_try_ns = 0;
   ready_.push_back(id);
   fr.rules.insert(id);
@@ -1168,10 +1221,8 @@ void Shard::insert_done(Rule& r, bool ok, int errnum, const std::string& msg, ha
   if (ok) {
     r.state = RuleState::installed;
     r.handle = h;
-    r.installed_ns = now;
+    set_installed(r, now);
     r.attempts = 0;
-    r.hits = r.bytes = 0;
-    r.meter.start(now, r.initial_rate);
     PortHw* ph = e_.port_hw(r.port);
     r.gen = ph ? ph->gen_seen : 0;
     c.inserted[k]++;
@@ -1249,6 +1300,7 @@ void Shard::insert_done(Rule& r, bool ok, int errnum, const std::string& msg, ha
 
 void Shard::destroy_rule(Rule& r) {
   if (r.state != RuleState::installed) return;
+  clear_installed(r);
   PortHw* ph = e_.port_hw(r.port);
   const int k = static_cast<int>(r.kind);
   PortCounters& c = pc(r.port);
@@ -1291,18 +1343,18 @@ void Shard::drop_rules(FlowRec& fr, Reason why, bool count_as_demote, bool count
 }
 
 void Shard::stats_round(bool full, uint64_t now) {
-  // Installed rules per port, queried in bulk by handle (terse), or one by
-  // one with pattern and actions re-built from the datapath's flow (full).
-  std::map<uint16_t, std::vector<Rule*>> by_port;
-  for (auto& [id, r] : rules_)
-    if (r.state == RuleState::installed) by_port[r.port].push_back(&r);
-  struct Delta {
-    uint64_t p = 0, b = 0, used = 0;
-  };
-  std::unordered_map<FlowId, Delta, FlowIdHash> deltas;
-  std::vector<hal::FlowHandle> handles;
-  std::vector<hal::FlowQuery> qs;
-  for (auto& [port, rules] : by_port) {
+  // Terse: every installed rule of a port queried in bulk by handle, from
+  // the shard's dense installed list; deltas summed per flow through the
+  // rule's flow pointer, then one add_hw_stats per flow that moved. Full:
+  // one query per rule, and per rule the flow read back from the datapath
+  // and its pattern re-built and compared (what reading rules back costs).
+  // Cost (bench_offload_revalidate): tens of ns per rule besides the
+  // device's query time; nothing allocated once the scratch vectors grew.
+  last_round_ns_ = now;
+  moved_.clear();
+  std::vector<uint16_t> reset_ports;
+  for (auto& [port, list] : installed_) {
+    if (list.empty()) continue;
     PortHw* ph = e_.port_hw(port);
     if (!ph || !ph->fe) continue;
     // A reset the device reports by its generation.
@@ -1312,42 +1364,46 @@ void Shard::stats_round(bool full, uint64_t now) {
       gen = ph->fe->info().reset_generation;
     }
     if (gen != ph->gen_seen) {
-      device_reset(*ph, now);
+      reset_ports.push_back(port);
       continue;
     }
-    handles.resize(rules.size());
-    qs.assign(rules.size(), hal::FlowQuery{});
-    for (size_t i = 0; i < rules.size(); ++i) handles[i] = rules[i]->handle;
+    const size_t n = list.size();
+    handles_.resize(n);
+    queries_.assign(n, hal::FlowQuery{});
+    for (size_t i = 0; i < n; ++i) handles_[i] = list[i].handle;
     if (!full) {
       std::lock_guard lk(ph->mu);
-      ph->fe->query_bulk(handles, qs);
+      ph->fe->query_bulk(std::span<const hal::FlowHandle>(handles_.data(), n), std::span<hal::FlowQuery>(queries_.data(), n));
     } else {
-      for (size_t i = 0; i < rules.size(); ++i) {
+      for (size_t i = 0; i < n; ++i) {
         hal::FlowError err;
         {
           std::lock_guard lk(ph->mu);
-          (void)ph->fe->query(handles[i], qs[i], &err);
+          (void)ph->fe->query(handles_[i], queries_[i], &err);
         }
-        // The comparison mode: the rule as it should be, re-built from the
-        // datapath's flow (what a full dump costs: key and actions read back).
-        Rule& r = *rules[i];
-        if (auto info = e_.dp().offload_flow(r.flow.pmd, flows_.count(r.flow) ? flows_[r.flow].slot : 0, r.flow.ufid)) {
+        Rule& r = *list[i].rule;
+        if (!r.fr) continue;
+        if (auto info = e_.dp().offload_flow(r.flow.pmd, r.fr->slot, r.flow.ufid)) {
           hal::FlowPattern p = r.kind == RuleKind::exact ? exact_pattern(r.key).value_or(hal::FlowPattern{})
                                                          : masked_pattern(info->match).value_or(hal::FlowPattern{});
-          if (!(p == r.pattern)) KEEL_LOG(log_offload, warn, "rule %llu: pattern differs", (unsigned long long)r.id);
+          if (!(p == r.pattern))
+            KEEL_LOG(log_offload, warn, "rule %llu: pattern differs from its flow's", static_cast<unsigned long long>(r.id));
         }
       }
     }
     bool reset = false;
-    for (size_t i = 0; i < rules.size(); ++i) {
-      Rule& r = *rules[i];
-      const hal::FlowQuery& q = qs[i];
+    uint64_t query_failed = 0;
+    int last_errnum = 0;
+    // Cached EWMA weight: most rules were last updated at the same round.
+    uint64_t alpha_dt = UINT64_MAX;
+    double alpha = 0;
+    for (size_t i = 0; i < n; ++i) {
+      RuleStat& r = list[i];
+      const hal::FlowQuery& q = queries_[i];
       if (!q.ok) {
         if (q.errnum == ENODEV) reset = true;  // the handle died with the device's state
-        PortCounters& c = pc(port);
-        c.failed_by_reason["query failed"]++;
-        c.last_error = std::string("rte_flow query on port ") + ph->name + ": " + hal::errno_name(q.errnum);
-        c.last_error_ns = now;
+        ++query_failed;
+        last_errnum = q.errnum;
         continue;
       }
       const uint64_t dp = q.hits >= r.hits ? q.hits - r.hits : 0;
@@ -1359,25 +1415,32 @@ void Shard::stats_round(bool full, uint64_t now) {
       uint64_t used = 0;
       if (dp) used = q.last_hit_ns && q.last_hit_ns <= now ? q.last_hit_ns : now;
       if (used > r.last_hit_ns) r.last_hit_ns = used;
-      r.meter.update(now, r.hits);
+      r.meter.update(now, r.hits, alpha_dt, alpha);
       // A partial (MARK) rule's packets reach the PMD, which counts them in
       // the megaflow already: its counter only feeds the rate and idleness.
-      if (!r.partial && (dp || db)) {
-        Delta& d = deltas[r.flow];
-        d.p += dp;
-        d.b += db;
-        d.used = std::max(d.used, used);
-      }
+      // add_hw_stats adds: one call per rule that moved (a flow with
+      // several exact rules gets several), with what it needs copied into
+      // the dense RuleStat, so the loop touches no Rule and no FlowRec.
+      if (!r.partial && (dp || db)) moved_.push_back({&r, dp, db, used});
     }
-    if (reset) device_reset(*ph, now);
+    if (query_failed) {
+      PortCounters& c = pc(port);
+      c.failed_by_reason["query failed"] += query_failed;
+      c.last_error = std::string("rte_flow query on port ") + ph->name + ": " + hal::errno_name(last_errnum);
+      c.last_error_ns = now;
+    }
+    if (reset) reset_ports.push_back(port);
   }
-  for (auto& [f, d] : deltas) {
-    auto it = flows_.find(f);
-    if (it == flows_.end()) continue;
-    it->second.hw_packets += d.p;
-    it->second.hw_bytes += d.b;
-    (void)e_.dp().add_hw_stats(f.pmd, it->second.slot, f.ufid, d.p, d.b, d.used);
+  for (const Moved& m : moved_) {
+    (void)e_.dp().add_hw_stats(m.st->pmd, m.st->slot, m.st->ufid, m.dp, m.db, m.used);
+    if (m.st->fr) {
+      m.st->fr->hw_packets += m.dp;
+      m.st->fr->hw_bytes += m.db;
+    }
   }
+  moved_.clear();
+  for (uint16_t port : reset_ports)
+    if (PortHw* ph = e_.port_hw(port)) device_reset(*ph, now);
   // Insert / delete rates per port, per second since the last round.
   for (auto& [port, c] : port_counters_) {
     Rates& rt = rates_[port];
@@ -1412,19 +1475,24 @@ void Shard::device_reset(PortHw& ph, uint64_t now) {
   c.last_error = "device reset on port " + ph.name;
   c.last_error_ns = now;
   std::vector<uint64_t> gone;
-  for (auto& [id, r] : rules_) {
-    if (r.port != ph.id || r.state != RuleState::installed) continue;
+  std::vector<Rule*> was;
+  for (const RuleStat& st : installed_[ph.id]) was.push_back(st.rule);
+  for (Rule* rp : was) {
+    Rule& r = *rp;
+    const uint64_t id = r.id;
+    const RuleStat st = stat(r);
+    clear_installed(r);
     const int k = static_cast<int>(r.kind);
     if (c.rules[k]) c.rules[k]--;
     uint64_t& n = r.partial ? c.rules_partial : c.rules_full;
     if (n) n--;
-    const bool hot = r.last_hit_ns && now - r.last_hit_ns < idle_ns;
+    const bool hot = st.last_hit_ns && now - st.last_hit_ns < idle_ns;
     if (hot || r.kind == RuleKind::masked) {
       r.state = RuleState::queued;  // insert again
       r.handle = hal::kNoFlow;
       r.attempts = 0;
       r.next_try_ns = now;
-      r.initial_rate = r.meter.rate();
+      r.initial_rate = st.meter.rate();
       ready_.push_back(id);
     } else {
       gone.push_back(id);
@@ -1460,11 +1528,11 @@ void Shard::housekeeping(uint64_t now) {
   pol.idle_ns = uint64_t{cfg.idle_ms} * 1'000'000ull;
   // Idle demotion: a rule with no hardware hit for idle_ms.
   std::vector<uint64_t> idle;
-  for (auto& [id, r] : rules_) {
-    if (r.state != RuleState::installed) continue;
-    Resident res{r.id, r.meter.rate(), r.installed_ns, r.last_hit_ns};
-    if (is_idle(res, now, pol)) idle.push_back(id);
-  }
+  for (const auto& [port, list] : installed_)
+    for (const RuleStat& r : list) {
+      const Resident res{r.rule->id, r.meter.rate(), r.installed_ns, r.last_hit_ns};
+      if (is_idle(res, now, pol)) idle.push_back(r.rule->id);
+    }
   for (uint64_t id : idle) {
     Rule& r = rules_.at(id);
     pc(r.port).demoted[static_cast<int>(r.kind)]++;
@@ -1506,9 +1574,8 @@ void Shard::place_exact(PortHw& ph, uint64_t now) {
   pol.min_residency_ns = uint64_t{cfg.min_residency_ms} * 1'000'000ull;
   pol.idle_ns = uint64_t{cfg.idle_ms} * 1'000'000ull;
   std::vector<Resident> res;
-  for (auto& [id, r] : rules_)
-    if (r.port == ph.id && r.kind == RuleKind::exact && r.state == RuleState::installed)
-      res.push_back({id, r.meter.rate(), r.installed_ns, r.last_hit_ns});
+  for (const RuleStat& r : installed_[ph.id])
+    if (r.rule->kind == RuleKind::exact) res.push_back({r.rule->id, r.meter.rate(), r.installed_ns, r.last_hit_ns});
   // Candidates: the waiting ones of this port, their promote rate decayed
   // by the time they waited (they were hot then; are they still?).
   std::vector<Candidate> cands;
@@ -1670,11 +1737,11 @@ Status Offload::set_enabled(bool on) {
   if (on) {
     dp_.set_offload_enabled(true);
     if (!engine_->command_all(Engine::Cmd::enable, 5000))
-      return error(Errc::unavailable, "offload enable: the offload thread did not answer");
+      return error(Errc::unavailable, "the offload thread did not answer");
   } else {
     dp_.set_offload_enabled(false);
     if (!engine_->command_all(Engine::Cmd::disable, 10000))
-      return error(Errc::unavailable, "offload disable: the offload thread did not answer");
+      return error(Errc::unavailable, "the offload thread did not answer");
   }
   return {};
 }
@@ -1685,13 +1752,13 @@ Status Offload::set_mode(Mode m) {
   c.mode = m;
   engine_->set_cfg(c);
   if (engine_->running() && !engine_->command_all(Engine::Cmd::remode, 10000))
-    return error(Errc::unavailable, "set offload-mode: the offload thread did not answer");
+    return error(Errc::unavailable, "the offload thread did not answer");
   return {};
 }
 
 Status Offload::set_threads(unsigned n) {
   if (n < 1 || n > kMaxOffloadThreads)
-    return invalid("n-offload-threads: " + std::to_string(n) + " is out of range 1.." + std::to_string(kMaxOffloadThreads));
+    return invalid(std::to_string(n) + " is out of range 1.." + std::to_string(kMaxOffloadThreads));
   OffloadConfig c = engine_->cfg();
   if (c.threads == n) return {};
   if (!engine_->running()) {
@@ -1708,7 +1775,7 @@ Status Offload::set_threads(unsigned n) {
 
 Status Offload::set_promote_packets(uint32_t n) {
   if (n < 1 || n > kMaxPromotePackets)
-    return invalid("offload-promote-packets: " + std::to_string(n) + " is out of range 1.." + std::to_string(kMaxPromotePackets));
+    return invalid(std::to_string(n) + " is out of range 1.." + std::to_string(kMaxPromotePackets));
   OffloadConfig c = engine_->cfg();
   c.promote_packets = n;
   engine_->set_cfg(c);
@@ -1718,7 +1785,7 @@ Status Offload::set_promote_packets(uint32_t n) {
 
 Status Offload::set_promote_window_ms(uint32_t ms) {
   if (ms < 1 || ms > 3600u * 1000u)
-    return invalid("offload-promote-window-ms: " + std::to_string(ms) + " is out of range 1..3600000");
+    return invalid(std::to_string(ms) + " is out of range 1..3600000");
   OffloadConfig c = engine_->cfg();
   c.promote_window_ns = uint64_t{ms} * 1'000'000ull;
   engine_->set_cfg(c);
@@ -1728,7 +1795,7 @@ Status Offload::set_promote_window_ms(uint32_t ms) {
 
 Status Offload::set_idle_ms(uint32_t ms) {
   if (ms != 0 && (ms < 10 || ms > kMaxIdleMs))
-    return invalid("offload-idle-ms: " + std::to_string(ms) + " is out of range (0, or 10.." + std::to_string(kMaxIdleMs) + ")");
+    return invalid(std::to_string(ms) + " is out of range (0, or 10.." + std::to_string(kMaxIdleMs) + ")");
   OffloadConfig c = engine_->cfg();
   c.idle_ms = ms;
   engine_->set_cfg(c);

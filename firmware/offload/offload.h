@@ -220,7 +220,8 @@ class Offload {
   void stop();
   bool running() const;
 
-  // --- config (control thread; each applies whole or returns an error) ---
+  // --- config (control thread; each applies whole or returns an error that
+  // names the value and the range; the caller names the setting) ---
   Status set_enabled(bool on);  // disable removes every rule (flows stay on the Arm path)
   Status set_mode(Mode m);      // re-decides every flow
   Status set_threads(unsigned n);           // 1..kMaxOffloadThreads; restarts the threads

@@ -8,6 +8,12 @@
 namespace keel::offload {
 
 void RateMeter::update(uint64_t now_ns, uint64_t total_packets) {
+  uint64_t dt = UINT64_MAX;
+  double a = 0;
+  update(now_ns, total_packets, dt, a);
+}
+
+void RateMeter::update(uint64_t now_ns, uint64_t total_packets, uint64_t& cached_dt, double& cached_alpha) {
   if (!started_) {
     start(now_ns, 0);
     total_ = total_packets;
@@ -22,7 +28,11 @@ void RateMeter::update(uint64_t now_ns, uint64_t total_packets) {
   const double inst = static_cast<double>(dp) * 1e9 / static_cast<double>(dt);
   // EWMA with a half-life in time, so the weight does not depend on how
   // often the rounds come: alpha = 1 - 2^(-dt/half_life).
-  const double alpha = 1.0 - std::exp2(-static_cast<double>(dt) / static_cast<double>(kRateHalfLifeNs));
+  if (dt != cached_dt) {
+    cached_dt = dt;
+    cached_alpha = 1.0 - std::exp2(-static_cast<double>(dt) / static_cast<double>(kRateHalfLifeNs));
+  }
+  const double alpha = cached_alpha;
   rate_ += alpha * (inst - rate_);
   total_ = total_packets;
   last_ns_ = now_ns;
