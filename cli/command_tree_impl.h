@@ -116,6 +116,8 @@ void add_tlv_commands(CommandTree::Impl& t);      // cli/commands_tlv.cpp
 void add_bond_commands(CommandTree::Impl& t);     // cli/commands_bond.cpp
 void add_perf_commands(CommandTree::Impl& t);     // cli/commands_perf.cpp
 void add_tunnel_commands(CommandTree::Impl& t);   // cli/commands_tunnel.cpp
+void add_offload_commands(CommandTree::Impl& t);  // cli/commands_offload.cpp (after datapath: uses `set`)
+void add_offload_debug_commands(CommandTree::Impl& t);  // cli/commands_offload_debug.cpp (`debug offload-fault`)
 
 // The words of a trailing positional joined by single blanks (a flow or a
 // match given as several arguments is one string to its parser).

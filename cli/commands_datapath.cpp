@@ -14,6 +14,7 @@
 
 #include "cli/command_tree_impl.h"
 #include "cli/json.h"
+#include "cli/offload_text.h"
 #include "datapath/datapath.h"
 #include "datapath/rxq_sched.h"
 #include "flow/dp_actions.h"
@@ -267,11 +268,57 @@ const char* flow_offloaded(datapath::FlowOffload o) {
   return o == datapath::FlowOffload::full ? "yes" : o == datapath::FlowOffload::partial ? "partial" : "no";
 }
 
+// flow-dump -m's offload-reason:"..." for a flow not fully offloaded, while
+// the offload is enabled (disabled, every flow would say so: the line stays
+// Open vSwitch's exactly).
+std::string flow_reason(control::System& sys, const datapath::FlowView& v) {
+  const offload::Offload& off = sys.offload();
+  if (!off.config().enabled || v.offload == datapath::FlowOffload::full) return {};
+  return offload_reason_field(off.flow_state(v.pmd, v.ufid));
+}
+
+// dpctl/dump-flows type=...: Open vSwitch 3.1's dump types
+// (populate_dump_types(), flow_passes_type_filter()): ovs and dpdk by dp
+// layer; offloaded = offloaded and not the ovs layer (full offload);
+// partially-offloaded = offloaded on the ovs layer (MARK); non-offloaded =
+// neither. tc is accepted and matches nothing (keel has no TC layer).
+struct DumpTypes {
+  bool ovs = false, tc = false, dpdk = false, offloaded = false, non_offloaded = false, partially = false;
+  static DumpTypes all() { return {true, true, true, true, true, true}; }
+  bool passes(const datapath::FlowView& v) const {
+    const bool full = v.offload == datapath::FlowOffload::full;
+    const bool any = v.offload != datapath::FlowOffload::none;
+    return (ovs && !full) || (dpdk && full) || (offloaded && full) || (partially && any && !full) ||
+           (non_offloaded && !any);
+  }
+};
+Result<DumpTypes> parse_dump_types(const std::string& list) {
+  DumpTypes d;
+  size_t i = 0;
+  while (i < list.size()) {
+    size_t j = list.find(',', i);
+    if (j == std::string::npos) j = list.size();
+    const std::string w = list.substr(i, j - i);
+    i = j + 1;
+    if (w == "ovs") d.ovs = true;
+    else if (w == "tc") d.tc = true;
+    else if (w == "dpdk") d.dpdk = true;
+    else if (w == "offloaded") d.offloaded = true;
+    else if (w == "non-offloaded") d.non_offloaded = true;
+    else if (w == "partially-offloaded") d.partially = true;
+    else if (w == "all") d = DumpTypes::all();
+    else return invalid("Failed to parse type (" + w + ") (Invalid argument)");  // dpctl_error(EINVAL)
+  }
+  return d;
+}
+
 // One line of dpctl/dump-flows (format_dpif_flow()): -m adds the ufid, every
 // field with its mask, offloaded:/dp: and dp-extra-info; names (default with
 // -m) prints ports by name. --terse (keel's) is the ufid and statistics.
+// `reason` (keel's, -m only): why the flow is not fully offloaded, printed
+// after dp: as offload-reason:"..." (empty: nothing).
 void print_flow(std::string& out, const datapath::Datapath& dp, const datapath::FlowView& v, bool verbose,
-                bool terse, bool names) {
+                bool terse, bool names, const std::string& reason = {}) {
   if (verbose || terse) out += datapath::format_ufid(v.ufid) + ", ";
   if (!terse) out += flow_match_text(dp, v, verbose, names) + ", ";
   out += "packets:" + std::to_string(v.packets) + ", bytes:" + std::to_string(v.bytes) +
@@ -282,6 +329,7 @@ void print_flow(std::string& out, const datapath::Datapath& dp, const datapath::
       if (v.offload != datapath::FlowOffload::none)
         out += std::string(", offloaded:") + flow_offloaded(v.offload);
       out += std::string(", dp:") + flow_dp_layer(v.offload);
+      if (!reason.empty()) out += ", " + reason;
     }
     out += ", actions:" + flow_actions_text(dp, v, names);
     if (verbose)
@@ -318,7 +366,7 @@ void pmd_stats_text(std::string& out, const std::string& label, const datapath::
   out += "  packets received: " + std::to_string(c.rx_packets) + "\n";
   out += "  packet recirculations: " + std::to_string(c.recirculations) + "\n";
   out += "  avg. datapath passes per packet: " + ratio(c.rx_packets + c.recirculations, c.rx_packets) + "\n";
-  out += "  phwol hits: 0\n";
+  out += "  phwol hits: " + std::to_string(c.phwol_hits) + "\n";
   out += "  mfex opt hits: 0\n";
   out += "  simple match hits: " + std::to_string(c.xconnect_hits + c.simple_hits) + "\n";
   out += "  emc hits: " + std::to_string(c.emc_hits) + "\n";
@@ -345,6 +393,9 @@ void pmd_stats_keel_text(std::string& out, const datapath::PmdCounters& c, bool 
   out += "  keel: upcalls: " + std::to_string(c.upcalls) + " (followers " + std::to_string(c.upcall_followers) +
          ", installed " + std::to_string(c.upcall_installs) + ", userspace() " + std::to_string(c.action_upcalls) +
          ")\n";
+  out += "  keel: phwol misses (a mark no live flow of this PMD has): " + std::to_string(c.phwol_misses) + "\n";
+  out += "  keel: offload events lost: " + std::to_string(c.offload_events_lost) + ", hot microflows not posted: " +
+         std::to_string(c.offload_hot_lost) + "\n";
   out += "  keel: malformed packets: " + std::to_string(c.malformed) + "\n";
   out += "  keel: of which runts dropped (< 14 bytes): " + std::to_string(c.runts) + "\n";
   out += "  keel: recirculated too deep: " + std::to_string(c.recirc_too_deep) + "\n";
@@ -481,7 +532,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
     std::string out;
     for (const datapath::FlowView& v : t.sys.datapath().flow_dump())
       if (ufid ? v.ufid == *ufid : v.match == f.match || v.match == ovs)
-        print_flow(out, t.sys.datapath(), v, true, false, true);
+        print_flow(out, t.sys.datapath(), v, true, false, true, flow_reason(t.sys, v));
     if (out.empty()) t.status = error(Errc::not_found, "no such flow");
     t.print(out);
   });
@@ -494,8 +545,23 @@ void add_datapath_commands(CommandTree::Impl& t) {
   dump->add_flag("--no-names", t.flag_no_names, "ports by number (the default without -m)");
   dump->add_flag("--terse", t.flag_terse, "ufid and statistics only");
   dump->add_option("FILTER", t.words, "only flows matching this OpenFlow match, e.g. udp,tp_dst=53");
+  auto types = std::make_shared<std::string>();
+  dump->preparse_callback([types](size_t) { types->clear(); });
+  dump->add_option("--type", *types,
+                   "only these kinds (dpctl's type=): ovs, dpdk, offloaded, non-offloaded, partially-offloaded, all");
+  dump->add_flag_callback("--offloaded", [types] { *types = "offloaded"; },
+                          "only fully offloaded flows (dpctl's type=offloaded), counters including the hardware's");
   t.add_format(dump);
-  dump->callback([&t] {
+  dump->callback([&t, types] {
+    DumpTypes dump_types = DumpTypes::all();
+    if (!types->empty()) {
+      auto d = parse_dump_types(*types);
+      if (!d) {
+        t.status = std::move(d).take_status();
+        return;
+      }
+      dump_types = *d;
+    }
     std::optional<flow::Match> filter;
     if (!t.words.empty()) {
       std::string text = join_words(t.words);
@@ -515,6 +581,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
     // match the same packet — the filter's values under the flow's mask and
     // the filter's own (a field the flow wildcards never excludes it).
     auto keep = [&](const datapath::FlowView& v) {
+      if (!dump_types.passes(v)) return false;
       if (!filter) return true;
       const uint64_t* k = v.match.key.words();
       const uint64_t* m = v.match.mask.words();
@@ -523,6 +590,13 @@ void add_datapath_commands(CommandTree::Impl& t) {
       for (unsigned i = 0; i < flow::kFlowWords; ++i)
         if ((k[i] & fm[i]) != (fk[i] & m[i])) return false;
       return true;
+    };
+    // What the hardware counted per flow (included in packets/bytes).
+    const std::vector<offload::OffloadedFlow> hw = t.sys.offload().offloaded_flows();
+    auto hw_of = [&hw](const datapath::FlowView& v) -> const offload::OffloadedFlow* {
+      for (const auto& h : hw)
+        if (h.pmd == v.pmd && h.ufid == v.ufid) return &h;
+      return nullptr;
     };
     if (t.format == "json") {
       // Every fact of the text forms: both match texts, names and numbers.
@@ -546,8 +620,15 @@ void add_datapath_commands(CommandTree::Impl& t) {
               .field("actions_names", flow_actions_text(dp, v, true))
               .field("dp", flow_dp_layer(v.offload))
               .field("offloaded", flow_offloaded(v.offload));
+          const std::string reason = flow_reason(t.sys, v);
+          if (reason.empty())
+            j.null_field("offload_reason");
+          else
+            j.field("offload_reason", t.sys.offload().flow_state(v.pmd, v.ufid).text());
         }
         j.field("packets", v.packets).field("bytes", v.bytes);
+        const offload::OffloadedFlow* h = hw_of(v);
+        j.field("hw_packets", h ? h->hw_packets : uint64_t{0}).field("hw_bytes", h ? h->hw_bytes : uint64_t{0});
         j.field("used_ms", v.used_ns ? (hal::now_ns() - v.used_ns) / 1'000'000 : uint64_t{0})
             .field("tcp_flags", tcp_flags_text(v.tcp_flags));
         if (!t.flag_terse) {
@@ -570,7 +651,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
         out += "flow-dump from pmd on cpu core: " + std::to_string(v.pmd_core) + "\n";
         last_pmd = v.pmd;
       }
-      print_flow(out, dp, v, t.flag_m, t.flag_terse, names);
+      print_flow(out, dp, v, t.flag_m, t.flag_terse, names, t.flag_m ? flow_reason(t.sys, v) : std::string());
     }
     t.print(out);
   });
@@ -594,6 +675,10 @@ void add_datapath_commands(CommandTree::Impl& t) {
             .field("pinned", pmd->core() >= 0)
             .field("packets_received", c.rx_packets)
             .field("recirculations", c.recirculations)
+            .field("phwol_hits", c.phwol_hits)
+            .field("phwol_misses", c.phwol_misses)
+            .field("offload_events_lost", c.offload_events_lost)
+            .field("offload_hot_lost", c.offload_hot_lost)
             .field("simple_match_hits", c.xconnect_hits + c.simple_hits)  // the text's line: both paths
             .field("xconnect_hits", c.xconnect_hits)
             .field("simple_path_hits", c.simple_hits)

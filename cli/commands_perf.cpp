@@ -22,9 +22,11 @@
 //   * busy iterations: iterations that received packets; idle the others.
 //   * sleep iterations / Sleep time: keel's idle back-off on host boards
 //     (Open vSwitch's pmd-maxsleep); 0 on a board whose PMDs never sleep.
-//   * PHWOL and MFEX Opt hits: keel has neither (no partial offload hits
-//     yet, no miniflow-extract variants): 0, which Open vSwitch prints for
-//     a switch without them. Simple Match: cross-connect plus simple-path
+//   * PHWOL hits: packets that came with a hardware flow mark of a live
+//     flow of the PMD (partial offload: no parse, no lookup; PmdCounters::
+//     phwol_hits), over the passes as Open vSwitch. MFEX Opt hits: keel has
+//     no miniflow-extract variants: 0, which Open vSwitch prints for a
+//     switch without them. Simple Match: cross-connect plus simple-path
 //     hits, as in pmd-stats-show.
 //   * Upcalls: misses handed to the slow path (with the followers that rode
 //     on them), Lost: misses that could not go up, both over the passes.
@@ -82,7 +84,7 @@ struct PerfFigures {
   uint64_t sleep_cycles = 0;
   double us_per_iteration = 0;
   double sleep_us = 0, used_pct = 0, idle_pct = 0, busy_pct = 0, sleep_pct = 0, sleep_us_per_iter = 0;
-  uint64_t rx = 0, passes = 0, simple = 0, emc = 0, smc = 0, megaflow = 0, upcalls = 0, lost = 0;
+  uint64_t rx = 0, passes = 0, phwol = 0, simple = 0, emc = 0, smc = 0, megaflow = 0, upcalls = 0, lost = 0;
   double subtbl_per_hit = 0, rx_kpps = 0, cycles_per_pkt = 0;
   uint64_t tx = 0, tx_batches = 0;
   double tx_kpps = 0, pkts_per_batch = 0;
@@ -119,6 +121,7 @@ PerfFigures perf_figures(const datapath::Pmd& pmd, uint64_t now_ns) {
                                           static_cast<double>(f.iterations)
                                     : 0;
   f.rx = c.rx_packets;
+  f.phwol = c.phwol_hits;
   f.passes = c.rx_packets + c.recirculations;
   f.simple = c.xconnect_hits + c.simple_hits;
   f.emc = c.emc_hits;
@@ -170,7 +173,7 @@ void perf_text(std::string& out, const datapath::Pmd& pmd, const PerfFigures& f,
                        f.cycles_per_pkt);
     out += perf_printf("  Datapath passes:    %12" PRIu64 "  (%.2f passes/pkt)\n", f.passes,
                        static_cast<double>(f.passes) / static_cast<double>(f.rx));
-    out += perf_printf("  - PHWOL hits:       %12" PRIu64 "  (%5.1f %%)\n", uint64_t{0}, 0.0);
+    out += perf_printf("  - PHWOL hits:       %12" PRIu64 "  (%5.1f %%)\n", f.phwol, pct(f.phwol, f.passes));
     out += perf_printf("  - MFEX Opt hits:    %12" PRIu64 "  (%5.1f %%)\n", uint64_t{0}, 0.0);
     out +=
         perf_printf("  - Simple Match hits:%12" PRIu64 "  (%5.1f %%)\n", f.simple, pct(f.simple, f.passes));
@@ -244,6 +247,7 @@ void add_perf_commands(CommandTree::Impl& t) {
             .field("sleep_cycles", f.sleep_cycles)
             .field("rx_packets", f.rx)
             .field("datapath_passes", f.passes)
+            .field("phwol_hits", f.phwol)
             .field("simple_match_hits", f.simple)
             .field("emc_hits", f.emc)
             .field("smc_hits", f.smc)

@@ -5,12 +5,20 @@
 // The report (ofproto/xlate.h, xlate_trace()) is the same translation the
 // upcall handler runs, without side effects: no MAC learning, no counters.
 //
+// With the offload enabled (offload enable), the report ends with keel's
+// line `Offload: <decision>: <reason>`: what the offload engine would do
+// with the megaflow this translation installs (offload::Offload::explain()
+// on its match, in_port as the datapath port, and datapath actions).
+// Disabled, nothing is added: the report stays Open vSwitch's exactly
+// (tests/conformance/layout compares it line by line).
+//
 // Threads: runs on the control thread under the Ofproto writer mutex, so
 // nothing it reads is reclaimed while it reads.
 #include <cctype>
 #include <mutex>
 
 #include "cli/command_tree_impl.h"
+#include "offload/offload.h"
 #include "flow/flow_text.h"
 #include "flow/miniflow.h"
 #include "flow/of_match_syntax.h"
@@ -92,6 +100,25 @@ Result<flow::FlowKey> trace_flow(const ofproto::Bridge& br, const std::string& t
   return k;
 }
 
+// The Offload: line (see the top): the megaflow and actions the upcall
+// handler would install for `k` (in_port an OpenFlow port of `br`).
+std::string offload_line(const offload::Offload& off, ofproto::Bridge& br, const flow::FlowKey& k,
+                         ofproto::XlateTunnels* tunnels) {
+  auto ports = br.ports();
+  const ofproto::PortConfig* in = ports->by_ofport(k.in_port);
+  if (!in) return {};
+  ofproto::XlateIn xin{br, k, br.version(), hal::now_ns(), false, true, nullptr, tunnels};
+  auto x = ofproto::xlate(xin);
+  if (!x.ok()) return {};
+  flow::FlowKey dp_key = k;
+  dp_key.in_port = in->dp_port;
+  const flow::Match m = ofproto::xlate_megaflow(dp_key, x->wc);
+  const offload::DecideResult d = off.explain(m, x->actions.bytes());
+  std::string reason = d.text();
+  return "\nOffload: " + std::string(offload::decision_name(d.decision)) + (reason.empty() ? "" : ": " + reason) +
+         "\n";
+}
+
 }  // namespace
 
 void add_trace_commands(CommandTree::Impl& t) {
@@ -119,7 +146,10 @@ void add_trace_commands(CommandTree::Impl& t) {
     // Tunnels as the upcall handler sees them (the tunnel state snapshot,
     // routes, neighbours), without side effects.
     ofproto::OfprotoTunnels tnl(of);
-    t.print(ofproto::xlate_trace(*br, k.value(), hal::now_ns(), tnl.active() ? &tnl : nullptr));
+    std::string report = ofproto::xlate_trace(*br, k.value(), hal::now_ns(), tnl.active() ? &tnl : nullptr);
+    const offload::Offload& off = t.sys.offload();
+    if (off.config().enabled) report += offload_line(off, *br, k.value(), tnl.active() ? &tnl : nullptr);
+    t.print(report);
   });
 }
 

@@ -132,6 +132,8 @@ void CommandTree::Impl::build() {
   add_bond_commands(*this);
   add_perf_commands(*this);
   add_tunnel_commands(*this);
+  add_offload_commands(*this);
+  add_offload_debug_commands(*this);
   add_config_commands(*this);
   add_logging_commands(*this);
   add_users_commands(*this);
@@ -228,6 +230,8 @@ void CommandTree::Impl::cmd_show_ports() {
           .field("packets", p.counters.rx_packets)
           .field("bytes", p.counters.rx_bytes)
           .field("dropped", p.counters.rx_dropped)
+          .field("hw_forwarded", p.counters.rx_hw_forwarded)
+          .field("hw_dropped", p.counters.rx_hw_dropped)
           .end_object();
       j.begin_object("tx")
           .field("packets", p.counters.tx_packets)

@@ -41,6 +41,14 @@ class Json {
   }
   Json& field(std::string_view key, int v) { return field(key, static_cast<int64_t>(v)); }
   Json& field(std::string_view key, unsigned v) { return field(key, static_cast<uint64_t>(v)); }
+  // One decimal more than the text forms print (rates, percentages).
+  Json& field(std::string_view key, double v) {
+    prefix(key);
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.2f", v);
+    out_ += buf;
+    return *this;
+  }
   Json& null_field(std::string_view key) {
     prefix(key);
     out_ += "null";

@@ -61,6 +61,18 @@ python3 stdlib only. Must run as root (DPDK EAL). Example:
   tests/bench/run_scenarios.py --show-flows          # print the configs, run nothing
   tests/bench/run_scenarios.py --results r.txt ...; tests/bench/run_scenarios.py --from-results r.txt
 
+Hardware offload (issue 16; offload_bench.py, its own table, run instead of
+the others):
+
+  --offload: p2p-10kflows on sim ports (pcap:in=X,loop=0 -> null; the sim
+    NIC model is the only flow engine that takes rules on this machine) with
+    offload off and with `offload enable` in each --offload-modes mode:
+    the share of packets that never reach a PMD after warm-up (goal 100 %),
+    the PMD Mpps of what remains, hardware rules used and the time until
+    every flow had its rule.
+
+  tests/bench/run_scenarios.py --offload --scenarios p2p-10kflows --runs 3 --seconds 5 --warmup 2
+
 Several PMDs (issue 13; their own tables, run instead of the others):
 
   --scaling: p2p-10kflows and dpcls-16masks (--variants) with 1 and 2 PMDs,
@@ -992,6 +1004,15 @@ def main():
     ap.add_argument("--tunnel-rows", default="push,decap", help="--tunnel: push, decap or both (push,decap)")
     ap.add_argument("--tunnel-sides", default="keel,ovs",
                     help="--tunnel: whose runs, keel, ovs (needs --ovs) or both (keel,ovs)")
+    ap.add_argument("--offload", action="store_true",
+                    help="only the offload table (tests/bench/offload_bench.py): p2p-10kflows on sim ports with "
+                         "offload off and on (--offload-modes): share of packets that never reach a PMD after "
+                         "warm-up, the PMD Mpps of what remains")
+    ap.add_argument("--offload-modes", default="exact,megaflow", help="--offload: the offload modes (exact,megaflow)")
+    ap.add_argument("--offload-rxq", type=int, default=2,
+                    help="--offload: rx queues of the sim input (2: RSS hashes on every packet, as a NIC gives)")
+    ap.add_argument("--offload-warmup-max", type=float, default=60,
+                    help="--offload: longest wait for the hardware to hold every flow's rule (60 s)")
     ap.add_argument("--from-results", default="", metavar="FILE",
                     help="run nothing: print the table of the run lines in FILE (see --results)")
     opt = ap.parse_args()
@@ -1167,6 +1188,10 @@ def dispatch(opt, plan):
     """Throughput rows (rounds outermost, one table), then the slow-path
     scenarios (flow-setup, revalidate-100k: their own tables). --scaling /
     --flowsetup-offline: only those tables (multi_pmd.py's section below)."""
+    if opt.offload:
+        import offload_bench
+        return offload_bench.report_offload(sys.modules[__name__], opt,
+                                            [p for p in plan if p["measure"] == "throughput"])
     if opt.scaling or opt.flowsetup_offline:
         rc = 0
         if opt.scaling:
