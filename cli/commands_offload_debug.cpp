@@ -120,7 +120,7 @@ void add_offload_debug_commands(CommandTree::Impl& t) {
   };
   on_off("table-full", "every rule create answers ENOSPC while on", &hal::sim::SimNic::set_table_full, f);
   on_off("async", "offer the template/async API (as mlx5) or only the sync one", &hal::sim::SimNic::set_async_api, f);
-  on_off("keep-order", "keep burst order across the hardware/PMD split (default on)", &hal::sim::SimNic::set_keep_order,
+  on_off("keep-order", "keep burst order across the hardware/PMD split (default off)", &hal::sim::SimNic::set_keep_order,
          f);
   CLI::App* cap = f->add_subcommand("capacity", "resize the model's exact-match and masked tables");
   cap->add_option("EXACT", a->exact, "exact-match rules")->required()->check(CLI::Range(0.0, 4294967295.0));

@@ -1284,13 +1284,31 @@ void Pmd::sample_hot(Megaflow& f, const ExecPacket* batch, unsigned n, uint64_t 
       key = &sample_pp_->key;
     }
     const uint32_t h = micro_hash(*key);
-    HotSample& s = samples_[h & (kHotSamples - 1)];
-    if (s.hash != h || s.slot != f.index || now - s.start_ns > promote_window_ns_) {
-      // Another microflow (or this one's window passed): a new count. A
-      // microflow posted within the last window is not posted again.
-      const bool same = s.hash == h && s.slot == f.index;
-      s = {h, f.index, 0, now, same ? s.posted_ns : 0};
+    HotSample* set = &samples_[(h & (kHotSamples / kHotWays - 1)) * kHotWays];
+    HotSample* e = nullptr;
+    for (unsigned w = 0; w < kHotWays; ++w) {
+      if (set[w].hash == h && set[w].slot == f.index) {
+        e = &set[w];
+        break;
+      }
     }
+    if (!e) {
+      // A new microflow: the way whose window expired, else the fewest packets.
+      e = &set[0];
+      for (unsigned w = 0; w < kHotWays; ++w) {
+        if (now - set[w].start_ns > promote_window_ns_) {
+          e = &set[w];
+          break;
+        }
+        if (set[w].packets < e->packets) e = &set[w];
+      }
+      *e = {h, f.index, 0, now, 0};
+    } else if (now - e->start_ns > promote_window_ns_) {
+      // This one's window passed: a new count. A microflow posted within
+      // the last window is not posted again.
+      *e = {h, f.index, 0, now, e->posted_ns};
+    }
+    HotSample& s = *e;
     if (++s.packets < promote_packets_) continue;
     // Hot. Posted once; again only if it still reaches this PMD at the rate
     // a window after it was posted (its rule failed, or was demoted).

@@ -132,7 +132,7 @@
 // pushes an OffloadEvent to its event ring, and for flows whose hw_want the
 // engine set (one relaxed load per group of a burst's packets of a flow) it
 // counts depth-0 packets per microflow in its sampler (kHotSamples entries,
-// direct-mapped by a hash of the MicroKey words; a key-less packet of the
+// kHotWays-way set-associative by a hash of the MicroKey words; a key-less packet of the
 // simple-match path is parsed for it) and pushes a HotMicroflow once when
 // one reaches the threshold within the window (again only after a further
 // window). Both rings are bounded MPMC rings the PMD alone pushes to and
@@ -703,13 +703,20 @@ class Pmd {
   std::unique_ptr<MarkEntry[]> marks_;
   uint32_t marks_mask_ = 0;
   uint32_t n_marks_ = 0;
-  // The hot-microflow sampler: direct-mapped by the packet hash, an entry
-  // per (hash, megaflow slot) counting its packets in the current window.
+  // The hot-microflow sampler: kHotWays-way set-associative by the
+  // microflow hash (kHotSamples entries), an entry per (hash, megaflow slot)
+  // counting its packets in the current window. A new microflow takes the
+  // set's entry whose window expired, else the one with the fewest packets:
+  // with many concurrent microflows (10k 5-tuples through one megaflow) a
+  // direct-mapped table reset a count at every collision and few ever got
+  // to the threshold.
   struct HotSample {
     uint32_t hash = 0, slot = ~0u, packets = 0;
     uint64_t start_ns = 0, posted_ns = 0;  // window start; when last posted (0: never)
   };
-  static constexpr unsigned kHotSamples = 2048;
+  static constexpr unsigned kHotSamples = 16384;
+  static constexpr unsigned kHotWays = 4;
+  static_assert((kHotSamples / kHotWays & (kHotSamples / kHotWays - 1)) == 0, "sets: a power of two");
   std::unique_ptr<HotSample[]> samples_;
   std::unique_ptr<packet::ParsedPacket> sample_pp_;  // a key-less packet parsed for its sample
   // Per burst (receive()): whether offload is on, its thresholds, the rx queue.

@@ -778,7 +778,7 @@ class SimNicModel final : public SimNic, public HwIngress {
 
   const uint32_t board_capacity_;
   std::atomic<uint32_t> exact_capacity_, masked_capacity_;
-  std::atomic<bool> async_api_{true}, keep_order_{true}, table_full_{false};
+  std::atomic<bool> async_api_{true}, keep_order_{false}, table_full_{false};
   std::atomic<uint64_t> generation_{0};
   std::atomic<uint32_t> active_{0};  // rules in tables (ingress skips the lock at 0)
 

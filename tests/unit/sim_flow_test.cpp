@@ -254,6 +254,7 @@ TEST_CASE("sim nic: an exact rule forwards in hardware with exact counters; miss
 
 TEST_CASE("sim nic: keep-order leaves the rest of a burst to the PMD after its first miss") {
   Nic n;
+  n.nic->set_keep_order(true);
   Udp4 f, other = f;
   other.dport = 9;
   const FlowHandle h = must_create(n.e1(), exact_udp(f), FlowActions().port(2).count_hits());
