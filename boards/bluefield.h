@@ -24,6 +24,9 @@ inline constexpr std::string_view kDefaultConfig =
     "add-br ovsbr2\n"
     "add-port ovsbr2 p1\n"
     "add-port ovsbr2 pf1hpf\n"
-    "add-flow ovsbr2 priority=0,actions=NORMAL\n";
+    "add-flow ovsbr2 priority=0,actions=NORMAL\n"
+    // The NIC's reason to be: exact-match flows into the mlx5 tables
+    // (offload/offload.h; host-sim and qemu-virt leave it off).
+    "offload enable\n";
 
 }  // namespace keel::boards::bluefield
