@@ -834,49 +834,43 @@ Result<FlowTableId> DpdkFlowEngine::template_table(const FlowAttr& attr, uint32_
   return static_cast<FlowTableId>(tables_.size());
 }
 
+namespace {
+// The three template-object destroys: id -> slot (1-based, null when
+// destroyed), the rte_flow call, the error in the facade's terms.
+template <class T, class DestroyFn>
+Status destroy_template_object(std::vector<T*>& slots, uint32_t id, uint16_t port_id, const std::string& port_name,
+                               const char* op, const char* what, DestroyFn destroy, FlowError* err) {
+  if (id == 0 || id > slots.size() || slots[id - 1] == nullptr)
+    return flow_fail(err, op, port_name, ENOENT, FlowErrorWhere::table, -1, -1,
+                     std::string("no ") + what + " " + std::to_string(id));
+  rte_flow_error e;
+  std::memset(&e, 0, sizeof e);
+  const int rc = destroy(port_id, slots[id - 1], &e);
+  if (rc != 0) return report(err, translate_error(e, last_errno(rc), nullptr, nullptr, nullptr, op, port_name));
+  slots[id - 1] = nullptr;
+  return {};
+}
+}  // namespace
+
 Status DpdkFlowEngine::destroy_template_table(FlowTableId id, FlowError* err) {
   std::lock_guard lock(mu_);
   if (detached_) return gone("template_table_destroy", err);
-  if (id == 0 || id > tables_.size() || tables_[id - 1] == nullptr)
-    return flow_fail(err, "template_table_destroy", port_name_, ENOENT, FlowErrorWhere::table, -1, -1,
-                     "no template table " + std::to_string(id));
-  rte_flow_error e;
-  std::memset(&e, 0, sizeof e);
-  const int rc = rte_flow_template_table_destroy(port_id_, tables_[id - 1], &e);
-  if (rc != 0)
-    return report(err, translate_error(e, last_errno(rc), nullptr, nullptr, nullptr, "template_table_destroy", port_name_));
-  tables_[id - 1] = nullptr;
-  return {};
+  return destroy_template_object(tables_, id, port_id_, port_name_, "template_table_destroy", "template table",
+                                 rte_flow_template_table_destroy, err);
 }
 
 Status DpdkFlowEngine::destroy_pattern_template(FlowTemplateId id, FlowError* err) {
   std::lock_guard lock(mu_);
   if (detached_) return gone("pattern_template_destroy", err);
-  if (id == 0 || id > ptpls_.size() || ptpls_[id - 1] == nullptr)
-    return flow_fail(err, "pattern_template_destroy", port_name_, ENOENT, FlowErrorWhere::table, -1, -1,
-                     "no pattern template " + std::to_string(id));
-  rte_flow_error e;
-  std::memset(&e, 0, sizeof e);
-  const int rc = rte_flow_pattern_template_destroy(port_id_, ptpls_[id - 1], &e);
-  if (rc != 0)
-    return report(err, translate_error(e, last_errno(rc), nullptr, nullptr, nullptr, "pattern_template_destroy", port_name_));
-  ptpls_[id - 1] = nullptr;
-  return {};
+  return destroy_template_object(ptpls_, id, port_id_, port_name_, "pattern_template_destroy", "pattern template",
+                                 rte_flow_pattern_template_destroy, err);
 }
 
 Status DpdkFlowEngine::destroy_actions_template(FlowTemplateId id, FlowError* err) {
   std::lock_guard lock(mu_);
   if (detached_) return gone("actions_template_destroy", err);
-  if (id == 0 || id > atpls_.size() || atpls_[id - 1] == nullptr)
-    return flow_fail(err, "actions_template_destroy", port_name_, ENOENT, FlowErrorWhere::table, -1, -1,
-                     "no actions template " + std::to_string(id));
-  rte_flow_error e;
-  std::memset(&e, 0, sizeof e);
-  const int rc = rte_flow_actions_template_destroy(port_id_, atpls_[id - 1], &e);
-  if (rc != 0)
-    return report(err, translate_error(e, last_errno(rc), nullptr, nullptr, nullptr, "actions_template_destroy", port_name_));
-  atpls_[id - 1] = nullptr;
-  return {};
+  return destroy_template_object(atpls_, id, port_id_, port_name_, "actions_template_destroy", "actions template",
+                                 rte_flow_actions_template_destroy, err);
 }
 
 Status DpdkFlowEngine::async_create(uint16_t queue, FlowTableId table, const FlowPattern& pattern,

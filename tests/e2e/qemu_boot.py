@@ -52,6 +52,38 @@ def fail(msg):
     print("qemu_boot: FAIL: " + msg, flush=True)
     sys.exit(1)
 
+def run_qemu(cmd, timeout):
+    """Runs QEMU with its console on our stdout (echoed line by line);
+    returns (exit status, the console text, seconds). Fails the test when it
+    is still running after `timeout` s (killed)."""
+    log(" ".join(cmd))
+    t0 = time.time()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    chunks = []
+
+    def pump():
+        for raw in iter(proc.stdout.readline, b""):
+            line = raw.decode("utf-8", "replace").replace("\r", "")
+            chunks.append(line)
+            sys.stdout.write(line)
+            sys.stdout.flush()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        reader.join(5)
+        fail("QEMU still running after %.0f s; killed" % timeout)
+    reader.join(10)
+    elapsed = time.time() - t0
+    log("QEMU exited %d after %.1f s" % (rc, elapsed))
+    return rc, "".join(chunks), elapsed
+
+
 
 # --- kernel -----------------------------------------------------------------
 
@@ -272,32 +304,7 @@ def main():
            "-kernel", kernel, "-initrd", initrd,
            "-append", "console=ttyAMA0 quiet panic=-1 keel.hugepages=%d" % args.hugepages,
            "-semihosting-config", "enable=on,target=native,userspace=on"]
-    log(" ".join(cmd))
-    t0 = time.time()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
-    chunks = []
-
-    def pump():
-        for raw in iter(proc.stdout.readline, b""):
-            line = raw.decode("utf-8", "replace").replace("\r", "")
-            chunks.append(line)
-            sys.stdout.write(line)
-            sys.stdout.flush()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        rc = proc.wait(timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        reader.join(5)
-        fail("QEMU still running after %.0f s; killed" % args.timeout)
-    reader.join(10)
-    elapsed = time.time() - t0
-    out = "".join(chunks)
-    log("QEMU exited %d after %.1f s" % (rc, elapsed))
+    rc, out, elapsed = run_qemu(cmd, args.timeout)
 
     m = re.search(r"^KEEL-EXIT (-?\d+)$", out, re.M)
     if not m:

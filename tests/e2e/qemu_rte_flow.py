@@ -48,7 +48,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -335,31 +334,7 @@ def main():
            "-kernel", kernel, "-initrd", initrd,
            "-append", "console=ttyAMA0 quiet panic=-1 keel.hugepages=%d" % args.hugepages,
            "-semihosting-config", "enable=on,target=native,userspace=on"]
-    log(" ".join(cmd))
-    t0 = time.time()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    chunks = []
-
-    def pump():
-        for raw in iter(proc.stdout.readline, b""):
-            line = raw.decode("utf-8", "replace").replace("\r", "")
-            chunks.append(line)
-            sys.stdout.write(line)
-            sys.stdout.flush()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        rc = proc.wait(timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        reader.join(5)
-        fail("QEMU still running after %.0f s; killed" % args.timeout)
-    reader.join(10)
-    elapsed = time.time() - t0
-    out = "".join(chunks)
-    log("QEMU exited %d after %.1f s" % (rc, elapsed))
+    rc, out, elapsed = qemu_boot.run_qemu(cmd, args.timeout)
 
     for m in re.finditer(r"^KEEL-MODULE-FAIL (\S+) (.*)$", out, re.M):
         fail("the guest could not load %s: %s" % (m.group(1), m.group(2)))
