@@ -28,17 +28,8 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-flow::Match parse_match(const std::string& text) {
-  auto m = flow::parse_dp_match(text);
-  REQUIRE_MESSAGE(m.ok(), m.status().message());
-  return *m;
-}
-
-flow::DpActions parse_actions(const std::string& text) {
-  auto a = flow::parse_dp_actions(text);
-  REQUIRE_MESSAGE(a.ok(), a.status().message());
-  return *a;
-}
+using test::parse_actions;
+using test::parse_match;
 
 // An inner IPv4/UDP frame (checksum 0), distinct per i.
 Bytes inner(unsigned i) {

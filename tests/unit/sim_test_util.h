@@ -10,6 +10,8 @@
 #include <string>
 
 #include "datapath/datapath.h"
+#include "flow/dp_actions.h"
+#include "flow/dp_flow_syntax.h"
 #include "keel/hal/backend.h"
 #include "keel/hal/port_spec.h"
 #include "hal/sim/ring_port.h"
@@ -72,6 +74,20 @@ inline hal::sim::RingPort* add_sim_port(hal::Backend& backend, datapath::Datapat
   REQUIRE(added.ok());
   if (id) *id = *added;
   return raw;
+}
+
+// A datapath match / action list as written (ovs-dpctl text); the test
+// stops with the parser's message when the text is wrong.
+inline flow::Match parse_match(const std::string& text) {
+  auto m = flow::parse_dp_match(text);
+  REQUIRE_MESSAGE(m.ok(), m.status().message());
+  return *m;
+}
+
+inline flow::DpActions parse_actions(const std::string& text) {
+  auto a = flow::parse_dp_actions(text);
+  REQUIRE_MESSAGE(a.ok(), a.status().message());
+  return *a;
 }
 
 }  // namespace keel::test
