@@ -1659,7 +1659,8 @@ void Shard::add_stats(std::map<uint32_t, PortOffloadStats>& ports, OffloadStats&
       ps.tables[0].insert_rate += rit->second.ins_rate;
       ps.tables[0].delete_rate += rit->second.del_rate;
     }
-    for (const auto& [why, n] : c.failed_by_reason) {
+    for (const auto& [reason, n] : c.failed_by_reason) {
+      const auto& why = reason;  // clang 14 can't capture a structured binding
       auto it = std::find_if(ps.failed.begin(), ps.failed.end(), [&why](const FailedCount& f) { return f.reason == why; });
       if (it == ps.failed.end())
         ps.failed.push_back({why, n});

@@ -56,7 +56,7 @@ class SimBackend final : public Backend {
     r.value()->set_backend(this);
     if (nic_) {
       auto* hw = dynamic_cast<sim::SimNicPort*>(r.value().get());
-      if (hw) sim::attach_port(*nic_, *r.value(), *hw);
+      if (hw) sim::attach_port(nic_, *r.value(), *hw);
     }
     return r;
   }

@@ -1752,11 +1752,14 @@ FlowEngine* SimNicPort::nic_engine() const noexcept { return engine_.get(); }
 void SimNicPort::detach_from_nic() noexcept {
   if (nic_) nic_->detach(*this);
   nic_ = nullptr;
+  nic_owner_.reset();  // the last owner when the backend went first
 }
 
-void SimNicDeleter::operator()(SimNicModel* m) const noexcept { delete m; }
 SimNicPtr make_sim_nic(uint32_t offload_flows) { return SimNicPtr(new SimNicModel(offload_flows)); }
-void attach_port(SimNicModel& nic, Port& port, SimNicPort& hw) { nic.attach(port, hw); }
+void attach_port(const SimNicPtr& nic, Port& port, SimNicPort& hw) {
+  nic->attach(port, hw);
+  hw.nic_owner_ = nic;
+}
 SimNic& as_control(SimNicModel& nic) { return nic; }
 
 }  // namespace keel::hal::sim

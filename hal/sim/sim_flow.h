@@ -240,6 +240,9 @@ struct SimActions {
 // dropped by the caller). Pure on the packet (unit-tested).
 bool apply_edits(Packet& p, const SimActions& a) noexcept;
 
+class SimNicModel;
+using SimNicPtr = std::shared_ptr<SimNicModel>;  // see make_sim_nic()
+
 // A sim port's side of the model: every sim port class derives from it.
 class SimNicPort {
  public:
@@ -260,7 +263,9 @@ class SimNicPort {
 
  private:
   friend class SimNicModel;
+  friend void attach_port(const SimNicPtr& nic, Port& port, SimNicPort& hw);
   SimNicModel* nic_ = nullptr;
+  std::shared_ptr<SimNicModel> nic_owner_;  // keeps the model alive while attached
   std::unique_ptr<SimPortEngine> engine_;
 };
 
@@ -279,15 +284,14 @@ class RwSpin {
   std::atomic<uint32_t> state_{0};  // writer bit | readers
 };
 
-// Makes the model of a sim backend (capacity: offload_flows, > 0).
-struct SimNicDeleter {
-  void operator()(SimNicModel* m) const noexcept;
-};
-using SimNicPtr = std::unique_ptr<SimNicModel, SimNicDeleter>;
+// Makes the model of a sim backend (capacity: offload_flows, > 0). Shared:
+// the backend and every attached port own it, because a port may outlive
+// its backend (as it keeps the buffer pool alive, sim_ring_test) and
+// detaches from the model in its destructor.
 SimNicPtr make_sim_nic(uint32_t offload_flows);
 // Attaches a just-opened sim port (control thread, before it is polled):
-// gives it a flow engine and the model's HwIngress.
-void attach_port(SimNicModel& nic, Port& port, SimNicPort& hw);
+// gives it a flow engine and the model's HwIngress; the port keeps `nic`.
+void attach_port(const SimNicPtr& nic, Port& port, SimNicPort& hw);
 SimNic& as_control(SimNicModel& nic);
 
 }  // namespace keel::hal::sim
