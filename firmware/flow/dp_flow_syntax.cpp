@@ -725,8 +725,11 @@ class DpParser {
         } else if (name == "len") {
           if (x > 124 || x % 4) return bad("len is a multiple of 4, at most 124");
           if (n + 4 + x > kGeneveOptsMax) return bad("the options exceed 252 bytes");
-          // The structure of the options follows the lengths: only an exact len.
-          if (slash != std::string_view::npos && (xm & 0x1f) != 0x1f) return bad("the len mask must be exact");
+          // The structure of the options follows the lengths: only an exact
+          // len, or a wildcarded one of an option without data (how the
+          // verbose form prints `{class=0xffff}`: len=0/0).
+          if (slash != std::string_view::npos && (xm & 0x1f) != 0x1f && !(x == 0 && (xm & 0x1f) == 0))
+            return bad("the len mask must be exact");
           data_len = x;
           k[3] = static_cast<uint8_t>(x / 4);
           // The length is 5 bits of its byte (the other 3 are reserved flags).
