@@ -485,9 +485,12 @@ TEST_CASE("three revalidators: each takes its share, the counters sum; the count
   CHECK(keys == 200);
   CHECK(s.ukeys == 200);
 
-  // A rule change: every share re-translates its flows.
-  r.add_rule("priority=2,ip,actions=drop");
+  // A rule change: every share re-translates its flows. The stand-in xlate's
+  // new output first: a periodic round between the two would otherwise
+  // translate a flow under the new rules generation to the old port and
+  // keep it (seen once in 12 runs: modified 199).
   r.out_port = 3;
+  r.add_rule("priority=2,ip,actions=drop");
   r.udpif->revalidate_now();
   s = r.udpif->stats();
   CHECK(s.revalidated == 200);
