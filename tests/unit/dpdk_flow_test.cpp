@@ -21,7 +21,7 @@
 #include "hal/dpdk/dpdk_flow.h"
 
 #include <doctest/doctest.h>
-#include <rte_byteorder.h>
+#include <arpa/inet.h>  // htons/htonl: network order, as rte_flow wants it
 #include <unistd.h>
 
 #include <cerrno>
@@ -115,7 +115,7 @@ TEST_CASE("dpdk flow: every item type lands in its rte_flow struct in network or
   const auto& eth = spec_of<rte_flow_item_eth>(r.items[0]);
   CHECK(eth.hdr.dst_addr.addr_bytes[5] == 1);
   CHECK(eth.hdr.src_addr.addr_bytes[5] == 2);
-  CHECK(eth.hdr.ether_type == rte_cpu_to_be_16(0x8100));
+  CHECK(eth.hdr.ether_type == htons(0x8100));
   CHECK(unsigned(eth.has_vlan) == 1);
   CHECK(mask_of<rte_flow_item_eth>(r.items[0]).hdr.ether_type == 0xffff);
   CHECK(r.items[0].spec == &r.spec[0]);
@@ -123,23 +123,23 @@ TEST_CASE("dpdk flow: every item type lands in its rte_flow struct in network or
   CHECK(r.items[0].last == nullptr);
 
   CHECK(r.items[1].type == RTE_FLOW_ITEM_TYPE_VLAN);
-  CHECK(spec_of<rte_flow_item_vlan>(r.items[1]).hdr.vlan_tci == rte_cpu_to_be_16(0x2064));
-  CHECK(spec_of<rte_flow_item_vlan>(r.items[1]).hdr.eth_proto == rte_cpu_to_be_16(0x0800));
-  CHECK(mask_of<rte_flow_item_vlan>(r.items[1]).hdr.vlan_tci == rte_cpu_to_be_16(0x0fff));
+  CHECK(spec_of<rte_flow_item_vlan>(r.items[1]).hdr.vlan_tci == htons(0x2064));
+  CHECK(spec_of<rte_flow_item_vlan>(r.items[1]).hdr.eth_proto == htons(0x0800));
+  CHECK(mask_of<rte_flow_item_vlan>(r.items[1]).hdr.vlan_tci == htons(0x0fff));
 
   CHECK(r.items[2].type == RTE_FLOW_ITEM_TYPE_IPV4);
   const auto& ip = spec_of<rte_flow_item_ipv4>(r.items[2]).hdr;
-  CHECK(ip.src_addr == rte_cpu_to_be_32(0x0a000001));
-  CHECK(ip.dst_addr == rte_cpu_to_be_32(0x0a000002));
+  CHECK(ip.src_addr == htonl(0x0a000001));
+  CHECK(ip.dst_addr == htonl(0x0a000002));
   CHECK(ip.next_proto_id == 17);
   CHECK(ip.type_of_service == 0x10);
   CHECK(ip.time_to_live == 64);
-  CHECK(ip.fragment_offset == rte_cpu_to_be_16(0x4000));
+  CHECK(ip.fragment_offset == htons(0x4000));
   CHECK(mask_of<rte_flow_item_ipv4>(r.items[2]).hdr.src_addr == 0xffffffff);
 
   CHECK(r.items[3].type == RTE_FLOW_ITEM_TYPE_UDP);
-  CHECK(spec_of<rte_flow_item_udp>(r.items[3]).hdr.src_port == rte_cpu_to_be_16(1234));
-  CHECK(spec_of<rte_flow_item_udp>(r.items[3]).hdr.dst_port == rte_cpu_to_be_16(4789));
+  CHECK(spec_of<rte_flow_item_udp>(r.items[3]).hdr.src_port == htons(1234));
+  CHECK(spec_of<rte_flow_item_udp>(r.items[3]).hdr.dst_port == htons(4789));
 
   CHECK(r.items[4].type == RTE_FLOW_ITEM_TYPE_VXLAN);
   const auto& vx = spec_of<rte_flow_item_vxlan>(r.items[4]);
@@ -150,7 +150,7 @@ TEST_CASE("dpdk flow: every item type lands in its rte_flow struct in network or
 
   CHECK(r.items[5].type == RTE_FLOW_ITEM_TYPE_IPV6);
   const auto& i6 = spec_of<rte_flow_item_ipv6>(r.items[5]);
-  CHECK(i6.hdr.vtc_flow == rte_cpu_to_be_32((0xabu << 20) | 0x12345));
+  CHECK(i6.hdr.vtc_flow == htonl((0xabu << 20) | 0x12345));
   CHECK(i6.hdr.proto == 58);
   CHECK(i6.hdr.hop_limits == 255);
   CHECK(i6.hdr.src_addr[0] == 0x20);
@@ -158,11 +158,11 @@ TEST_CASE("dpdk flow: every item type lands in its rte_flow struct in network or
   CHECK(i6.hdr.dst_addr[0] == 0xfe);
   CHECK(unsigned(i6.has_frag_ext) == 1);
   // The version nibble is never matched.
-  CHECK(mask_of<rte_flow_item_ipv6>(r.items[5]).hdr.vtc_flow == rte_cpu_to_be_32(0x0fffffff));
+  CHECK(mask_of<rte_flow_item_ipv6>(r.items[5]).hdr.vtc_flow == htonl(0x0fffffff));
 
   CHECK(r.items[6].type == RTE_FLOW_ITEM_TYPE_TCP);
-  CHECK(spec_of<rte_flow_item_tcp>(r.items[6]).hdr.src_port == rte_cpu_to_be_16(80));
-  CHECK(spec_of<rte_flow_item_tcp>(r.items[6]).hdr.dst_port == rte_cpu_to_be_16(443));
+  CHECK(spec_of<rte_flow_item_tcp>(r.items[6]).hdr.src_port == htons(80));
+  CHECK(spec_of<rte_flow_item_tcp>(r.items[6]).hdr.dst_port == htons(443));
   CHECK(spec_of<rte_flow_item_tcp>(r.items[6]).hdr.tcp_flags == 0x12);
 
   CHECK(r.items[7].type == RTE_FLOW_ITEM_TYPE_ICMP6);
@@ -207,20 +207,20 @@ TEST_CASE("dpdk flow: every action type lands in its rte_flow conf") {
   CHECK(r.actions[3].type == RTE_FLOW_ACTION_TYPE_SET_MAC_DST);
   CHECK(conf_of<rte_flow_action_set_mac>(r.actions[3]).mac_addr[0] == 6);
   CHECK(r.actions[4].type == RTE_FLOW_ACTION_TYPE_SET_IPV4_SRC);
-  CHECK(conf_of<rte_flow_action_set_ipv4>(r.actions[4]).ipv4_addr == rte_cpu_to_be_32(0xc0a80001));
+  CHECK(conf_of<rte_flow_action_set_ipv4>(r.actions[4]).ipv4_addr == htonl(0xc0a80001));
   CHECK(r.actions[5].type == RTE_FLOW_ACTION_TYPE_SET_IPV4_DST);
   CHECK(r.actions[6].type == RTE_FLOW_ACTION_TYPE_SET_IPV4_DSCP);
   CHECK(conf_of<rte_flow_action_set_dscp>(r.actions[6]).dscp == 46);
   CHECK(r.actions[7].type == RTE_FLOW_ACTION_TYPE_SET_TTL);
   CHECK(conf_of<rte_flow_action_set_ttl>(r.actions[7]).ttl_value == 9);
   CHECK(r.actions[8].type == RTE_FLOW_ACTION_TYPE_SET_TP_SRC);
-  CHECK(conf_of<rte_flow_action_set_tp>(r.actions[8]).port == rte_cpu_to_be_16(1000));
+  CHECK(conf_of<rte_flow_action_set_tp>(r.actions[8]).port == htons(1000));
   CHECK(r.actions[9].type == RTE_FLOW_ACTION_TYPE_SET_TP_DST);
-  CHECK(conf_of<rte_flow_action_set_tp>(r.actions[9]).port == rte_cpu_to_be_16(2000));
+  CHECK(conf_of<rte_flow_action_set_tp>(r.actions[9]).port == htons(2000));
   CHECK(r.actions[10].type == RTE_FLOW_ACTION_TYPE_OF_PUSH_VLAN);
-  CHECK(conf_of<rte_flow_action_of_push_vlan>(r.actions[10]).ethertype == rte_cpu_to_be_16(0x88a8));
+  CHECK(conf_of<rte_flow_action_of_push_vlan>(r.actions[10]).ethertype == htons(0x88a8));
   CHECK(r.actions[11].type == RTE_FLOW_ACTION_TYPE_OF_SET_VLAN_VID);
-  CHECK(conf_of<rte_flow_action_of_set_vlan_vid>(r.actions[11]).vlan_vid == rte_cpu_to_be_16(100));
+  CHECK(conf_of<rte_flow_action_of_set_vlan_vid>(r.actions[11]).vlan_vid == htons(100));
   CHECK(r.actions[12].type == RTE_FLOW_ACTION_TYPE_OF_SET_VLAN_PCP);
   CHECK(conf_of<rte_flow_action_of_set_vlan_pcp>(r.actions[12]).vlan_pcp == 5);
   CHECK(r.actions[13].type == RTE_FLOW_ACTION_TYPE_OF_POP_VLAN);
