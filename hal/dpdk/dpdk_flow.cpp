@@ -406,6 +406,14 @@ int last_errno(int rc) {
   return rte_errno != 0 ? rte_errno : EIO;
 }
 
+// A conversion (facade -> rte_flow) refused what it was given: the error
+// names the operation and the port, as the driver's errors do.
+Status conversion_failed(FlowError* err, const Status& st, const char* op, const std::string& port) {
+  if (!err) return st;
+  err->op = op, err->port = port;
+  return err->status();
+}
+
 Status report(FlowError* err, FlowError f) {
   Status st = f.status();
   if (err) *err = std::move(f);
@@ -574,8 +582,7 @@ Status DpdkFlowEngine::validate(const FlowAttr& attr, const FlowPattern& pattern
   // DpdkBackend::shutdown() holds while it detaches engines.
   RteFlowRule r;
   if (Status st = convert(attr, pattern, actions, ports_, r, err); !st.ok()) {
-    if (err) err->op = "validate", err->port = port_name_;
-    return err ? err->status() : st;
+    return conversion_failed(err, st, "validate", port_name_);
   }
   std::lock_guard lock(mu_);
   if (detached_) return gone("validate", err);
@@ -592,8 +599,7 @@ Result<FlowHandle> DpdkFlowEngine::create(const FlowAttr& attr, const FlowPatter
   // DpdkBackend::shutdown() holds while it detaches engines.
   RteFlowRule r;
   if (Status st = convert(attr, pattern, actions, ports_, r, err); !st.ok()) {
-    if (err) err->op = "create", err->port = port_name_;
-    return err ? err->status() : st;
+    return conversion_failed(err, st, "create", port_name_);
   }
   std::lock_guard lock(mu_);
   if (detached_) return gone("create", err);
@@ -738,8 +744,7 @@ Result<FlowTemplateId> DpdkFlowEngine::pattern_template(const FlowTemplateAttr& 
                                                         FlowError* err) {
   RteFlowRule r;  // converted before locking (see create())
   if (Status st = convert_pattern(pattern, ports_, r, err); !st.ok()) {
-    if (err) err->op = "pattern_template_create", err->port = port_name_;
-    return err ? err->status() : st;
+    return conversion_failed(err, st, "pattern_template_create", port_name_);
   }
   std::lock_guard lock(mu_);
   if (detached_) return gone("pattern_template_create", err);
@@ -766,16 +771,14 @@ Result<FlowTemplateId> DpdkFlowEngine::actions_template(const FlowTemplateAttr& 
                      "masks must list the same actions as the template");
   RteFlowRule r, m;
   if (Status st = convert_actions(actions, ports_, r, err); !st.ok()) {
-    if (err) err->op = "actions_template_create", err->port = port_name_;
-    return err ? err->status() : st;
+    return conversion_failed(err, st, "actions_template_create", port_name_);
   }
   // Masks name ports by value too (a fixed port is all-ones); map what maps.
   const PortMap mask_ports = [](uint32_t id) -> std::optional<uint16_t> {
     return id == 0 ? uint16_t{0} : uint16_t{0xffff};
   };
   if (Status st = convert_actions(masks, mask_ports, m, err); !st.ok()) {
-    if (err) err->op = "actions_template_create", err->port = port_name_;
-    return err ? err->status() : st;
+    return conversion_failed(err, st, "actions_template_create", port_name_);
   }
   std::lock_guard lock(mu_);  // converted before locking (see create())
   if (detached_) return gone("actions_template_create", err);
@@ -879,12 +882,10 @@ Status DpdkFlowEngine::async_create(uint16_t queue, FlowTableId table, const Flo
   if (out) *out = kNoFlow;
   RteFlowRule r;  // converted before locking (see create())
   if (Status st = convert_pattern(pattern, ports_, r, err); !st.ok()) {
-    if (err) err->op = "async_create", err->port = port_name_;
-    return err ? err->status() : st;
+    return conversion_failed(err, st, "async_create", port_name_);
   }
   if (Status st = convert_actions(actions, ports_, r, err); !st.ok()) {
-    if (err) err->op = "async_create", err->port = port_name_;
-    return err ? err->status() : st;
+    return conversion_failed(err, st, "async_create", port_name_);
   }
   std::lock_guard lock(mu_);
   if (detached_) return gone("async_create", err);
