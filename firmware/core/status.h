@@ -25,6 +25,7 @@ enum class Errc {
   resource_exhausted,
   unsupported,
   internal,
+  permission_denied,  // the session's role may not do this (control/control.h)
 };
 
 class [[nodiscard]] Status {
