@@ -40,7 +40,7 @@ class TestClient {
   explicit TestClient(ClientOptions o = {}, Random* rnd = nullptr) : o_(std::move(o)), rnd_(rnd ? rnd : &own_) {}
 
   // Version line and KEXINIT.
-  void start() {
+  void begin() {
     out_ += o_.version + "\r\n";
     send_kexinit();
   }

@@ -48,11 +48,16 @@ struct Pair {
   Transport t;
   TestClient c;
   explicit Pair(ClientOptions o = {}, TransportConfig cfg = config()) : t(cfg), c(std::move(o)) {
-    c.start();
+    c.begin();
     pump(c, t);
   }
   void service() {
     c.request_service();
+    pump(c, t);
+  }
+  // As if user authentication succeeded (USERAUTH_SUCCESS through send()).
+  void authenticate() {
+    t.send(std::string(1, static_cast<char>(msg::kUserauthSuccess)));
     pump(c, t);
   }
 };
@@ -165,7 +170,7 @@ TEST_CASE("strict kex: KEXINIT first, nothing else during the initial kex, seque
     Transport t(config());
     // An IGNORE packet between the client's version line and its KEXINIT.
     TestClient c2;
-    c2.start();
+    c2.begin();
     std::string bytes = c2.take();
     const size_t nl = bytes.find('\n');
     WireWriter ign;
@@ -180,7 +185,7 @@ TEST_CASE("strict kex: KEXINIT first, nothing else during the initial kex, seque
     ClientOptions o;
     o.strict = false;
     TestClient c(o);
-    c.start();
+    c.begin();
     std::string bytes = c.take();
     const size_t nl = bytes.find('\n');
     WireWriter ign;
@@ -197,7 +202,7 @@ TEST_CASE("strict kex: KEXINIT first, nothing else during the initial kex, seque
   SUBCASE("IGNORE during the initial kex is fatal with strict") {
     Transport t(config());
     TestClient c;
-    c.start();
+    c.begin();
     c.packet(std::string(1, static_cast<char>(msg::kIgnore)));
     CHECK_FALSE(t.feed(c.take(), 1).ok());
     CHECK(t.error().find("strict KEX violation") != std::string::npos);
@@ -280,7 +285,7 @@ TEST_CASE("services and messages above: ssh-userauth only, nothing >= 50 before 
     ClientOptions o;
     o.strict = false;
     TestClient c(o);
-    c.start();
+    c.begin();
     c.request_service();
     CHECK_FALSE(t.feed(c.take(), 1).ok());
     CHECK(t.disconnect_reason() == disconnect::kProtocolError);
@@ -337,11 +342,18 @@ TEST_CASE("re-keying: by bytes, by time, by the client; messages from above held
     Pair p({}, cfg);
     p.service();
     REQUIRE(p.t.ready());
+    // Not during user authentication (OpenSSH's client would refuse it).
+    for (int i = 0; i < 3; ++i) p.t.send(std::string("\x3c") + std::string(1500, 'a'));
+    pump(p.c, p.t);
+    CHECK(p.c.kexes == 1);
+    p.authenticate();
+    CHECK(p.c.kexes == 2);  // bytes were over the limit already
+    p.c.messages.clear();
     const std::string sid = std::string(p.t.session_id());
     for (int i = 0; i < 3; ++i) p.t.send(std::string("\x5e") + std::string(1500, 'd'));
     pump(p.c, p.t);
-    CHECK(p.c.kexes == 2);
-    CHECK(p.t.kex_count() == 2);
+    CHECK(p.c.kexes == 3);
+    CHECK(p.t.kex_count() == 3);
     CHECK(p.t.session_id() == sid);  // the session id stays the first exchange hash
     CHECK(p.c.messages.size() == 3);
     CHECK(p.t.ready());
@@ -351,6 +363,11 @@ TEST_CASE("re-keying: by bytes, by time, by the client; messages from above held
     cfg.rekey_ms = 60000;
     Pair p({}, cfg);
     p.service();
+    p.t.tick(1000 + 60000);
+    CHECK(p.t.take_output().empty());  // not before authentication
+    p.authenticate();  // the exchanges in pump() run at t=1000: the re-key ends then
+    CHECK(p.c.kexes == 2);  // the time was up already
+    p.c.messages.clear();
     p.t.tick(1000 + 59999);
     CHECK(p.t.take_output().empty());
     p.t.tick(1000 + 60000);
@@ -360,7 +377,7 @@ TEST_CASE("re-keying: by bytes, by time, by the client; messages from above held
     p.t.send(std::string("\x5e") + "held");
     CHECK(p.t.output_size() == 0);  // held: our KEXINIT is out
     pump(p.c, p.t);
-    CHECK(p.c.kexes == 2);
+    CHECK(p.c.kexes == 3);
     REQUIRE(p.c.messages.size() == 1);
     CHECK(p.c.messages.front() == std::string("\x5e") + "held");
     // Its NEWKEYS came before the held message.
@@ -417,7 +434,7 @@ TEST_CASE("first_kex_packet_follows: a right guess is used, a wrong one ignored"
     o.kex = "ecdh-sha2-nistp256,curve25519-sha256";
     Transport t(config());
     TestClient c(o);
-    c.start();
+    c.begin();
     pump(c, t);
     CHECK_FALSE(t.closed());
     CHECK(c.kexes == 0);  // the guessed ECDH_INIT was dropped; no reply yet
@@ -446,7 +463,7 @@ TEST_CASE("negotiation failures: KEX_FAILED naming what did not match") {
     o.mac = k.mac;
     Transport t(config());
     TestClient c(o);
-    c.start();
+    c.begin();
     CHECK_FALSE(t.feed(c.take(), 1).ok());
     CHECK(t.disconnect_reason() == disconnect::kKeyExchangeFailed);
     CHECK(t.error().find(std::string("no matching ") + k.what) != std::string::npos);
@@ -517,7 +534,7 @@ TEST_CASE("bad packets: lengths, padding, MAC, malformed kex messages") {
     Transport t2(config());
     ClientOptions o;
     TestClient c2(o);
-    c2.start();
+    c2.begin();
     (void)t2.feed(c2.take(), 1);
     WireWriter w;
     w.u8(msg::kKexEcdhInit).string(std::string(31, '\x09'));
@@ -528,7 +545,7 @@ TEST_CASE("bad packets: lengths, padding, MAC, malformed kex messages") {
   SUBCASE("NEWKEYS and ECDH_INIT out of order") {
     Transport t(config());
     TestClient c;
-    c.start();
+    c.begin();
     c.packet(std::string(1, static_cast<char>(msg::kNewKeys)));
     CHECK_FALSE(t.feed(c.take(), 1).ok());
     CHECK(t.error() == "unexpected NEWKEYS");
@@ -548,7 +565,7 @@ TEST_CASE("bad packets: lengths, padding, MAC, malformed kex messages") {
 TEST_CASE("input split at every byte boundary gives the same session") {
   Transport ref(config());
   TestClient c;
-  c.start();
+  c.begin();
   std::string first = c.take();
   Transport t(config());
   for (char ch : first) REQUIRE(t.feed(std::string_view(&ch, 1), 1).ok());
@@ -563,4 +580,46 @@ TEST_CASE("input split at every byte boundary gives the same session") {
   c.receive(t.take_output());
   CHECK(c.service_accepted);
   CHECK(t.ready());
+}
+
+TEST_CASE("TransportConfig's algorithm lists restrict and reorder what is offered") {
+  TransportConfig cfg = config();
+  cfg.kex = {"curve25519-sha256", "no-such-kex"};
+  cfg.host_keys_offered = {"rsa-sha2-256", "rsa-sha2-512"};
+  cfg.ciphers = {"aes128-ctr", "chacha20-poly1305@openssh.com"};
+  cfg.macs = {"hmac-sha2-512-etm@openssh.com"};
+  {
+    ClientOptions o;
+    o.kex = "ecdh-sha2-nistp256";
+    Transport t(cfg);
+    TestClient c(o);
+    c.begin();
+    CHECK_FALSE(t.feed(c.take(), 1).ok());
+    CHECK(t.error().find("no matching key exchange") != std::string::npos);
+  }
+  {
+    ClientOptions o;
+    o.host_key = "ecdsa-sha2-nistp256";
+    Transport t(cfg);
+    TestClient c(o);
+    c.begin();
+    CHECK_FALSE(t.feed(c.take(), 1).ok());
+    CHECK(t.error().find("no matching host key") != std::string::npos);
+  }
+  {
+    ClientOptions o;
+    o.cipher = "aes128-ctr";
+    o.mac = "hmac-sha2-256-etm@openssh.com,hmac-sha2-512-etm@openssh.com";
+    Transport t(cfg);
+    TestClient c(o);
+    c.begin();
+    (void)t.feed(c.take(), 1);
+    CHECK_FALSE(t.closed());
+    CHECK(t.algorithms().host_key.empty());  // not until the reply
+    pump(c, t);
+    CHECK(t.algorithms().host_key == "rsa-sha2-512");  // the client's order decides
+  }
+  CHECK(transport_algorithms("cipher").front() == "chacha20-poly1305@openssh.com");
+  CHECK(transport_algorithms("kex").size() == 3);
+  CHECK(transport_algorithms("mac").size() == 2);
 }
