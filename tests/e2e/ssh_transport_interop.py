@@ -14,7 +14,8 @@ with -o KexAlgorithms/HostKeyAlgorithms/Ciphers/MACs) must
   * get EXT_INFO server-sig-algs and SERVICE_ACCEPT over the new keys and
     reach "Authentications that can continue: publickey,password".
 
-Then (as user "rekey", whom the probe lets in: re-keys happen only after
+paramiko (every combination it has: aes-ctr + EtM) and Dropbear's dbclient
+(chacha20-poly1305) connect too. Then (as user "rekey", whom the probe lets in: re-keys happen only after
 authentication): a re-key started by the server (--rekey-bytes 1) and one
 started by the client (RekeyLimit), each followed by a message over the new
 keys; the host keys unchanged across a restart; and ssh-audit: no [fail] other than its opinion of
@@ -41,6 +42,7 @@ MODES = [("chacha20-poly1305@openssh.com", None), ("aes256-gcm@openssh.com", Non
     for m in ("hmac-sha2-256-etm@openssh.com", "hmac-sha2-512-etm@openssh.com")]
 
 failures = []
+probes = []  # every probe started, stopped at exit whatever happens
 
 
 def check(cond, what):
@@ -54,6 +56,7 @@ class Probe:
     def __init__(self, path, work, *args):
         self.proc = subprocess.Popen([path, "--keys", os.path.join(work, "keys"), *args],
                                      stdout=subprocess.PIPE, text=True)
+        probes.append(self)
         self.port = None
         self.lines = []   # public key lines
         self.fingerprints = []
@@ -70,7 +73,8 @@ class Probe:
         return self.proc.stdout.readline().strip()
 
     def stop(self):
-        self.proc.kill()
+        if self.proc.poll() is None:
+            self.proc.kill()
         self.proc.wait()
 
 
@@ -100,6 +104,8 @@ def main():
     try:
         return run(args, work)
     finally:
+        for p in probes:
+            p.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -184,6 +190,71 @@ def run(args, work):
     probe2 = Probe(args.probe, work)
     check(probe2.fingerprints == fps, "host keys changed across a restart")
     probe2.stop()
+
+    # Two more independent clients. paramiko (2.12: no chacha20/GCM, so
+    # aes-ctr with the EtM MACs), each kex and host key, the host key it saw
+    # checked against ssh-keygen's reading of our file.
+    try:
+        import paramiko
+    except ImportError:
+        paramiko = None
+        print("paramiko not installed: its part skipped")
+    if paramiko:
+        probe = Probe(args.probe, work)
+        want = {}
+        for name, alg in (("ssh_host_ecdsa_key", "ecdsa-sha2-nistp256"), ("ssh_host_rsa_key", "ssh-rsa")):
+            pub = subprocess.run(["ssh-keygen", "-y", "-f", os.path.join(work, "keys", name)],
+                                 capture_output=True, text=True, check=True).stdout.split()
+            want[alg] = pub[1]
+        pk = 0
+        for kex in ("curve25519-sha256@libssh.org", "ecdh-sha2-nistp256"):
+            for hk in HOSTKEY:
+                for cipher in ("aes256-ctr", "aes128-ctr"):
+                    for mac in ("hmac-sha2-256-etm@openssh.com", "hmac-sha2-512-etm@openssh.com"):
+                        what = "paramiko %s %s %s %s" % (kex, hk, cipher, mac)
+                        t = paramiko.Transport(("127.0.0.1", probe.port))
+                        so = t.get_security_options()
+                        so.kex, so.key_types, so.ciphers, so.digests = (kex,), (hk,), (cipher,), (mac,)
+                        allowed = None
+                        try:
+                            t.start_client(timeout=20)
+                            try:
+                                t.auth_none("probe")
+                            except paramiko.BadAuthenticationType as e:
+                                allowed = e.allowed_types
+                            got_key = t.host_key.get_base64()
+                            got_alg = t.host_key.get_name()
+                        except Exception as e:  # noqa: BLE001 - any failure is the finding
+                            check(False, what + ": " + repr(e))
+                            t.close()
+                            probe.report()
+                            continue
+                        t.close()
+                        rep = probe.report()
+                        pk += 1
+                        ok = check(allowed == ["publickey", "password"], what + ": allowed %r" % allowed)
+                        ok &= check(want.get(got_alg) == got_key, what + ": host key differs from ssh-keygen -y")
+                        ok &= check(("kex=%s hostkey=%s cipher=%s/%s mac=%s/%s kexes=1 ready=1"
+                                     % (kex, hk, cipher, cipher, mac, mac)) in rep, what + ": probe says " + rep)
+        probe.stop()
+        print("ok paramiko: %d combinations" % pk, flush=True)
+
+    # Dropbear's client as user "rekey" (let in; its channel refused) —
+    # 2022.83: chacha20-poly1305 is the only cipher both
+    # have — it has neither AES-GCM nor the EtM MACs).
+    if shutil.which("dbclient"):
+        probe = Probe(args.probe, work)
+        env = dict(os.environ, DROPBEAR_PASSWORD="x")
+        r = subprocess.run(["dbclient", "-y", "-y", "-c", "chacha20-poly1305@openssh.com", "-p", str(probe.port),
+                            "rekey@127.0.0.1", "true"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=30, env=env)
+        rep = probe.report()
+        probe.stop()
+        check("cipher=chacha20-poly1305@openssh.com/chacha20-poly1305@openssh.com mac=-/- kexes=1 ready=1" in rep,
+              "dbclient: probe says %s (dbclient: %s)" % (rep, r.stderr[-500:]))
+        print("ok dbclient:", rep, flush=True)
+    else:
+        print("dbclient not installed: its part skipped")
 
     if shutil.which("ssh-audit"):
         for extra, allowed in (([], {"ecdh-sha2-nistp256", "ecdsa-sha2-nistp256"}), (["--no-nist"], set())):
