@@ -86,7 +86,8 @@ std::string printable(std::string_view s) {
 }
 
 Status unknown_type(std::string_view type) {
-  if (type == "ssh-ed25519" || type == "sk-ssh-ed25519@openssh.com") return invalid(std::string(kEd25519Refused));
+  if (type == "ssh-ed25519" || type == "sk-ssh-ed25519@openssh.com")
+    return invalid(std::string(kEd25519Refused));
   return invalid("unknown key type '" + printable(type) + "' (supported: ecdsa-sha2-nistp256, ssh-rsa)");
 }
 
@@ -100,7 +101,8 @@ bool load_rsa(std::string_view blob, Rsa& rsa) {
   WireReader r(blob);
   std::string_view type, e, n;
   if (!r.string(type) || !r.mpint(e) || !r.mpint(n) || !r.done()) return false;
-  if (mbedtls_rsa_import_raw(&rsa.r, bytes(n), n.size(), nullptr, 0, nullptr, 0, nullptr, 0, bytes(e), e.size()) != 0)
+  if (mbedtls_rsa_import_raw(&rsa.r, bytes(n), n.size(), nullptr, 0, nullptr, 0, nullptr, 0, bytes(e),
+                             e.size()) != 0)
     return false;
   return mbedtls_rsa_complete(&rsa.r) == 0 && mbedtls_rsa_check_pubkey(&rsa.r) == 0;
 }
@@ -123,7 +125,8 @@ Result<PublicKey> parse_public_key_blob(std::string_view blob) {
   k.blob = std::string(blob);
   if (type == kEcdsaType) {
     std::string_view curve, point;
-    if (!r.string(curve) || !r.string(point) || !r.done()) return invalid("malformed ecdsa-sha2-nistp256 key");
+    if (!r.string(curve) || !r.string(point) || !r.done())
+      return invalid("malformed ecdsa-sha2-nistp256 key");
     if (curve != kEcdsaCurve)
       return invalid("ecdsa-sha2-nistp256 key names curve '" + printable(curve) + "' (expected nistp256)");
     EcGroup grp;
@@ -136,13 +139,14 @@ Result<PublicKey> parse_public_key_blob(std::string_view blob) {
     std::string_view e, n;
     if (!r.mpint(e) || !r.mpint(n) || !r.done()) return invalid("malformed ssh-rsa key");
     size_t bits = n.empty() ? 0 : n.size() * 8;
-    for (uint8_t top = n.empty() ? 0 : static_cast<uint8_t>(n[0]); bits > 0 && !(top & 0x80); top <<= 1) --bits;
+    for (uint8_t top = n.empty() ? 0 : static_cast<uint8_t>(n[0]); bits > 0 && !(top & 0x80); top <<= 1)
+      --bits;
     if (bits < static_cast<size_t>(kMinRsaBits))
-      return invalid("ssh-rsa key has " + std::to_string(bits) + " bits: at least " + std::to_string(kMinRsaBits) +
-                     " are needed");
+      return invalid("ssh-rsa key has " + std::to_string(bits) + " bits: at least " +
+                     std::to_string(kMinRsaBits) + " are needed");
     if (bits > static_cast<size_t>(kMaxRsaBits))
-      return invalid("ssh-rsa key has " + std::to_string(bits) + " bits: at most " + std::to_string(kMaxRsaBits) +
-                     " are accepted");
+      return invalid("ssh-rsa key has " + std::to_string(bits) + " bits: at most " +
+                     std::to_string(kMaxRsaBits) + " are accepted");
     Rsa rsa;
     if (!load_rsa(blob, rsa)) return invalid("ssh-rsa key: not a valid RSA public key");
     k.bits = static_cast<int>(bits);
@@ -161,13 +165,14 @@ Result<PublicKey> parse_public_key_line(std::string_view line) {
   if (b64.size() > kMaxBase64) return invalid("public key is too long");
   std::string blob(b64.size() * 3 / 4 + 3, '\0');
   size_t len = 0;
-  if (mbedtls_base64_decode(reinterpret_cast<unsigned char*>(blob.data()), blob.size(), &len, bytes(b64), b64.size()) !=
-      0)
+  if (mbedtls_base64_decode(reinterpret_cast<unsigned char*>(blob.data()), blob.size(), &len, bytes(b64),
+                            b64.size()) != 0)
     return invalid("public key is not valid base64");
   blob.resize(len);
   Result<PublicKey> k = parse_public_key_blob(blob);
   if (!k) return k;
-  if (k->type != type) return invalid("public key line says '" + std::string(type) + "' but the key is " + k->type);
+  if (k->type != type)
+    return invalid("public key line says '" + std::string(type) + "' but the key is " + k->type);
   k->comment = std::string(rest);
   return k;
 }
@@ -189,7 +194,8 @@ std::string fingerprint(std::string_view blob) {
   if (!hash(MBEDTLS_MD_SHA256, blob, digest.data())) return "SHA256:?";
   std::array<unsigned char, 64> b64{};
   size_t len = 0;
-  if (mbedtls_base64_encode(b64.data(), b64.size(), &len, digest.data(), digest.size()) != 0) return "SHA256:?";
+  if (mbedtls_base64_encode(b64.data(), b64.size(), &len, digest.data(), digest.size()) != 0)
+    return "SHA256:?";
   while (len > 0 && b64[len - 1] == '=') --len;
   return "SHA256:" + std::string(reinterpret_cast<const char*>(b64.data()), len);
 }
@@ -244,8 +250,8 @@ bool verify_signature(std::string_view key_blob, std::string_view sig_alg, std::
   padded.append(sig);
   std::array<unsigned char, 64> digest{};
   if (!hash(md, data, digest.data())) return false;
-  return mbedtls_rsa_pkcs1_verify(&rsa.r, nullptr, nullptr, MBEDTLS_RSA_PUBLIC, md, static_cast<unsigned>(md_len),
-                                  digest.data(), bytes(padded)) == 0;
+  return mbedtls_rsa_pkcs1_verify(&rsa.r, nullptr, nullptr, MBEDTLS_RSA_PUBLIC, md,
+                                  static_cast<unsigned>(md_len), digest.data(), bytes(padded)) == 0;
 }
 
 }  // namespace keel::ssh

@@ -70,7 +70,8 @@ UserAuth::Outcome UserAuth::fail_attempt(std::vector<std::string>& out) {
   return refuse(out);
 }
 
-UserAuth::Outcome UserAuth::succeed(std::string_view user, std::string_view method, std::vector<std::string>& out) {
+UserAuth::Outcome UserAuth::succeed(std::string_view user, std::string_view method,
+                                    std::vector<std::string>& out) {
   done_ = true;
   user_ = std::string(user);
   method_ = std::string(method);
@@ -102,7 +103,8 @@ UserAuth::Outcome UserAuth::handle(std::string_view payload, std::vector<std::st
   }
 
   std::string_view user, service, method;
-  if (!r.string(user) || !r.string(service) || !r.string(method)) return protocol_error("malformed USERAUTH_REQUEST");
+  if (!r.string(user) || !r.string(service) || !r.string(method))
+    return protocol_error("malformed USERAUTH_REQUEST");
   if (!valid_user_name(user)) {
     dead_ = true;
     reason_ = disconnect::kIllegalUserName;
@@ -154,12 +156,13 @@ UserAuth::Outcome UserAuth::handle_publickey(std::string_view user, std::string_
                                              std::vector<std::string>& out) {
   bool has_sig = false;
   std::string_view alg, blob;
-  if (!r.boolean(has_sig) || !r.string(alg) || !r.string(blob)) return protocol_error("malformed publickey request");
+  if (!r.boolean(has_sig) || !r.string(alg) || !r.string(blob))
+    return protocol_error("malformed publickey request");
   if (!has_sig) {
     if (!r.done()) return protocol_error("malformed publickey request");
     // A query: PK_OK when this user may log in with this key; never an attempt.
-    const bool ok = sig_alg_fits(alg, key_type_of(blob)) && parse_public_key_blob(blob).ok() && cfg_.auth != nullptr &&
-                    cfg_.auth->has_key(user, blob);
+    const bool ok = sig_alg_fits(alg, key_type_of(blob)) && parse_public_key_blob(blob).ok() &&
+                    cfg_.auth != nullptr && cfg_.auth->has_key(user, blob);
     if (!ok) return refuse(out);
     out.push_back(WireWriter().u8(msg::kUserauthPkOk).string(alg).string(blob).take());
     return Outcome::pending;
@@ -184,7 +187,8 @@ UserAuth::Outcome UserAuth::handle_publickey(std::string_view user, std::string_
   return fail_attempt(out);
 }
 
-UserAuth::Outcome UserAuth::handle_password(std::string_view user, WireReader& r, std::vector<std::string>& out) {
+UserAuth::Outcome UserAuth::handle_password(std::string_view user, WireReader& r,
+                                            std::vector<std::string>& out) {
   bool change = false;
   std::string_view password, new_password;
   if (!r.boolean(change) || !r.string(password)) return protocol_error("malformed password request");
@@ -202,7 +206,8 @@ UserAuth::Outcome UserAuth::handle_info_response(WireReader& r, std::vector<std:
   kbd_user_.clear();
   uint32_t n = 0;
   if (!r.u32(n)) return protocol_error("malformed USERAUTH_INFO_RESPONSE");
-  if (n != 1) return protocol_error("USERAUTH_INFO_RESPONSE with " + std::to_string(n) + " responses to 1 prompt");
+  if (n != 1)
+    return protocol_error("USERAUTH_INFO_RESPONSE with " + std::to_string(n) + " responses to 1 prompt");
   std::string_view response;
   if (!r.string(response) || !r.done()) return protocol_error("malformed USERAUTH_INFO_RESPONSE");
   const bool ok = cfg_.auth != nullptr && cfg_.auth->check_password(user, response);

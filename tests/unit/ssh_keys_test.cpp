@@ -29,7 +29,8 @@ std::string sig_with(std::string_view alg, std::string_view inner) {
 
 }  // namespace
 
-TEST_CASE("ECDSA P-256 and RSA key lines from ssh-keygen parse, print back and have ssh-keygen's fingerprint") {
+TEST_CASE(
+    "ECDSA P-256 and RSA key lines from ssh-keygen parse, print back and have ssh-keygen's fingerprint") {
   auto ec = parse_public_key_line(kEcLine);
   REQUIRE_MESSAGE(ec.ok(), ec.status().message());
   CHECK(ec->type == "ecdsa-sha2-nistp256");
@@ -84,15 +85,18 @@ TEST_CASE("refused keys: Ed25519 with the documented message, other types, small
 
   CHECK(parse_public_key_line("").status().message().find("empty public key line") == 0);
   CHECK(parse_public_key_line("ssh-rsa").status().message().find("no key after") != std::string::npos);
-  CHECK(parse_public_key_line("ssh-rsa !!!notbase64!!!").status().message() == "public key is not valid base64");
-  CHECK(parse_public_key_line("ssh-rsa " + std::string(9000, 'A')).status().message() == "public key is too long");
+  CHECK(parse_public_key_line("ssh-rsa !!!notbase64!!!").status().message() ==
+        "public key is not valid base64");
+  CHECK(parse_public_key_line("ssh-rsa " + std::string(9000, 'A')).status().message() ==
+        "public key is too long");
 
   // The line's type must be the blob's type.
   auto ec = parse_public_key_line(kEcLine);
   REQUIRE(ec.ok());
   const std::string b64 = kEcLine.substr(kEcLine.find(' ') + 1, kEcLine.rfind(' ') - kEcLine.find(' ') - 1);
-  CHECK(parse_public_key_line("ssh-rsa " + b64).status().message().find("but the key is ecdsa-sha2-nistp256") !=
-        std::string::npos);
+  CHECK(
+      parse_public_key_line("ssh-rsa " + b64).status().message().find("but the key is ecdsa-sha2-nistp256") !=
+      std::string::npos);
 
   // A point off the curve, a compressed point, the wrong curve name, trailing bytes.
   WireReader r(ec->blob);
@@ -102,8 +106,9 @@ TEST_CASE("refused keys: Ed25519 with the documented message, other types, small
   REQUIRE(r.string(point));
   std::string off(point);
   off[64] = static_cast<char>(off[64] ^ 1);
-  CHECK(parse_public_key_blob(WireWriter().string(type).string(curve).string(off).take()).status().message() ==
-        "ecdsa-sha2-nistp256 key: not a point on the P-256 curve");
+  CHECK(
+      parse_public_key_blob(WireWriter().string(type).string(curve).string(off).take()).status().message() ==
+      "ecdsa-sha2-nistp256 key: not a point on the P-256 curve");
   std::string compressed = std::string(1, '\x02') + std::string(point.substr(1, 32));
   CHECK_FALSE(parse_public_key_blob(WireWriter().string(type).string(curve).string(compressed).take()).ok());
   CHECK(parse_public_key_blob(WireWriter().string(type).string("nistp384").string(point).take())
@@ -152,7 +157,8 @@ TEST_CASE("signatures made by paramiko verify; tampered data, signature, key or 
 
   // The algorithm named in the request must be the one in the blob and fit the key.
   CHECK_FALSE(verify_signature(rsa->blob, "rsa-sha2-512", kRsa256Sig, kData));
-  CHECK_FALSE(verify_signature(rsa->blob, "rsa-sha2-256", sig_with("rsa-sha2-256", sig_inner(kRsa512Sig)), kData));
+  CHECK_FALSE(
+      verify_signature(rsa->blob, "rsa-sha2-256", sig_with("rsa-sha2-256", sig_inner(kRsa512Sig)), kData));
   CHECK_FALSE(verify_signature(ec->blob, "rsa-sha2-256", kRsa256Sig, kData));
   CHECK_FALSE(verify_signature(rsa->blob, "ecdsa-sha2-nistp256", kEcSig, kData));
   CHECK_FALSE(verify_signature(ec->blob, "ssh-ed25519", kEcSig, kData));
@@ -164,12 +170,14 @@ TEST_CASE("signatures made by paramiko verify; tampered data, signature, key or 
   // Malformed signature blobs: truncated, trailing bytes, r/s not mpints.
   CHECK_FALSE(verify_signature(ec->blob, "ecdsa-sha2-nistp256", kEcSig.substr(0, kEcSig.size() - 1), kData));
   CHECK_FALSE(verify_signature(ec->blob, "ecdsa-sha2-nistp256", kEcSig + "x", kData));
-  CHECK_FALSE(verify_signature(ec->blob, "ecdsa-sha2-nistp256", sig_with("ecdsa-sha2-nistp256", "garbage"), kData));
+  CHECK_FALSE(
+      verify_signature(ec->blob, "ecdsa-sha2-nistp256", sig_with("ecdsa-sha2-nistp256", "garbage"), kData));
   CHECK_FALSE(verify_signature(ec->blob, "ecdsa-sha2-nistp256",
-                               sig_with("ecdsa-sha2-nistp256", WireWriter().string("").string("").take()), kData));
+                               sig_with("ecdsa-sha2-nistp256", WireWriter().string("").string("").take()),
+                               kData));
   CHECK_FALSE(verify_signature(rsa->blob, "rsa-sha2-256", sig_with("rsa-sha2-256", ""), kData));
-  CHECK_FALSE(verify_signature(rsa->blob, "rsa-sha2-256",
-                               sig_with("rsa-sha2-256", std::string(385, '\x01')), kData));  // longer than n
+  CHECK_FALSE(verify_signature(rsa->blob, "rsa-sha2-256", sig_with("rsa-sha2-256", std::string(385, '\x01')),
+                               kData));  // longer than n
   CHECK_FALSE(verify_signature("", "rsa-sha2-256", kRsa256Sig, kData));
   CHECK_FALSE(verify_signature(rsa->blob, "rsa-sha2-256", "", kData));
 
@@ -179,6 +187,7 @@ TEST_CASE("signatures made by paramiko verify; tampered data, signature, key or 
   if (inner[0] == 0) {
     CHECK(verify_signature(rsa->blob, "rsa-sha2-256", sig_with("rsa-sha2-256", inner.substr(1)), kData));
   } else {
-    CHECK_FALSE(verify_signature(rsa->blob, "rsa-sha2-256", sig_with("rsa-sha2-256", inner.substr(1)), kData));
+    CHECK_FALSE(
+        verify_signature(rsa->blob, "rsa-sha2-256", sig_with("rsa-sha2-256", inner.substr(1)), kData));
   }
 }

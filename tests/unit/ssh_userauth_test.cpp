@@ -36,7 +36,8 @@ struct StubAuth : Authenticator {
   }
 };
 
-std::string request(std::string_view user, std::string_view method, std::string_view service = "ssh-connection") {
+std::string request(std::string_view user, std::string_view method,
+                    std::string_view service = "ssh-connection") {
   return WireWriter().u8(msg::kUserauthRequest).string(user).string(service).string(method).take();
 }
 std::string password_req(std::string_view user, std::string_view pw) {
@@ -45,7 +46,8 @@ std::string password_req(std::string_view user, std::string_view pw) {
 std::string pk_query(std::string_view user, std::string_view alg, std::string_view blob) {
   return request(user, "publickey") + WireWriter().boolean(false).string(alg).string(blob).take();
 }
-std::string pk_signed(std::string_view user, std::string_view alg, std::string_view blob, std::string_view sig) {
+std::string pk_signed(std::string_view user, std::string_view alg, std::string_view blob,
+                      std::string_view sig) {
   return request(user, "publickey") + WireWriter().boolean(true).string(alg).string(blob).string(sig).take();
 }
 std::string kbd_req(std::string_view user) {
@@ -138,13 +140,15 @@ TEST_CASE_FIXTURE(Fixture, "password: right one succeeds once, change requests r
 
   UserAuth change(config(), kSessionId);
   out.clear();
-  const std::string req = request("alice", "password") + WireWriter().boolean(true).string("s3cret").string("new").take();
+  const std::string req =
+      request("alice", "password") + WireWriter().boolean(true).string("s3cret").string("new").take();
   CHECK(change.handle(req, out) == UserAuth::Outcome::pending);
   CHECK(type_of(out.at(0)) == msg::kUserauthFailure);
   CHECK(change.failures() == 1);
 }
 
-TEST_CASE_FIXTURE(Fixture, "three failures disconnect with no-more-auth-methods; unknown users look the same") {
+TEST_CASE_FIXTURE(Fixture,
+                  "three failures disconnect with no-more-auth-methods; unknown users look the same") {
   UserAuth ua(config(), kSessionId);
   std::vector<std::string> out;
   CHECK(ua.handle(password_req("alice", "x"), out) == UserAuth::Outcome::pending);
@@ -164,10 +168,12 @@ TEST_CASE_FIXTURE(Fixture, "three failures disconnect with no-more-auth-methods;
   CHECK(out.empty());
 }
 
-TEST_CASE_FIXTURE(Fixture, "publickey: query -> PK_OK (not an attempt), signed request made by paramiko -> SUCCESS") {
+TEST_CASE_FIXTURE(Fixture,
+                  "publickey: query -> PK_OK (not an attempt), signed request made by paramiko -> SUCCESS") {
   UserAuth ua(config(), kSessionId);
   std::vector<std::string> out;
-  for (int i = 0; i < 4; ++i) REQUIRE(ua.handle(pk_query("alice", "ecdsa-sha2-nistp256", ec_blob), out) == UserAuth::Outcome::pending);
+  for (int i = 0; i < 4; ++i)
+    REQUIRE(ua.handle(pk_query("alice", "ecdsa-sha2-nistp256", ec_blob), out) == UserAuth::Outcome::pending);
   CHECK(ua.failures() == 0);
   REQUIRE(out.size() == 4);
   CHECK(out[0] == WireWriter().u8(msg::kUserauthPkOk).string("ecdsa-sha2-nistp256").string(ec_blob).take());
@@ -191,7 +197,8 @@ TEST_CASE_FIXTURE(Fixture, "publickey: query -> PK_OK (not an attempt), signed r
   CHECK(ua.user() == "alice");
 }
 
-TEST_CASE_FIXTURE(Fixture, "publickey: rsa-sha2-512 accepted, ssh-rsa (SHA-1) and wrong signatures are failed attempts") {
+TEST_CASE_FIXTURE(
+    Fixture, "publickey: rsa-sha2-512 accepted, ssh-rsa (SHA-1) and wrong signatures are failed attempts") {
   std::vector<std::string> out;
   {
     UserAuth ua(config(), kSessionId);
@@ -201,7 +208,8 @@ TEST_CASE_FIXTURE(Fixture, "publickey: rsa-sha2-512 accepted, ssh-rsa (SHA-1) an
   UserAuth ua(config(), kSessionId);
   out.clear();
   // A genuine SHA-1 signature: refused.
-  CHECK(ua.handle(pk_signed("alice", "ssh-rsa", rsa_blob, kAliceRsaSha1AuthSig), out) == UserAuth::Outcome::pending);
+  CHECK(ua.handle(pk_signed("alice", "ssh-rsa", rsa_blob, kAliceRsaSha1AuthSig), out) ==
+        UserAuth::Outcome::pending);
   CHECK(ua.failures() == 1);
   // A valid signature, but over another session id (a replay from another connection).
   UserAuth other(config(), std::string(32, 'x'));
@@ -295,10 +303,11 @@ TEST_CASE_FIXTURE(Fixture, "bad requests: service, user names, encodings, unexpe
   outcome(request(std::string("al\0ce", 5), "none"), disconnect::kIllegalUserName);
   outcome("", disconnect::kProtocolError);
   outcome(std::string(1, static_cast<char>(msg::kUserauthRequest)), disconnect::kProtocolError);
-  outcome(request("alice", "password"), disconnect::kProtocolError);                         // no fields
-  outcome(password_req("alice", "s3cret") + "x", disconnect::kProtocolError);                 // trailing byte
+  outcome(request("alice", "password"), disconnect::kProtocolError);           // no fields
+  outcome(password_req("alice", "s3cret") + "x", disconnect::kProtocolError);  // trailing byte
   outcome(pk_query("alice", "ecdsa-sha2-nistp256", ec_blob) + "x", disconnect::kProtocolError);
-  outcome(request("alice", "publickey") + WireWriter().boolean(true).string("ecdsa-sha2-nistp256").string(ec_blob).take(),
+  outcome(request("alice", "publickey") +
+              WireWriter().boolean(true).string("ecdsa-sha2-nistp256").string(ec_blob).take(),
           disconnect::kProtocolError);  // signed, but no signature
   outcome(WireWriter().u8(msg::kUserauthSuccess).take(), disconnect::kProtocolError);
   outcome(WireWriter().u8(msg::kUserauthFailure).take(), disconnect::kProtocolError);
