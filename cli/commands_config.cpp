@@ -118,10 +118,8 @@ void add_core_sections(CommandTree::Impl& t) {
                           const datapath::PmdConfig def;
                           const auto& board = t.sys.board().pmd_cores;
                           (void)t.sys.set_pmd_cores({board.begin(), board.end()});
-                          for (const auto& pmd : t.sys.datapath().pmds()) {
-                            pmd->set_emc_insert_inv_prob(def.emc_insert_inv_prob);
-                            pmd->set_smc_enable(def.smc_enable);
-                          }
+                          t.sys.set_emc_insert_inv_prob(def.emc_insert_inv_prob);
+                          t.sys.set_smc_enable(def.smc_enable);
                           t.sys.datapath().set_vlan_limit(packet::kDefaultVlanLimit);
                           datapath::Datapath& dp = t.sys.datapath();
                           dp.configure_auto_lb({});
@@ -179,13 +177,29 @@ Status apply_transaction(CommandTree& tree, std::string_view text, std::string_v
 }
 
 void add_config_commands(CommandTree::Impl& t) {
+  // Declarations. write memory / copy / configure replace run other lines
+  // (each takes what it needs; the gate is taken once, here), so they hold
+  // no writer mutex themselves: pmd-cpu-mask inside a replace would
+  // deadlock on it. Running-config sections take it with WriterLock.
+  t.declare("show running-config", control::Access::show);
+  t.declare("show startup-config", control::Access::show);
+  t.declare("write memory", control::Access::admin);
+  t.declare("copy", control::Access::admin);
+  t.declare("configure replace", control::Access::admin);
+
   add_core_sections(t);
 
   CLI::App* show = t.app.get_subcommand("show");
   auto* run = show->add_subcommand("running-config", "the commands that rebuild the current configuration");
   t.add_format(run);
   run->callback([&t] {
-    const auto lines = running_lines(t);
+    auto lines = running_lines(t);
+    // Password hashes are for admins: another role sees "*****" in their
+    // place (its copy of the config can't be replayed, nor cracked).
+    if (t.tree->session().role != control::Role::admin)
+      for (std::string& l : lines)
+        if (l.rfind("username ", 0) == 0 && l.find(" secret ") != std::string::npos)
+          l = l.substr(0, l.find(" secret ") + 8) + "*****";
     if (t.format == "json") {
       Json j;
       j.begin_object().field("version", kVersion).field("board", t.sys.board().name).begin_array("lines");

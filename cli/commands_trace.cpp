@@ -12,7 +12,8 @@
 // Disabled, nothing is added: the report stays Open vSwitch's exactly
 // (tests/conformance/layout compares it line by line).
 //
-// Threads: runs on the control thread under the Ofproto writer mutex, so
+// Threads: runs inside Control::run under the Ofproto writer mutex (declared
+// locks_ofproto), so
 // nothing it reads is reclaimed while it reads.
 #include <cctype>
 #include <mutex>
@@ -122,6 +123,9 @@ std::string offload_line(const offload::Offload& off, ofproto::Bridge& br, const
 }  // namespace
 
 void add_trace_commands(CommandTree::Impl& t) {
+  // Declarations (command_tree_impl.h: CommandDecl).
+  t.declare("trace", control::Access::show, false, kLocksOfproto);
+
   auto a = std::make_shared<TraceArgs>();
   CLI::App* c = t.app.add_subcommand("trace", "explain what a bridge does with a flow or a packet (ofproto/trace)");
   c->preparse_callback([a](size_t) { *a = TraceArgs{}; });
@@ -130,7 +134,6 @@ void add_trace_commands(CommandTree::Impl& t) {
   c->add_option("--packet", a->packet, "an Ethernet frame in hex (FLOW gives only in_port=)");
   c->callback([&t, a] {
     ofproto::Ofproto& of = t.sys.ofproto();
-    std::lock_guard lk(of.writer_mutex());
     ofproto::Bridge* br = of.find_bridge(a->bridge);
     if (!br) {
       t.status = error(Errc::not_found, "no bridge " + a->bridge);
