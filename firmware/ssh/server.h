@@ -212,6 +212,8 @@ class Server {
   int listen_fd_ = -1;  // swapped by relisten() under mu_; the I/O thread re-reads it each round
   bool enabled_ = true;
   int wake_fd_ = -1;  // eventfd: session output, stop
+  int pending_listen_fd_ = -1;     // relisten(): the I/O thread swaps it in (mu_)
+  bool release_listener_ = false;  // relisten(): the I/O thread closes its socket first (mu_)
   std::unique_ptr<Random> random_;
   std::unique_ptr<HostKeys> host_keys_;
   std::thread io_;
