@@ -48,6 +48,9 @@
 namespace keel::ssh {
 class Server;
 }
+namespace keel::control {
+class ConfigStore;
+}
 
 namespace keel::cli {
 
@@ -63,6 +66,8 @@ class SshService final : public control::SshService {
   std::string state() const override;
   const ssh::Server* server() const override;
   std::vector<std::string> host_key_fingerprints() const override;
+  // Where the sessions' `write memory` saves (null: nowhere).
+  void set_config_store(control::ConfigStore* store);
   // Ends every session (DISCONNECT by application) and joins the threads.
   void stop();
 

@@ -274,10 +274,6 @@ Result<std::unique_ptr<Server>> Server::start(ServerConfig cfg) {
   s->port_ = bound;
   s->random_ = std::make_unique<Random>();
   if (!s->random_->ok()) return error(Errc::internal, "ssh: the random generator could not be seeded");
-  auto keys = s->cfg_.host_key_dir.empty() ? HostKeys::generate(*s->random_)
-                                           : HostKeys::load_or_generate(s->cfg_.host_key_dir, *s->random_);
-  if (!keys) return std::move(keys).take_status().prefix("ssh: host keys");
-  s->host_keys_ = std::move(keys.value());
   s->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s->wake_fd_ < 0) return error(Errc::io_error, std::string("ssh: eventfd: ") + strerror(errno));
   s->io_ = std::thread([p = s.get()] { p->io_main(); });
@@ -385,7 +381,15 @@ std::string Server::listen_address() const {
   return a + ":" + std::to_string(port_);
 }
 
-std::vector<std::string> Server::host_key_fingerprints() const { return host_keys_->fingerprints(); }
+std::vector<std::string> Server::host_key_fingerprints() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return host_keys_ ? host_keys_->fingerprints() : std::vector<std::string>{};
+}
+
+std::string Server::host_key_error() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return key_error_;
+}
 
 bool Server::write(uint64_t conn, uint32_t channel, std::string_view data, bool is_stderr) {
   std::unique_lock<std::mutex> lk(mu_);
@@ -645,6 +649,22 @@ void Server::io_main() {
         want = enabled_ && listen_fd_ >= 0;
       }
       if (want && cfg_.may_listen) want = cfg_.may_listen();
+      if (want && !host_keys_) {
+        // First time the server is to listen: load (or generate, the
+        // first boot: RSA 3072 takes a moment) the host keys. No
+        // connection exists yet, so nobody waits for this thread.
+        auto keys = cfg_.host_key_dir.empty() ? HostKeys::generate(*random_)
+                                              : HostKeys::load_or_generate(cfg_.host_key_dir, *random_);
+        std::lock_guard<std::mutex> g(mu_);
+        if (keys) {
+          host_keys_ = std::move(keys.value());
+          key_error_.clear();
+        } else if (key_error_.empty()) {
+          key_error_ = "ssh: host keys: " + keys.status().message();
+          KEEL_LOG(log_ssh, err, "%s; not listening", key_error_.c_str());
+        }
+        if (!host_keys_) want = false;
+      }
       if (want && !listening) {
         if (::listen(listen_fd_, 64) == 0) {
           listening = true;

@@ -29,9 +29,10 @@
 // buffer are full, so a client that stops reading stalls only the sessions
 // that write to it.
 //
-// Life cycle: start() binds (port 0: any free port; bound_port() says which),
-// loads or generates the host keys in host_key_dir and starts the I/O
-// thread. While ServerConfig::may_listen returns false the socket is bound
+// Life cycle: start() binds (port 0: any free port; bound_port() says which)
+// and starts the I/O thread, which loads (or, the first time, generates) the
+// host keys in host_key_dir when the server first listens -- a board that
+// never listens (host-sim without users) never pays for an RSA key. While ServerConfig::may_listen returns false the socket is bound
 // but not listening (a connection is refused by the kernel); the I/O thread
 // checks it every kGateCheckMs. stop() (and the destructor) sends DISCONNECT
 // kByApplication to every connection, tells every ChannelHost closed() for
@@ -184,8 +185,11 @@ class Server {
   void set_limits(size_t max_sessions, uint32_t idle_timeout_s);
   uint16_t bound_port() const;
   std::string listen_address() const;  // "127.0.0.1:2222", "[::]:22"
-  // Host key fingerprints (HostKeys::fingerprints()).
+  // Host key fingerprints (HostKeys::fingerprints()); empty until the
+  // keys are loaded (the first time the server listens).
   std::vector<std::string> host_key_fingerprints() const;
+  // Why the host keys couldn't be loaded or generated ("" if they could).
+  std::string host_key_error() const;
 
   // --- any thread: session output ---
   // Queues channel data (stderr: extended data). Blocks while the channel's
@@ -215,7 +219,8 @@ class Server {
   int pending_listen_fd_ = -1;     // relisten(): the I/O thread swaps it in (mu_)
   bool release_listener_ = false;  // relisten(): the I/O thread closes its socket first (mu_)
   std::unique_ptr<Random> random_;
-  std::unique_ptr<HostKeys> host_keys_;
+  std::unique_ptr<HostKeys> host_keys_;  // set once by the I/O thread (under mu_)
+  std::string key_error_;                // mu_
   std::thread io_;
 
   mutable std::mutex mu_;
