@@ -106,6 +106,7 @@ class Channels {
  private:
   struct Chunk {
     std::string data;
+    size_t off = 0;  // bytes of data already sent
     bool is_stderr = false;
   };
   struct Channel {
@@ -119,8 +120,7 @@ class Channels {
     bool started = false;
     bool eof_received = false;
     bool close_sent = false;
-    bool exited = false;       // exit() called: status, EOF, CLOSE follow the pending data
-    bool exit_flushed = false; // exit-status, EOF (and CLOSE) sent
+    bool exited = false;  // exit() called: status, EOF, CLOSE follow the pending data
     int exit_status = 0;
     std::deque<Chunk> queue;
     size_t queued = 0;

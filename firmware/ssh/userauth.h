@@ -65,6 +65,7 @@ class UserAuth {
   bool authenticated() const { return done_; }
 
  private:
+  bool enabled(std::string_view method) const;
   Outcome fail_attempt(std::vector<std::string>& out);
   Outcome refuse(std::vector<std::string>& out);
   Outcome protocol_error(std::string text);
@@ -77,12 +78,12 @@ class UserAuth {
   UserAuthConfig cfg_;
   std::string session_id_;
   std::string user_, method_;
-  std::string last_user_, last_service_;
   bool kbd_pending_ = false;  // an INFO_REQUEST is outstanding
   std::string kbd_user_;
   bool done_ = false;
   bool dead_ = false;
   int failures_ = 0;
+  int requests_ = 0;
   uint32_t reason_ = 0;
   std::string reason_text_;
 };
