@@ -76,7 +76,25 @@ std::string join(const std::vector<std::string_view>& v) {
   return s.empty() ? "(none)" : s;
 }
 
+// `offered` filtered to the names in `have`, or all of `have`.
+std::vector<std::string> offer(const std::vector<std::string>& have, const std::vector<std::string>& wanted) {
+  if (wanted.empty()) return have;
+  std::vector<std::string> v;
+  for (const std::string& w : wanted)
+    if (std::find(have.begin(), have.end(), w) != have.end() && std::find(v.begin(), v.end(), w) == v.end())
+      v.push_back(w);
+  return v;
+}
+
 }  // namespace
+
+const std::vector<std::string>& transport_algorithms(std::string_view what) {
+  static const std::vector<std::string> none;
+  if (what == "kex") return kex_names();
+  if (what == "cipher") return cipher_names();
+  if (what == "mac") return mac_names();
+  return none;
+}
 
 struct Transport::Impl {
   TransportConfig cfg;
@@ -104,6 +122,10 @@ struct Transport::Impl {
   Algorithms next;            // negotiated, in effect after NEWKEYS
 
   bool first_kex_done = false, strict = false, ext_info = false, service_accepted = false;
+  // USERAUTH_SUCCESS went out: from then on the server may start re-keys
+  // (OpenSSH's client refuses a KEXINIT during user authentication, and its
+  // sshd never re-keys before it either).
+  bool authenticated = false;
   uint64_t kexes = 0;
   std::string session_id;
   Algorithms alg;
@@ -112,7 +134,13 @@ struct Transport::Impl {
   uint32_t reason = 0;
   std::string err;
 
+  std::vector<std::string> my_kex, my_hk, my_ciphers, my_macs;
+
   explicit Impl(TransportConfig c) : cfg(std::move(c)) {
+    my_kex = offer(kex_names(), cfg.kex);
+    my_hk = offer(cfg.host_keys ? cfg.host_keys->algorithms() : std::vector<std::string>{}, cfg.host_keys_offered);
+    my_ciphers = offer(cipher_names(), cfg.ciphers);
+    my_macs = offer(mac_names(), cfg.macs);
     v_s = "SSH-2.0-" + cfg.software + "_" + std::string(kVersion);
     out = v_s + "\r\n";
     send_kexinit();
@@ -146,13 +174,12 @@ struct Transport::Impl {
   void send_kexinit() {
     uint8_t cookie[16];
     if (cfg.random) cfg.random->fill(cookie, sizeof cookie);
-    std::vector<std::string> kex = kex_names();
+    std::vector<std::string> kex = my_kex;
     kex.emplace_back(kStrictServer);
-    const std::vector<std::string> hk = cfg.host_keys ? cfg.host_keys->algorithms() : std::vector<std::string>{};
     WireWriter w;
     w.u8(msg::kKexInit).raw({reinterpret_cast<char*>(cookie), sizeof cookie});
-    w.name_list(kex).name_list(hk).name_list(cipher_names()).name_list(cipher_names());
-    w.name_list(mac_names()).name_list(mac_names()).name_list({"none"}).name_list({"none"});
+    w.name_list(kex).name_list(my_hk).name_list(my_ciphers).name_list(my_ciphers);
+    w.name_list(my_macs).name_list(my_macs).name_list({"none"}).name_list({"none"});
     w.name_list({}).name_list({}).boolean(false).u32(0);
     i_s = w.take();
     send_packet(i_s);
@@ -172,7 +199,7 @@ struct Transport::Impl {
   }
 
   void maybe_rekey() {
-    if (closed || !first_kex_done || kex_sent || kex_got) return;
+    if (closed || !authenticated || kex_sent || kex_got) return;
     if (bytes_in >= cfg.rekey_bytes || bytes_out >= cfg.rekey_bytes || now - last_kex_ms >= cfg.rekey_ms)
       send_kexinit();
   }
@@ -364,12 +391,12 @@ struct Transport::Impl {
     i_c = std::string(payload);
     if (!kex_sent) send_kexinit();
 
-    const std::vector<std::string> hk = cfg.host_keys ? cfg.host_keys->algorithms() : std::vector<std::string>{};
+    const std::vector<std::string>& hk = my_hk;
     Algorithms a;
-    a.kex = choose(lists[0], kex_names());
+    a.kex = choose(lists[0], my_kex);
     a.host_key = choose(lists[1], hk);
-    a.cipher_in = choose(lists[2], cipher_names());
-    a.cipher_out = choose(lists[3], cipher_names());
+    a.cipher_in = choose(lists[2], my_ciphers);
+    a.cipher_out = choose(lists[3], my_ciphers);
     struct Need {
       const std::string& got;
       const char* what;
@@ -388,7 +415,7 @@ struct Transport::Impl {
     const crypto::CipherInfo* ci = crypto::find_cipher(a.cipher_in);
     const crypto::CipherInfo* co = crypto::find_cipher(a.cipher_out);
     if (!ci->aead) {
-      a.mac_in = choose(lists[4], mac_names());
+      a.mac_in = choose(lists[4], my_macs);
       if (a.mac_in.empty()) {
         fail(disconnect::kKeyExchangeFailed, "no matching MAC (client to server): client offered " +
                                                  join(lists[4]).substr(0, 512));
@@ -396,7 +423,7 @@ struct Transport::Impl {
       }
     }
     if (!co->aead) {
-      a.mac_out = choose(lists[5], mac_names());
+      a.mac_out = choose(lists[5], my_macs);
       if (a.mac_out.empty()) {
         fail(disconnect::kKeyExchangeFailed, "no matching MAC (server to client): client offered " +
                                                  join(lists[5]).substr(0, 512));
@@ -412,9 +439,9 @@ struct Transport::Impl {
     // RFC 4253 §7: a guessed kex packet follows; it is used only when the
     // guess was right (the client's first kex and host key algorithms are ours).
     if (follows) {
-      const std::string_view my_kex = kex_names().front();
-      const std::string my_hk = hk.empty() ? std::string() : hk.front();
-      skip_guess = lists[0].empty() || lists[1].empty() || lists[0].front() != my_kex || lists[1].front() != my_hk;
+      const std::string first_kex = my_kex.empty() ? std::string() : my_kex.front();
+      const std::string first_hk = hk.empty() ? std::string() : hk.front();
+      skip_guess = lists[0].empty() || lists[1].empty() || lists[0].front() != first_kex || lists[1].front() != first_hk;
     }
   }
 
@@ -580,6 +607,7 @@ bool Transport::poll_message(std::string& payload, uint32_t* seq) {
 void Transport::send(std::string_view payload) {
   Impl& m = *impl_;
   if (m.closed) return;
+  if (!payload.empty() && static_cast<uint8_t>(payload[0]) == msg::kUserauthSuccess) m.authenticated = true;
   if (m.kex_sent || !m.first_kex_done) {
     m.held.emplace_back(payload);
     return;

@@ -7,7 +7,9 @@
 // IGNORE/DEBUG/UNIMPLEMENTED, SERVICE_REQUEST "ssh-userauth", EXT_INFO
 // server-sig-algs after the first NEWKEYS when the client offered ext-info-c,
 // and re-keying (either side; after rekey_bytes in either direction or
-// rekey_ms). Messages >= 50 are handed up through poll_message() once
+// rekey_ms — the server starts one only once USERAUTH_SUCCESS has gone out
+// through send(), as OpenSSH's sshd: its client refuses a KEXINIT during
+// user authentication; the client may start one at any time). Messages >= 50 are handed up through poll_message() once
 // ssh-userauth was accepted; before that they are a protocol error.
 //
 // Ciphers: chacha20-poly1305@openssh.com, aes256-gcm@openssh.com,
@@ -32,6 +34,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "ssh/hostkey.h"
@@ -45,7 +48,17 @@ struct TransportConfig {
   Random* random = nullptr;
   uint64_t rekey_bytes = 1ull << 30;    // either direction
   uint64_t rekey_ms = 3600 * 1000;
+  // The algorithms offered, in preference order (addition to the design):
+  // empty means all keel has, in its order (transport_algorithms()); a list
+  // keeps only the names keel has. E.g. kex {"curve25519-sha256"} and
+  // host_keys {"rsa-sha2-512","rsa-sha2-256"} leave out the NIST P-256
+  // ones that ssh-audit 2.5 marks [fail].
+  std::vector<std::string> kex, host_keys_offered, ciphers, macs;
 };
+
+// What keel's transport can do, in its preference order: "kex", "cipher",
+// "mac" (host key algorithms come from HostKeys::algorithms()).
+const std::vector<std::string>& transport_algorithms(std::string_view what);
 
 class Transport {
  public:

@@ -4,9 +4,10 @@
 // USERAUTH_REQUEST with USERAUTH_FAILURE "publickey,password", so `ssh -v`
 // gets as far as "Authentications that can continue" — the whole transport
 // (version exchange, kex, host key signature, ciphers, MACs, strict kex,
-// ext-info) has then worked.
+// ext-info) has then worked. User "rekey" is let in with any method (so a
+// client gets to where re-keys happen); its channels are refused.
 //
-//   ssh_transport_probe [--port N] [--keys DIR] [--count N] [--rekey-bytes N]
+//   ssh_transport_probe [--port N] [--keys DIR] [--count N] [--rekey-bytes N] [--no-nist]
 // prints "port N" once listening; serves connections one at a time, each
 // reported on stdout as "conn kex=.. hostkey=.. cipher=../.. mac=../.. kexes=N error=..".
 //
@@ -50,14 +51,24 @@ int main(int argc, char** argv) {
   int port = 0, count = 1000000;
   std::string keys;
   uint64_t rekey_bytes = 1ull << 30;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool no_nist = false;
+  for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
+    if (a == "--no-nist") {
+      no_nist = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s: %s needs a value\n", argv[0], a.c_str());
+      return 2;
+    }
     if (a == "--port") port = std::atoi(argv[i + 1]);
     else if (a == "--keys") keys = argv[i + 1];
     else if (a == "--count") count = std::atoi(argv[i + 1]);
     else if (a == "--rekey-bytes") rekey_bytes = std::strtoull(argv[i + 1], nullptr, 10);
     else {
-      std::fprintf(stderr, "usage: %s [--port N] [--keys DIR] [--count N] [--rekey-bytes N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--port N] [--keys DIR] [--count N] [--rekey-bytes N] [--no-nist]\n", argv[0]);
       return 2;
     }
   }
@@ -90,6 +101,10 @@ int main(int argc, char** argv) {
     cfg.host_keys = hk.value().get();
     cfg.random = &rnd;
     cfg.rekey_bytes = rekey_bytes;
+    if (no_nist) {  // what ssh-audit 2.5 calls weak: P-256 kex and host key
+      cfg.kex = {"curve25519-sha256", "curve25519-sha256@libssh.org"};
+      cfg.host_keys_offered = {"rsa-sha2-512", "rsa-sha2-256"};
+    }
     Transport t(cfg);
     write_all(fd, t.take_output());
     char buf[65536];
@@ -103,14 +118,31 @@ int main(int argc, char** argv) {
       std::string m;
       uint32_t seq = 0;
       while (t.poll_message(m, &seq)) {
-        if (static_cast<uint8_t>(m[0]) == msg::kUserauthRequest) {
-          // Some traffic over the keys first (IGNOREs are transport's; use a
-          // banner-less failure), then the failure.
+        const auto type = static_cast<uint8_t>(m[0]);
+        if (type == msg::kUserauthRequest) {
+          WireReader r(std::string_view(m).substr(1));
+          std::string_view user;
+          r.string(user);
           WireWriter w;
-          w.u8(msg::kUserauthFailure).name_list({"publickey", "password"}).boolean(false);
+          if (user == "rekey") {
+            // Lets a client reach the state where re-keys happen (after authentication).
+            w.u8(msg::kUserauthSuccess);
+          } else {
+            w.u8(msg::kUserauthFailure).name_list({"publickey", "password"}).boolean(false);
+          }
           t.send(w.str());
           ++sent_pings;
-        } else {
+        } else if (type == msg::kChannelOpen) {
+          WireReader r(std::string_view(m).substr(1));
+          std::string_view kind;
+          uint32_t sender = 0;
+          r.string(kind);
+          r.u32(sender);
+          WireWriter w;
+          w.u8(msg::kChannelOpenFailure).u32(sender).u32(open_failure::kAdministrativelyProhibited)
+              .string("probe: no channels").string("");
+          t.send(w.str());
+        } else if (type != msg::kGlobalRequest) {
           t.unimplemented(seq);
         }
       }
