@@ -227,8 +227,9 @@ def keel_config_lines(keys, port=0, extra=()):
 class KeelTarget(Target):
     has_passwords = True
 
-    def __init__(self, workdir, keys, extra=(), config_dir=None):
+    def __init__(self, workdir, keys, extra=(), config_dir=None, serial=False):
         super().__init__(workdir, keys)
+        self.serial = serial
         self.config_dir = config_dir or os.path.join(workdir, "keel-config")
         if not os.path.exists(os.path.join(self.config_dir, "startup-config")):
             # The board's own config (br0 with p0, p1) plus ours, saved by
@@ -246,9 +247,20 @@ class KeelTarget(Target):
         """Boots keel (stdin a pipe kept open: its console, never asked to log
         in) and learns the SSH port from `show ssh`."""
         self.err = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(keel_cmd("--config-dir", self.config_dir),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
-                                     text=True, bufsize=1, start_new_session=True)
+        if self.serial:
+            # The console on a pty of ours (--console: the serial path, with
+            # its login); commands of the test go through `keel --exec`.
+            import pty
+            self.master, slave = pty.openpty()
+            self.tty = PtyReader(self.master)
+            self.proc = subprocess.Popen(keel_cmd("--config-dir", self.config_dir, "--console", os.ttyname(slave)),
+                                         stdin=subprocess.DEVNULL, stdout=self.err, stderr=self.err,
+                                         start_new_session=True)
+            os.close(slave)
+        else:
+            self.proc = subprocess.Popen(keel_cmd("--config-dir", self.config_dir),
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+                                         text=True, bufsize=1, start_new_session=True)
         self.port = 0
 
         def bound():
@@ -257,7 +269,14 @@ class KeelTarget(Target):
         wait_for(bound, "keel's SSH server to listen (show ssh)")
 
     def console(self, command):
-        """Runs a console command on keel's stdin; returns its output."""
+        """Runs a console command on keel's stdin (or, with the console on a
+        pty, through `keel --exec`); returns its output."""
+        if self.serial:
+            check(self.proc.poll() is None, "keel exited:\n" + self.stderr_text())
+            p = subprocess.run(keel_cmd("--config-dir", self.config_dir, "--exec", command),
+                               capture_output=True, text=True, timeout=PATIENCE)
+            check(p.returncode != 2, "keel --exec %r: no keel answered" % command, p)
+            return p.stdout + p.stderr
         return ask_live(self.proc, self.err, command)
 
     def ssh_port(self):
@@ -301,6 +320,39 @@ class KeelTarget(Target):
     def stderr_text(self):
         self.err.seek(0)
         return self.err.read()
+
+
+class PtyReader:
+    """The master side of a pty: expect() text after the last match, send()."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = b""
+        self.mark = 0
+
+    def expect(self, needle, timeout=PATIENCE):
+        import select
+        needle = needle.encode() if isinstance(needle, str) else needle
+        deadline = time.time() + timeout
+        while True:
+            i = self.buf.find(needle, self.mark)
+            if i >= 0:
+                seen = self.buf[self.mark:i + len(needle)]
+                self.mark = i + len(needle)
+                return seen.decode(errors="replace")
+            check(time.time() < deadline, "no %r on the console after %d s:\n%r"
+                  % (needle, timeout, self.buf[-2000:].decode(errors="replace")))
+            r, _, _ = select.select([self.fd], [], [], 0.2)
+            if r:
+                try:
+                    data = os.read(self.fd, 4096)
+                except OSError:
+                    data = b""
+                check(data, "the console closed; no %r in:\n%r" % (needle, self.buf.decode(errors="replace")))
+                self.buf += data
+
+    def send(self, data):
+        os.write(self.fd, data.encode() if isinstance(data, str) else data)
 
 
 # --------------------------------------------------------------------------
