@@ -417,7 +417,7 @@ FAKE_KEEL = textwrap.dedent(r'''
 class SshdTarget(Target):
     """OpenSSH's sshd on a free port, as the user running the test."""
 
-    def __init__(self, workdir, keys, force_command=True, extra_config=""):
+    def __init__(self, workdir, keys, force_command=True, extra_config="", private_home=False):
         super().__init__(workdir, keys)
         self.admin = pwd.getpwuid(os.getuid()).pw_name
         d = os.path.join(workdir, "sshd")
@@ -458,7 +458,12 @@ class SshdTarget(Target):
         # service's tmpfiles.d would make): empty, root's, 0755.
         if not os.path.isdir("/run/sshd"):
             os.makedirs("/run/sshd", 0o755, exist_ok=True)
-        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", cfg], stdin=subprocess.DEVNULL,
+        argv = [SSHD, "-D", "-e", "-f", cfg]
+        if private_home:
+            # As dropbear's: the user's shell then reads no rc file of the
+            # machine's (root's .bashrc would cost every session its time).
+            argv = private_home_argv(os.path.join(d, "home"), keys, argv)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),
                                      start_new_session=True)
         wait_for(self._listening, "sshd to listen on port %d" % self.port)
@@ -477,6 +482,22 @@ class SshdTarget(Target):
             self.proc.wait(PATIENCE)
 
 
+def private_home_argv(fake_home, keys, argv):
+    """argv run in a mount namespace of its own where `fake_home` (made
+    here: .ssh/authorized_keys with the test's user keys, nothing else) is
+    bound over the user's home directory. The machine's home is untouched."""
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    os.makedirs(os.path.join(fake_home, ".ssh"), exist_ok=True)
+    os.chmod(fake_home, 0o700)
+    os.chmod(os.path.join(fake_home, ".ssh"), 0o700)
+    ak = os.path.join(fake_home, ".ssh", "authorized_keys")
+    with open(ak, "w") as f:
+        f.write(keys.ecdsa.pub + "\n" + keys.rsa.pub + "\n")
+    os.chmod(ak, 0o600)
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c",
+            'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", fake_home, home] + list(argv)
+
+
 class DropbearTarget(Target):
     """dropbear on a free port, as the user running the test. dropbear reads
     ~/.ssh/authorized_keys only (no option to point elsewhere): it runs in a
@@ -486,24 +507,17 @@ class DropbearTarget(Target):
     def __init__(self, workdir, keys):
         super().__init__(workdir, keys)
         self.admin = pwd.getpwuid(os.getuid()).pw_name
-        home = pwd.getpwuid(os.getuid()).pw_dir
         d = os.path.join(workdir, "dropbear")
-        fake_home = os.path.join(d, "home")
-        os.makedirs(os.path.join(fake_home, ".ssh"), exist_ok=True)
-        os.chmod(fake_home, 0o700)
-        os.chmod(os.path.join(fake_home, ".ssh"), 0o700)
-        with open(os.path.join(fake_home, ".ssh", "authorized_keys"), "w") as f:
-            f.write(keys.ecdsa.pub + "\n" + keys.rsa.pub + "\n")
-        os.chmod(os.path.join(fake_home, ".ssh", "authorized_keys"), 0o600)
+        os.makedirs(d, exist_ok=True)
         hk = os.path.join(d, "host_ecdsa")
         p = run([DROPBEARKEY, "-t", "ecdsa", "-s", "256", "-f", hk])
         check(p.returncode == 0, "dropbearkey", p)
         self.port = free_port()
         self.log = os.path.join(d, "dropbear.log")
-        inner = "mount --bind %s %s && exec %s -F -E -s -p 127.0.0.1:%d -r %s -P %s/dropbear.pid" % (
-            fake_home, home, DROPBEAR, self.port, hk, d)
-        self.proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", inner],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        argv = private_home_argv(os.path.join(d, "home"), keys,
+                                 [DROPBEAR, "-F", "-E", "-s", "-p", "127.0.0.1:%d" % self.port, "-r", hk,
+                                  "-P", os.path.join(d, "dropbear.pid")])
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=open(self.log, "w"), start_new_session=True)
         wait_for(self._listening, "dropbear to listen on port %d" % self.port)
 
