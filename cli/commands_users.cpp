@@ -24,8 +24,13 @@ struct UserArgs {
 void add_users_commands(CommandTree::Impl& t) {
   t.add_config_section({"users", 50,
                         [&t](std::vector<std::string>& lines) {
-                          for (const auto& [name, hash] : t.sys.users().entries())
-                            lines.push_back("username " + name + " secret " + hash);
+                          for (const control::UserInfo& u : t.sys.users().list()) {
+                            if (!u.hash.empty()) lines.push_back("username " + u.name + " secret " + u.hash);
+                            if (u.role != control::Role::admin)
+                              lines.push_back("username " + u.name + " role " + control::to_string(u.role));
+                            for (const control::UserKey& k : u.keys)
+                              lines.push_back("username " + u.name + " ssh-key " + k.line());
+                          }
                         },
                         [&t] { t.sys.users().clear(); }});
 

@@ -259,7 +259,9 @@ void CommandTree::Impl::cmd_show_ports() {
   print(t.str());
 }
 
-CommandTree::CommandTree(control::System& sys) : impl_(std::make_unique<Impl>(sys)) {
+CommandTree::CommandTree(control::System& sys, control::Session session)
+    : impl_(std::make_unique<Impl>(sys)), session_(std::move(session)) {
+  if (session_.id == 0) session_.id = control::next_session_id();
   impl_->quit = &quit_;
   impl_->tree = this;
   impl_->build();

@@ -2,10 +2,20 @@
 //
 // CommandTree holds every console command (built with CLI11, which stays
 // inside cli/). The same tree runs the startup config, the serial console on
-// stdin/stdout, and (later) SSH sessions. A command either applies whole or
-// changes nothing and says why.
+// stdin/stdout, `keel --exec` and SSH sessions. A command either applies
+// whole or changes nothing and says why.
 //
-// Thread-safety: control thread only.
+// Each tree serves one session (control/session.h: who, role, terminal) and
+// runs every line through control::Control::run with it: the role check
+// against the command's declared Access, the gate (shared for concurrent
+// show commands, exclusive for everything else), the Ofproto writer lock
+// for commands that declare it, and the audit log. Several trees may exist
+// at once (one per SSH session), each executing on its own thread.
+//
+// Thread-safety: one tree is used by one thread at a time (its session,
+// bound values, terminal, quit flag and config store are its own); any
+// number of trees may execute at once on different threads (Control
+// serialises what they change).
 #pragma once
 
 #include <cstdio>
@@ -36,7 +46,7 @@ struct TerminalSettings {
 
 class CommandTree {
  public:
-  explicit CommandTree(control::System& sys);
+  explicit CommandTree(control::System& sys, control::Session session = {});
   ~CommandTree();
   CommandTree(const CommandTree&) = delete;
   CommandTree& operator=(const CommandTree&) = delete;
@@ -46,10 +56,19 @@ class CommandTree {
   // and lines starting with '#' or '!' are comments.
   Status execute(std::string_view line, FILE* out);
 
+  // The session this tree runs commands for (the SSH glue updates rows and
+  // cols on a window-change; the serial console's login sets user and role).
+  const control::Session& session() const { return session_; }
+  control::Session& session() { return session_; }
+
+  // `exit`/`quit` ran: the session ends (for an SSH session: that session
+  // only, never keel; for the serial console: keel shuts down, as before).
   bool quit_requested() const { return quit_; }
+  void clear_quit() { quit_ = false; }
   // The control thread's periodic work, called by the console loops at
   // least every 200 ms while they wait for input: the datapath's automatic
-  // load balancer (Datapath::auto_lb_tick), about once a second.
+  // load balancer (Datapath::auto_lb_tick), about once a second, under
+  // Control's exclusive gate.
   void periodic();
   std::vector<std::string> command_names() const;
 
@@ -75,6 +94,7 @@ class CommandTree {
   void add_terminal_commands();
 
   std::unique_ptr<Impl> impl_;
+  control::Session session_;
   bool quit_ = false;
   TerminalSettings* terminal_ = nullptr;
   int terminal_arg_ = 0;  // bound to `terminal length|width N`

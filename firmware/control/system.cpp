@@ -67,6 +67,7 @@ Result<std::unique_ptr<System>> System::boot(const BootOptions& opts) {
   cfg.pmd_idle_sleep_us = board->pmd_idle_sleep_us;
   sys->dp_ = std::make_unique<datapath::Datapath>(cfg);
   sys->ofproto_ = std::make_unique<ofproto::Ofproto>(*sys->dp_);
+  sys->control_ = std::make_unique<Control>(&sys->ofproto_->writer_mutex());
   const auto n_pmds = static_cast<uint16_t>(cfg.pmd_cores.empty() ? 1 : cfg.pmd_cores.size());
 
   for (const hal::PortSpec& s : sys->specs_) {

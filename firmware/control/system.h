@@ -17,8 +17,12 @@
 // Every method that a user can make fail returns a Status whose message
 // names the thing and the reason, and leaves the running state unchanged.
 //
-// Thread-safety: control-thread only (consoles run on it); the datapath's
-// own rules (datapath.h) govern what PMDs see.
+// Thread-safety: its methods are called by console commands, which run
+// through control() (several threads: the serial console, `keel --exec`,
+// SSH sessions): changes hold control()'s exclusive gate, so they are
+// serialised as if on one thread; concurrent show commands only call the
+// methods that read atomics or state under its own lock (ports(),
+// users()). The datapath's own rules (datapath.h) govern what PMDs see.
 #pragma once
 
 #include <memory>
@@ -27,6 +31,7 @@
 #include <vector>
 
 #include "boards/board.h"
+#include "control/control.h"
 #include "control/users.h"
 #include "core/status.h"
 #include "datapath/datapath.h"
@@ -100,6 +105,10 @@ class System {
   const offload::Offload& offload() const { return *offload_; }
   // Console (and SSH) login accounts; empty: no login (control/users.h).
   Users& users() { return users_; }
+  const Users& users() const { return users_; }
+  // The gate every console command passes (control/control.h): role
+  // check, serialisation, the Ofproto writer lock, the audit log.
+  Control& control() { return *control_; }
 
  private:
   explicit System(const boards::Board& b) : board_(b) {}
@@ -114,6 +123,7 @@ class System {
   std::unique_ptr<ofproto::Udpif> udpif_;      // refers to both: stopped first
   std::unique_ptr<offload::Offload> offload_;  // refers to *dp_: stopped before anything else
   Users users_;
+  std::unique_ptr<Control> control_;  // made at boot, holding ofproto's writer mutex
   bool shut_down_ = false;
 };
 

@@ -1,4 +1,5 @@
-// The user store (users.h); hashing is firmware/ssh/password.h's.
+// The user store (users.h); hashing is firmware/ssh/password.h's, key
+// parsing firmware/ssh/keys.h's.
 #include "control/users.h"
 
 #include "ssh/password.h"
@@ -16,6 +17,27 @@ static_assert(ssh::kDefaultIterations == 20000, "kDummyHash must cost what a def
 
 }  // namespace
 
+std::string UserKey::line() const { return type + " " + blob_base64() + (comment.empty() ? "" : " " + comment); }
+
+std::string UserKey::blob_base64() const {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < blob.size(); i += 3) {
+    uint32_t v = (uint32_t(uint8_t(blob[i])) << 16) | (uint32_t(uint8_t(blob[i + 1])) << 8) | uint8_t(blob[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out += kAlphabet[(v >> s) & 63];
+  }
+  if (i < blob.size()) {
+    uint32_t v = uint32_t(uint8_t(blob[i])) << 16;
+    if (i + 1 < blob.size()) v |= uint32_t(uint8_t(blob[i + 1])) << 8;
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += i + 1 < blob.size() ? kAlphabet[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
 Status Users::check_name(std::string_view name) {
   auto bad = [&] {
     return invalid("bad user name '" + std::string(name) +
@@ -30,38 +52,118 @@ Status Users::check_name(std::string_view name) {
 
 Status Users::set_password(std::string_view name, std::string_view password) {
   if (Status st = check_name(name); !st.ok()) return st;
-  auto h = ssh::hash_password(password);
+  auto h = ssh::hash_password(password);  // slow: outside the mutex
   if (!h) return std::move(h).take_status().prefix("user " + std::string(name));
-  users_.insert_or_assign(std::string(name), std::move(*h));
+  std::lock_guard lk(mu_);
+  UserInfo& u = users_[std::string(name)];
+  u.name = std::string(name);
+  u.hash = std::move(*h);
   return {};
 }
 
 Status Users::set_hash(std::string_view name, std::string_view stored_hash) {
   if (Status st = check_name(name); !st.ok()) return st;
   if (Status st = ssh::check_stored_hash(stored_hash); !st.ok()) return st.prefix("user " + std::string(name));
-  users_.insert_or_assign(std::string(name), std::string(stored_hash));
+  std::lock_guard lk(mu_);
+  UserInfo& u = users_[std::string(name)];
+  u.name = std::string(name);
+  u.hash = std::string(stored_hash);
   return {};
 }
 
+Status Users::set_role(std::string_view name, Role role) {
+  if (Status st = check_name(name); !st.ok()) return st;
+  std::lock_guard lk(mu_);
+  UserInfo& u = users_[std::string(name)];
+  u.name = std::string(name);
+  u.role = role;
+  return {};
+}
+
+Status Users::add_key(std::string_view name, std::string_view key_line) {
+  if (Status st = check_name(name); !st.ok()) return st;
+  (void)key_line;
+  return error(Errc::unsupported, "ssh keys: not yet available in this build");
+}
+
+Status Users::remove_key(std::string_view name, std::string_view blob_base64) {
+  std::lock_guard lk(mu_);
+  auto it = users_.find(name);
+  if (it == users_.end()) return error(Errc::not_found, "no user '" + std::string(name) + "'");
+  auto& keys = it->second.keys;
+  for (auto k = keys.begin(); k != keys.end(); ++k) {
+    if (k->blob_base64() == blob_base64) {
+      keys.erase(k);
+      return {};
+    }
+  }
+  return error(Errc::not_found, "user '" + std::string(name) + "' has no such ssh key");
+}
+
 Status Users::remove(std::string_view name) {
+  std::lock_guard lk(mu_);
   auto it = users_.find(name);
   if (it == users_.end()) return error(Errc::not_found, "no user '" + std::string(name) + "'");
   users_.erase(it);
   return {};
 }
 
+void Users::clear() {
+  std::lock_guard lk(mu_);
+  users_.clear();
+}
+
 bool Users::verify(std::string_view name, std::string_view password) const {
-  auto it = users_.find(name);
-  if (it == users_.end()) {
+  std::string hash;
+  {
+    std::lock_guard lk(mu_);
+    auto it = users_.find(name);
+    if (it != users_.end()) hash = it->second.hash;
+  }
+  if (hash.empty()) {
     (void)ssh::verify_password(password, kDummyHash);
     return false;
   }
-  return ssh::verify_password(password, it->second);
+  return ssh::verify_password(password, hash);  // slow: outside the mutex
+}
+
+std::optional<Role> Users::role(std::string_view name) const {
+  std::lock_guard lk(mu_);
+  auto it = users_.find(name);
+  if (it == users_.end()) return std::nullopt;
+  return it->second.role;
+}
+
+bool Users::has_key(std::string_view name, std::string_view blob) const {
+  std::lock_guard lk(mu_);
+  auto it = users_.find(name);
+  if (it == users_.end()) return false;
+  for (const UserKey& k : it->second.keys)
+    if (k.blob == blob) return true;
+  return false;
+}
+
+bool Users::empty() const {
+  std::lock_guard lk(mu_);
+  return users_.empty();
+}
+
+size_t Users::size() const {
+  std::lock_guard lk(mu_);
+  return users_.size();
 }
 
 std::vector<std::string> Users::names() const {
+  std::lock_guard lk(mu_);
   std::vector<std::string> v;
-  for (const auto& [n, h] : users_) v.push_back(n);
+  for (const auto& [n, u] : users_) v.push_back(n);
+  return v;
+}
+
+std::vector<UserInfo> Users::list() const {
+  std::lock_guard lk(mu_);
+  std::vector<UserInfo> v;
+  for (const auto& [n, u] : users_) v.push_back(u);
   return v;
 }
 

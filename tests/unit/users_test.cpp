@@ -127,9 +127,9 @@ TEST_CASE("user store: add, replace, remove, verify, list") {
   REQUIRE(u.set_password("admin", "new").ok());  // replace
   CHECK(u.verify("admin", "new"));
   CHECK_FALSE(u.verify("admin", "pw1"));
-  CHECK(u.entries().at("admin").rfind("pbkdf2-sha256$", 0) == 0);
+  CHECK(u.list().at(0).hash.rfind("pbkdf2-sha256$", 0) == 0);
 
-  const std::string bob_hash = u.entries().at("bob");
+  const std::string bob_hash = u.list().at(1).hash;
   control::Users v;
   REQUIRE(v.set_hash("bob", bob_hash).ok());
   CHECK(v.verify("bob", "pw2"));
