@@ -280,25 +280,15 @@ class KeelTarget(Target):
         return ask_live(self.proc, self.err, command)
 
     def ssh_port(self):
-        """The port `show ssh` says it is bound to (0: not listening yet)."""
-        out = self.console("show ssh --format json")
-        for line in out.splitlines():
+        """The port `show ssh` says it listens on (0: not listening yet):
+        `show ssh --format json`'s "port" once "state" is "listening"."""
+        for line in self.console("show ssh --format json").splitlines():
             line = line.strip()
             if line.startswith("{"):
-                try:
-                    j = json.loads(line)
-                except ValueError:
-                    continue
-                for k in ("port", "bound_port", "listen_port"):
-                    if isinstance(j.get(k), int) and j.get(k):
-                        if j.get("listening", j.get("state", "listening")) in (True, "listening", "on"):
-                            return j[k]
-                        return j[k]
-                m = re.search(r":(\d+)$", str(j.get("listen", "")))
-                if m and int(m.group(1)):
-                    return int(m.group(1))
-        m = re.search(r"127\.0\.0\.1:(\d+)", self.console("show ssh"))
-        return int(m.group(1)) if m and int(m.group(1)) else 0
+                j = json.loads(line)
+                if j.get("state") == "listening" and isinstance(j.get("port"), int):
+                    return j["port"]
+        return 0
 
     def log_text(self):
         return self.console("show logging")
