@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,6 +46,26 @@ struct ConfigSection {
   std::function<void()> reset;
 };
 
+// What a command needs from control::Control, declared once per leaf
+// command (every path a line can run) by the family that adds it, with
+// Impl::declare. A unit test (tests/unit/control_test.cpp) checks that every
+// runnable command has exactly one declaration.
+//   access         show (every role) / change (operator, admin) / admin;
+//   concurrent     may run at once with other concurrent commands (shared
+//                  gate): only commands audited to read atomics or state
+//                  under its own lock. A command that posts to a PMD's
+//                  request ring (SPSC: one producer) is NOT concurrent;
+//   locks_ofproto  runs holding Ofproto::writer_mutex(). False for commands
+//                  that wait for threads which take it themselves (they
+//                  would deadlock), and for commands that run other lines.
+struct CommandDecl {
+  control::Access access = control::Access::admin;
+  bool concurrent = false;
+  bool locks_ofproto = false;
+};
+inline constexpr bool kConcurrent = true;
+inline constexpr bool kLocksOfproto = true;
+
 struct CommandTree::Impl {
   explicit Impl(control::System& s) : sys(s) {}
 
@@ -64,6 +85,22 @@ struct CommandTree::Impl {
   std::vector<ConfigSection> config_sections;
   control::ConfigStore* config_store = nullptr;
   void add_config_section(ConfigSection s) { config_sections.push_back(std::move(s)); }
+
+  // Declarations by command path ("show ports", "set emc-insert-inv-prob").
+  std::map<std::string, CommandDecl, std::less<>> decls;
+  std::vector<std::string> duplicate_decls;  // declared twice (a bug the unit test reports)
+  void declare(const std::string& path, control::Access access, bool concurrent = false, bool locks_ofproto = false) {
+    if (!decls.emplace(path, CommandDecl{access, concurrent, locks_ofproto}).second) duplicate_decls.push_back(path);
+  }
+  // Every command path a line can run (an app without sub-commands, or one
+  // whose sub-commands are optional), in tree order.
+  std::vector<std::string> runnable_paths() const;
+  // Problems with the declarations: runnable commands without one,
+  // declarations of no runnable command, duplicates. Empty when all is well.
+  std::vector<std::string> declaration_problems() const;
+  // The command a line names (walking its words through the sub-command
+  // tree as the parse will), and its declaration.
+  control::CommandInfo command_info(const std::vector<std::string>& words, std::string& path) const;
   // Work that must run after CLI11's parse returns (a command that runs
   // other commands, like `configure replace`, can't re-enter parse from
   // its callback). execute() runs it and returns its Status.

@@ -178,6 +178,16 @@ std::optional<uint16_t> parse_fdb_vlan(const std::string& s) {
 }  // namespace
 
 void add_bond_commands(CommandTree::Impl& t) {
+  // Declarations (command_tree_impl.h: CommandDecl).
+  t.declare("add-bond", control::Access::change, false, kLocksOfproto);
+  t.declare("bond-show", control::Access::show, false, kLocksOfproto);
+  t.declare("lacp-show", control::Access::show, false, kLocksOfproto);
+  t.declare("bond-set-active-member", control::Access::change, false, kLocksOfproto);
+  t.declare("bond-enable-member", control::Access::change, false, kLocksOfproto);
+  t.declare("bond-disable-member", control::Access::change, false, kLocksOfproto);
+  t.declare("fdb-add", control::Access::change, false, kLocksOfproto);
+  t.declare("fdb-del", control::Access::change, false, kLocksOfproto);
+
   auto a = std::make_shared<BondArgs>();
   ofproto::Ofproto& of = t.sys.ofproto();
   auto cmd = [&t, a](const std::string& name, const std::string& help) {
@@ -189,7 +199,6 @@ void add_bond_commands(CommandTree::Impl& t) {
   auto changing = [&t, &of](auto&& body) {
     return [&t, &of, body] {
       {
-        std::lock_guard lk(of.writer_mutex());
         body();
         of.reclaim();
       }
@@ -249,7 +258,6 @@ void add_bond_commands(CommandTree::Impl& t) {
   show->callback([&t, &of, a] {
     std::vector<BondView> views;
     {
-      std::lock_guard lk(of.writer_mutex());
       const uint64_t now = bond_now_ms();
       if (!a->bond.empty()) {
         const BondPort* b = of.find_bond(a->bond);
@@ -282,7 +290,6 @@ void add_bond_commands(CommandTree::Impl& t) {
   lacp->callback([&t, &of, a] {
     std::vector<ofproto::LacpView> views;
     {
-      std::lock_guard lk(of.writer_mutex());
       if (!a->bond.empty()) {
         const BondPort* b = of.find_bond(a->bond);
         if (!b || !b->lacp) {
@@ -436,8 +443,8 @@ void add_bond_commands(CommandTree::Impl& t) {
 
   // --- running-config: add-bond lines after the bridges' add-port lines ---
   t.add_config_section({"bonds", 300,
-                        [&of](std::vector<std::string>& lines) {
-                          std::lock_guard lk(of.writer_mutex());
+                        [&t, &of](std::vector<std::string>& lines) {
+                          control::Control::WriterLock lk(t.sys.control());  // inside a command or not
                           for (const BondPort* b : of.bonds()) {
                             auto ports = b->bridge->ports();
                             std::vector<ofproto::PortConfig> members;
@@ -449,8 +456,8 @@ void add_bond_commands(CommandTree::Impl& t) {
                             lines.push_back(line);
                           }
                         },
-                        [&of] {
-                          std::lock_guard lk(of.writer_mutex());
+                        [&t, &of] {
+                          control::Control::WriterLock lk(t.sys.control());  // inside a command or not
                           for (const BondPort* b : of.bonds()) (void)of.del_bond({}, std::string(b->name));
                           of.reclaim();
                         }});

@@ -179,6 +179,16 @@ Status apply_transaction(CommandTree& tree, std::string_view text, std::string_v
 }
 
 void add_config_commands(CommandTree::Impl& t) {
+  // Declarations. write memory / copy / configure replace run other lines
+  // (each takes what it needs; the gate is taken once, here), so they hold
+  // no writer mutex themselves: pmd-cpu-mask inside a replace would
+  // deadlock on it. Running-config sections take it with WriterLock.
+  t.declare("show running-config", control::Access::show);
+  t.declare("show startup-config", control::Access::show);
+  t.declare("write memory", control::Access::admin);
+  t.declare("copy", control::Access::admin);
+  t.declare("configure replace", control::Access::admin);
+
   add_core_sections(t);
 
   CLI::App* show = t.app.get_subcommand("show");

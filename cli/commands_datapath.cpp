@@ -467,6 +467,36 @@ std::string pmd_bond_show_pmd_text(std::span<const datapath::PmdBondView> views)
 }
 
 void add_datapath_commands(CommandTree::Impl& t) {
+  // Declarations (command_tree_impl.h: CommandDecl). pmd-stats-show reads
+  // the PMDs' relaxed-atomic counters: concurrent. The others post to PMD
+  // request rings (one producer each) or read PMD state through them: not.
+  // set pmd-cpu-mask: System::set_pmd_cores takes the Ofproto writer mutex
+  // itself and waits for the upcall threads, which take it too: no
+  // locks_ofproto. pmd-bond-show looks a bond's name up in ofproto.
+  t.declare("dp-flow add", control::Access::change);
+  t.declare("dp-flow mod", control::Access::change);
+  t.declare("dp-flow del", control::Access::change);
+  t.declare("dp-flow get", control::Access::show);
+  t.declare("flow-dump", control::Access::show);
+  t.declare("pmd-stats-show", control::Access::show, kConcurrent);
+  t.declare("pmd-stats-clear", control::Access::change);
+  t.declare("pmd-rxq-show", control::Access::show);
+  t.declare("pmd-bond-show", control::Access::show, false, kLocksOfproto);
+  t.declare("port-link", control::Access::change);
+  t.declare("set emc-insert-inv-prob", control::Access::change);
+  t.declare("set smc-enable", control::Access::change);
+  t.declare("set pmd-cpu-mask", control::Access::change);
+  t.declare("set vlan-limit", control::Access::change);
+  t.declare("set pmd-rxq-assign", control::Access::change);
+  t.declare("set pmd-rxq-isolate", control::Access::change);
+  t.declare("set pmd-auto-lb", control::Access::change);
+  t.declare("set pmd-auto-lb-load-threshold", control::Access::change);
+  t.declare("set pmd-auto-lb-improvement-threshold", control::Access::change);
+  t.declare("set pmd-auto-lb-rebal-interval", control::Access::change);
+  t.declare("pmd-rxq-rebalance", control::Access::change);
+  t.declare("pmd-load-interval-close", control::Access::change);
+  t.declare("dpcls-show", control::Access::show);
+
   // --- dp-flow add|mod|del|get ---
   CLI::App* dpf = t.app.add_subcommand("dp-flow", "datapath flows (megaflows), in ovs-dpctl syntax");
   dpf->require_subcommand(1);
@@ -843,7 +873,6 @@ void add_datapath_commands(CommandTree::Impl& t) {
       } else {
         // A bond's name: its id (bond-show's "bond-id N").
         ofproto::Ofproto& of = t.sys.ofproto();
-        std::lock_guard lk(of.writer_mutex());
         if (const ofproto::BondPort* bp = of.find_bond(t.arg1)) id = bp->id;
       }
       if (id < 1 || id > datapath::kMaxBondId) {

@@ -23,12 +23,15 @@ std::string mac_text(const flow::EthAddr& a) {
 }  // namespace
 
 void add_fdb_commands(CommandTree::Impl& t) {
+  // Declarations (command_tree_impl.h: CommandDecl).
+  t.declare("fdb-show", control::Access::show, false, kLocksOfproto);
+  t.declare("fdb-flush", control::Access::change, false, kLocksOfproto);
+
   auto* show = t.app.add_subcommand("fdb-show", "a bridge's learned MAC addresses: port, VLAN, MAC, age (s)");
   show->add_option("BR", t.arg1, "bridge")->required();
   t.add_format(show);
   show->callback([&t] {
     ofproto::Ofproto& of = t.sys.ofproto();
-    std::lock_guard lk(of.writer_mutex());
     ofproto::Bridge* br = of.find_bridge(t.arg1);
     if (!br) {
       t.status = error(Errc::not_found, "no bridge '" + t.arg1 + "'");
@@ -71,7 +74,6 @@ void add_fdb_commands(CommandTree::Impl& t) {
   flush->callback([&t] {
     ofproto::Ofproto& of = t.sys.ofproto();
     {
-      std::lock_guard lk(of.writer_mutex());
       if (t.arg1.empty()) {
         for (ofproto::Bridge* br : of.bridges()) br->mac().flush();
       } else if (ofproto::Bridge* br = of.find_bridge(t.arg1)) {

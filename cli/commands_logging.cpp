@@ -22,6 +22,11 @@ Result<log::Level> level_arg(const std::string& s) {
 }  // namespace
 
 void add_logging_commands(CommandTree::Impl& t) {
+  // Declarations (command_tree_impl.h: CommandDecl).
+  t.declare("show logging", control::Access::show);
+  t.declare("logging level", control::Access::change);
+  t.declare("logging console", control::Access::change);
+
   t.add_config_section({"logging", 900,
                         [](std::vector<std::string>& lines) {
                           for (const log::Module* m : log::modules())

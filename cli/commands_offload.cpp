@@ -204,6 +204,15 @@ uint32_t u32_arg(const std::string& s) { return static_cast<uint32_t>(std::stoul
 }  // namespace
 
 void add_offload_commands(CommandTree::Impl& t) {
+  // Declarations. The offload engine has its own locks; none is concurrent
+  // (offload-show waits on the engine's threads).
+  t.declare("offload", control::Access::change);
+  t.declare("set offload-mode", control::Access::change);
+  t.declare("set n-offload-threads", control::Access::change);
+  t.declare("set offload-promote-packets", control::Access::change);
+  t.declare("set offload-idle-ms", control::Access::change);
+  t.declare("offload-show", control::Access::show);
+
   // --- offload enable|disable ---
   CLI::App* off = t.app.add_subcommand("offload", "hardware offload of datapath flows (rte_flow): enable or disable");
   off->add_option("STATE", t.arg1, "enable or disable")->required()->check(CLI::IsMember({"enable", "disable"}));

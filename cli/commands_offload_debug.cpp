@@ -65,6 +65,18 @@ Result<hal::sim::SimNic*> find_sim_nic(control::System& sys) {
 }  // namespace
 
 void add_offload_debug_commands(CommandTree::Impl& t) {
+  // Declarations (command_tree_impl.h: CommandDecl).
+  t.declare("debug offload-fault insert-fail", control::Access::change);
+  t.declare("debug offload-fault delete-fail", control::Access::change);
+  t.declare("debug offload-fault query-fail", control::Access::change);
+  t.declare("debug offload-fault table-full", control::Access::change);
+  t.declare("debug offload-fault async", control::Access::change);
+  t.declare("debug offload-fault keep-order", control::Access::change);
+  t.declare("debug offload-fault capacity", control::Access::change);
+  t.declare("debug offload-fault reset", control::Access::change);
+  t.declare("debug offload-fault clear", control::Access::change);
+  t.declare("debug offload-fault show", control::Access::show);
+
   auto a = std::make_shared<FaultArgs>();
   CLI::App* debug = t.app.add_subcommand("debug", "debugging and test aids (sim backend)");
   debug->require_subcommand(1);

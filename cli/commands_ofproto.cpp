@@ -379,7 +379,6 @@ std::string show_switch(CommandTree::Impl& t, bool json) {
   std::vector<ShowBridge> bridges;
   {
     ofproto::Ofproto& of = t.sys.ofproto();
-    std::lock_guard lk(of.writer_mutex());
     for (Bridge* b : of.bridges()) {
       ShowBridge sb{control::name_uuid(sw, "Bridge " + b->name()), b->name(), {}};
       auto row = [&](const std::string& name) {
@@ -481,6 +480,22 @@ std::string show_switch(CommandTree::Impl& t, bool json) {
 }  // namespace
 
 void add_ofproto_commands(CommandTree::Impl& t) {
+  // Declarations (command_tree_impl.h: CommandDecl): every bridge, port
+  // and rule command holds the Ofproto writer mutex (Control takes it).
+  t.declare("show", control::Access::show, false, kLocksOfproto);
+  t.declare("add-br", control::Access::change, false, kLocksOfproto);
+  t.declare("del-br", control::Access::change, false, kLocksOfproto);
+  t.declare("add-port", control::Access::change, false, kLocksOfproto);
+  t.declare("set interface", control::Access::change, false, kLocksOfproto);
+  t.declare("set port", control::Access::change, false, kLocksOfproto);
+  t.declare("del-port", control::Access::change, false, kLocksOfproto);
+  t.declare("add-flow", control::Access::change, false, kLocksOfproto);
+  t.declare("add-flows", control::Access::change, false, kLocksOfproto);
+  t.declare("mod-flows", control::Access::change, false, kLocksOfproto);
+  t.declare("del-flows", control::Access::change, false, kLocksOfproto);
+  t.declare("dump-flows", control::Access::show, false, kLocksOfproto);
+  t.declare("dump-controller", control::Access::change, false, kLocksOfproto);
+
   auto a = std::make_shared<OfArgs>();
   ofproto::Ofproto& of = t.sys.ofproto();
   // Every command: reset the bound values first; hold the writer lock and
@@ -503,7 +518,6 @@ void add_ofproto_commands(CommandTree::Impl& t) {
     return [&t, &of, xlate_inputs, body] {
       bool changed;
       {
-        std::lock_guard lk(of.writer_mutex());
         const uintptr_t before = xlate_inputs();
         body();
         changed = xlate_inputs() != before;
@@ -898,8 +912,8 @@ void add_ofproto_commands(CommandTree::Impl& t) {
 
   // --- running-config ---
   t.add_config_section({"bridges", 200,
-                        [&of](std::vector<std::string>& lines) {
-                          std::lock_guard lk(of.writer_mutex());
+                        [&t, &of](std::vector<std::string>& lines) {
+                          control::Control::WriterLock lk(t.sys.control());  // inside a command or not
                           for (Bridge* b : of.bridges()) {
                             lines.push_back("add-br " + b->name());
                             for (const auto& p : b->ports()->ports) {
@@ -911,20 +925,20 @@ void add_ofproto_commands(CommandTree::Impl& t) {
                             }
                           }
                         },
-                        [&of] {
-                          std::lock_guard lk(of.writer_mutex());
+                        [&t, &of] {
+                          control::Control::WriterLock lk(t.sys.control());  // inside a command or not
                           for (Bridge* b : of.bridges()) (void)of.del_bridge(b->name());
                           of.reclaim();
                         }});
   t.add_config_section({"rules", 500,
-                        [&of](std::vector<std::string>& lines) {
-                          std::lock_guard lk(of.writer_mutex());
+                        [&t, &of](std::vector<std::string>& lines) {
+                          control::Control::WriterLock lk(t.sys.control());  // inside a command or not
                           for (Bridge* b : of.bridges())
                             for (const OfRule* r : b->dump(nullptr))
                               lines.push_back("add-flow " + b->name() + " " + quote(rule_text(*r)));
                         },
-                        [&of] {
-                          std::lock_guard lk(of.writer_mutex());
+                        [&t, &of] {
+                          control::Control::WriterLock lk(t.sys.control());  // inside a command or not
                           for (Bridge* b : of.bridges()) {
                             FlowMod fm;
                             fm.command = FlowMod::Command::del;

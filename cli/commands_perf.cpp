@@ -219,6 +219,9 @@ std::vector<const datapath::Pmd*> perf_pmds(const datapath::Datapath& dp, const 
 }  // namespace
 
 void add_perf_commands(CommandTree::Impl& t) {
+  // Declarations (command_tree_impl.h: CommandDecl).
+  t.declare("pmd-perf-show", control::Access::show);
+
   auto* perf =
       t.app.add_subcommand("pmd-perf-show", "PMD performance summary (like dpif-netdev/pmd-perf-show)");
   perf->add_flag("--keel", t.flag_keel, "keel's tx queue figures (shared queues, lock waits) after each PMD");

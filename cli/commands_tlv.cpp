@@ -42,6 +42,11 @@ std::string tlv_line(const std::string& bridge, const flow::TlvTable& t) {
 }  // namespace
 
 void add_tlv_commands(CommandTree::Impl& t) {
+  // Declarations (command_tree_impl.h: CommandDecl).
+  t.declare("add-tlv-map", control::Access::change, false, kLocksOfproto);
+  t.declare("del-tlv-map", control::Access::change, false, kLocksOfproto);
+  t.declare("tlv-map-show", control::Access::show, false, kLocksOfproto);
+
   ofproto::TlvMaps& maps = ofproto::switch_tlv_maps();
 
   auto* add = t.app.add_subcommand(
@@ -50,7 +55,6 @@ void add_tlv_commands(CommandTree::Impl& t) {
   add->add_option("MAPPINGS", t.words, "{class=C,type=T,len=L}->tun_metadataN[,...]")->required();
   add->callback([&t, &maps] {
     ofproto::Ofproto& of = t.sys.ofproto();
-    std::lock_guard lk(of.writer_mutex());
     ofproto::Bridge* br = of.find_bridge(t.arg1);
     if (!br) {
       t.status = error(Errc::not_found, "no bridge '" + t.arg1 + "'");
@@ -74,7 +78,6 @@ void add_tlv_commands(CommandTree::Impl& t) {
   del->add_option("MAPPINGS", t.words, "{class=C,type=T,len=L}->tun_metadataN[,...]");
   del->callback([&t, &maps] {
     ofproto::Ofproto& of = t.sys.ofproto();
-    std::lock_guard lk(of.writer_mutex());
     ofproto::Bridge* br = of.find_bridge(t.arg1);
     if (!br) {
       t.status = error(Errc::not_found, "no bridge '" + t.arg1 + "'");
@@ -101,7 +104,6 @@ void add_tlv_commands(CommandTree::Impl& t) {
   t.add_format(show);
   show->callback([&t, &maps] {
     ofproto::Ofproto& of = t.sys.ofproto();
-    std::lock_guard lk(of.writer_mutex());
     if (!of.find_bridge(t.arg1)) {
       t.status = error(Errc::not_found, "no bridge '" + t.arg1 + "'");
       return;
@@ -136,7 +138,7 @@ void add_tlv_commands(CommandTree::Impl& t) {
   t.add_config_section({"tlv maps", 450,
                         [&t, &maps](std::vector<std::string>& lines) {
                           ofproto::Ofproto& of = t.sys.ofproto();
-                          std::lock_guard lk(of.writer_mutex());
+                          control::Control::WriterLock lk(t.sys.control());  // inside a command or not
                           auto all = maps.tables();
                           for (ofproto::Bridge* br : of.bridges()) {
                             auto it = all->find(br->name());

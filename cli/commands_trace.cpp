@@ -122,6 +122,9 @@ std::string offload_line(const offload::Offload& off, ofproto::Bridge& br, const
 }  // namespace
 
 void add_trace_commands(CommandTree::Impl& t) {
+  // Declarations (command_tree_impl.h: CommandDecl).
+  t.declare("trace", control::Access::show, false, kLocksOfproto);
+
   auto a = std::make_shared<TraceArgs>();
   CLI::App* c = t.app.add_subcommand("trace", "explain what a bridge does with a flow or a packet (ofproto/trace)");
   c->preparse_callback([a](size_t) { *a = TraceArgs{}; });
@@ -130,7 +133,6 @@ void add_trace_commands(CommandTree::Impl& t) {
   c->add_option("--packet", a->packet, "an Ethernet frame in hex (FLOW gives only in_port=)");
   c->callback([&t, a] {
     ofproto::Ofproto& of = t.sys.ofproto();
-    std::lock_guard lk(of.writer_mutex());
     ofproto::Bridge* br = of.find_bridge(a->bridge);
     if (!br) {
       t.status = error(Errc::not_found, "no bridge " + a->bridge);

@@ -49,6 +49,19 @@ Result<ofproto::IpPrefix> prefix_arg(const std::string& s, const char* what) {
 }  // namespace
 
 void add_tunnel_commands(CommandTree::Impl& t) {
+  // Declarations (command_tree_impl.h: CommandDecl).
+  t.declare("ip-add", control::Access::change, false, kLocksOfproto);
+  t.declare("ip-del", control::Access::change, false, kLocksOfproto);
+  t.declare("route-add", control::Access::change, false, kLocksOfproto);
+  t.declare("route-del", control::Access::change, false, kLocksOfproto);
+  t.declare("route-show", control::Access::show, false, kLocksOfproto);
+  t.declare("neigh-set", control::Access::change, false, kLocksOfproto);
+  t.declare("neigh-show", control::Access::show, false, kLocksOfproto);
+  t.declare("neigh-flush", control::Access::change, false, kLocksOfproto);
+  t.declare("tnl-ports-show", control::Access::show, false, kLocksOfproto);
+  t.declare("set bridge", control::Access::change, false, kLocksOfproto);
+  t.declare("set tunnel-combine", control::Access::change, false, kLocksOfproto);
+
   auto a = std::make_shared<TnlArgs>();
   ofproto::Ofproto& of = t.sys.ofproto();
   auto cmd = [a](CLI::App* parent, const std::string& name, const std::string& help) {
@@ -61,7 +74,6 @@ void add_tunnel_commands(CommandTree::Impl& t) {
   auto run = [&t, &of](auto&& body, bool changes = true) {
     return [&t, &of, body, changes] {
       {
-        std::lock_guard lk(of.writer_mutex());
         body();
         of.reclaim();
       }
@@ -270,8 +282,8 @@ void add_tunnel_commands(CommandTree::Impl& t) {
 
   // --- running config ---
   t.add_config_section({"tunnels", 300,
-                        [&of](std::vector<std::string>& lines) {
-                          std::lock_guard lk(of.writer_mutex());
+                        [&t, &of](std::vector<std::string>& lines) {
+                          control::Control::WriterLock lk(t.sys.control());  // inside a command or not
                           const auto st = of.tunnel_state();
                           for (const ofproto::BridgeAddr& b : st->addrs->all()) {
                             if (b.mac_configured)
@@ -286,8 +298,8 @@ void add_tunnel_commands(CommandTree::Impl& t) {
                                 lines.push_back("add-port " + b->name() + " " + p.name + " " +
                                                 ofproto::format_port_columns(p));
                         },
-                        [&of] {
-                          std::lock_guard lk(of.writer_mutex());
+                        [&t, &of] {
+                          control::Control::WriterLock lk(t.sys.control());  // inside a command or not
                           for (ofproto::Bridge* b : of.bridges()) {
                             std::vector<std::string> tunnels;
                             for (const auto& p : b->ports()->ports)
@@ -302,8 +314,8 @@ void add_tunnel_commands(CommandTree::Impl& t) {
                           of.reclaim();
                         }});
   t.add_config_section({"underlay", 400,
-                        [&of](std::vector<std::string>& lines) {
-                          std::lock_guard lk(of.writer_mutex());
+                        [&t, &of](std::vector<std::string>& lines) {
+                          control::Control::WriterLock lk(t.sys.control());  // inside a command or not
                           const auto st = of.tunnel_state();
                           for (const ofproto::Route& r : st->routes->routes())
                             if (r.user)
@@ -314,8 +326,8 @@ void add_tunnel_commands(CommandTree::Impl& t) {
                                             ofproto::format_mac(e.mac));
                           if (!st->combine) lines.push_back("set tunnel-combine false");
                         },
-                        [&of] {
-                          std::lock_guard lk(of.writer_mutex());
+                        [&t, &of] {
+                          control::Control::WriterLock lk(t.sys.control());  // inside a command or not
                           const auto st = of.tunnel_state();
                           for (const ofproto::Route& r : st->routes->routes())
                             if (r.user) (void)of.route_del(r.prefix);

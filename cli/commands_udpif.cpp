@@ -48,6 +48,18 @@ PortModes port_modes(control::System& sys, const ofproto::UdpifStats& s) {
 }  // namespace
 
 void add_udpif_commands(CommandTree::Impl& t) {
+  // Declarations. revalidate waits for a revalidator round, and the thread
+  // counts restart the handler/revalidator threads, which take the Ofproto
+  // writer mutex: no locks_ofproto for them (they would deadlock).
+  t.declare("upcall-show", control::Access::show);
+  t.declare("revalidate", control::Access::change);
+  t.declare("set flow-limit", control::Access::change, false, kLocksOfproto);
+  t.declare("set max-idle", control::Access::change, false, kLocksOfproto);
+  t.declare("set revalidator-interval", control::Access::change, false, kLocksOfproto);
+  t.declare("set n-handler-threads", control::Access::change);
+  t.declare("set n-revalidator-threads", control::Access::change);
+  t.declare("set megaflows-enable", control::Access::change);
+
   auto* show = t.app.add_subcommand("upcall-show",
                                     "upcall handler and revalidator: flows, limit, dump duration (like upcall/show)");
   show->add_flag("--keel", t.flag_keel, "keel's counters after Open vSwitch's lines");
@@ -188,7 +200,6 @@ void add_udpif_commands(CommandTree::Impl& t) {
     c->add_option("N", t.arg1, range)->required()->check(CLI::Range(lo, hi));
     c->callback([&t, setter] {
       ofproto::Ofproto& of = t.sys.ofproto();
-      std::lock_guard lk(of.writer_mutex());
       t.status = (of.*setter)(static_cast<uint32_t>(std::stoul(t.arg1)));
       if (t.status.ok())
         if (ofproto::Udpif* u = t.sys.udpif()) u->kick();
@@ -240,7 +251,7 @@ void add_udpif_commands(CommandTree::Impl& t) {
                         },
                         [&t] {
                           ofproto::Ofproto& of = t.sys.ofproto();
-                          std::lock_guard lk(of.writer_mutex());
+                          control::Control::WriterLock lk(t.sys.control());  // inside a command or not
                           (void)of.set_flow_limit(200000);
                           (void)of.set_max_idle_ms(10000);
                           (void)of.set_revalidate_interval_ms(500);

@@ -22,6 +22,11 @@ struct UserArgs {
 }  // namespace
 
 void add_users_commands(CommandTree::Impl& t) {
+  // Declarations (command_tree_impl.h: CommandDecl).
+  t.declare("username", control::Access::admin);
+  t.declare("no username", control::Access::admin);
+  t.declare("show users", control::Access::show, kConcurrent);
+
   t.add_config_section({"users", 50,
                         [&t](std::vector<std::string>& lines) {
                           for (const control::UserInfo& u : t.sys.users().list()) {

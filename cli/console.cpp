@@ -93,6 +93,23 @@ std::string cores_text(std::span<const int> cores) {
 }  // namespace
 
 void CommandTree::Impl::build() {
+  // Declarations of the core commands (command_tree_impl.h: CommandDecl);
+  // each family declares its own in its add_*_commands. help and version
+  // read nothing that changes; show board the board (constant); show ports
+  // the port counters (relaxed atomics) and the port list (fixed at boot;
+  // xconnects change only under the exclusive gate): concurrent.
+  declare("help", control::Access::show, kConcurrent);
+  declare("version", control::Access::show, kConcurrent);
+  declare("show board", control::Access::show, kConcurrent);
+  declare("show ports", control::Access::show, kConcurrent);
+  declare("xconnect", control::Access::change);
+  declare("no xconnect", control::Access::change);
+  // Leaving and the terminal settings are the session's own.
+  declare("exit", control::Access::show, kConcurrent);
+  declare("quit", control::Access::show, kConcurrent);
+  declare("terminal length", control::Access::show, kConcurrent);
+  declare("terminal width", control::Access::show, kConcurrent);
+
   app.set_help_flag();  // `help` is a command; `<command> --help` still works
   app.require_subcommand(0, 1);
   app.fallthrough(false);
@@ -282,7 +299,7 @@ void CommandTree::periodic() {
   const uint64_t now_ms = hal::now_ns() / 1'000'000;
   if (now_ms - last_periodic_ms_ < 1000) return;
   last_periodic_ms_ = now_ms;
-  (void)impl_->sys.datapath().auto_lb_tick(now_ms);
+  impl_->sys.control().exclusive([&] { (void)impl_->sys.datapath().auto_lb_tick(now_ms); });
 }
 
 Status CommandTree::execute(std::string_view line, FILE* out) {
@@ -303,26 +320,51 @@ Status CommandTree::execute(std::string_view line, FILE* out) {
   }
 
   Impl& im = *impl_;
-  im.reset();
-  im.out = out;
-  if (std::find(im.vsctl_commands.begin(), im.vsctl_commands.end(), cmd) != im.vsctl_commands.end())
-    for (std::string& w : *words)
-      if (w == "--") w = Impl::kVsctlSeparator;
-  std::vector<std::string> args(words->rbegin(), words->rend());  // CLI11 wants them reversed
-  try {
-    im.app.parse(args);
-  } catch (const CLI::CallForHelp&) {
-    fputs(im.app.help().c_str(), out);
-    return {};
-  } catch (const CLI::ParseError& e) {
-    return invalid(cmd + ": " + e.what());
-  }
-  Status st = std::move(im.status);
-  if (st.ok() && im.after_parse) st = std::exchange(im.after_parse, nullptr)();
-  return st;
+  std::string path;
+  const control::CommandInfo info = im.command_info(*words, path);
+  // The parse runs the command's callback, so it runs inside Control::run:
+  // the role is checked and the gate taken before anything changes.
+  return im.sys.control().run(session_, info, line, [&]() -> Status {
+    im.reset();
+    im.out = out;
+    if (std::find(im.vsctl_commands.begin(), im.vsctl_commands.end(), cmd) != im.vsctl_commands.end())
+      for (std::string& w : *words)
+        if (w == "--") w = Impl::kVsctlSeparator;
+    std::vector<std::string> args(words->rbegin(), words->rend());  // CLI11 wants them reversed
+    try {
+      im.app.parse(args);
+    } catch (const CLI::CallForHelp&) {
+      fputs(im.app.help().c_str(), out);
+      return {};
+    } catch (const CLI::ParseError& e) {
+      return invalid(cmd + ": " + e.what());
+    }
+    Status st = std::move(im.status);
+    if (st.ok() && im.after_parse) st = std::exchange(im.after_parse, nullptr)();
+    return st;
+  });
 }
 
 Status apply_config(CommandTree& tree, std::string_view text, std::string_view origin, FILE* out) {
+  // Outermost (boot, a test): the lines are the config file's, Origin::config
+  // and admin. Inside a command (configure replace, copy): they run as the
+  // session that typed it, under the gate its line holds.
+  std::optional<control::Session> saved;
+  if (!control::Control::in_command()) {
+    saved = tree.session();
+    control::Session& s = tree.session();
+    s.origin = control::Origin::config;
+    s.user.clear();
+    s.role = control::Role::admin;
+    s.peer = std::string(origin);
+  }
+  struct Restore {
+    CommandTree& tree;
+    std::optional<control::Session>& saved;
+    ~Restore() {
+      if (saved) tree.session() = std::move(*saved);
+    }
+  } restore{tree, saved};
   size_t line_no = 0;
   while (!text.empty()) {
     size_t nl = text.find('\n');
@@ -404,6 +446,84 @@ NameKind name_kind(const CLI::Option* o) {
 }
 
 }  // namespace
+
+// --- command declarations (command_tree_impl.h: CommandDecl) ---------------
+
+namespace {
+
+bool runnable(const CLI::App* app) {
+  return app->get_subcommands([](const CLI::App*) { return true; }).empty() || app->get_require_subcommand_min() == 0;
+}
+
+void collect_paths(const CLI::App* app, const std::string& prefix, std::vector<std::string>& out) {
+  for (const CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; })) {
+    const std::string path = prefix.empty() ? sub->get_name() : prefix + " " + sub->get_name();
+    if (runnable(sub)) out.push_back(path);
+    collect_paths(sub, path, out);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> CommandTree::command_paths() const { return impl_->runnable_paths(); }
+std::vector<std::string> CommandTree::declaration_problems() const { return impl_->declaration_problems(); }
+std::optional<control::CommandInfo> CommandTree::command_info(std::string_view line) const {
+  auto words = tokenize(line);
+  if (!words || words->empty()) return std::nullopt;
+  static thread_local std::string path;  // CommandInfo::path views it
+  return impl_->command_info(*words, path);
+}
+
+std::vector<std::string> CommandTree::Impl::runnable_paths() const {
+  std::vector<std::string> v;
+  collect_paths(&app, "", v);
+  return v;
+}
+
+std::vector<std::string> CommandTree::Impl::declaration_problems() const {
+  std::vector<std::string> problems;
+  const auto paths = runnable_paths();
+  for (const std::string& p : paths)
+    if (!decls.count(p)) problems.push_back("'" + p + "' has no declaration");
+  for (const auto& [p, d] : decls)
+    if (std::find(paths.begin(), paths.end(), p) == paths.end()) problems.push_back("'" + p + "' is declared but is no command");
+  for (const std::string& p : duplicate_decls) problems.push_back("'" + p + "' is declared twice");
+  return problems;
+}
+
+control::CommandInfo CommandTree::Impl::command_info(const std::vector<std::string>& words, std::string& path) const {
+  const CLI::App* cur = &app;
+  path.clear();
+  bool positional = false;
+  bool help = false;
+  const CLI::Option* want_value = nullptr;
+  for (const std::string& w : words) {
+    if (want_value) {
+      want_value = nullptr;
+      continue;
+    }
+    if (w == "--help" || w == "-h") help = true;
+    if (!positional) {
+      if (const CLI::App* sub = find_subcommand(cur, w)) {
+        cur = sub;
+        path += (path.empty() ? "" : " ") + w;
+        continue;
+      }
+    }
+    if (w.size() > 1 && w[0] == '-') {
+      const CLI::Option* o = w.find('=') == std::string::npos ? find_option(cur, w) : nullptr;
+      if (o && o->get_type_size_max() > 0) want_value = o;
+      continue;
+    }
+    positional = true;
+  }
+  // `COMMAND --help` only prints; an incomplete command (`show`) only fails
+  // to parse: both are open to every role.
+  if (help || !runnable(cur)) return {path, control::Access::show, false, false};
+  auto it = decls.find(path);
+  if (it == decls.end()) return {path, control::Access::admin, false, false};  // undeclared: the safe side
+  return {it->first, it->second.access, it->second.concurrent, it->second.locks_ofproto};
+}
 
 std::vector<Completion> CommandTree::completions(std::string_view before_cursor) const {
   auto words = tokenize(before_cursor);
@@ -731,7 +851,7 @@ class LoginInput {
 
 // The login step: true once a user logged in, false when the session ended
 // first (^D, hangup, shutdown).
-bool login(LoginInput& in, const control::Users& users) {
+bool login(LoginInput& in, const control::Users& users, control::Session& session) {
   int failures = 0;
   for (;;) {
     if (users.empty()) return true;  // the last user was removed (keel --exec) meanwhile
@@ -747,7 +867,11 @@ bool login(LoginInput& in, const control::Users& users) {
     const bool ok = users.verify(name, password);
     password.assign(password.size(), '\0');
     if (ok) {
-      KEEL_LOG(log_console, info, "console login: user %s", name.c_str());
+      // The role is read once, at login (a role changed later applies at
+      // the next login); a user removed meanwhile has none: read-only.
+      session.user = name;
+      session.role = users.role(name).value_or(control::Role::read_only);
+      KEEL_LOG(log_console, info, "console login: user %s (%s)", name.c_str(), control::to_string(session.role));
       return true;
     }
     KEEL_LOG(log_console, info, "console login failed (user '%s')", name.c_str());
@@ -797,7 +921,7 @@ int run_terminal(CommandTree& tree, int in_fd, int out_fd, std::string_view bann
   if (const control::Users& users = tree.impl().sys.users(); !users.empty()) {
     (void)write_all(out_fd, ed.take_output());
     LoginInput in(in_fd, out_fd, tree, exec, &term);
-    if (!login(in, users)) {
+    if (!login(in, users, tree.session())) {
       tree.attach_terminal(nullptr);
       return 0;
     }

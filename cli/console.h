@@ -20,6 +20,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,14 @@ class CommandTree {
   // Control's exclusive gate.
   void periodic();
   std::vector<std::string> command_names() const;
+  // Every command path a line can run ("show ports", "set flow-limit"), and
+  // what is wrong with their declarations (command_tree_impl.h:
+  // CommandDecl): missing, duplicate or naming no command. Empty: all
+  // declared once.
+  std::vector<std::string> command_paths() const;
+  std::vector<std::string> declaration_problems() const;
+  // The declared access of the command a line runs ("" if none applies).
+  std::optional<control::CommandInfo> command_info(std::string_view line) const;
 
   // Completion data for the line editor. `before_cursor` is the line up to
   // the cursor; the last word is the partial word being completed (empty

@@ -8,6 +8,7 @@
 #include "control/control.h"
 
 #include <cctype>
+#include <optional>
 
 #include "core/log.h"
 
@@ -20,9 +21,11 @@ KEEL_LOG_MODULE(log_audit, "audit");
 struct Held {
   const Control* control = nullptr;
   bool exclusive = false;
-  bool writer = false;
 };
 thread_local Held t_held;
+// The Ofproto writer mutex this thread holds through Control (run() of a
+// locks_ofproto command, or a WriterLock); null: none.
+thread_local std::mutex* t_writer = nullptr;
 
 // Restores t_held when a run() returns.
 struct HeldScope {
@@ -91,16 +94,13 @@ Status Control::run(const Session& s, const CommandInfo& c, std::string_view lin
       return error(Errc::internal, "'" + std::string(c.path) + "' can't run inside a concurrent command");
   } else if (c.concurrent) {
     shared = std::shared_lock(gate_);
-    t_held = {this, false, false};
+    t_held = {this, false};
   } else {
     excl = std::unique_lock(gate_);
-    t_held = {this, true, false};
+    t_held = {this, true};
   }
-  std::unique_lock<std::mutex> writer;
-  if (c.locks_ofproto && writer_ && !t_held.writer) {
-    writer = std::unique_lock(*writer_);
-    t_held.writer = true;
-  }
+  std::optional<WriterLock> writer;
+  if (c.locks_ofproto) writer.emplace(*this);
 
   Status st = fn();
 
@@ -124,8 +124,22 @@ void Control::exclusive(const std::function<void()>& fn) {
   }
   HeldScope scope;
   std::unique_lock lk(gate_);
-  t_held = {this, true, false};
+  t_held = {this, true};
   fn();
+}
+
+Control::WriterLock::WriterLock(Control& c) {
+  if (!c.writer_ || t_writer == c.writer_) return;
+  c.writer_->lock();
+  taken_ = c.writer_;
+  prev_ = t_writer;
+  t_writer = taken_;
+}
+
+Control::WriterLock::~WriterLock() {
+  if (!taken_) return;
+  t_writer = prev_;
+  taken_->unlock();
 }
 
 }  // namespace keel::control

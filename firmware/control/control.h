@@ -64,6 +64,23 @@ class Control {
   // True when the calling thread holds the gate (inside run()/exclusive()).
   static bool in_command();
 
+  // Holds Ofproto::writer_mutex() for code that is not a command body but
+  // runs inside one or beside one (running-config sections' emit/reset,
+  // boot): a no-op when this thread already holds it through Control
+  // (a locks_ofproto command, or an outer WriterLock), so nesting never
+  // deadlocks.
+  class WriterLock {
+   public:
+    explicit WriterLock(Control& c);
+    ~WriterLock();
+    WriterLock(const WriterLock&) = delete;
+    WriterLock& operator=(const WriterLock&) = delete;
+
+   private:
+    std::mutex* taken_ = nullptr;
+    std::mutex* prev_ = nullptr;
+  };
+
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
   uint64_t changes() const { return changes_.load(std::memory_order_relaxed); }
   uint64_t commands() const { return commands_.load(std::memory_order_relaxed); }
