@@ -14,6 +14,7 @@
 
 #include "cli/command_tree_impl.h"
 #include "cli/json.h"
+#include "cli/view.h"
 #include "cli/offload_text.h"
 #include "datapath/datapath.h"
 #include "datapath/rxq_sched.h"
@@ -358,73 +359,101 @@ std::string pmd_thread_label(const datapath::Pmd& pmd) {
 // cycles lines only when the thread counted cycles, the per-packet averages
 // only when it received packets. keel's cross-connect and simple-match
 // paths are both OVS's "simple match" (no lookup beyond a port check).
-void pmd_stats_text(std::string& out, const std::string& label, const datapath::PmdCounters& c) {
-  const double rx = static_cast<double>(c.rx_packets);
+// pmd-stats-show: one PMD's counters as a View (cli/view.h), the one
+// description both forms render. The text is Open vSwitch 3.1's
+// dpif-netdev/pmd-stats-show (docs/OVS-OUTPUTS.md), keel's own lines after
+// it with --keel; the JSON carries every number, under the text's meaning:
+// "simple match hits" counts both of keel's in_port-only paths
+// (cross-connect and simple-match: xconnect_hits + simple_path_hits),
+// "miss with success upcall" the misses an upcall answered (upcalls +
+// upcall_followers), "miss with failed upcall" the lost ones.
+void pmd_stats_view(View& v, const datapath::PmdCounters& c, bool keel, bool offline) {
   const uint64_t total = c.busy_cycles + c.idle_cycles;
-  auto ratio = [](uint64_t a, uint64_t b) { return fmt2(b ? static_cast<double>(a) / static_cast<double>(b) : 0); };
-  out += label + ":\n";
-  out += "  packets received: " + std::to_string(c.rx_packets) + "\n";
-  out += "  packet recirculations: " + std::to_string(c.recirculations) + "\n";
-  out += "  avg. datapath passes per packet: " + ratio(c.rx_packets + c.recirculations, c.rx_packets) + "\n";
-  out += "  phwol hits: " + std::to_string(c.phwol_hits) + "\n";
-  out += "  mfex opt hits: 0\n";
-  out += "  simple match hits: " + std::to_string(c.xconnect_hits + c.simple_hits) + "\n";
-  out += "  emc hits: " + std::to_string(c.emc_hits) + "\n";
-  out += "  smc hits: " + std::to_string(c.smc_hits) + "\n";
-  out += "  megaflow hits: " + std::to_string(c.megaflow_hits) + "\n";
-  out += "  avg. subtable lookups per megaflow hit: " + ratio(c.subtable_lookups, c.megaflow_hits) + "\n";
-  out += "  miss with success upcall: " + std::to_string(c.upcalls + c.upcall_followers) + "\n";
-  out += "  miss with failed upcall: " + std::to_string(c.lost) + "\n";
-  out += "  avg. packets per output batch: " + ratio(c.tx_batch_packets, c.tx_batches) + "\n";
-  if (!total) return;
-  out += "  idle cycles: " + std::to_string(c.idle_cycles) + " (" + fmt2(100.0 * static_cast<double>(c.idle_cycles) / static_cast<double>(total)) + "%)\n";
-  out += "  processing cycles: " + std::to_string(c.busy_cycles) + " (" + fmt2(100.0 * static_cast<double>(c.busy_cycles) / static_cast<double>(total)) + "%)\n";
-  if (!c.rx_packets) return;
-  out += "  avg cycles per packet: " + fmt2(static_cast<double>(total) / rx) + " (" + std::to_string(total) + "/" +
-         std::to_string(c.rx_packets) + ")\n";
-  out += "  avg processing cycles per packet: " + fmt2(static_cast<double>(c.busy_cycles) / rx) + " (" +
-         std::to_string(c.busy_cycles) + "/" + std::to_string(c.rx_packets) + ")\n";
-}
+  auto ratio = [](uint64_t a, uint64_t b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+  auto pct = [total](uint64_t x) { return 100.0 * static_cast<double>(x) / static_cast<double>(total ? total : 1); };
+  v.field("packets_received", "packets received", c.rx_packets);
+  v.field("recirculations", "packet recirculations", c.recirculations);
+  v.field("avg_datapath_passes_per_packet", "avg. datapath passes per packet",
+          ratio(c.rx_packets + c.recirculations, c.rx_packets));
+  v.field("phwol_hits", "phwol hits", c.phwol_hits);
+  v.field("mfex_opt_hits", "mfex opt hits", uint64_t{0});
+  v.field("simple_match_hits", "simple match hits", c.xconnect_hits + c.simple_hits);
+  v.field("emc_hits", "emc hits", c.emc_hits);
+  v.field("smc_hits", "smc hits", c.smc_hits);
+  v.field("megaflow_hits", "megaflow hits", c.megaflow_hits);
+  v.field("avg_subtable_lookups_per_megaflow_hit", "avg. subtable lookups per megaflow hit",
+          ratio(c.subtable_lookups, c.megaflow_hits));
+  v.field("miss_with_success_upcall", "miss with success upcall", c.upcalls + c.upcall_followers);
+  v.field("lost", "miss with failed upcall", c.lost);
+  v.field("avg_packets_per_output_batch", "avg. packets per output batch", ratio(c.tx_batch_packets, c.tx_batches));
+  // Open vSwitch prints the cycle lines only once there are cycles, the
+  // per-packet ones only once there are packets; the JSON always has them.
+  v.field("idle_cycles", "idle cycles", c.idle_cycles, std::to_string(c.idle_cycles) + " (" + fmt2(pct(c.idle_cycles)) + "%)");
+  if (!total) v.hidden_text();
+  v.field("processing_cycles", "processing cycles", c.busy_cycles,
+          std::to_string(c.busy_cycles) + " (" + fmt2(pct(c.busy_cycles)) + "%)");
+  if (!total) v.hidden_text();
+  v.field("avg_cycles_per_packet", "avg cycles per packet", ratio(total, c.rx_packets),
+          fmt2(ratio(total, c.rx_packets)) + " (" + std::to_string(total) + "/" + std::to_string(c.rx_packets) + ")");
+  if (!total || !c.rx_packets) v.hidden_text();
+  v.field("avg_processing_cycles_per_packet", "avg processing cycles per packet", ratio(c.busy_cycles, c.rx_packets),
+          fmt2(ratio(c.busy_cycles, c.rx_packets)) + " (" + std::to_string(c.busy_cycles) + "/" +
+              std::to_string(c.rx_packets) + ")");
+  if (!total || !c.rx_packets) v.hidden_text();
 
-// pmd-stats-show --keel: keel's counters that Open vSwitch has no line for.
-void pmd_stats_keel_text(std::string& out, const datapath::PmdCounters& c, bool offline) {
-  out += "  keel: cross-connect hits: " + std::to_string(c.xconnect_hits) + "\n";
-  out += "  keel: simple-match path hits: " + std::to_string(c.simple_hits) + "\n";
-  out += "  keel: upcalls: " + std::to_string(c.upcalls) + " (followers " + std::to_string(c.upcall_followers) +
-         ", installed " + std::to_string(c.upcall_installs) + ", userspace() " + std::to_string(c.action_upcalls) +
-         ")\n";
-  out += "  keel: phwol misses (a mark no live flow of this PMD has): " + std::to_string(c.phwol_misses) + "\n";
-  out += "  keel: offload events lost: " + std::to_string(c.offload_events_lost) + ", hot microflows not posted: " +
-         std::to_string(c.offload_hot_lost) + "\n";
-  out += "  keel: malformed packets: " + std::to_string(c.malformed) + "\n";
-  out += "  keel: of which runts dropped (< 14 bytes): " + std::to_string(c.runts) + "\n";
-  out += "  keel: recirculated too deep: " + std::to_string(c.recirc_too_deep) + "\n";
-  out += "  keel: output to an invalid port: " + std::to_string(c.invalid_port) + "\n";
-  out += "  keel: dropped by the executor: " + std::to_string(c.exec_dropped) + "\n";
-  out += "  keel: lb_output drops (no bond table / no member): " + std::to_string(c.bond_drops) + "\n";
-  out += "  keel: control-plane packets sent: " + std::to_string(c.ctl_tx) + " (refused, ring full: " +
-         std::to_string(c.ctl_tx_full) + ")\n";
-  out += "  keel: tunnels: pushed " + std::to_string(c.tnl_pushed) + " (no headroom " +
-         std::to_string(c.tnl_push_no_headroom) + "), popped " + std::to_string(c.tnl_popped) + ", pop errors " +
-         std::to_string(c.tnl_pop_errors);
+  // keel's counters that Open vSwitch has no line for (text: --keel).
+  auto k = [&](const char* key, const char* label, uint64_t x) {
+    v.field(key, label, x);
+    if (!keel) v.hidden_text();
+  };
+  auto line = [&](const char* label, std::string text) {
+    if (keel) v.text_line(label, std::move(text));
+  };
+  k("xconnect_hits", "keel: cross-connect hits", c.xconnect_hits);
+  k("simple_path_hits", "keel: simple-match path hits", c.simple_hits);
+  v.json("upcalls", c.upcalls).json("upcall_followers", c.upcall_followers);
+  v.json("upcall_installs", c.upcall_installs).json("action_upcalls", c.action_upcalls);
+  line("keel: upcalls", std::to_string(c.upcalls) + " (followers " + std::to_string(c.upcall_followers) +
+                              ", installed " + std::to_string(c.upcall_installs) + ", userspace() " +
+                              std::to_string(c.action_upcalls) + ")");
+  k("phwol_misses", "keel: phwol misses (a mark no live flow of this PMD has)", c.phwol_misses);
+  v.json("offload_events_lost", c.offload_events_lost).json("offload_hot_lost", c.offload_hot_lost);
+  line("keel: offload events lost", std::to_string(c.offload_events_lost) + ", hot microflows not posted: " +
+                                         std::to_string(c.offload_hot_lost));
+  k("malformed", "keel: malformed packets", c.malformed);
+  k("runts", "keel: of which runts dropped (< 14 bytes)", c.runts);
+  k("recirc_too_deep", "keel: recirculated too deep", c.recirc_too_deep);
+  k("invalid_port", "keel: output to an invalid port", c.invalid_port);
+  k("exec_dropped", "keel: dropped by the executor", c.exec_dropped);
+  k("bond_drops", "keel: lb_output drops (no bond table / no member)", c.bond_drops);
+  v.json("ctl_tx", c.ctl_tx).json("ctl_tx_full", c.ctl_tx_full);
+  line("keel: control-plane packets sent",
+       std::to_string(c.ctl_tx) + " (refused, ring full: " + std::to_string(c.ctl_tx_full) + ")");
+  v.json("tnl_pushed", c.tnl_pushed).json("tnl_push_no_headroom", c.tnl_push_no_headroom);
+  v.json("tnl_popped", c.tnl_popped).json("tnl_pop_errors", c.tnl_pop_errors);
+  std::string tnl = "pushed " + std::to_string(c.tnl_pushed) + " (no headroom " + std::to_string(c.tnl_push_no_headroom) +
+                    "), popped " + std::to_string(c.tnl_popped) + ", pop errors " + std::to_string(c.tnl_pop_errors);
   if (c.tnl_pop_errors) {
-    out += " (";
+    tnl += " (";
     bool first = true;
     for (unsigned r = 1; r < packet::kTnlPopResults; ++r) {
       if (!c.tnl_pop_reasons[r]) continue;
-      if (!first) out += ", ";
+      if (!first) tnl += ", ";
       first = false;
-      out += packet::tnl_pop_result_name(static_cast<packet::TnlPopResult>(r));
-      out += ' ';
-      out += std::to_string(c.tnl_pop_reasons[r]);
+      tnl += packet::tnl_pop_result_name(static_cast<packet::TnlPopResult>(r));
+      tnl += ' ';
+      tnl += std::to_string(c.tnl_pop_reasons[r]);
     }
-    out += ')';
+    tnl += ')';
   }
-  out += "\n";
+  line("keel: tunnels", tnl);
+  v.json("tx_batches", c.tx_batches).json("tx_batch_packets", c.tx_batch_packets);
+  v.json("ordered_upcalls", c.ordered_upcalls).json("backpressure", c.backpressure);
   if (offline)
-    out += "  keel: offline: ordered upcalls " + std::to_string(c.ordered_upcalls) + ", backpressure pauses " +
-           std::to_string(c.backpressure) + "\n";
-  out += "  keel: iterations: " + std::to_string(c.iterations) + "\n";
+    line("keel: offline", "ordered upcalls " + std::to_string(c.ordered_upcalls) + ", backpressure pauses " +
+                                std::to_string(c.backpressure));
+  k("iterations", "keel: iterations", c.iterations);
+  v.json("misses", c.misses).json("subtable_lookups", c.subtable_lookups);
 }
 
 // pmd-bond-show: a bucket's member as Open vSwitch prints it (the datapath
@@ -694,69 +723,20 @@ void add_datapath_commands(CommandTree::Impl& t) {
   t.add_format(stats);
   stats->callback([&t] {
     const auto pmds = pmds_by_core(t.sys.datapath(), t.arg2);
-    if (t.format == "json") {
-      Json j;
-      j.begin_object().begin_array("pmds");
-      for (const datapath::Pmd* pmd : pmds) {
-        const datapath::PmdCounters c = pmd->counters();
-        j.begin_object()
-            .field("pmd", pmd->index())
-            .field("core", static_cast<int64_t>(pmd->display_core()))
-            .field("pinned", pmd->core() >= 0)
-            .field("packets_received", c.rx_packets)
-            .field("recirculations", c.recirculations)
-            .field("phwol_hits", c.phwol_hits)
-            .field("phwol_misses", c.phwol_misses)
-            .field("offload_events_lost", c.offload_events_lost)
-            .field("offload_hot_lost", c.offload_hot_lost)
-            .field("simple_match_hits", c.xconnect_hits + c.simple_hits)  // the text's line: both paths
-            .field("xconnect_hits", c.xconnect_hits)
-            .field("simple_path_hits", c.simple_hits)
-            .field("emc_hits", c.emc_hits)
-            .field("smc_hits", c.smc_hits)
-            .field("megaflow_hits", c.megaflow_hits)
-            .field("subtable_lookups", c.subtable_lookups)
-            .field("misses", c.misses)
-            .field("lost", c.lost)
-            .field("upcalls", c.upcalls)
-            .field("action_upcalls", c.action_upcalls)
-            .field("upcall_installs", c.upcall_installs)
-            .field("upcall_followers", c.upcall_followers)
-            .field("malformed", c.malformed)
-            .field("runts", c.runts)
-            .field("recirc_too_deep", c.recirc_too_deep)
-            .field("invalid_port", c.invalid_port)
-            .field("exec_dropped", c.exec_dropped)
-            .field("bond_drops", c.bond_drops)
-            .field("ctl_tx", c.ctl_tx)
-            .field("ctl_tx_full", c.ctl_tx_full)
-            .field("tnl_pushed", c.tnl_pushed)
-            .field("tnl_push_no_headroom", c.tnl_push_no_headroom)
-            .field("tnl_popped", c.tnl_popped)
-            .field("tnl_pop_errors", c.tnl_pop_errors)
-            .field("tx_batches", c.tx_batches)
-            .field("tx_batch_packets", c.tx_batch_packets)
-            .field("ordered_upcalls", c.ordered_upcalls)
-            .field("backpressure", c.backpressure)
-            .field("iterations", c.iterations)
-            .field("idle_cycles", c.idle_cycles)
-            .field("processing_cycles", c.busy_cycles)
-            .end_object();
-      }
-      j.end_array().end_object();
-      t.print(j.str() + "\n");
-      return;
-    }
-    std::string out;
+    View v;
+    View::List list = v.list("pmds");
     for (const datapath::Pmd* pmd : pmds) {
-      const datapath::PmdCounters c = pmd->counters();
-      pmd_stats_text(out, pmd_thread_label(*pmd), c);
-      if (t.flag_keel) pmd_stats_keel_text(out, c, t.sys.datapath().offline());
+      View& p = list.item(pmd_thread_label(*pmd));
+      p.json("pmd", static_cast<uint64_t>(pmd->index()))
+          .json("core", static_cast<int64_t>(pmd->display_core()))
+          .json("pinned", pmd->core() >= 0);
+      pmd_stats_view(p, pmd->counters(), t.flag_keel, t.sys.datapath().offline());
     }
     // Open vSwitch's main thread polls the ports no PMD takes; keel's PMDs
-    // poll every port, so it is always the idle thread OVS shows then.
-    if (t.arg2.empty()) pmd_stats_text(out, "main thread", datapath::PmdCounters{});
-    t.print(out);
+    // poll every port, so it is always the idle thread OVS shows then: a
+    // text-only stand-in (the JSON lists keel's threads).
+    if (t.arg2.empty()) pmd_stats_view(list.item("main thread").text_only(), datapath::PmdCounters{}, false, false);
+    t.print(t.format == "json" ? v.json() + "\n" : v.text());
   });
   t.app.add_subcommand("pmd-stats-clear", "reset the PMD statistics")->callback([&t] {
     for (const auto& pmd : t.sys.datapath().pmds()) pmd->clear_counters();

@@ -154,6 +154,7 @@ void add_ssh_commands(CommandTree::Impl& t) {
           .field("sessions_started", st.sessions_started)
           .field("sessions_refused", st.sessions_refused)
           .field("protocol_errors", st.protocol_errors)
+          .field("client_disconnects", st.client_disconnects)
           .field("closed", st.closed)
           .end_object()
           .begin_object("disconnects");
@@ -173,7 +174,8 @@ void add_ssh_commands(CommandTree::Impl& t) {
          " failed, " + std::to_string(st.grace_timeouts) + " grace timeouts\n";
     o += "  sessions: " + std::to_string(st.sessions_started) + " started, " + std::to_string(st.sessions_refused) +
          " refused; " + std::to_string(st.idle_timeouts) + " idle timeouts\n";
-    o += "  protocol errors: " + std::to_string(st.protocol_errors) + ", closed: " + std::to_string(st.closed) + "\n";
+    o += "  closed: " + std::to_string(st.closed) + " (" + std::to_string(st.client_disconnects) + " by the client), " +
+         std::to_string(st.protocol_errors) + " protocol errors\n";
     if (!st.disconnects.empty()) {
       o += "  disconnects:";
       for (const auto& [r, n] : st.disconnects) o += " " + ssh_reason_text(r) + "=" + std::to_string(n);

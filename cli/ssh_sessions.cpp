@@ -27,7 +27,14 @@ namespace {
 KEEL_LOG_MODULE(log_sshs, "ssh");
 
 // Runs one line with stdout captured; the error (if any) separately.
+// The user's role is looked up again for every line: a role changed (or a
+// user removed) by an admin applies to the sessions already open.
 Status ssh_run_captured(CommandTree& tree, const std::string& line, std::string& out) {
+  out.clear();
+  control::Session& who = tree.session();
+  const std::optional<control::Role> role = tree.impl().sys.users().role(who.user);
+  if (!role) return error(Errc::permission_denied, "user '" + who.user + "' no longer exists");
+  who.role = *role;
   char* text = nullptr;
   size_t size = 0;
   FILE* mem = open_memstream(&text, &size);
@@ -57,10 +64,7 @@ struct SshService::Auth final : ssh::Authenticator {
   bool check_password(std::string_view user, std::string_view password) override {
     return users.verify(user, password);
   }
-  bool has_key(std::string_view user, std::string_view key_blob) override {
-    (void)user, (void)key_blob;
-    return false;  // TODO(ctl merge): users.has_key(user, key_blob)
-  }
+  bool has_key(std::string_view user, std::string_view key_blob) override { return users.has_key(user, key_blob); }
   control::Users& users;
 };
 
@@ -172,10 +176,11 @@ class SshConnHost final : public ssh::ChannelHost {
     s->command = std::string(command);
     s->info = info_;
     if (pty) {
+      // 0 is "unknown" (ssh -tt without a terminal of its own): 80x24.
       s->has_pty = true;
       s->pty = *pty;
-      s->cols = pty->cols;
-      s->rows = pty->rows;
+      s->cols = pty->cols > 0 ? pty->cols : 80;
+      s->rows = pty->rows > 0 ? pty->rows : 24;
     }
     live_[channel] = s;
     SshService::Sessions* ss = ss_.get();
@@ -204,7 +209,7 @@ class SshConnHost final : public ssh::ChannelHost {
     if (auto* s = find(channel)) {
       {
         std::lock_guard<std::mutex> g(s->mu);
-        s->cols = cols, s->rows = rows, s->resized = true;
+        s->cols = cols > 0 ? cols : 80, s->rows = rows > 0 ? rows : 24, s->resized = true;
       }
       s->cv.notify_all();
     }
@@ -245,7 +250,21 @@ class SshConnHost final : public ssh::ChannelHost {
 }  // namespace
 
 void SshService::Sessions::run(SshSession& s) {
-  CommandTree tree(sys);
+  // The role as it is now; a user removed since the login has none.
+  const std::optional<control::Role> role = sys.users().role(s.info.user);
+  if (!role) {
+    out(s, "error: user '" + s.info.user + "' no longer exists\n", true);
+    if (ssh::Server* srv = server.load()) srv->exit(s.conn, s.channel, 1);
+    return;
+  }
+  control::Session who;
+  who.origin = control::Origin::ssh;
+  who.user = s.info.user;
+  who.role = *role;
+  who.peer = s.info.peer;
+  who.rows = s.has_pty ? s.rows : 0;
+  who.cols = s.cols;
+  CommandTree tree(sys, std::move(who));
   if (control::ConfigStore* st = store.load()) cli::set_config_store(tree, st);
   int status = 0;
   if (!s.shell) status = run_exec(s, tree);
@@ -295,6 +314,8 @@ int SshService::Sessions::run_shell_pty(SshSession& s, CommandTree& tree) {
     int cols = 0, rows = 0;
     if (!wait_input(s, in, eof, resized, cols, rows)) return 0;
     if (resized) {
+      tree.session().rows = rows;
+      tree.session().cols = cols;
       term.length = rows;
       term.width = cols;
       ed.set_height(rows);

@@ -2,6 +2,7 @@
 // parsing firmware/ssh/keys.h's.
 #include "control/users.h"
 
+#include "ssh/keys.h"
 #include "ssh/password.h"
 
 namespace keel::control {
@@ -17,26 +18,14 @@ static_assert(ssh::kDefaultIterations == 20000, "kDummyHash must cost what a def
 
 }  // namespace
 
-std::string UserKey::line() const { return type + " " + blob_base64() + (comment.empty() ? "" : " " + comment); }
+std::string UserKey::line() const { return ssh::public_key_line({type, blob, comment, 0}); }
 
 std::string UserKey::blob_base64() const {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < blob.size(); i += 3) {
-    uint32_t v = (uint32_t(uint8_t(blob[i])) << 16) | (uint32_t(uint8_t(blob[i + 1])) << 8) | uint8_t(blob[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += kAlphabet[(v >> s) & 63];
-  }
-  if (i < blob.size()) {
-    uint32_t v = uint32_t(uint8_t(blob[i])) << 16;
-    if (i + 1 < blob.size()) v |= uint32_t(uint8_t(blob[i + 1])) << 8;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += i + 1 < blob.size() ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
+  std::string l = ssh::public_key_line({type, blob, "", 0});  // "TYPE BASE64"
+  return l.substr(l.find(' ') + 1);
 }
+
+std::string UserKey::fingerprint() const { return ssh::fingerprint(blob); }
 
 Status Users::check_name(std::string_view name) {
   auto bad = [&] {
@@ -82,8 +71,19 @@ Status Users::set_role(std::string_view name, Role role) {
 
 Status Users::add_key(std::string_view name, std::string_view key_line) {
   if (Status st = check_name(name); !st.ok()) return st;
-  (void)key_line;
-  return error(Errc::unsupported, "ssh keys: not yet available in this build");
+  auto k = ssh::parse_public_key_line(key_line);
+  if (!k) return std::move(k).take_status().prefix("user " + std::string(name) + " ssh-key");
+  std::lock_guard lk(mu_);
+  UserInfo& u = users_[std::string(name)];
+  u.name = std::string(name);
+  for (UserKey& have : u.keys) {
+    if (have.blob == k->blob) {  // the same key again: one key, the newer comment
+      have.comment = k->comment;
+      return {};
+    }
+  }
+  u.keys.push_back({k->type, std::move(k->blob), std::move(k->comment), k->bits});
+  return {};
 }
 
 Status Users::remove_key(std::string_view name, std::string_view blob_base64) {

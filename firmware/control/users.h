@@ -40,8 +40,10 @@ struct UserKey {
   std::string type;     // "ecdsa-sha2-nistp256" | "ssh-rsa"
   std::string blob;     // the SSH wire encoding of the key (binary)
   std::string comment;  // may be empty
+  int bits = 0;         // 256 for P-256, the modulus size for RSA
   std::string line() const;         // "TYPE BASE64[ COMMENT]"
   std::string blob_base64() const;  // BASE64 of the blob
+  std::string fingerprint() const;  // "SHA256:..." (ssh-keygen -lf)
 };
 
 struct UserInfo {

@@ -196,6 +196,14 @@ struct Server::Conn {
     Conn* conn = nullptr;
     std::unique_ptr<ChannelHost> inner;
     std::set<uint32_t> started;
+    std::set<uint32_t> running;  // started and not yet exited: holds a max_sessions slot
+    // The session ended (exit() went to the channel) or the channel went:
+    // its slot is free for another session.
+    void release(uint32_t channel) {
+      if (!running.erase(channel)) return;
+      std::lock_guard<std::mutex> g(srv->mu_);
+      --srv->sessions_;
+    }
     bool start(uint32_t channel, bool shell, std::string_view command, const Pty* pty) override {
       {
         std::lock_guard<std::mutex> g(srv->mu_);
@@ -218,6 +226,7 @@ struct Server::Conn {
       }
       ++srv->stats_.sessions_started;
       started.insert(channel);
+      running.insert(channel);
       return true;
     }
     void input(uint32_t channel, std::string_view data) override {
@@ -231,12 +240,12 @@ struct Server::Conn {
     }
     void closed(uint32_t channel) override {
       if (!started.erase(channel)) return;
+      release(channel);
       {
         // The outbox goes first: a session blocked in write() wakes and
         // sees its channel gone before the host is told.
         std::lock_guard<std::mutex> g(srv->mu_);
         conn->outbox.erase(channel);
-        --srv->sessions_;
       }
       srv->outbox_cv_.notify_all();
       inner->closed(channel);
@@ -346,6 +355,7 @@ Status Server::relisten(const std::string& listen, uint16_t port, const std::str
     std::lock_guard<std::mutex> g(mu_);
     close_fd(pending_listen_fd_);
     pending_listen_fd_ = *fd;
+    stats_.listening = false;  // until the I/O thread listens on the new socket
     cfg_.listen = listen;
     cfg_.port = port;
     cfg_.device = device;
@@ -602,7 +612,10 @@ void Server::io_main() {
       any = true;
       std::vector<std::string> replies;
       for (auto& [channel, chunk] : moved) c.ch->write(channel, chunk.data, chunk.is_stderr, replies);
-      for (auto& [channel, status] : exits) c.ch->exit(channel, status, replies);
+      for (auto& [channel, status] : exits) {
+        c.ch->exit(channel, status, replies);
+        c.host.release(channel);
+      }
       for (const std::string& p : replies) c.tp->send(p);
     }
     if (freed) outbox_cv_.notify_all();
@@ -631,6 +644,7 @@ void Server::io_main() {
         close_fd(listen_fd_);
         listen_fd_ = std::exchange(pending_listen_fd_, -1);
         listening = false;
+        stats_.listening = false;
         last_gate = 0;
       }
       if (release_listener_) {
@@ -845,12 +859,23 @@ void Server::io_main() {
         c.last_ms = t;
         Status st = c.tp->feed(std::string_view(buf, static_cast<size_t>(n)), t);
         if (!st.ok()) {
-          protocol_error(c);
           c.out += c.tp->take_output();
+          // The client's own DISCONNECT ends a connection normally; anything
+          // else the transport refused is a protocol error (DISCONNECT sent).
+          const bool by_client = c.tp->error().rfind("client disconnected", 0) == 0;
+          if (by_client) {
+            std::lock_guard<std::mutex> g(mu_);
+            ++stats_.client_disconnects;
+          } else {
+            protocol_error(c);
+          }
           if (!c.closing) {
             c.closing = true;
             c.closing_since = t;
-            log_close(c, c.tp->disconnect_reason(), c.tp->error().empty() ? st.message() : c.tp->error());
+            if (by_client)
+              KEEL_LOG_RL(log_ssh, info, 120, 40, "%s: %s", c.peer.c_str(), c.tp->error().c_str());
+            else
+              log_close(c, c.tp->disconnect_reason(), c.tp->error().empty() ? st.message() : c.tp->error());
           }
           continue;
         }

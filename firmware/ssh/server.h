@@ -119,8 +119,11 @@ struct ServerStats {
   uint64_t sessions_started = 0;
   uint64_t sessions_refused = 0;    // beyond max_sessions, or the host refused
   uint64_t protocol_errors = 0;     // connections the transport or a state machine ended
+  uint64_t client_disconnects = 0;  // the client sent DISCONNECT (the normal end)
   uint64_t closed = 0;              // connections gone, for any reason
-  std::map<uint32_t, uint64_t> disconnects;  // DISCONNECT reason -> connections ended with it
+  // Connections the server ended (DISCONNECT sent; kConnectionLost: the
+  // socket closed or failed under us), by reason.
+  std::map<uint32_t, uint64_t> disconnects;
 };
 
 // One connection, for `show ssh sessions`.

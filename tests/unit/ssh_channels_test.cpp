@@ -434,3 +434,34 @@ TEST_CASE_FIXTURE(Fixture,
   s = ch.handle(WireWriter().u8(200).u32(1).take(), out);
   CHECK(s.code() == Errc::unsupported);
 }
+
+TEST_CASE_FIXTURE(Fixture,
+                  "terminal sizes are clamped; window-change without a pty is refused; long term names too") {
+  Channels ch(config());
+  const uint32_t id = open_session(ch, 0);
+  std::vector<std::string> out;
+  REQUIRE(ch.handle(req(id, "window-change", true).u32(100).u32(30).u32(0).u32(0).take(), out).ok());
+  REQUIRE(ch.handle(req(id, "pty-req", true)
+                        .string(std::string(65, 't'))
+                        .u32(80)
+                        .u32(24)
+                        .u32(0)
+                        .u32(0)
+                        .string("")
+                        .take(),
+                    out)
+              .ok());
+  REQUIRE(
+      ch.handle(
+            req(id, "pty-req", true).string("vt100").u32(0xffffffffu).u32(0).u32(0).u32(0).string("").take(),
+            out)
+          .ok());
+  CHECK(decode(out) == Lines{"failure 0", "failure 0", "success 0"});
+  REQUIRE(ch.pty(id) != nullptr);
+  CHECK(ch.pty(id)->cols == kMaxTermDimension);
+  CHECK(ch.pty(id)->rows == 0);
+  REQUIRE(ch.handle(req(id, "shell", false).take(), out).ok());
+  CHECK(host.last_pty.cols == kMaxTermDimension);
+  REQUIRE(ch.handle(req(id, "window-change", false).u32(0x80000000u).u32(50).u32(0).u32(0).take(), out).ok());
+  CHECK(host.events.back() == "resize 0 10000x50");
+}
