@@ -135,6 +135,7 @@ struct CommandTree::Impl {
   void cmd_version();
   void cmd_show_board();
   void cmd_show_ports();
+  void cmd_show_control();
 };
 
 void add_datapath_commands(CommandTree::Impl& t);

@@ -195,7 +195,13 @@ void add_config_commands(CommandTree::Impl& t) {
   auto* run = show->add_subcommand("running-config", "the commands that rebuild the current configuration");
   t.add_format(run);
   run->callback([&t] {
-    const auto lines = running_lines(t);
+    auto lines = running_lines(t);
+    // Password hashes are for admins: another role sees "*****" in their
+    // place (its copy of the config can't be replayed, nor cracked).
+    if (t.tree->session().role != control::Role::admin)
+      for (std::string& l : lines)
+        if (l.rfind("username ", 0) == 0 && l.find(" secret ") != std::string::npos)
+          l = l.substr(0, l.find(" secret ") + 8) + "*****";
     if (t.format == "json") {
       Json j;
       j.begin_object().field("version", kVersion).field("board", t.sys.board().name).begin_array("lines");

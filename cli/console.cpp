@@ -25,6 +25,7 @@
 #include "cli/control_socket.h"
 #include "cli/json.h"
 #include "cli/table.h"
+#include "cli/view.h"
 #include "core/log.h"
 #include "core/shutdown.h"
 #include "core/version.h"
@@ -102,6 +103,7 @@ void CommandTree::Impl::build() {
   declare("version", control::Access::show, kConcurrent);
   declare("show board", control::Access::show, kConcurrent);
   declare("show ports", control::Access::show, kConcurrent);
+  declare("show control", control::Access::show, kConcurrent);  // atomics and this tree's session
   declare("xconnect", control::Access::change);
   declare("no xconnect", control::Access::change);
   // Leaving and the terminal settings are the session's own.
@@ -124,6 +126,9 @@ void CommandTree::Impl::build() {
   auto* board = show->add_subcommand("board", "the board keel booted on");
   add_format(board);
   board->callback([this] { cmd_show_board(); });
+  auto* control = show->add_subcommand("control", "the command gate: commands run, changes, refusals; this session");
+  add_format(control);
+  control->callback([this] { cmd_show_control(); });
   auto* ports = show->add_subcommand("ports", "ports, their link and packet counters");
   add_format(ports);
   ports->callback([this] { cmd_show_ports(); });
@@ -226,6 +231,24 @@ void CommandTree::Impl::cmd_show_board() {
   for (const boards::BoardPort& p : b.ports)
     t.add({"  " + std::string(p.name), hal::to_string(p.role), std::string(p.spec)});
   print(s + t.str());
+}
+
+void CommandTree::Impl::cmd_show_control() {
+  const control::Control& c = sys.control();
+  const control::Session& s = tree->session();
+  View v;
+  v.field("commands", "Commands run", c.commands());
+  v.field("changes", "Changes", c.changes());
+  v.field("refused", "Refused", c.refused());
+  View& me = v.object("session", "This session");
+  me.field("id", "Id", s.id);
+  me.field("origin", "Origin", control::to_string(s.origin));
+  me.field("user", "User", s.user, s.user.empty() ? "-" : s.user);
+  me.field("role", "Role", control::to_string(s.role));
+  me.field("peer", "Peer", s.peer, s.peer.empty() ? "-" : s.peer);
+  me.field("rows", "Rows", s.rows);
+  me.field("cols", "Columns", s.cols);
+  print(format == "json" ? v.json() + "\n" : v.text());
 }
 
 void CommandTree::Impl::cmd_show_ports() {

@@ -16,7 +16,9 @@
 //     an object; text_only() items (Open vSwitch's "main thread" stand-in)
 //     stay out of the JSON;
 //   * tables (View::table): a JSON array of row objects keyed by the column
-//     keys, a text table (cli/table.h) headed by the column labels.
+//     keys, a text table (cli/table.h) headed by the column labels, after a
+//     blank line if text came before it; with no rows the text prints the
+//     table's empty text (or nothing).
 // Text: "LABEL: TEXT" per field, a heading line "HEADING:" before an
 // object's fields, every level indented by `indent` more blanks. JSON: one
 // object (json.h), keys in insertion order; numbers stay numbers (doubles
@@ -245,10 +247,11 @@ class View {
           }
           break;
         case Kind::table: {
-          if (it.rows.empty() && !it.label.empty()) {
-            out += pad + it.label + "\n";
+          if (it.rows.empty()) {  // the empty text, or nothing
+            if (!it.label.empty()) out += pad + it.label + "\n";
             break;
           }
+          if (!out.empty()) out += "\n";  // a blank line after what came before
           std::vector<std::string> header;
           for (const Column& c : it.columns) header.push_back(c.label);
           Table t(header);

@@ -171,13 +171,15 @@ TEST_CASE("username commands: hash stored, running config round trip, show users
   CHECK(cli::running_config(tree2) == rc);
   CHECK((**sys2).users().verify("admin", "two words"));
 
-  CHECK(run(tree2, "show users --format json") == "{\"login_required\":true,\"users\":[\"admin\",\"op\"]}\n");
+  CHECK(run(tree2, "show users --format json") ==
+        "{\"login_required\":true,\"users\":[{\"name\":\"admin\",\"role\":\"admin\",\"password\":true,\"keys\":0},"
+        "{\"name\":\"op\",\"role\":\"admin\",\"password\":true,\"keys\":0}],\"keys\":[]}\n");
   CHECK(run(tree2, "show users").find("admin") != std::string::npos);
   run(tree2, "no username admin");
   run(tree2, "no username admin", &st);
   CHECK(st.code() == Errc::not_found);
   run(tree2, "no username op");
-  CHECK(run(tree2, "show users --format json") == "{\"login_required\":false,\"users\":[]}\n");
+  CHECK(run(tree2, "show users --format json") == "{\"login_required\":false,\"users\":[],\"keys\":[]}\n");
 
   // configure replace semantics: reset drops every user.
   cli::reset_config(tree);
@@ -249,4 +251,92 @@ TEST_CASE("control socket: a request runs on the serving thread; garbage and han
   sock->reset();
   CHECK(access(path.c_str(), F_OK) != 0);  // removed on shutdown
   rmdir(tmpl);
+}
+
+namespace {
+constexpr const char* kEcdsaLine =
+    "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBNnBCJYai0RJVLExuJx3TFvjh1m0Ar8Ks0hGNfOMoZ1V/"
+    "2g6S1ynSVJ7lwWnNuQQc5dFYy5WFBNIbMZO7E1c71s= alice@laptop";
+constexpr const char* kEcdsaBlob64 =
+    "AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBNnBCJYai0RJVLExuJx3TFvjh1m0Ar8Ks0hGNfOMoZ1V/"
+    "2g6S1ynSVJ7lwWnNuQQc5dFYy5WFBNIbMZO7E1c71s=";
+constexpr const char* kRsaLine =
+    "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQCp8f9ZpTpp+yEg4eOy1vXgvy/M+YGb/e7Sfs6lSF9a8JbyNKGfVPcDwekizFxZeAtFtgneuHXur37CPOyJA8VeqH2R2ZnVqbU880YHVWO47Y+Ks3ZWEmoE0UCa/"
+    "T7EVosyguYhGTWDJJOgRxQhaSIvgGOkYjeP0oso+zWU0EmO2yMWqvn6YM1uvdWWzs01DRfMo0rCDTLmykIod1t17IilBOZ+/"
+    "7bvXNvmgS49C7twaW4YHXnozL7oLGC+7sHGFUb0aDPX1vHa/49bGuKnoz3EWB+NJVMgak12A7cUlAXkxL4S9Px4B+5O8WTwWQ9NqbBoGLZB1Hh2iWSmU4kiWvi1 ops key";
+constexpr const char* kEd25519Line =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBPiP2kAh4fMvTgrluuMvc6IyYSPslqtoycDnaA79UdJ root@vm";
+}  // namespace
+
+TEST_CASE("users: roles and ssh keys, in the store and through the commands") {
+  control::Users u;
+  CHECK_FALSE(u.role("alice").has_value());
+  REQUIRE(u.set_role("alice", control::Role::read_only).ok());  // a user with no password
+  CHECK(u.role("alice") == control::Role::read_only);
+  CHECK_FALSE(u.verify("alice", ""));  // no password: no password login
+  REQUIRE(u.add_key("alice", kEcdsaLine).ok());
+  REQUIRE(u.add_key("alice", kEcdsaLine).ok());  // the same key twice is one
+  REQUIRE(u.list().at(0).keys.size() == 1);
+  const std::string blob = u.list().at(0).keys[0].blob;
+  CHECK(u.has_key("alice", blob));
+  CHECK_FALSE(u.has_key("bob", blob));
+  CHECK(u.list().at(0).keys[0].blob_base64() == kEcdsaBlob64);
+  CHECK(u.list().at(0).keys[0].fingerprint() == "SHA256:lvcHAiormL1cNVkDk90Sxj4/KIOcYIh7tBnz/FHBXMU");  // ssh-keygen -lf
+  Status st = u.add_key("alice", kEd25519Line);
+  CHECK(st.message().find("ssh-ed25519 keys are not supported") != std::string::npos);
+  CHECK_FALSE(u.add_key("alice", "ssh-rsa AAAA garbage").ok());
+  CHECK(u.list().at(0).keys.size() == 1);  // refusals changed nothing
+  CHECK(u.remove_key("alice", "AAAAnope").code() == Errc::not_found);
+  CHECK(u.remove_key("alice", kEcdsaBlob64).ok());
+  CHECK_FALSE(u.has_key("alice", blob));
+  CHECK(u.set_password("bob", "pw").ok());
+  CHECK(u.role("bob") == control::Role::admin);  // the default: configs from before roles keep their meaning
+
+  auto sys = control::System::boot({});
+  REQUIRE(sys.ok());
+  cli::CommandTree tree(**sys);
+  run(tree, "username ops role operator", &st);
+  REQUIRE(st.ok());
+  run(tree, std::string("username ops ssh-key ") + kRsaLine, &st);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  run(tree, std::string("username ops ssh-key ") + kEcdsaLine, &st);
+  REQUIRE(st.ok());
+  run(tree, "username ops role boss", &st);
+  CHECK(st.message() == "username ops role: 'boss' is not admin, operator or read-only");
+  run(tree, std::string("username ops ssh-key ") + kEd25519Line, &st);
+  CHECK_FALSE(st.ok());
+  run(tree, "username admin password pw", &st);
+  REQUIRE(st.ok());
+  const std::string rc = cli::running_config(tree);
+  // admin: secret only (role admin is the default); ops: role, then each key.
+  CHECK(rc.find("username admin role") == std::string::npos);
+  CHECK(rc.find("username ops secret") == std::string::npos);
+  CHECK(rc.find("username ops role operator\nusername ops ssh-key ssh-rsa AAAAB3NzaC1yc2E") != std::string::npos);
+  CHECK(rc.find(std::string("username ops ssh-key ") + kEcdsaLine + "\n") != std::string::npos);
+  CHECK(rc.find("username admin secret") < rc.find("username ops role"));
+
+  auto sys2 = control::System::boot({});
+  REQUIRE(sys2.ok());
+  cli::CommandTree tree2(**sys2);
+  REQUIRE(cli::apply_config(tree2, rc, "rc", stdout).ok());
+  CHECK(cli::running_config(tree2) == rc);
+  CHECK((**sys2).users().role("ops") == control::Role::operator_);
+
+  const std::string text = run(tree2, "show users");
+  CHECK(text.find("ops    operator  no        2") != std::string::npos);
+  CHECK(text.find("SHA256:uJmMaKPtfVluHTuLgBO7TwxIhCRxhZbrjpEqhIcSqYw") != std::string::npos);
+  const std::string json = run(tree2, "show users --format json");
+  CHECK(json.find("{\"name\":\"ops\",\"role\":\"operator\",\"password\":false,\"keys\":2}") != std::string::npos);
+  CHECK(json.find("{\"user\":\"ops\",\"type\":\"ssh-rsa\",\"bits\":2048,"
+                  "\"fingerprint\":\"SHA256:uJmMaKPtfVluHTuLgBO7TwxIhCRxhZbrjpEqhIcSqYw\",\"comment\":\"ops key\"}") !=
+        std::string::npos);
+
+  run(tree2, std::string("no username ops ssh-key ") + kEcdsaBlob64, &st);
+  CHECK(st.ok());
+  run(tree2, std::string("no username ops ssh-key ") + kEcdsaBlob64, &st);
+  CHECK(st.code() == Errc::not_found);
+  CHECK((**sys2).users().list().at(1).keys.size() == 1);
+  run(tree2, "no username ops ssh-key", &st);
+  CHECK_FALSE(st.ok());
+  CHECK((**sys2).users().size() == 2);  // nothing removed by the bad line
 }
