@@ -68,6 +68,15 @@ std::string ssh_reason_text(uint32_t r) {
 }  // namespace
 
 void add_ssh_commands(CommandTree::Impl& t) {
+  // Declarations (command_tree_impl.h: CommandDecl). Every SSH setting is
+  // admin-only; the show commands read settings (written only under the
+  // exclusive gate) and the server's state under its own mutex.
+  for (const char* c : {"ssh enable", "ssh disable", "ssh port", "ssh listen", "ssh max-sessions", "ssh idle-timeout"})
+    t.declare(c, control::Access::admin);
+  t.declare("show ssh", control::Access::show, kConcurrent);
+  t.declare("show ssh host-key", control::Access::show, kConcurrent);
+  t.declare("show ssh sessions", control::Access::show, kConcurrent);
+
   t.add_config_section({"ssh", 60,
                         [&t](std::vector<std::string>& lines) {
                           ssh_config_lines(t.sys.ssh_settings(), control::default_ssh_settings(t.sys.board()), lines);

@@ -188,7 +188,7 @@ struct Client {
     }
   }
   bool handshake() {
-    c.start();
+    c.begin();
     if (!until([&] { return c.kexes >= 1; })) return false;
     c.request_service();
     return until([&] { return c.service_accepted; });
