@@ -270,19 +270,32 @@ class KeelTarget(Target):
 
     def console(self, command):
         """Runs a console command on keel's stdin (or, with the console on a
-        pty, through `keel --exec`); returns its output."""
+        pty, through `keel --exec`); returns its output (errors go to
+        keel's stderr: use exec() to see them)."""
         if self.serial:
-            check(self.proc.poll() is None, "keel exited:\n" + self.stderr_text())
-            p = subprocess.run(keel_cmd("--config-dir", self.config_dir, "--exec", command),
-                               capture_output=True, text=True, timeout=PATIENCE)
-            check(p.returncode != 2, "keel --exec %r: no keel answered" % command, p)
-            return p.stdout + p.stderr
+            return self.exec(command)[1]
         return ask_live(self.proc, self.err, command)
+
+    def exec(self, command):
+        """`keel --exec command` in this keel: (status, stdout + stderr)."""
+        check(self.proc.poll() is None, "keel exited:\n" + self.stderr_text())
+        p = subprocess.run(keel_cmd("--config-dir", self.config_dir, "--exec", command),
+                           capture_output=True, text=True, timeout=PATIENCE)
+        check(p.returncode != 2, "keel --exec %r: no keel answered" % command, p)
+        return p.returncode, p.stdout + p.stderr
 
     def ssh_port(self):
         """The port `show ssh` says it listens on (0: not listening yet):
         `show ssh --format json`'s "port" once "state" is "listening"."""
-        for line in self.console("show ssh --format json").splitlines():
+        if self.serial:
+            # keel --exec: the socket appears during boot.
+            check(self.proc.poll() is None, "keel exited:\n" + self.stderr_text())
+            p = subprocess.run(keel_cmd("--config-dir", self.config_dir, "--exec", "show ssh --format json"),
+                               capture_output=True, text=True, timeout=PATIENCE)
+            out = p.stdout if p.returncode == 0 else ""
+        else:
+            out = self.console("show ssh --format json")
+        for line in out.splitlines():
             line = line.strip()
             if line.startswith("{"):
                 j = json.loads(line)

@@ -102,7 +102,8 @@ def test_concurrent_sessions_with_garbage():
                     out, err = p.communicate()
                 results.append((p.returncode, out, err))
             bad = [(rc, err.strip()) for rc, out, err in results if rc != 0 or T.ok_marker not in out]
-            check(not bad, "round %d: %d of %d sessions failed: %s" % (r, len(bad), N, bad[:5]))
+            check(not bad, "round %d: %d of %d sessions failed: %s%s" % (
+                r, len(bad), N, bad[:5], "\nshow ssh:\n" + T.console("show ssh") if isinstance(T, KeelTarget) else ""))
         check(g.rounds > 5, "the garbage client kept going (%d connections)" % g.rounds)
     finally:
         g.stop.set()
