@@ -29,7 +29,8 @@ P-256 key (ssh-keygen). The client is /usr/bin/ssh (OpenSSH 9.2), -F
             session without a pty (one console command per line), fed
             lines of 4000 bytes that are comments (`! xxxx...`): the bytes
             cross keel's transport (decrypt, MAC, window) and its line
-            reader, and run nothing. sshd and dropbear run `cat >/dev/null`
+            reader, and run nothing; the last line is `version`, whose
+            output (checked) shows every line before it was read. sshd and dropbear run `cat >/dev/null`
             on the same bytes. Direction client->server on all three
             (keel has no command printing 100 MB, so server->client can't
             be measured the same way on all three).
@@ -163,7 +164,10 @@ def bulk_file(d, mb):
     with open(path, "wb") as f:
         for _ in range(n):
             f.write(line)
-    return path, n * len(line)
+        # keel's last line: its output proves every line before it was read
+        # (a shell runs its lines in order). Just 8 more bytes for cat.
+        f.write(b"version\n")
+    return path, n * len(line) + 8
 
 
 def bench_bulk(servers, path, size):
@@ -179,14 +183,15 @@ def bench_bulk(servers, path, size):
             argv = s.argv(*opts) + ([s.sink_cmd] if s.sink_cmd else [])
             with open(path, "rb") as f:
                 t0 = time.perf_counter()
-                p = subprocess.run(argv, stdin=f, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                p = subprocess.run(argv, stdin=f, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    timeout=20 * sc.PATIENCE)
                 dt = time.perf_counter() - t0
-            ok = p.returncode == 0
+            ok = p.returncode == 0 and (s.name != "keel" or b"keel" in p.stdout)
             rows[(cipher, s.name)] = ("%.1f" % (size / dt / 1e6) if ok else "failed") + \
                 ("*" if s.name == "dropbear" and mac else "")
             if not ok:
-                print("  %s %s: status %d: %s" % (s.name, cipher, p.returncode, p.stderr.decode().strip()[-300:]))
+                print("  %s %s: status %d (%d bytes out): %s" % (s.name, cipher, p.returncode, len(p.stdout),
+                                                           p.stderr.decode().strip()[-300:]))
     return rows
 
 
