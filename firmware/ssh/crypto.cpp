@@ -68,7 +68,8 @@ class EcKex final : public Kex {
           n != 32)
         return false;
     } else if (mbedtls_ecp_point_write_binary(&grp_.v, &q_.v, MBEDTLS_ECP_PF_UNCOMPRESSED, &n, buf,
-                                              sizeof buf) != 0 || n != 65) {
+                                              sizeof buf) != 0 ||
+               n != 65) {
       return false;
     }
     pub_.assign(reinterpret_cast<char*>(buf), n);
@@ -78,13 +79,16 @@ class EcKex final : public Kex {
   Result<std::string> agree(std::string_view peer, Random& rnd) override {
     Point qc;
     if (x25519_) {
-      if (peer.size() != 32) return invalid("curve25519 public key of " + std::to_string(peer.size()) + " bytes");
+      if (peer.size() != 32)
+        return invalid("curve25519 public key of " + std::to_string(peer.size()) + " bytes");
       uint8_t u[32];
       std::memcpy(u, peer.data(), 32);
       u[31] &= 0x7f;  // RFC 7748 §5: the top bit is masked
-      if (mbedtls_ecp_point_read_binary(&grp_.v, &qc.v, u, 32) != 0) return invalid("bad curve25519 public key");
+      if (mbedtls_ecp_point_read_binary(&grp_.v, &qc.v, u, 32) != 0)
+        return invalid("bad curve25519 public key");
     } else {
-      if (peer.size() != 65 || peer[0] != 4) return invalid("ecdh-sha2-nistp256 public key is not an uncompressed point");
+      if (peer.size() != 65 || peer[0] != 4)
+        return invalid("ecdh-sha2-nistp256 public key is not an uncompressed point");
       if (mbedtls_ecp_point_read_binary(&grp_.v, &qc.v, u8p(peer), peer.size()) != 0 ||
           mbedtls_ecp_check_pubkey(&grp_.v, &qc.v) != 0)
         return invalid("ecdh-sha2-nistp256 public key is not on the curve");
@@ -120,7 +124,8 @@ class ChaChaPoly final : public PacketCipher {
   ChaChaPoly(std::string_view key) {
     mbedtls_chacha20_init(&main_);
     mbedtls_chacha20_init(&header_);
-    ok_ = mbedtls_chacha20_setkey(&main_, u8p(key)) == 0 && mbedtls_chacha20_setkey(&header_, u8p(key) + 32) == 0;
+    ok_ = mbedtls_chacha20_setkey(&main_, u8p(key)) == 0 &&
+          mbedtls_chacha20_setkey(&header_, u8p(key) + 32) == 0;
   }
   ~ChaChaPoly() override {
     mbedtls_chacha20_free(&main_);
@@ -158,8 +163,8 @@ class ChaChaPoly final : public PacketCipher {
   // OpenSSH's ChaCha20 has a 64-bit nonce and a 64-bit block counter; the
   // RFC 7539 form with nonce 0^32 || BE64(seq) and a 32-bit counter makes
   // the same key stream while the counter stays below 2^32 blocks.
-  static void crypt(mbedtls_chacha20_context& c, uint32_t seq, uint32_t counter, const uint8_t* in, uint8_t* out,
-                    size_t n) {
+  static void crypt(mbedtls_chacha20_context& c, uint32_t seq, uint32_t counter, const uint8_t* in,
+                    uint8_t* out, size_t n) {
     uint8_t nonce[12] = {0, 0, 0, 0, 0, 0, 0, 0};
     put32(nonce + 8, seq);
     mbedtls_chacha20_starts(&c, nonce, counter);
@@ -178,7 +183,8 @@ class AesGcm final : public PacketCipher {
   AesGcm(std::string_view key, std::string_view iv) {
     mbedtls_gcm_init(&gcm_);
     std::memcpy(iv_, iv.data(), 12);
-    ok_ = mbedtls_gcm_setkey(&gcm_, MBEDTLS_CIPHER_ID_AES, u8p(key), static_cast<unsigned>(key.size() * 8)) == 0;
+    ok_ = mbedtls_gcm_setkey(&gcm_, MBEDTLS_CIPHER_ID_AES, u8p(key), static_cast<unsigned>(key.size() * 8)) ==
+          0;
   }
   ~AesGcm() override { mbedtls_gcm_free(&gcm_); }
   bool ok() const { return ok_; }
@@ -208,13 +214,16 @@ class AesGcm final : public PacketCipher {
 
 class AesCtrEtm final : public PacketCipher {
  public:
-  AesCtrEtm(std::string_view key, std::string_view iv, const MacInfo& mac, std::string_view mac_key) : mac_(mac) {
+  AesCtrEtm(std::string_view key, std::string_view iv, const MacInfo& mac, std::string_view mac_key)
+      : mac_(mac) {
     mbedtls_aes_init(&aes_);
     mbedtls_md_init(&md_);
     std::memcpy(ctr_, iv.data(), 16);
-    const mbedtls_md_info_t* info = mbedtls_md_info_from_type(mac.bits == 512 ? MBEDTLS_MD_SHA512 : MBEDTLS_MD_SHA256);
+    const mbedtls_md_info_t* info =
+        mbedtls_md_info_from_type(mac.bits == 512 ? MBEDTLS_MD_SHA512 : MBEDTLS_MD_SHA256);
     ok_ = mbedtls_aes_setkey_enc(&aes_, u8p(key), static_cast<unsigned>(key.size() * 8)) == 0 &&
-          mbedtls_md_setup(&md_, info, 1) == 0 && mbedtls_md_hmac_starts(&md_, u8p(mac_key), mac_key.size()) == 0;
+          mbedtls_md_setup(&md_, info, 1) == 0 &&
+          mbedtls_md_hmac_starts(&md_, u8p(mac_key), mac_key.size()) == 0;
   }
   ~AesCtrEtm() override {
     mbedtls_aes_free(&aes_);
@@ -281,7 +290,8 @@ std::string sha512(std::string_view data) {
 }
 
 std::string hmac(int bits, std::string_view key, std::string_view data) {
-  const mbedtls_md_info_t* info = mbedtls_md_info_from_type(bits == 512 ? MBEDTLS_MD_SHA512 : MBEDTLS_MD_SHA256);
+  const mbedtls_md_info_t* info =
+      mbedtls_md_info_from_type(bits == 512 ? MBEDTLS_MD_SHA512 : MBEDTLS_MD_SHA256);
   std::string out(mbedtls_md_get_size(info), '\0');
   mbedtls_md_hmac(info, u8p(key), key.size(), u8p(data), data.size(), reinterpret_cast<uint8_t*>(out.data()));
   return out;
@@ -300,7 +310,8 @@ bool x25519(const uint8_t scalar[32], const uint8_t u[32], uint8_t out[32]) {
   k[31] |= 64;
   std::memcpy(uu, u, 32);
   uu[31] &= 0x7f;
-  if (mbedtls_mpi_read_binary_le(&d.v, k, 32) != 0 || mbedtls_ecp_point_read_binary(&grp.v, &p.v, uu, 32) != 0)
+  if (mbedtls_mpi_read_binary_le(&d.v, k, 32) != 0 ||
+      mbedtls_ecp_point_read_binary(&grp.v, &p.v, uu, 32) != 0)
     return false;
   Random rnd;
   if (mbedtls_ecdh_compute_shared(&grp.v, &z.v, &p.v, &d.v, &Random::mbedtls_rng, &rnd) != 0) return false;
@@ -344,8 +355,9 @@ const MacInfo* find_mac(std::string_view name) {
   return nullptr;
 }
 
-std::unique_ptr<PacketCipher> PacketCipher::make(const CipherInfo& c, const MacInfo* mac, std::string_view key,
-                                                 std::string_view iv, std::string_view mac_key) {
+std::unique_ptr<PacketCipher> PacketCipher::make(const CipherInfo& c, const MacInfo* mac,
+                                                 std::string_view key, std::string_view iv,
+                                                 std::string_view mac_key) {
   if (key.size() != c.key_len || iv.size() != c.iv_len) return nullptr;
   if (c.name == "chacha20-poly1305@openssh.com") {
     auto p = std::make_unique<ChaChaPoly>(key);

@@ -1,17 +1,16 @@
 // Host keys on mbedTLS 2.28 (see hostkey.h).
 #include "ssh/hostkey.h"
 
+#include <fcntl.h>
 #include <mbedtls/base64.h>
 #include <mbedtls/bignum.h>
 #include <mbedtls/ecdsa.h>
-#include <mbedtls/error.h>
 #include <mbedtls/ecp.h>
+#include <mbedtls/error.h>
 #include <mbedtls/md.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/platform_util.h>
 #include <mbedtls/rsa.h>
-
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,6 +29,11 @@ struct Pk {
   mbedtls_pk_context v;
   Pk() { mbedtls_pk_init(&v); }
   ~Pk() { mbedtls_pk_free(&v); }
+};
+struct Mpi {
+  mbedtls_mpi v;
+  Mpi() { mbedtls_mpi_init(&v); }
+  ~Mpi() { mbedtls_mpi_free(&v); }
 };
 
 std::string mpi_bytes(const mbedtls_mpi& m) {
@@ -135,18 +139,14 @@ struct HostKeys::Impl {
     ecdsa_blob = w.take();
 
     const mbedtls_rsa_context* r = mbedtls_pk_rsa(rsa.v);
-    mbedtls_mpi nn, e;
-    mbedtls_mpi_init(&nn);
-    mbedtls_mpi_init(&e);
-    mbedtls_rsa_export(r, &nn, nullptr, nullptr, nullptr, &e);
+    Mpi nn, e;
+    mbedtls_rsa_export(r, &nn.v, nullptr, nullptr, nullptr, &e.v);
     WireWriter rw;
     rw.string("ssh-rsa");
-    put_mpint(rw, mpi_bytes(e));
-    put_mpint(rw, mpi_bytes(nn));
+    put_mpint(rw, mpi_bytes(e.v));
+    put_mpint(rw, mpi_bytes(nn.v));
     rsa_blob = rw.take();
-    rsa_bits = static_cast<int>(mbedtls_mpi_bitlen(&nn));
-    mbedtls_mpi_free(&nn);
-    mbedtls_mpi_free(&e);
+    rsa_bits = static_cast<int>(mbedtls_mpi_bitlen(&nn.v));
   }
 };
 
@@ -164,7 +164,8 @@ Status gen_ecdsa(mbedtls_pk_context& pk, Random& rnd) {
 
 Status gen_rsa(mbedtls_pk_context& pk, Random& rnd, int bits) {
   if (mbedtls_pk_setup(&pk, mbedtls_pk_info_from_type(MBEDTLS_PK_RSA)) != 0 ||
-      mbedtls_rsa_gen_key(mbedtls_pk_rsa(pk), &Random::mbedtls_rng, &rnd, static_cast<unsigned>(bits), 65537) != 0)
+      mbedtls_rsa_gen_key(mbedtls_pk_rsa(pk), &Random::mbedtls_rng, &rnd, static_cast<unsigned>(bits),
+                          65537) != 0)
     return error(Errc::internal, "generating the RSA " + std::to_string(bits) + " host key failed");
   return {};
 }
@@ -184,7 +185,8 @@ Status load_key(const std::string& path, mbedtls_pk_context& pk, bool want_ec) {
   if (!text) return text.status();
   std::string& s = text.value();
   s.push_back('\0');  // mbedTLS wants PEM NUL-terminated, the NUL counted
-  const int rc = mbedtls_pk_parse_key(&pk, reinterpret_cast<const unsigned char*>(s.data()), s.size(), nullptr, 0);
+  const int rc =
+      mbedtls_pk_parse_key(&pk, reinterpret_cast<const unsigned char*>(s.data()), s.size(), nullptr, 0);
   mbedtls_platform_zeroize(s.data(), s.size());
   if (rc != 0) {
     char msg[128];
@@ -219,7 +221,8 @@ Result<std::unique_ptr<HostKeys>> HostKeys::load_or_generate(const std::string& 
     const char* file;
     mbedtls_pk_context* pk;
     bool ec;
-  } keys[] = {{"ssh_host_ecdsa_key", &k->impl_->ecdsa.v, true}, {"ssh_host_rsa_key", &k->impl_->rsa.v, false}};
+  } keys[] = {{"ssh_host_ecdsa_key", &k->impl_->ecdsa.v, true},
+              {"ssh_host_rsa_key", &k->impl_->rsa.v, false}};
   for (const One& one : keys) {
     const std::string path = dir + "/" + one.file;
     Status s = load_key(path, *one.pk, one.ec);
@@ -239,7 +242,9 @@ Result<std::unique_ptr<HostKeys>> HostKeys::load_or_generate(const std::string& 
   return k;
 }
 
-std::vector<std::string> HostKeys::algorithms() const { return {"ecdsa-sha2-nistp256", "rsa-sha2-512", "rsa-sha2-256"}; }
+std::vector<std::string> HostKeys::algorithms() const {
+  return {"ecdsa-sha2-nistp256", "rsa-sha2-512", "rsa-sha2-256"};
+}
 
 std::string HostKeys::public_blob(std::string_view alg) const {
   if (alg == "ecdsa-sha2-nistp256") return impl_->ecdsa_blob;
@@ -252,18 +257,15 @@ Result<std::string> HostKeys::sign(std::string_view alg, std::string_view data, 
   if (alg == "ecdsa-sha2-nistp256") {
     const std::string h = crypto::sha256(data);
     mbedtls_ecp_keypair* ec = mbedtls_pk_ec(impl_->ecdsa.v);
-    mbedtls_mpi r, s;
-    mbedtls_mpi_init(&r);
-    mbedtls_mpi_init(&s);
-    const int rc = mbedtls_ecdsa_sign(&ec->grp, &r, &s, &ec->d, reinterpret_cast<const unsigned char*>(h.data()),
-                                      h.size(), &Random::mbedtls_rng, &rnd);
+    Mpi r, s;
+    const int rc =
+        mbedtls_ecdsa_sign(&ec->grp, &r.v, &s.v, &ec->d, reinterpret_cast<const unsigned char*>(h.data()),
+                           h.size(), &Random::mbedtls_rng, &rnd);
     WireWriter inner;
     if (rc == 0) {
-      put_mpint(inner, mpi_bytes(r));
-      put_mpint(inner, mpi_bytes(s));
+      put_mpint(inner, mpi_bytes(r.v));
+      put_mpint(inner, mpi_bytes(s.v));
     }
-    mbedtls_mpi_free(&r);
-    mbedtls_mpi_free(&s);
     if (rc != 0) return error(Errc::internal, "ECDSA host key signature failed");
     w.string(alg).string(inner.str());
     return w.take();

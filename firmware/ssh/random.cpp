@@ -27,8 +27,9 @@ struct Random::Impl {
 
 Random::Random() : impl_(std::make_unique<Impl>()) {
   static const char kPersonal[] = "keel ssh";
-  impl_->ok = mbedtls_ctr_drbg_seed(&impl_->drbg, mbedtls_entropy_func, &impl_->entropy,
-                                    reinterpret_cast<const unsigned char*>(kPersonal), sizeof kPersonal - 1) == 0;
+  impl_->ok =
+      mbedtls_ctr_drbg_seed(&impl_->drbg, mbedtls_entropy_func, &impl_->entropy,
+                            reinterpret_cast<const unsigned char*>(kPersonal), sizeof kPersonal - 1) == 0;
   // Re-seeds from the pool every 10000 requests (CTR-DRBG's default interval).
   mbedtls_ctr_drbg_set_prediction_resistance(&impl_->drbg, MBEDTLS_CTR_DRBG_PR_OFF);
 }

@@ -21,9 +21,9 @@ namespace keel::ssh {
 
 namespace {
 
-constexpr size_t kMaxPacketLength = 35000;    // packet_length (RFC 4253 §6.1: at least 35000)
-constexpr size_t kMaxVersionLine = 255;       // RFC 4253 §4.2, CR LF included
-constexpr size_t kMaxPreambleLine = 1024;     // other lines before the version
+constexpr size_t kMaxPacketLength = 35000;  // packet_length (RFC 4253 §6.1: at least 35000)
+constexpr size_t kMaxVersionLine = 255;     // RFC 4253 §4.2, CR LF included
+constexpr size_t kMaxPreambleLine = 1024;   // other lines before the version
 constexpr size_t kMaxPreambleLines = 50;
 constexpr size_t kMaxPreambleBytes = 32 * 1024;
 
@@ -42,7 +42,8 @@ const std::vector<std::string>& cipher_names() {
   return v;
 }
 const std::vector<std::string>& mac_names() {
-  static const std::vector<std::string> v = {"hmac-sha2-256-etm@openssh.com", "hmac-sha2-512-etm@openssh.com"};
+  static const std::vector<std::string> v = {"hmac-sha2-256-etm@openssh.com",
+                                             "hmac-sha2-512-etm@openssh.com"};
   return v;
 }
 
@@ -113,13 +114,13 @@ struct Transport::Impl {
   bool clock_set = false;
 
   // The key exchange in progress.
-  bool kex_sent = false;      // our KEXINIT sent, our NEWKEYS not yet
-  bool kex_got = false;       // client's KEXINIT received, its NEWKEYS not yet
-  bool expect_ecdh = false;   // ECDH_INIT next
+  bool kex_sent = false;     // our KEXINIT sent, our NEWKEYS not yet
+  bool kex_got = false;      // client's KEXINIT received, its NEWKEYS not yet
+  bool expect_ecdh = false;  // ECDH_INIT next
   bool expect_newkeys = false;
-  bool skip_guess = false;    // the client's guessed kex packet is to be ignored
-  std::string i_s, i_c;       // KEXINIT payloads
-  Algorithms next;            // negotiated, in effect after NEWKEYS
+  bool skip_guess = false;  // the client's guessed kex packet is to be ignored
+  std::string i_s, i_c;     // KEXINIT payloads
+  Algorithms next;          // negotiated, in effect after NEWKEYS
 
   bool first_kex_done = false, strict = false, ext_info = false, service_accepted = false;
   // USERAUTH_SUCCESS went out: from then on the server may start re-keys
@@ -138,7 +139,8 @@ struct Transport::Impl {
 
   explicit Impl(TransportConfig c) : cfg(std::move(c)) {
     my_kex = offer(kex_names(), cfg.kex);
-    my_hk = offer(cfg.host_keys ? cfg.host_keys->algorithms() : std::vector<std::string>{}, cfg.host_keys_offered);
+    my_hk = offer(cfg.host_keys ? cfg.host_keys->algorithms() : std::vector<std::string>{},
+                  cfg.host_keys_offered);
     my_ciphers = offer(cipher_names(), cfg.ciphers);
     my_macs = offer(mac_names(), cfg.macs);
     v_s = "SSH-2.0-" + cfg.software + "_" + std::string(kVersion);
@@ -214,8 +216,10 @@ struct Transport::Impl {
     const size_t limit = is_version ? kMaxVersionLine : kMaxPreambleLine;
     if (nl == std::string::npos) {
       if (avail > limit) {
-        if (is_version) fail(disconnect::kProtocolError, "version line longer than 255 bytes");
-        else fail(disconnect::kProtocolError, "line of more than 1024 bytes before the version line");
+        if (is_version)
+          fail(disconnect::kProtocolError, "version line longer than 255 bytes");
+        else
+          fail(disconnect::kProtocolError, "line of more than 1024 bytes before the version line");
       }
       return false;
     }
@@ -268,8 +272,8 @@ struct Transport::Impl {
       return false;
     }
     if ((cin ? len : len + 4) % block != 0) {
-      fail(disconnect::kProtocolError,
-           "packet length " + std::to_string(len) + " is not a multiple of the block size " + std::to_string(block));
+      fail(disconnect::kProtocolError, "packet length " + std::to_string(len) +
+                                           " is not a multiple of the block size " + std::to_string(block));
       return false;
     }
     const size_t tag = cin ? cin->tag_size() : 0;
@@ -281,8 +285,8 @@ struct Transport::Impl {
     }
     const uint8_t pad = static_cast<uint8_t>(p[4]);
     if (pad < 4 || pad > len - 2) {  // at least one payload byte
-      fail(disconnect::kProtocolError, "bad padding length " + std::to_string(pad) + " in a packet of " +
-                                           std::to_string(len));
+      fail(disconnect::kProtocolError,
+           "bad padding length " + std::to_string(pad) + " in a packet of " + std::to_string(len));
       return false;
     }
     in_off += 4 + len + tag;
@@ -302,8 +306,8 @@ struct Transport::Impl {
       r.u32(why);
       r.string(text);
       reason = why;
-      err = "client disconnected (reason " + std::to_string(why) + "): " +
-            std::string(text.substr(0, std::min<size_t>(text.size(), 128)));
+      err = "client disconnected (reason " + std::to_string(why) +
+            "): " + std::string(text.substr(0, std::min<size_t>(text.size(), 128)));
       closed = true;
       up.clear();
       return;
@@ -312,8 +316,8 @@ struct Transport::Impl {
     const bool in_kex = kex_got || initial;  // the client may send only transport messages
     const bool kex_msg = type == msg::kKexInit || type == msg::kNewKeys || (type >= 30 && type <= 49);
     if (strict && initial && !kex_msg) {
-      fail(disconnect::kProtocolError,
-           "strict KEX violation: unexpected message " + std::to_string(type) + " during the initial key exchange");
+      fail(disconnect::kProtocolError, "strict KEX violation: unexpected message " + std::to_string(type) +
+                                           " during the initial key exchange");
       return;
     }
     switch (type) {
@@ -336,8 +340,7 @@ struct Transport::Impl {
       default:
         if (type >= 50) {
           if (in_kex) {
-            fail(disconnect::kProtocolError,
-                 "message " + std::to_string(type) + " during a key exchange");
+            fail(disconnect::kProtocolError, "message " + std::to_string(type) + " during a key exchange");
             return;
           }
           if (!service_accepted) {
@@ -417,21 +420,22 @@ struct Transport::Impl {
     if (!ci->aead) {
       a.mac_in = choose(lists[4], my_macs);
       if (a.mac_in.empty()) {
-        fail(disconnect::kKeyExchangeFailed, "no matching MAC (client to server): client offered " +
-                                                 join(lists[4]).substr(0, 512));
+        fail(disconnect::kKeyExchangeFailed,
+             "no matching MAC (client to server): client offered " + join(lists[4]).substr(0, 512));
         return;
       }
     }
     if (!co->aead) {
       a.mac_out = choose(lists[5], my_macs);
       if (a.mac_out.empty()) {
-        fail(disconnect::kKeyExchangeFailed, "no matching MAC (server to client): client offered " +
-                                                 join(lists[5]).substr(0, 512));
+        fail(disconnect::kKeyExchangeFailed,
+             "no matching MAC (server to client): client offered " + join(lists[5]).substr(0, 512));
         return;
       }
     }
     if (!contains(lists[6], "none") || !contains(lists[7], "none")) {
-      fail(disconnect::kKeyExchangeFailed, "no matching compression: client offered " + join(lists[6]).substr(0, 256));
+      fail(disconnect::kKeyExchangeFailed,
+           "no matching compression: client offered " + join(lists[6]).substr(0, 256));
       return;
     }
     next = a;
@@ -441,7 +445,8 @@ struct Transport::Impl {
     if (follows) {
       const std::string first_kex = my_kex.empty() ? std::string() : my_kex.front();
       const std::string first_hk = hk.empty() ? std::string() : hk.front();
-      skip_guess = lists[0].empty() || lists[1].empty() || lists[0].front() != first_kex || lists[1].front() != first_hk;
+      skip_guess = lists[0].empty() || lists[1].empty() || lists[0].front() != first_kex ||
+                   lists[1].front() != first_hk;
     }
   }
 
@@ -480,7 +485,14 @@ struct Transport::Impl {
     const std::string k_mpint = kw.take();
     const std::string k_s = cfg.host_keys->public_blob(next.host_key);
     WireWriter hw;
-    hw.string(v_c).string(v_s).string(i_c).string(i_s).string(k_s).string(q_c).string(kex->public_key()).raw(k_mpint);
+    hw.string(v_c)
+        .string(v_s)
+        .string(i_c)
+        .string(i_s)
+        .string(k_s)
+        .string(q_c)
+        .string(kex->public_key())
+        .raw(k_mpint);
     const std::string h = crypto::kex_hash(next.kex, hw.str());
     if (session_id.empty()) session_id = h;
     auto sig = cfg.host_keys->sign(next.host_key, h, *cfg.random);

@@ -9,8 +9,8 @@
 // and re-keying (either side; after rekey_bytes in either direction or
 // rekey_ms — the server starts one only once USERAUTH_SUCCESS has gone out
 // through send(), as OpenSSH's sshd: its client refuses a KEXINIT during
-// user authentication; the client may start one at any time). Messages >= 50 are handed up through poll_message() once
-// ssh-userauth was accepted; before that they are a protocol error.
+// user authentication; the client may start one at any time). Messages >= 50 are handed up through
+// poll_message() once ssh-userauth was accepted; before that they are a protocol error.
 //
 // Ciphers: chacha20-poly1305@openssh.com, aes256-gcm@openssh.com,
 // aes128-gcm@openssh.com, aes256-ctr and aes128-ctr with
@@ -46,7 +46,7 @@ struct TransportConfig {
   std::string software = "keel";        // "SSH-2.0-keel_<version>"
   const HostKeys* host_keys = nullptr;  // outlives the transport
   Random* random = nullptr;
-  uint64_t rekey_bytes = 1ull << 30;    // either direction
+  uint64_t rekey_bytes = 1ull << 30;  // either direction
   uint64_t rekey_ms = 3600 * 1000;
   // The algorithms offered, in preference order (addition to the design):
   // empty means all keel has, in its order (transport_algorithms()); a list
@@ -67,22 +67,25 @@ class Transport {
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
 
-  Status feed(std::string_view bytes, uint64_t now_ms);   // error: close after flushing output (DISCONNECT queued)
+  Status feed(std::string_view bytes,
+              uint64_t now_ms);  // error: close after flushing output (DISCONNECT queued)
   bool poll_message(std::string& payload, uint32_t* seq = nullptr);  // next message >= 50, in order
-  void send(std::string_view payload);   // message >= 50 from above; held during a re-key
-  void unimplemented(uint32_t seq);      // SSH_MSG_UNIMPLEMENTED for a message above didn't know
+  void send(std::string_view payload);  // message >= 50 from above; held during a re-key
+  void unimplemented(uint32_t seq);     // SSH_MSG_UNIMPLEMENTED for a message above didn't know
   void disconnect(uint32_t reason, std::string_view text);  // queue DISCONNECT; closed() becomes true
   std::string take_output();
   size_t output_size() const;
-  void tick(uint64_t now_ms);            // time-based re-key
-  bool closed() const;                   // stop feeding; flush output, then close the socket
-  bool ready() const;                    // first kex done and ssh-userauth accepted
+  void tick(uint64_t now_ms);  // time-based re-key
+  bool closed() const;         // stop feeding; flush output, then close the socket
+  bool ready() const;          // first kex done and ssh-userauth accepted
   std::string_view session_id() const;
-  struct Algorithms { std::string kex, host_key, cipher_in, cipher_out, mac_in, mac_out; };
+  struct Algorithms {
+    std::string kex, host_key, cipher_in, cipher_out, mac_in, mac_out;
+  };
   const Algorithms& algorithms() const;
   const std::string& client_version() const;
   uint32_t disconnect_reason() const;
-  const std::string& error() const;      // why it closed (logs)
+  const std::string& error() const;  // why it closed (logs)
   // Key exchanges completed (1 after the first; re-keys add one each).
   uint64_t kex_count() const;
 

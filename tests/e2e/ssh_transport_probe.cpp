@@ -63,12 +63,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: %s needs a value\n", argv[0], a.c_str());
       return 2;
     }
-    if (a == "--port") port = std::atoi(argv[i + 1]);
-    else if (a == "--keys") keys = argv[i + 1];
-    else if (a == "--count") count = std::atoi(argv[i + 1]);
-    else if (a == "--rekey-bytes") rekey_bytes = std::strtoull(argv[i + 1], nullptr, 10);
+    if (a == "--port")
+      port = std::atoi(argv[i + 1]);
+    else if (a == "--keys")
+      keys = argv[i + 1];
+    else if (a == "--count")
+      count = std::atoi(argv[i + 1]);
+    else if (a == "--rekey-bytes")
+      rekey_bytes = std::strtoull(argv[i + 1], nullptr, 10);
     else {
-      std::fprintf(stderr, "usage: %s [--port N] [--keys DIR] [--count N] [--rekey-bytes N] [--no-nist]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--port N] [--keys DIR] [--count N] [--rekey-bytes N] [--no-nist]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -139,8 +144,11 @@ int main(int argc, char** argv) {
           r.string(kind);
           r.u32(sender);
           WireWriter w;
-          w.u8(msg::kChannelOpenFailure).u32(sender).u32(open_failure::kAdministrativelyProhibited)
-              .string("probe: no channels").string("");
+          w.u8(msg::kChannelOpenFailure)
+              .u32(sender)
+              .u32(open_failure::kAdministrativelyProhibited)
+              .string("probe: no channels")
+              .string("");
           t.send(w.str());
         } else if (type != msg::kGlobalRequest) {
           t.unimplemented(seq);

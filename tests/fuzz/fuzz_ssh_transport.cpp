@@ -185,8 +185,8 @@ void write_seeds(const char* dir) {
   auto save = [&](const std::string& name, const std::string& seed) {
     // The seed must replay to where the recording got (deterministic server).
     const Outcome o = replay(seed);
-    std::fprintf(stderr, "%s: %zu bytes, kexes %llu, authenticated %d, closed %d (%s)\n", name.c_str(), seed.size(),
-                 static_cast<unsigned long long>(o.kexes), o.authed, o.closed, o.error.c_str());
+    std::fprintf(stderr, "%s: %zu bytes, kexes %llu, authenticated %d, closed %d (%s)\n", name.c_str(),
+                 seed.size(), static_cast<unsigned long long>(o.kexes), o.authed, o.closed, o.error.c_str());
     if (name != "version" && (o.kexes < 1 || !o.authed)) abort();
     const std::string path = std::string(dir) + "/" + name;
     FILE* f = std::fopen(path.c_str(), "wb");

@@ -16,7 +16,8 @@ namespace {
 
 std::string unhex(std::string_view h) {
   std::string s;
-  for (size_t i = 0; i + 1 < h.size(); i += 2) s.push_back(static_cast<char>(std::stoi(std::string(h.substr(i, 2)), nullptr, 16)));
+  for (size_t i = 0; i + 1 < h.size(); i += 2)
+    s.push_back(static_cast<char>(std::stoi(std::string(h.substr(i, 2)), nullptr, 16)));
   return s;
 }
 std::string hex(std::string_view s) {
@@ -59,9 +60,11 @@ TEST_CASE("X25519 matches RFC 7748 §5.2 and §6.1") {
 
 TEST_CASE("HMAC-SHA-256/512 match RFC 4231 test cases 1, 2 and 6") {
   const std::string k1(20, '\x0b');
-  CHECK(hex(crypto::hmac(256, k1, "Hi There")) == "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  CHECK(hex(crypto::hmac(256, k1, "Hi There")) ==
+        "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
   CHECK(hex(crypto::hmac(512, k1, "Hi There")) ==
-        "87aa7cdea5ef619d4ff0b4241a1d6cb02379f4e2ce4ec2787ad0b30545e17cdedaa833b7d6b8a702038b274eaea3f4e4be9d914eeb61f1702e696c203a126854");
+        "87aa7cdea5ef619d4ff0b4241a1d6cb02379f4e2ce4ec2787ad0b30545e17cdedaa833b7d6b8a702038b274eaea3f4e4be9d"
+        "914eeb61f1702e696c203a126854");
   CHECK(hex(crypto::hmac(256, "Jefe", "what do ya want for nothing?")) ==
         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
   const std::string k6(131, '\xaa');
@@ -121,9 +124,12 @@ TEST_CASE("every packet cipher round-trips and refuses a flipped bit") {
   struct Mode {
     const char* cipher;
     const char* mac;
-  } modes[] = {{"chacha20-poly1305@openssh.com", nullptr}, {"aes256-gcm@openssh.com", nullptr},
-               {"aes128-gcm@openssh.com", nullptr},        {"aes256-ctr", "hmac-sha2-256-etm@openssh.com"},
-               {"aes256-ctr", "hmac-sha2-512-etm@openssh.com"}, {"aes128-ctr", "hmac-sha2-256-etm@openssh.com"},
+  } modes[] = {{"chacha20-poly1305@openssh.com", nullptr},
+               {"aes256-gcm@openssh.com", nullptr},
+               {"aes128-gcm@openssh.com", nullptr},
+               {"aes256-ctr", "hmac-sha2-256-etm@openssh.com"},
+               {"aes256-ctr", "hmac-sha2-512-etm@openssh.com"},
+               {"aes128-ctr", "hmac-sha2-256-etm@openssh.com"},
                {"aes128-ctr", "hmac-sha2-512-etm@openssh.com"}};
   for (const Mode& m : modes) {
     CAPTURE(m.cipher);
@@ -148,7 +154,8 @@ TEST_CASE("every packet cipher round-trips and refuses a flipped bit") {
       std::string plain = w.take();
       REQUIRE(plain.size() == 4 + len);
       std::string pkt = plain, tag(enc->tag_size(), '\0');
-      enc->seal(seq, reinterpret_cast<uint8_t*>(pkt.data()), pkt.size(), reinterpret_cast<uint8_t*>(tag.data()));
+      enc->seal(seq, reinterpret_cast<uint8_t*>(pkt.data()), pkt.size(),
+                reinterpret_cast<uint8_t*>(tag.data()));
       CHECK(pkt.substr(5) != plain.substr(5));
       // The length decodes before the packet is authenticated.
       CHECK(dec->length(seq, reinterpret_cast<const uint8_t*>(pkt.data())) == len);

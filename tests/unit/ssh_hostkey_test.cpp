@@ -4,7 +4,6 @@
 // ssh-keygen computes them from our files, and signature blobs of the
 // right shape for each algorithm.
 #include <doctest/doctest.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,7 +79,8 @@ TEST_CASE("missing host keys are generated 0600 and loaded unchanged next time")
   CHECK(again.value()->fingerprints() == s.keys->fingerprints());
   CHECK(again.value()->public_blob("ecdsa-sha2-nistp256") == s.keys->public_blob("ecdsa-sha2-nistp256"));
   CHECK(again.value()->public_blob("rsa-sha2-512") == s.keys->public_blob("rsa-sha2-256"));
-  CHECK(s.keys->algorithms() == std::vector<std::string>{"ecdsa-sha2-nistp256", "rsa-sha2-512", "rsa-sha2-256"});
+  CHECK(s.keys->algorithms() ==
+        std::vector<std::string>{"ecdsa-sha2-nistp256", "rsa-sha2-512", "rsa-sha2-256"});
   const auto fp = s.keys->fingerprints();
   REQUIRE(fp.size() == 2);
   CHECK(fp[0].rfind("256 SHA256:", 0) == 0);
@@ -115,7 +115,10 @@ TEST_CASE("ssh-keygen reads our key files and agrees on public keys and fingerpr
 TEST_CASE("a host key file that does not parse is an error naming it, and is left alone") {
   Random rnd;
   const std::string dir = make_tmpdir();
-  { std::ofstream(dir + "/ssh_host_ecdsa_key") << "-----BEGIN EC PRIVATE KEY-----\ngarbage\n-----END EC PRIVATE KEY-----\n"; }
+  {
+    std::ofstream(dir + "/ssh_host_ecdsa_key")
+        << "-----BEGIN EC PRIVATE KEY-----\ngarbage\n-----END EC PRIVATE KEY-----\n";
+  }
   auto k = HostKeys::load_or_generate(dir, rnd);
   REQUIRE_FALSE(k.ok());
   CHECK(k.status().message().find(dir + "/ssh_host_ecdsa_key") != std::string::npos);

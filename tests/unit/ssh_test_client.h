@@ -31,13 +31,14 @@ struct ClientOptions {
   std::string mac = "hmac-sha2-256-etm@openssh.com";
   bool strict = true;
   bool ext_info = true;
-  bool guess_follows = false;    // first_kex_packet_follows
+  bool guess_follows = false;  // first_kex_packet_follows
   std::string version = "SSH-2.0-KeelTestClient_1.0";
 };
 
 class TestClient {
  public:
-  explicit TestClient(ClientOptions o = {}, Random* rnd = nullptr) : o_(std::move(o)), rnd_(rnd ? rnd : &own_) {}
+  explicit TestClient(ClientOptions o = {}, Random* rnd = nullptr)
+      : o_(std::move(o)), rnd_(rnd ? rnd : &own_) {}
 
   // Version line and KEXINIT.
   void begin() {
@@ -82,7 +83,8 @@ class TestClient {
     p.append(pad, '\0');
     if (out_c_) {
       std::string tag(out_c_->tag_size(), '\0');
-      out_c_->seal(seq_out_, reinterpret_cast<uint8_t*>(p.data()), p.size(), reinterpret_cast<uint8_t*>(tag.data()));
+      out_c_->seal(seq_out_, reinterpret_cast<uint8_t*>(p.data()), p.size(),
+                   reinterpret_cast<uint8_t*>(tag.data()));
       p += tag;
     }
     ++seq_out_;
@@ -156,8 +158,14 @@ class TestClient {
         kw.mpint({reinterpret_cast<const uint8_t*>(k.value().data()), k.value().size()});
         const std::string k_mpint = kw.take();
         WireWriter hw;
-        hw.string(o_.version).string(v_s_).string(i_c_).string(i_s_).string(k_s).string(kex_->public_key())
-            .string(q_s).raw(k_mpint);
+        hw.string(o_.version)
+            .string(v_s_)
+            .string(i_c_)
+            .string(i_s_)
+            .string(k_s)
+            .string(kex_->public_key())
+            .string(q_s)
+            .raw(k_mpint);
         exchange_hash = crypto::kex_hash(kex_name_, hw.str());
         if (session_id.empty()) session_id = exchange_hash;
         // Choose as the server does: our own single offers.

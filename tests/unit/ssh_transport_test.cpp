@@ -365,8 +365,8 @@ TEST_CASE("re-keying: by bytes, by time, by the client; messages from above held
     p.service();
     p.t.tick(1000 + 60000);
     CHECK(p.t.take_output().empty());  // not before authentication
-    p.authenticate();  // the exchanges in pump() run at t=1000: the re-key ends then
-    CHECK(p.c.kexes == 2);  // the time was up already
+    p.authenticate();                  // the exchanges in pump() run at t=1000: the re-key ends then
+    CHECK(p.c.kexes == 2);             // the time was up already
     p.c.messages.clear();
     p.t.tick(1000 + 59999);
     CHECK(p.t.take_output().empty());
@@ -449,9 +449,11 @@ TEST_CASE("negotiation failures: KEX_FAILED naming what did not match") {
   struct Case {
     const char *what, *kex, *hk, *cipher, *mac;
   } cases[] = {
-      {"key exchange", "diffie-hellman-group14-sha1", "ecdsa-sha2-nistp256", "aes128-ctr", "hmac-sha2-256-etm@openssh.com"},
+      {"key exchange", "diffie-hellman-group14-sha1", "ecdsa-sha2-nistp256", "aes128-ctr",
+       "hmac-sha2-256-etm@openssh.com"},
       {"host key", "curve25519-sha256", "ssh-rsa,ssh-dss", "aes128-ctr", "hmac-sha2-256-etm@openssh.com"},
-      {"cipher", "curve25519-sha256", "ecdsa-sha2-nistp256", "aes128-cbc,3des-cbc,none", "hmac-sha2-256-etm@openssh.com"},
+      {"cipher", "curve25519-sha256", "ecdsa-sha2-nistp256", "aes128-cbc,3des-cbc,none",
+       "hmac-sha2-256-etm@openssh.com"},
       {"MAC", "curve25519-sha256", "ecdsa-sha2-nistp256", "aes128-ctr", "hmac-sha1,hmac-sha2-256,none"},
   };
   for (const Case& k : cases) {
