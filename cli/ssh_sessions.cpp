@@ -447,6 +447,7 @@ std::string SshService::state() const {
   if (!enabled_) return "disabled";
   if (server_->stats().listening) return "listening";
   if (std::string e = server_->host_key_error(); !e.empty()) return "not running (" + e + ")";
+  if (std::string e = server_->listen_error(); !e.empty()) return "not listening (" + e + ")";
   if (sys_.users().empty()) return "waiting for a user";
   return "starting";
 }

@@ -401,6 +401,11 @@ std::string Server::host_key_error() const {
   return key_error_;
 }
 
+std::string Server::listen_error() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return listen_error_;
+}
+
 bool Server::write(uint64_t conn, uint32_t channel, std::string_view data, bool is_stderr) {
   std::unique_lock<std::mutex> lk(mu_);
   while (!data.empty()) {
@@ -682,9 +687,20 @@ void Server::io_main() {
       if (want && !listening) {
         if (::listen(listen_fd_, 64) == 0) {
           listening = true;
+          {
+            std::lock_guard<std::mutex> g(mu_);
+            listen_error_.clear();
+          }
           KEEL_LOG(log_ssh, info, "listening on %s", listen_address().c_str());
         } else {
-          KEEL_LOG_RL(log_ssh, warn, 5, 5, "listen %s: %s", listen_address().c_str(), strerror(errno));
+          // Another process took the port meanwhile (bound, not listening,
+          // sockets may share it): say so once, keep trying every round.
+          const std::string why = "listen " + listen_address() + ": " + strerror(errno);
+          std::lock_guard<std::mutex> g(mu_);
+          if (listen_error_ != why) {
+            listen_error_ = why;
+            KEEL_LOG_RL(log_ssh, warn, 5, 5, "%s; SSH is not available until it is free", why.c_str());
+          }
         }
       } else if (!want && listening) {
         // Stop accepting but keep the port: a fresh bound socket.

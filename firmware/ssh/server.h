@@ -196,6 +196,8 @@ class Server {
   std::vector<std::string> host_key_fingerprints() const;
   // Why the host keys couldn't be loaded or generated ("" if they could).
   std::string host_key_error() const;
+  // Why listen(2) failed the last time it was tried ("" if it didn't).
+  std::string listen_error() const;
 
   // --- any thread: session output ---
   // Queues channel data (stderr: extended data). Blocks while the channel's
@@ -227,6 +229,7 @@ class Server {
   std::unique_ptr<Random> random_;
   std::unique_ptr<HostKeys> host_keys_;  // set once by the I/O thread (under mu_)
   std::string key_error_;                // mu_
+  std::string listen_error_;             // mu_
   std::thread io_;
 
   mutable std::mutex mu_;
