@@ -16,6 +16,10 @@ inline constexpr BoardPort kPorts[] = {
     {"pf1hpf", hal::PortRole::host_representor, "dpdk:0000:03:00.1,representor=[65535]"},
 };
 
+// The out-of-band 1GbE management port of the DPU's ARM side (what NVIDIA's
+// BlueField images call it); the SSH server listens there (Board::ssh_device).
+inline constexpr std::string_view kManagementInterface = "oob_net0";
+
 inline constexpr std::string_view kDefaultConfig =
     "add-br ovsbr1\n"
     "add-port ovsbr1 p0\n"

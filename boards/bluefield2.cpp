@@ -25,6 +25,8 @@ extern const Board kBlueField2{
     .pmd_idle_sleep_us = 0,
     .console_baud = 115200,
     .default_config = bluefield::kDefaultConfig,
+    // SSH on the out-of-band management port (the DPU's oob_net0), port 22.
+    .ssh_device = bluefield::kManagementInterface,
 };
 
 }  // namespace keel::boards

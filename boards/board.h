@@ -47,6 +47,15 @@ struct Board {
   // Where the startup config lives when --config-dir isn't given
   // (firmware/control/config_store.h): persistent storage on the NIC.
   std::string_view config_dir = "/etc/keel";
+  // The SSH server's defaults (firmware/ssh/server.h; `ssh listen|port`
+  // change them): hardware boards listen on their management interface
+  // (ssh_device: bound with SO_BINDTODEVICE; "" = any interface), port 22.
+  // ssh_needs_user: listen only while at least one user is configured (a
+  // laptop's host-sim doesn't open a port nobody can log in to).
+  std::string_view ssh_listen = "0.0.0.0";
+  std::string_view ssh_device = "";
+  uint16_t ssh_port = 22;
+  bool ssh_needs_user = false;
 };
 
 // The default configuration of a two-port board (host-sim, qemu-virt): one

@@ -32,6 +32,10 @@ extern const Board kHostSim{
     .default_config = kBridgeP0P1,
     // Relative to the working directory: a laptop has no /etc/keel to own.
     .config_dir = "keel-config",
+    // SSH on the loopback only, and only once a user exists.
+    .ssh_listen = "127.0.0.1",
+    .ssh_port = 2222,
+    .ssh_needs_user = true,
 };
 
 }  // namespace keel::boards

@@ -146,6 +146,7 @@ std::string pmd_bond_show_pmd_text(std::span<const datapath::PmdBondView> views)
 void add_config_commands(CommandTree::Impl& t);   // cli/commands_config.cpp
 void add_logging_commands(CommandTree::Impl& t);  // cli/commands_logging.cpp
 void add_users_commands(CommandTree::Impl& t);    // cli/commands_users.cpp
+void add_ssh_commands(CommandTree::Impl& t);      // cli/commands_ssh.cpp (after users)
 void add_ofproto_commands(CommandTree::Impl& t);  // cli/commands_ofproto.cpp
 void add_trace_commands(CommandTree::Impl& t);    // cli/commands_trace.cpp
 void add_udpif_commands(CommandTree::Impl& t);    // cli/commands_udpif.cpp

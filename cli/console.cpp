@@ -159,6 +159,7 @@ void CommandTree::Impl::build() {
   add_config_commands(*this);
   add_logging_commands(*this);
   add_users_commands(*this);
+  add_ssh_commands(*this);  // after users: its config section follows theirs
 
   app.add_subcommand("exit", "leave the console (shuts keel down)")->callback(quit_cb);
   app.add_subcommand("quit", "same as exit")->callback(quit_cb);

@@ -13,6 +13,7 @@
 #include "cli/config.h"
 #include "cli/console.h"
 #include "cli/control_socket.h"
+#include "cli/ssh_sessions.h"
 #include "control/config_store.h"
 #include "control/system.h"
 #include "core/log.h"
@@ -151,6 +152,14 @@ int main(int argc, char** argv) {
   } else {
     KEEL_LOG(log_boot, warn, "no --exec socket: %s", sock.status().message().c_str());
   }
+  // The SSH server (cli/ssh_sessions.h): the settings the config left in
+  // System::ssh_settings(), host keys in the config directory. A port that
+  // can't be bound is a warning: keel runs without SSH (`ssh port N` later).
+  keel::cli::SshService ssh_service(system, store.dir());
+  ssh_service.set_config_store(&store);
+  system.attach_ssh(&ssh_service);
+  if (auto st = ssh_service.apply(system.ssh_settings()); !st.ok())
+    KEEL_LOG(log_boot, warn, "no SSH server: %s", st.message().c_str());
   int status = 0;
   if (console_fd >= 0) {
     status = keel::cli::run_terminal(tree, console_fd, console_fd, banner, exec_socket.get());
@@ -160,6 +169,10 @@ int main(int argc, char** argv) {
     status = keel::cli::run_console(tree, STDIN_FILENO, stdout, stderr, interactive, exec_socket.get());
   }
   exec_socket.reset();
+  // SSH sessions end (and their threads are joined) before the system
+  // they run commands on shuts down.
+  system.attach_ssh(nullptr);
+  ssh_service.stop();
   system.shutdown();
   return status;
 }

@@ -36,6 +36,11 @@ packages=(
   tshark iputils-ping
   # benchmarks (tests/bench): OVS-DPDK for run_scenarios.py --ovs, cachegrind for instructions.py
   openvswitch-switch-dpdk valgrind
+  # SSH (issue 17, tests/e2e/test_ssh_*.py, tests/bench/bench_ssh.py): real
+  # clients (OpenSSH, paramiko), ssh-audit, and the two servers of the
+  # benchmark (dropbear, sshd: run privately on free ports, never as services;
+  # see the policy-rc.d guard below)
+  openssh-client python3-paramiko ssh-audit dropbear-bin openssh-server
   # aarch64: cross compiler, qemu-aarch64 (user mode), qemu-system-aarch64
   g++-aarch64-linux-gnu qemu-user qemu-system-arm
 )
@@ -57,9 +62,27 @@ if (( ${#missing[@]} )); then
     exit 1
   fi
   echo "setup.sh: installing ${missing[*]}"
+  # openssh-server's (and dropbear's) maintainer scripts start a system SSH
+  # service: a temporary policy-rc.d that answers 101 ("action forbidden")
+  # keeps every service stopped during this install. Only when none exists
+  # (a container's own policy-rc.d stays as it was), removed afterwards even
+  # when apt fails.
+  policy=/usr/sbin/policy-rc.d
+  own_policy=0
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\n# toolchains/setup.sh: no service starts during its apt-get\nexit 101\n' |
+      "${as_root[@]}" tee "$policy" >/dev/null
+    "${as_root[@]}" chmod 755 "$policy"
+    own_policy=1
+    trap '"${as_root[@]}" rm -f "$policy"' EXIT
+  fi
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -q --no-install-recommends "${missing[@]}"
+  if (( own_policy )); then
+    "${as_root[@]}" rm -f "$policy"
+    trap - EXIT
+  fi
 else
   echo "setup.sh: all ${#packages[@]} host packages present"
 fi

@@ -31,6 +31,7 @@ Result<std::unique_ptr<System>> System::boot(const BootOptions& opts) {
     return error(Errc::not_found, "unknown board '" + opts.board + "' (boards: " + known + ")");
   }
   std::unique_ptr<System> sys(new System(*board));
+  sys->ssh_settings_ = default_ssh_settings(*board);  // SSH (issue 17)
 
   // Ports: the board's, or the --port list instead.
   if (opts.ports.empty()) {
@@ -250,5 +251,16 @@ std::vector<std::pair<std::string, std::string>> System::xconnects() const {
     if (auto out = dp_->xconnect(p->id())) v.emplace_back(p->name(), dp_->port(*out)->name());
   return v;
 }
+
+// ---- SSH (issue 17) ----
+SshSettings default_ssh_settings(const boards::Board& b) {
+  SshSettings s;
+  s.listen = std::string(b.ssh_listen);
+  s.device = std::string(b.ssh_device);
+  s.port = b.ssh_port;
+  s.needs_user = b.ssh_needs_user;
+  return s;
+}
+// ---- end SSH ----
 
 }  // namespace keel::control

@@ -41,7 +41,42 @@
 #include "ofproto/ofproto.h"
 #include "ofproto/udpif.h"
 
+namespace keel::ssh {
+class Server;  // firmware/ssh/server.h
+}
+
 namespace keel::control {
+
+// ---- SSH (issue 17): settings and the running service ----
+// The `ssh ...` commands' settings (running-config section "ssh"); the board
+// gives the defaults (Board::ssh_*).
+struct SshSettings {
+  bool enabled = true;
+  std::string listen;      // address ("127.0.0.1", "0.0.0.0", "::")
+  std::string device;      // interface the listener is bound to ("" = any)
+  uint16_t port = 22;      // 0: any free port
+  bool needs_user = false; // listen only while at least one user exists
+  uint32_t max_sessions = 10;
+  uint32_t idle_timeout_s = 0;  // 0: none
+  bool operator==(const SshSettings&) const = default;
+};
+SshSettings default_ssh_settings(const boards::Board& b);
+
+// The SSH server as the commands see it (cli/ssh_sessions.h implements it;
+// main.cpp attaches one). Methods may be called from any command's thread.
+class SshService {
+ public:
+  virtual ~SshService() = default;
+  // Makes the server match `s`: starts it, moves its listener, stops
+  // listening, changes limits. On failure nothing changed and the message
+  // says why ("ssh: listen 127.0.0.1:2222: Address already in use").
+  virtual Status apply(const SshSettings& s) = 0;
+  // "listening", "disabled", "waiting for a user", "not running (<why>)".
+  virtual std::string state() const = 0;
+  virtual const ssh::Server* server() const = 0;  // null: not started
+  virtual std::vector<std::string> host_key_fingerprints() const = 0;
+};
+// ---- end SSH ----
 
 struct BootOptions {
   std::string board = "host-sim";
@@ -120,6 +155,15 @@ class System {
   // check, serialisation, the Ofproto writer lock, the audit log.
   Control& control() { return *control_; }
 
+  // ---- SSH (issue 17) ----
+  // The settings (`ssh ...` commands; board defaults at boot) and the
+  // service that applies them (null until main.cpp attaches one: a config
+  // replayed before that only records the settings).
+  SshSettings& ssh_settings() { return ssh_settings_; }
+  void attach_ssh(SshService* s) { ssh_ = s; }
+  SshService* ssh() { return ssh_; }
+  // ---- end SSH ----
+
  private:
   explicit System(const boards::Board& b) : board_(b) {}
   Result<uint16_t> port_id(const std::string& name) const;
@@ -135,6 +179,10 @@ class System {
   Users users_;
   std::unique_ptr<Control> control_;  // made at boot, holding ofproto's writer mutex
   bool shut_down_ = false;
+  // ---- SSH (issue 17) ----
+  SshSettings ssh_settings_;
+  SshService* ssh_ = nullptr;
+  // ---- end SSH ----
 };
 
 }  // namespace keel::control
