@@ -14,8 +14,7 @@
 #include <memory>
 
 #include "cli/command_tree_impl.h"
-#include "cli/json.h"
-#include "cli/table.h"
+#include "cli/view.h"
 #include "core/log.h"
 #include "ssh/server.h"
 
@@ -141,56 +140,33 @@ void add_ssh_commands(CommandTree::Impl& t) {
     const uint16_t port = srv ? srv->bound_port() : s.port;
     const ssh::ServerStats st = srv ? srv->stats() : ssh::ServerStats{};
     const size_t open = srv ? srv->connections().size() : 0;
-    if (t.format == "json") {
-      Json j;
-      j.begin_object()
-          .field("state", state)
-          .field("enabled", s.enabled)
-          .field("listen", s.listen)
-          .field("port", uint64_t{port})
-          .field("device", s.device)
-          .field("max_sessions", uint64_t{s.max_sessions})
-          .field("idle_timeout", uint64_t{s.idle_timeout_s})
-          .field("connections", uint64_t{open})
-          .begin_object("counters")
-          .field("accepted", st.accepted)
-          .field("refused_limit", st.refused_limit)
-          .field("refused_backoff", st.refused_backoff)
-          .field("auth_successes", st.auth_successes)
-          .field("auth_failures", st.auth_failures)
-          .field("grace_timeouts", st.grace_timeouts)
-          .field("idle_timeouts", st.idle_timeouts)
-          .field("sessions_started", st.sessions_started)
-          .field("sessions_refused", st.sessions_refused)
-          .field("protocol_errors", st.protocol_errors)
-          .field("client_disconnects", st.client_disconnects)
-          .field("closed", st.closed)
-          .end_object()
-          .begin_object("disconnects");
-      for (const auto& [r, n] : st.disconnects) j.field(ssh_reason_text(r), n);
-      j.end_object().end_object();
-      t.print(j.str() + "\n");
-      return;
-    }
-    std::string o = "SSH server: " + state + "\n";
-    o += "  listen: " + addr_text + ":" + std::to_string(port) + (s.device.empty() ? "" : " on " + s.device) + "\n";
-    o += "  max-sessions: " + std::to_string(s.max_sessions) + ", idle-timeout: " +
-         (s.idle_timeout_s ? std::to_string(s.idle_timeout_s) + " s" : std::string("none")) + "\n";
-    o += "  connections: " + std::to_string(open) + "\n";
-    o += "  accepted " + std::to_string(st.accepted) + ", refused " + std::to_string(st.refused_limit) +
-         " (limits) " + std::to_string(st.refused_backoff) + " (back-off)\n";
-    o += "  auth: " + std::to_string(st.auth_successes) + " succeeded, " + std::to_string(st.auth_failures) +
-         " failed, " + std::to_string(st.grace_timeouts) + " grace timeouts\n";
-    o += "  sessions: " + std::to_string(st.sessions_started) + " started, " + std::to_string(st.sessions_refused) +
-         " refused; " + std::to_string(st.idle_timeouts) + " idle timeouts\n";
-    o += "  closed: " + std::to_string(st.closed) + " (" + std::to_string(st.client_disconnects) + " by the client), " +
-         std::to_string(st.protocol_errors) + " protocol errors\n";
-    if (!st.disconnects.empty()) {
-      o += "  disconnects:";
-      for (const auto& [r, n] : st.disconnects) o += " " + ssh_reason_text(r) + "=" + std::to_string(n);
-      o += "\n";
-    }
-    t.print(o);
+    View v;
+    v.field("state", "SSH server", state);
+    v.json("enabled", s.enabled);
+    v.json("listen", s.listen);
+    v.json("port", uint64_t{port});
+    v.json("device", s.device);
+    v.text_line("listen", addr_text + ":" + std::to_string(port) + (s.device.empty() ? "" : " on " + s.device));
+    v.field("max_sessions", "max-sessions", uint64_t{s.max_sessions});
+    v.field("idle_timeout", "idle-timeout", uint64_t{s.idle_timeout_s},
+            s.idle_timeout_s ? std::to_string(s.idle_timeout_s) + " s" : "none");
+    v.field("connections", "connections", uint64_t{open});
+    View& c = v.object("counters", "counters");
+    c.field("accepted", "accepted", st.accepted);
+    c.field("refused_limit", "refused (limits)", st.refused_limit);
+    c.field("refused_backoff", "refused (back-off)", st.refused_backoff);
+    c.field("auth_successes", "logins", st.auth_successes);
+    c.field("auth_failures", "failed authentications", st.auth_failures);
+    c.field("grace_timeouts", "login grace timeouts", st.grace_timeouts);
+    c.field("sessions_started", "sessions started", st.sessions_started);
+    c.field("sessions_refused", "sessions refused", st.sessions_refused);
+    c.field("idle_timeouts", "idle timeouts", st.idle_timeouts);
+    c.field("protocol_errors", "protocol errors", st.protocol_errors);
+    c.field("client_disconnects", "closed by the client", st.client_disconnects);
+    c.field("closed", "closed", st.closed);
+    View& d = v.object("disconnects", "disconnects sent");
+    for (const auto& [r, n] : st.disconnects) d.field(ssh_reason_text(r), ssh_reason_text(r), n);
+    t.print(t.format == "json" ? v.json() + "\n" : v.text());
   });
 
   auto* hk = ss->add_subcommand("host-key", "the host keys' fingerprints (as ssh-keygen -lf prints them)");
@@ -198,21 +174,11 @@ void add_ssh_commands(CommandTree::Impl& t) {
   hk->callback([&t] {
     control::SshService* svc = t.sys.ssh();
     const std::vector<std::string> fps = svc ? svc->host_key_fingerprints() : std::vector<std::string>{};
-    if (t.format == "json") {
-      Json j;
-      j.begin_object().begin_array("host_keys");
-      for (const std::string& f : fps) j.value(f);
-      j.end_array().end_object();
-      t.print(j.str() + "\n");
-      return;
-    }
-    if (fps.empty()) {
-      t.print("no host keys: the SSH server has not started\n");
-      return;
-    }
-    std::string o;
-    for (const std::string& f : fps) o += f + "\n";
-    t.print(o);
+    View v;
+    auto rows = v.table("host_keys", {{"fingerprint", "Fingerprint"}},
+                        "no host keys yet: they are loaded (or made) when the SSH server first listens\n");
+    for (const std::string& f : fps) rows.row({View::value(f)});
+    t.print(t.format == "json" ? v.json() + "\n" : v.text());
   });
 
   auto* sess = ss->add_subcommand("sessions", "the SSH connections: user, peer, algorithms, channels, idle time");
@@ -220,40 +186,28 @@ void add_ssh_commands(CommandTree::Impl& t) {
   sess->callback([&t] {
     control::SshService* svc = t.sys.ssh();
     const ssh::Server* srv = svc ? svc->server() : nullptr;
-    const std::vector<ssh::ConnectionView> v = srv ? srv->connections() : std::vector<ssh::ConnectionView>{};
-    if (t.format == "json") {
-      Json j;
-      j.begin_object().begin_array("sessions");
-      for (const ssh::ConnectionView& c : v)
-        j.begin_object()
-            .field("id", c.id)
-            .field("user", c.user)
-            .field("peer", c.peer)
-            .field("state", c.state)
-            .field("method", c.method)
-            .field("client", c.client_version)
-            .field("kex", c.kex)
-            .field("host_key", c.host_key)
-            .field("cipher", c.cipher)
-            .field("mac", c.mac)
-            .field("channels", uint64_t{c.channels})
-            .field("idle", c.idle_s)
-            .field("age", c.age_s)
-            .end_object();
-      j.end_array().end_object();
-      t.print(j.str() + "\n");
-      return;
+    const std::vector<ssh::ConnectionView> conns = srv ? srv->connections() : std::vector<ssh::ConnectionView>{};
+    View v;
+    auto list = v.list("sessions");
+    for (const ssh::ConnectionView& c : conns) {
+      View& i = list.item("connection " + std::to_string(c.id) + ": " + (c.user.empty() ? "-" : c.user) + "@" +
+                          c.peer);
+      i.json("id", c.id);
+      i.json("user", c.user);
+      i.json("peer", c.peer);
+      i.field("state", "state", c.state);
+      i.field("method", "auth", c.method.empty() ? "-" : c.method);
+      i.field("client", "client", c.client_version);
+      i.field("kex", "kex", c.kex);
+      i.field("host_key", "host key", c.host_key);
+      i.field("cipher", "cipher", c.cipher);
+      i.field("mac", "mac", c.mac, c.mac.empty() ? "(implicit)" : c.mac);
+      i.field("channels", "channels", uint64_t{c.channels});
+      i.field("idle", "idle", c.idle_s, std::to_string(c.idle_s) + " s");
+      i.field("age", "connected", c.age_s, std::to_string(c.age_s) + " s");
     }
-    if (v.empty()) {
-      t.print("no SSH sessions\n");
-      return;
-    }
-    Table tb({"Id", "User", "Peer", "State", "Cipher", "Kex", "Channels", "Idle"});
-    for (const ssh::ConnectionView& c : v)
-      tb.add({std::to_string(c.id), c.user.empty() ? "-" : c.user, c.peer, c.state,
-              c.cipher.empty() ? "-" : c.cipher + (c.mac.empty() ? "" : "+" + c.mac), c.kex.empty() ? "-" : c.kex,
-              std::to_string(c.channels), std::to_string(c.idle_s) + "s"});
-    t.print(tb.str());
+    if (t.format == "json") t.print(v.json() + "\n");
+    else t.print(conns.empty() ? "no SSH sessions\n" : v.text());
   });
 }
 

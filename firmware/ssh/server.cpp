@@ -723,7 +723,12 @@ void Server::io_main() {
     fds.clear();
     polled.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
-    fds.push_back({listening ? listen_fd_ : -1, POLLIN, 0});
+    // While max_unauthenticated connections are still logging in, new ones
+    // wait in the kernel's listen backlog (not refused: a burst of 20
+    // clients all get in, a few milliseconds later); a slot frees when one
+    // authenticates, fails or times out (login grace).
+    const bool room = unauthenticated() < cfg_.max_unauthenticated;
+    fds.push_back({listening && room ? listen_fd_ : -1, POLLIN, 0});
     for (auto it = conns_.begin(); it != conns_.end();) {
       Conn& c = *it->second;
       bool close_now = false;
@@ -784,7 +789,7 @@ void Server::io_main() {
 
     // New connections.
     if (listening && (fds[1].revents & POLLIN)) {
-      for (int i = 0; i < 16; ++i) {
+      for (int i = 0; i < 16 && unauthenticated() < cfg_.max_unauthenticated; ++i) {
         sockaddr_storage ss{};
         socklen_t len = sizeof ss;
         int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -800,7 +805,7 @@ void Server::io_main() {
           ::close(fd);
           continue;
         }
-        if (conns_.size() >= cfg_.max_connections || unauthenticated() >= cfg_.max_unauthenticated) {
+        if (conns_.size() >= cfg_.max_connections) {
           ++stats_.refused_limit;
           KEEL_LOG_RL(log_ssh, warn, 10, 10, "%s: refused: too many connections (%zu open)", peer.c_str(),
                       conns_.size());

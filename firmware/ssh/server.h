@@ -9,9 +9,12 @@
 // makes per authenticated connection. The server never runs a console
 // command and never includes control/ or cli/.
 //
-// Limits (ServerConfig): connections at once (max_connections) and, among
-// them, not yet authenticated ones (max_unauthenticated: beyond it a new
-// connection is refused with DISCONNECT kTooManyConnections); a login grace
+// Limits (ServerConfig): connections at once (max_connections: beyond it a
+// new connection gets a "Too many connections" line and is closed) and,
+// among them, not yet authenticated ones (max_unauthenticated: while that
+// many are logging in, new connections wait in the listen backlog until one
+// finishes -- a burst of clients gets in, a flood of half-open logins only
+// delays others by at most the grace time); a login grace
 // time (a connection not authenticated within login_grace_s is closed);
 // an idle timeout (no byte from the client and no channel output for
 // idle_timeout_s; 0: none); running sessions across all connections
@@ -110,7 +113,7 @@ struct ServerConfig {
 struct ServerStats {
   bool listening = false;
   uint64_t accepted = 0;            // TCP connections accepted
-  uint64_t refused_limit = 0;       // refused: too many connections / unauthenticated ones
+  uint64_t refused_limit = 0;       // refused: max_connections open
   uint64_t refused_backoff = 0;     // refused: the address is backing off
   uint64_t auth_successes = 0;
   uint64_t auth_failures = 0;       // failed attempts (a publickey query is none)

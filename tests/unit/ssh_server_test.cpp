@@ -385,7 +385,7 @@ TEST_CASE("a client logs in with a password and runs exec sessions: output, stde
   CHECK(f.server->host_key_fingerprints().size() == 2);
 }
 
-TEST_CASE("beyond max_unauthenticated a new connection is refused with a line; authenticated ones don't count") {
+TEST_CASE("beyond max_unauthenticated a new connection waits until a login slot frees; authenticated ones don't count") {
   ServerConfig cfg;
   cfg.max_unauthenticated = 2;
   Fixture f(cfg);
@@ -393,16 +393,31 @@ TEST_CASE("beyond max_unauthenticated a new connection is refused with a line; a
   REQUIRE(authed.login());
   int a = connect_to(f.port()), b = connect_to(f.port());
   REQUIRE(eventually([&] { return f.server->connections().size() == 3; }, std::chrono::seconds(10)));
+  Client waiting(f.port());  // in the listen backlog: not accepted while a and b log in
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(f.server->stats().accepted == 3);
+  // The authenticated client is still served meanwhile.
+  REQUIRE(authed.exec("echo still here"));
+  CHECK(authed.collect() == "still here");
+  close(a);  // a slot frees: the waiting client gets in and logs in
+  REQUIRE(waiting.login());
+  CHECK(f.server->stats().accepted == 4);
+  CHECK(f.server->stats().refused_limit == 0);
+  close(b);
+}
+
+TEST_CASE("beyond max_connections a new connection is refused with a line") {
+  ServerConfig cfg;
+  cfg.max_connections = 2;
+  Fixture f(cfg);
+  Client x(f.port()), y(f.port());
+  REQUIRE(x.login());
+  REQUIRE(y.login());
   int c = connect_to(f.port());
   std::string got;
   CHECK(closed_by_server(c, 10000, &got));
   CHECK(got.find("Too many connections") != std::string::npos);
   CHECK(f.server->stats().refused_limit == 1);
-  // The authenticated client is still served.
-  REQUIRE(authed.exec("echo still here"));
-  CHECK(authed.collect() == "still here");
-  close(a);
-  close(b);
   close(c);
 }
 

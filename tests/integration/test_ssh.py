@@ -1,0 +1,193 @@
+"""The SSH server with the real OpenSSH client (/usr/bin/ssh).
+
+One keel on host-sim with its own config directory, `ssh port 0` (the port
+comes from `show ssh --format json`), an admin and a read-only user with
+ECDSA keys made by ssh-keygen here. What a user depends on:
+  * `ssh admin@nic show ports` prints the ports and exits 0;
+  * an unknown command exits non-zero with the message on stderr, nothing on stdout;
+  * a read-only user may show but is refused a configuration command, with
+    one clear line, and the refusal is in `show logging` (module audit);
+  * a change over SSH is in the audit log with the user's name;
+  * `show ssh host-key` prints the fingerprint the client sees (ssh-keyscan);
+  * `show ssh` / `show ssh sessions` / running-config describe the server.
+The exhaustive interop (every cipher, paramiko, ssh-audit, 20 sessions) is
+tests/e2e/test_ssh_*.py."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from harness import PATIENCE, Failure, check, keel_cmd, main, tmpdir, wait_for
+
+SSH = shutil.which("ssh")
+KEYGEN = shutil.which("ssh-keygen")
+KEYSCAN = shutil.which("ssh-keyscan")
+
+
+class Keel:
+    def __init__(self):
+        self.dir = tmpdir()
+        self.keys = {}
+        for user in ("admin", "viewer"):
+            k = os.path.join(self.dir, "id_" + user)
+            subprocess.run([KEYGEN, "-q", "-t", "ecdsa", "-N", "", "-C", user + "@test", "-f", k], check=True)
+            self.keys[user] = k
+        pub = {u: open(k + ".pub").read().strip() for u, k in self.keys.items()}
+        cfg = os.path.join(self.dir, "ssh.cfg")
+        with open(cfg, "w") as f:
+            f.write("username admin ssh-key %s\n" % pub["admin"])
+            f.write("username viewer role read-only\n")
+            f.write("username viewer ssh-key %s\n" % pub["viewer"])
+            f.write("ssh port 0\n")
+        self.err = open(os.path.join(self.dir, "keel.err"), "w+")
+        # stdin stays open (a pipe): keel's console waits on it while SSH works.
+        self.proc = subprocess.Popen(keel_cmd("--config", cfg, "--config-dir", self.dir), stdin=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, stderr=self.err, text=True)
+        self.port = None
+
+        def listening():
+            r = self.exec_("show ssh --format json")
+            if r.returncode != 0:
+                return False
+            j = json.loads(r.stdout)
+            if j["state"] == "listening":
+                self.port = j["port"]
+                return True
+            return False
+
+        wait_for(listening, "show ssh: listening")
+
+    def exec_(self, line):
+        return subprocess.run(keel_cmd("--config-dir", self.dir, "--exec", line), capture_output=True, text=True,
+                              timeout=PATIENCE)
+
+    def ssh(self, user, *command, extra=()):
+        args = [SSH, "-p", str(self.port), "-i", self.keys[user], "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                *extra, user + "@127.0.0.1", *command]
+        return subprocess.run(args, capture_output=True, text=True, timeout=PATIENCE, stdin=subprocess.DEVNULL)
+
+    def stop(self):
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=PATIENCE)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.err.seek(0)
+        return self.err.read()
+
+
+K = None
+
+
+def keel():
+    global K
+    if K is None:
+        K = Keel()
+    return K
+
+
+def test_exec_prints_output_and_exits_0():
+    r = keel().ssh("admin", "show", "ports")
+    check(r.returncode == 0, "ssh admin show ports exits 0", r)
+    check("p0" in r.stdout and "p1" in r.stdout, "the ports are listed", r)
+    check(r.stderr == "", "nothing on stderr", r)
+    r = keel().ssh("admin", "show ports --format json")  # one string: the remote line as typed
+    check(r.returncode == 0 and json.loads(r.stdout)["ports"][0]["name"] == "p0", "JSON through ssh", r)
+
+
+def test_unknown_command_fails_with_the_message_on_stderr():
+    r = keel().ssh("admin", "bogus-command")
+    check(r.returncode == 1, "exit status 1 for an unknown command", r)
+    check(r.stdout == "", "nothing on stdout", r)
+    check("error: unknown command 'bogus-command'" in r.stderr, "the message on stderr", r)
+
+
+def test_read_only_user_is_refused_a_change_and_the_refusal_is_logged():
+    k = keel()
+    r = k.ssh("viewer", "show", "ports")
+    check(r.returncode == 0 and "p0" in r.stdout, "a read-only user may show", r)
+    r = k.ssh("viewer", "add-br", "br9")
+    check(r.returncode == 1, "refused: exit status 1", r)
+    check(r.stderr.strip() == "error: permission denied: 'add-br' needs role operator (user 'viewer' is read-only)",
+          "one clear line: %r" % r.stderr, r)
+    check("br9" not in k.exec_("show running-config").stdout, "nothing was changed")
+    log = k.exec_("show logging").stdout
+    check('|audit|WARN|ssh viewer@127.0.0.1:' in log and 'refused "add-br br9" (needs operator)' in log,
+          "the refusal is in the log:\n" + log)
+    r = k.ssh("viewer", "ssh", "port", "0")
+    check(r.returncode == 1 and "needs role admin" in r.stderr, "SSH settings are admin-only", r)
+
+
+def test_a_change_over_ssh_is_audited_with_the_user():
+    k = keel()
+    r = k.ssh("admin", "add-br", "br7")
+    check(r.returncode == 0, "admin may add a bridge", r)
+    check("add-br br7" in k.exec_("show running-config").stdout, "the bridge exists")
+    log = k.exec_("show logging").stdout
+    check("|audit|INFO|ssh admin@127.0.0.1:" in log and ": add-br br7" in log, "audited with the user:\n" + log)
+    check(k.ssh("admin", "del-br", "br7").returncode == 0, "and removed again")
+
+
+def test_host_key_fingerprint_is_what_the_client_sees():
+    k = keel()
+    shown = k.exec_("show ssh host-key").stdout
+    scan = subprocess.run([KEYSCAN, "-p", str(k.port), "-t", "ecdsa", "127.0.0.1"], capture_output=True, text=True,
+                          timeout=PATIENCE)
+    fp = subprocess.run([KEYGEN, "-lf", "-"], input=scan.stdout, capture_output=True, text=True, timeout=PATIENCE)
+    check(fp.returncode == 0, "ssh-keygen -lf of the scanned key", fp)
+    want = fp.stdout.split()[1]  # SHA256:...
+    check(want in shown, "show ssh host-key %r has the scanned fingerprint %s" % (shown, want))
+    for f in ("ssh_host_ecdsa_key", "ssh_host_rsa_key"):
+        mode = os.stat(os.path.join(k.dir, f)).st_mode & 0o777
+        check(mode == 0o600, "%s is mode 0600 (%o)" % (f, mode))
+
+
+def test_show_ssh_and_running_config():
+    k = keel()
+    j = json.loads(k.exec_("show ssh --format json").stdout)
+    check(j["state"] == "listening" and j["listen"] == "127.0.0.1" and j["port"] == k.port, "show ssh: %r" % j)
+    check(j["counters"]["auth_successes"] >= 1, "logins are counted: %r" % j)
+    text = k.exec_("show ssh").stdout
+    check("SSH server: listening" in text and "127.0.0.1:%d" % k.port in text, "show ssh text:\n" + text)
+    # A session sees itself in show ssh sessions.
+    r = k.ssh("admin", "show ssh sessions --format json")
+    check(r.returncode == 0, "show ssh sessions over ssh", r)
+    mine = [s for s in json.loads(r.stdout)["sessions"] if s["user"] == "admin" and s["state"] == "open"]
+    check(len(mine) >= 1 and mine[0]["client"].startswith("SSH-2.0-OpenSSH"), "the session is listed: %r" % r.stdout)
+    rc = k.exec_("show running-config").stdout
+    check("ssh port 0\n" in rc, "running-config has the port:\n" + rc)
+    check(rc.index("username viewer role read-only") < rc.index("ssh port 0"), "ssh after users")
+    r = k.exec_("ssh max-sessions 0")
+    check(r.returncode == 1 and "not in range 1 to 100" in r.stderr, "max-sessions 0 is refused", r)
+
+
+def test_shell_without_pty_runs_one_command_per_line():
+    k = keel()
+    args = [SSH, "-T", "-p", str(k.port), "-i", k.keys["admin"], "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+            "admin@127.0.0.1"]
+    r = subprocess.run(args, input="version\nnot-a-command\nshow users\n", capture_output=True, text=True,
+                       timeout=PATIENCE)
+    check(r.returncode == 1, "a failed line makes the exit status 1", r)
+    check("keel" in r.stdout and "viewer" in r.stdout, "both good lines ran", r)
+    check("unknown command 'not-a-command'" in r.stderr, "the bad one is on stderr", r)
+    check("keel> " not in r.stdout, "no prompt without a pty", r)
+
+
+if __name__ == "__main__":
+    if not (SSH and KEYGEN and KEYSCAN):
+        print("SKIP: no OpenSSH client (ssh, ssh-keygen, ssh-keyscan)")
+        sys.exit(0)
+    tests = [test_exec_prints_output_and_exits_0, test_unknown_command_fails_with_the_message_on_stderr,
+             test_read_only_user_is_refused_a_change_and_the_refusal_is_logged,
+             test_a_change_over_ssh_is_audited_with_the_user, test_host_key_fingerprint_is_what_the_client_sees,
+             test_show_ssh_and_running_config, test_shell_without_pty_runs_one_command_per_line]
+    try:
+        main(tests)
+    finally:
+        if K is not None:
+            K.stop()
