@@ -7,8 +7,9 @@
 // (ofproto/bond.c, lib/lacp.c, ofproto/ofproto-dpif.c). Running-config:
 // section "bonds" (order 300: add-bond lines, after the bridges).
 //
-// Threads: the callbacks run on the control thread and hold the Ofproto
-// writer mutex (the maintenance thread runs the bonds under it too).
+// Threads: the callbacks run inside Control::run, which holds the Ofproto
+// writer mutex for them (declared locks_ofproto; the maintenance thread
+// runs the bonds under it too).
 #include <algorithm>
 #include <cstdio>
 #include <mutex>

@@ -118,10 +118,8 @@ void add_core_sections(CommandTree::Impl& t) {
                           const datapath::PmdConfig def;
                           const auto& board = t.sys.board().pmd_cores;
                           (void)t.sys.set_pmd_cores({board.begin(), board.end()});
-                          for (const auto& pmd : t.sys.datapath().pmds()) {
-                            pmd->set_emc_insert_inv_prob(def.emc_insert_inv_prob);
-                            pmd->set_smc_enable(def.smc_enable);
-                          }
+                          t.sys.set_emc_insert_inv_prob(def.emc_insert_inv_prob);
+                          t.sys.set_smc_enable(def.smc_enable);
                           t.sys.datapath().set_vlan_limit(packet::kDefaultVlanLimit);
                           datapath::Datapath& dp = t.sys.datapath();
                           dp.configure_auto_lb({});

@@ -739,7 +739,7 @@ void add_datapath_commands(CommandTree::Impl& t) {
     t.print(t.format == "json" ? v.json() + "\n" : v.text());
   });
   t.app.add_subcommand("pmd-stats-clear", "reset the PMD statistics")->callback([&t] {
-    for (const auto& pmd : t.sys.datapath().pmds()) pmd->clear_counters();
+    t.sys.clear_pmd_stats();
   });
   auto* rxq_show = t.app.add_subcommand("pmd-rxq-show",
                                         "which PMD polls which rx queue, and its load (like dpif-netdev/pmd-rxq-show)");
@@ -933,12 +933,12 @@ void add_datapath_commands(CommandTree::Impl& t) {
   emc->add_option("N", t.arg1, "0..4294967295")->required()->check(CLI::Range(0.0, 4294967295.0));
   emc->callback([&t] {
     const auto n = static_cast<uint32_t>(std::stoul(t.arg1));
-    for (const auto& pmd : t.sys.datapath().pmds()) pmd->set_emc_insert_inv_prob(n);
+    t.sys.set_emc_insert_inv_prob(n);
   });
   auto* smc = set->add_subcommand("smc-enable", "use the signature match cache (default false)");
   smc->add_option("BOOL", t.arg1, "true or false")->required()->check(CLI::IsMember({"true", "false"}));
   smc->callback([&t] {
-    for (const auto& pmd : t.sys.datapath().pmds()) pmd->set_smc_enable(t.arg1 == "true");
+    t.sys.set_smc_enable(t.arg1 == "true");
   });
   auto* cpu_mask = set->add_subcommand(
       "pmd-cpu-mask", "the cores that run PMD threads, as a hexadecimal mask (Open vSwitch's other_config:pmd-cpu-mask)");
@@ -1059,24 +1059,12 @@ void add_datapath_commands(CommandTree::Impl& t) {
     j.begin_object().begin_array("classifiers");
     std::string out;
     for (const auto& pmd : t.sys.datapath().pmds()) {
-      // The PMD copies plain data into this thread's array (it allocates
-      // nothing); asked again with the size it answered if that was more.
-      std::vector<datapath::SubtableInfo> flat;
-      size_t want = 64;
-      for (;;) {
-        flat.resize(want + 8);
-        datapath::FlowRequest req;
-        req.op = datapath::FlowRequest::Op::dpcls_info;
-        req.info = flat.data();
-        req.info_cap = flat.size();
-        if (Status st = pmd->request(req); !st.ok()) {
-          t.status = st;
-          return;
-        }
-        want = req.info_n;
-        if (want <= flat.size()) break;
+      auto got = t.sys.dpcls_info(pmd->index());
+      if (!got) {
+        t.status = std::move(got).take_status();
+        return;
       }
-      flat.resize(want);
+      std::vector<datapath::SubtableInfo> flat = std::move(*got);
       std::vector<std::pair<uint32_t, std::vector<datapath::SubtableInfo>>> info;
       for (const datapath::SubtableInfo& st : flat) {
         if (info.empty() || info.back().first != st.in_port)

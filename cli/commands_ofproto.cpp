@@ -7,8 +7,10 @@
 // syntax, ofproto/port_columns.h) and section
 // "rules" (order 500: add-flow lines).
 //
-// Threads: the callbacks run on the control thread and hold the Ofproto
-// writer mutex (the maintenance thread expires rules under it too).
+// Threads: the callbacks run on whichever thread executes the tree (the
+// console, an SSH session), inside Control::run, which holds the Ofproto
+// writer mutex for them (declared locks_ofproto; the maintenance thread
+// expires rules under it too).
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -498,8 +500,8 @@ void add_ofproto_commands(CommandTree::Impl& t) {
 
   auto a = std::make_shared<OfArgs>();
   ofproto::Ofproto& of = t.sys.ofproto();
-  // Every command: reset the bound values first; hold the writer lock and
-  // reclaim what readers released when done.
+  // Every command: reset the bound values first; (Control holds the writer
+  // lock) reclaim what readers released when done.
   auto cmd = [&t, a](const std::string& name, const std::string& help) {
     CLI::App* c = t.app.add_subcommand(name, help);
     c->preparse_callback([a](size_t) { a->reset(); });

@@ -12,7 +12,8 @@
 // Disabled, nothing is added: the report stays Open vSwitch's exactly
 // (tests/conformance/layout compares it line by line).
 //
-// Threads: runs on the control thread under the Ofproto writer mutex, so
+// Threads: runs inside Control::run under the Ofproto writer mutex (declared
+// locks_ofproto), so
 // nothing it reads is reclaimed while it reads.
 #include <cctype>
 #include <mutex>

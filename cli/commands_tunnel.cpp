@@ -12,7 +12,8 @@
 // tunnel ports, whose local_ip must be an address already) and "underlay"
 // (400: routes, static neighbours, tunnel-combine).
 //
-// Threads: control thread; every command holds the Ofproto writer mutex
+// Threads: inside Control::run; every command holds the Ofproto writer mutex
+// (declared locks_ofproto: Control takes it)
 // (the neighbour cache has its own lock too: translation learns into it).
 #include <mutex>
 #include <sstream>
@@ -69,7 +70,7 @@ void add_tunnel_commands(CommandTree::Impl& t) {
     c->preparse_callback([a](size_t) { a->reset(); });
     return c;
   };
-  // Under the writer mutex; a change wakes the revalidator (translation
+  // Under the writer mutex (Control's); a change wakes the revalidator (translation
   // reads what these change).
   auto run = [&t, &of](auto&& body, bool changes = true) {
     return [&t, &of, body, changes] {

@@ -639,11 +639,13 @@ void CommandTree::add_terminal_commands() {
   auto* length = term->add_subcommand("length", "rows per page of output before --More-- (0: no paging)");
   length->add_option("N", terminal_arg_, "rows, 0..512")->required()->check(CLI::Range(0, 512));
   length->callback([this] {
+    session_.rows = terminal_arg_;
     if (terminal_) terminal_->length = terminal_arg_;
   });
   auto* width = term->add_subcommand("width", "columns of the terminal (longer lines scroll)");
   width->add_option("N", terminal_arg_, "columns, 20..1000")->required()->check(CLI::Range(20, 1000));
   width->callback([this] {
+    session_.cols = terminal_arg_;
     if (terminal_) terminal_->width = terminal_arg_;
   });
 }
@@ -932,6 +934,8 @@ int run_terminal(CommandTree& tree, int in_fd, int out_fd, std::string_view bann
     term.length = ws.ws_row;
     term.width = ws.ws_col;
   }
+  tree.session().rows = term.length;
+  tree.session().cols = term.width;
   LineEditor::Config cfg;
   cfg.height = term.length;
   cfg.width = term.width;

@@ -163,6 +163,39 @@ Status System::set_pmd_cores(std::vector<int> cores) {
   return st;
 }
 
+void System::set_emc_insert_inv_prob(uint32_t n) {
+  for (const auto& pmd : dp_->pmds()) pmd->set_emc_insert_inv_prob(n);
+}
+
+void System::set_smc_enable(bool on) {
+  for (const auto& pmd : dp_->pmds()) pmd->set_smc_enable(on);
+}
+
+void System::clear_pmd_stats() {
+  for (const auto& pmd : dp_->pmds()) pmd->clear_counters();
+}
+
+Result<std::vector<datapath::SubtableInfo>> System::dpcls_info(size_t pmd_index) {
+  const auto& pmds = dp_->pmds();
+  if (pmd_index >= pmds.size()) return error(Errc::not_found, "no pmd" + std::to_string(pmd_index));
+  // The PMD copies plain data into this thread's array (it allocates
+  // nothing); asked again with the size it answered if that was more.
+  std::vector<datapath::SubtableInfo> flat;
+  size_t want = 64;
+  for (;;) {
+    flat.resize(want + 8);
+    datapath::FlowRequest req;
+    req.op = datapath::FlowRequest::Op::dpcls_info;
+    req.info = flat.data();
+    req.info_cap = flat.size();
+    if (Status st = pmds[pmd_index]->request(req); !st.ok()) return st;
+    want = req.info_n;
+    if (want <= flat.size()) break;
+  }
+  flat.resize(want);
+  return flat;
+}
+
 std::vector<PortView> System::ports() const {
   std::vector<PortView> v;
   for (size_t i = 0; hal::Port* p : dp_->ports()) {

@@ -124,6 +124,16 @@ class System {
   // starts again, and the PMDs poll again.
   Status set_pmd_cores(std::vector<int> cores);
 
+  // Per-PMD tunables and requests, set alike on every PMD (the console's
+  // `set emc-insert-inv-prob`, `set smc-enable`, pmd-stats-clear,
+  // dpcls-show): cli/ asks System, never a PMD directly.
+  void set_emc_insert_inv_prob(uint32_t n);
+  void set_smc_enable(bool on);
+  void clear_pmd_stats();
+  // PMD `pmd_index`'s megaflow classifier subtables (a dpcls_info request
+  // on its ring, asked again with the size it answered if that was more).
+  Result<std::vector<datapath::SubtableInfo>> dpcls_info(size_t pmd_index);
+
   // For --exit-when-drained; see Datapath::wait_drained.
   bool wait_drained(uint64_t timeout_ms) { return dp_->wait_drained(timeout_ms); }
 

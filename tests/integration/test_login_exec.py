@@ -86,7 +86,7 @@ def test_login_on_stdin_pty():
         c.send("pw one\r")
         c.expect("keel> ")
         c.send("show users --format json\r")
-        c.expect('"users":["admin"]')
+        c.expect('"users":[{"name":"admin","role":"admin","password":true,"keys":0}]')
         c.expect("keel> ")
         c.send("exit\r")
         check(c.wait() == 0, "exit status 0")
@@ -212,7 +212,9 @@ def test_exec_against_running_keel():
         # State changed over --exec is the console's state: the stdin script
         # sees it, and it reaches the running config.
         p = exec_keel(d, "show users --format json")
-        check(json.loads(p.stdout) == {"login_required": True, "users": ["bob"]}, "show users JSON", p)
+        check(json.loads(p.stdout) == {"login_required": True, "keys": [],
+                                       "users": [{"name": "bob", "role": "admin", "password": True, "keys": 0}]},
+              "show users JSON", p)
         p = exec_keel(d, "show running-config")
         check("username bob secret pbkdf2-sha256$" in p.stdout and "b pw" not in p.stdout, "hash only", p)
         out, err = proc.communicate("show users\n", timeout=PATIENCE)
