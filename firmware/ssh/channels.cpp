@@ -67,6 +67,22 @@ void Channels::release(uint32_t id, Channel& c) {
   if (cfg_.host) cfg_.host->closed(id);
 }
 
+void Channels::grant(Channel& c, uint32_t n, std::vector<std::string>& out) {
+  c.consumed += n;
+  if (c.close_sent || c.consumed < cfg_.window / 2) return;
+  out.push_back(WireWriter().u8(msg::kChannelWindowAdjust).u32(c.peer).u32(c.consumed).take());
+  c.local_window += c.consumed;
+  c.consumed = 0;
+}
+
+void Channels::consumed(uint32_t channel, size_t n, std::vector<std::string>& out) {
+  Channel* c = find(channel);
+  if (!c) return;
+  const auto k = static_cast<uint32_t>(std::min<size_t>(n, c->unacked));
+  c->unacked -= k;
+  grant(*c, k, out);
+}
+
 void Channels::send_close(Channel& c, std::vector<std::string>& out) {
   if (c.close_sent) return;
   c.close_sent = true;
@@ -120,15 +136,15 @@ Status Channels::handle(std::string_view payload, std::vector<std::string>& out)
                        " bytes exceed the window (" + std::to_string(c->local_window) + " left)");
       const auto n = static_cast<uint32_t>(data.size());
       c->local_window -= n;
-      c->consumed += n;
-      if (c->close_sent) return {};  // closing: the client just hasn't seen our CLOSE yet
-      // Extended data from a client (stderr) has no meaning for a session: dropped.
-      if (type == msg::kChannelData && c->started && cfg_.host && n > 0) cfg_.host->input(id, data);
-      if (c->consumed >= cfg_.window / 2) {
-        out.push_back(WireWriter().u8(msg::kChannelWindowAdjust).u32(c->peer).u32(c->consumed).take());
-        c->local_window += c->consumed;
-        c->consumed = 0;
-      }
+      // Extended data from a client (stderr) has no meaning for a session,
+      // nor has data before exec/shell or after our CLOSE (the client just
+      // hasn't seen it yet): dropped, and so consumed at once.
+      const bool to_host = type == msg::kChannelData && c->started && !c->close_sent && cfg_.host && n > 0;
+      if (to_host) cfg_.host->input(id, data);
+      if (to_host && cfg_.input_acks)
+        c->unacked += n;
+      else
+        grant(*c, n, out);
       return {};
     }
     case msg::kChannelEof: {

@@ -22,7 +22,12 @@
 // while pending() is large). Incoming: the client may send at most our
 // window (cfg.window) of data in packets of at most cfg.max_packet bytes;
 // once half the window is consumed we send a WINDOW_ADJUST for what was
-// consumed. More data than the window or a bigger packet, data after the
+// consumed. "Consumed" means handed to host.input() by default; with
+// cfg.input_acks it means acknowledged by the host with consumed(), so the
+// window bounds what a session holds unread (a client that floods a busy
+// session stalls, it can't make the host buffer more than the window).
+// Input Channels drops itself (extended data, data before exec/shell or
+// after our CLOSE) counts as consumed at once. More data than the window or a bigger packet, data after the
 // client's EOF, a window adjust overflowing 2^32-1, a message for a channel
 // that doesn't exist, and any malformed message are protocol errors.
 //
@@ -78,6 +83,9 @@ struct ChannelsConfig {
   size_t max_channels = 10;
   uint32_t window = 2u << 20;
   uint32_t max_packet = 32768;
+  // false: input counts as consumed when handed to host.input(); true: when
+  // the host acknowledges it with Channels::consumed().
+  bool input_acks = false;
 };
 
 class Channels {
@@ -95,6 +103,10 @@ class Channels {
   // Output of a started channel (stdout, or stderr as extended data 1);
   // ignored for a channel that is gone, closing or after exit().
   void write(uint32_t channel, std::string_view data, bool is_stderr, std::vector<std::string>& out);
+  // With cfg.input_acks: the host has taken `n` bytes of the channel's input
+  // (at most what it was given and hasn't acknowledged; more is ignored);
+  // may queue a WINDOW_ADJUST.
+  void consumed(uint32_t channel, size_t n, std::vector<std::string>& out);
   // The command/shell ended: data, exit-status, EOF, CLOSE.
   void exit(uint32_t channel, int status, std::vector<std::string>& out);
   // Bytes queued for a channel, waiting for the client's window.
@@ -115,7 +127,8 @@ class Channels {
     uint32_t remote_window = 0;  // what we may still send
     uint32_t remote_max_packet = 0;
     uint32_t local_window = 0;  // what the client may still send
-    uint32_t consumed = 0;      // received since our last WINDOW_ADJUST
+    uint32_t consumed = 0;      // consumed since our last WINDOW_ADJUST
+    uint32_t unacked = 0;       // input_acks: given to the host, not yet acknowledged
     std::optional<Pty> pty;
     bool started = false;
     bool eof_received = false;
@@ -132,6 +145,7 @@ class Channels {
   Status request(WireReader& r, std::vector<std::string>& out);
   void flush(uint32_t id, Channel& c, std::vector<std::string>& out);
   void send_close(Channel& c, std::vector<std::string>& out);
+  void grant(Channel& c, uint32_t n, std::vector<std::string>& out);
   void release(uint32_t id, Channel& c);
 
   ChannelsConfig cfg_;

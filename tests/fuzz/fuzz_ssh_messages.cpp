@@ -8,11 +8,13 @@
 // would end the connection.
 //
 // Input: byte 0 picks the configuration (max channels 1..4, a small or the
-// default window, max attempts 1..3, the enabled methods), then records:
+// default window, max attempts 1..3, the enabled methods, input acks), then
+// records:
 //   op % 4 == 0: u16 length, that many bytes: one message
 //   op % 4 == 1: channel byte, length byte: write that much (stderr if op & 4)
 //   op % 4 == 2: channel byte, status byte: exit
-//   op % 4 == 3: skip user authentication (as if it succeeded)
+//   op % 8 == 3: skip user authentication (as if it succeeded)
+//   op % 8 == 7: channel byte, count byte: the host consumed count * 37 bytes
 // The session id is bytes 0..31 (the one the unit tests' paramiko signatures
 // were made over, so seeds can carry a valid publickey login).
 #include <cstddef>
@@ -90,6 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ch_cfg.window = 1024;
     ch_cfg.max_packet = 512;
   }
+  ch_cfg.input_acks = (conf & 0x40) != 0;
   bool authenticated = false;
   {
     keel::ssh::Channels ch(ch_cfg);
@@ -162,7 +165,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           i += 2;
           break;
         case 3:
-          authenticated = true;
+          if (op & 4) {
+            if (size - i < 2) {
+              i = size;
+              break;
+            }
+            ch.consumed(data[i] % 8, data[i + 1] * 37u, out);
+            check_replies(out, keel::ssh::msg::kChannelWindowAdjust, keel::ssh::msg::kChannelWindowAdjust);
+            if (out.size() > 1) abort();
+            i += 2;
+          } else {
+            authenticated = true;
+          }
           break;
       }
       if (ch.open_count() > ch_cfg.max_channels) abort();

@@ -465,3 +465,49 @@ TEST_CASE_FIXTURE(Fixture,
   REQUIRE(ch.handle(req(id, "window-change", false).u32(0x80000000u).u32(50).u32(0).u32(0).take(), out).ok());
   CHECK(host.events.back() == "resize 0 10000x50");
 }
+
+TEST_CASE_FIXTURE(Fixture, "input_acks: the window comes back only as the host acknowledges input") {
+  ChannelsConfig cfg = config();
+  cfg.window = 1000;
+  cfg.max_packet = 500;
+  cfg.input_acks = true;
+  Channels ch(cfg);
+  std::vector<std::string> out;
+  REQUIRE(ch.handle(open_msg("session", 2), out).ok());
+  REQUIRE(ch.handle(req(0, "shell", false).take(), out).ok());
+  out.clear();
+  REQUIRE(ch.handle(data_msg(0, std::string(500, 'a')), out).ok());
+  REQUIRE(ch.handle(data_msg(0, std::string(500, 'a')), out).ok());
+  CHECK(out.empty());  // 1000 given to the host, nothing acknowledged: no adjust
+  ch.consumed(0, 300, out);
+  CHECK(out.empty());         // below half the window
+  ch.consumed(0, 5000, out);  // more than was given: only the 700 outstanding count
+  CHECK(decode(out) == Lines{"adjust 2 1000"});
+  out.clear();
+  ch.consumed(0, 100, out);  // nothing outstanding
+  ch.consumed(7, 100, out);  // no such channel
+  CHECK(out.empty());
+  REQUIRE(ch.handle(data_msg(0, std::string(500, 'b')), out).ok());
+  REQUIRE(ch.handle(data_msg(0, std::string(500, 'b')), out).ok());
+  // Exactly one window again: a client that doesn't wait is a protocol error.
+  CHECK_FALSE(ch.handle(data_msg(0, "x"), out).ok());
+  CHECK(host.events.size() == 5);  // start + 4 inputs
+
+  // Input Channels drops itself is consumed at once: data before exec/shell, extended data.
+  host.events.clear();
+  Channels ch2(cfg);
+  out.clear();
+  REQUIRE(ch2.handle(open_msg("session", 4), out).ok());
+  out.clear();
+  REQUIRE(ch2.handle(data_msg(0, std::string(500, 'c')), out).ok());
+  CHECK(decode(out) == Lines{"adjust 4 500"});
+  out.clear();
+  REQUIRE(ch2.handle(req(0, "exec", false).string("x").take(), out).ok());
+  REQUIRE(
+      ch2.handle(
+             WireWriter().u8(msg::kChannelExtendedData).u32(0).u32(1).string(std::string(500, 'd')).take(),
+             out)
+          .ok());
+  CHECK(decode(out) == Lines{"adjust 4 500"});
+  CHECK(host.events == Lines{"start 0 exec x"});
+}
