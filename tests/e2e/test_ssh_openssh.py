@@ -38,7 +38,7 @@ import select
 import subprocess
 import time
 
-from ssh_common import (CIPHERS, HOST_KEY_ALGS, KEXES, MACS, PATIENCE, SSH, SSH_KEYGEN, VIEWER_PASSWORD,
+from ssh_common import (PtyReader, CIPHERS, HOST_KEY_ALGS, KEXES, MACS, PATIENCE, SSH, SSH_KEYGEN, VIEWER_PASSWORD,
                         Failure, KeelTarget, Keys, check, cleanup, main, make_target, require, workdir)
 
 T = None   # the target, made once in __main__
@@ -67,40 +67,15 @@ def test_exec_output_and_status():
           "the shell sees the command's status", p)
 
 
-class PtySsh:
-    """ssh -tt on a pty of ours (pexpect isn't installed)."""
+class PtySsh(PtyReader):
+    """ssh -tt on a pty of ours (pexpect isn't installed); expect()/send() from PtyReader."""
 
     def __init__(self, argv):
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:
+        pid, fd = pty.fork()
+        if pid == 0:
             os.execv(argv[0], argv)
-        self.buf = b""
-        self.mark = 0
-
-    def expect(self, needle, timeout=PATIENCE):
-        needle = needle.encode() if isinstance(needle, str) else needle
-        deadline = time.time() + timeout
-        while True:
-            i = self.buf.find(needle, self.mark)
-            if i >= 0:
-                seen = self.buf[self.mark:i + len(needle)]
-                self.mark = i + len(needle)
-                return seen.decode(errors="replace")
-            r, _, _ = select.select([self.fd], [], [], 0.2)
-            data = b""
-            if r:
-                try:
-                    data = os.read(self.fd, 4096)
-                except OSError:
-                    data = b""
-                if not data:
-                    raise Failure("ssh ended; no %r in:\n%r" % (needle, self.buf.decode(errors="replace")))
-                self.buf += data
-            if time.time() > deadline:
-                raise Failure("no %r in:\n%r" % (needle, self.buf.decode(errors="replace")))
-
-    def send(self, s):
-        os.write(self.fd, s.encode())
+        super().__init__(fd)
+        self.pid = pid
 
     def wait(self, timeout=PATIENCE):
         deadline = time.time() + timeout
