@@ -152,6 +152,9 @@ struct SshService::Sessions {
     eof = s.eof;
     resized = std::exchange(s.resized, false);
     cols = s.cols, rows = s.rows;
+    lk.unlock();  // the server takes its own lock: never both at once
+    if (!in.empty())
+      if (ssh::Server* srv = server.load()) srv->consumed(s.conn, s.channel, in.size());
     return true;
   }
 };
@@ -198,7 +201,7 @@ class SshConnHost final : public ssh::ChannelHost {
     if (auto* s = find(channel)) {
       {
         std::lock_guard<std::mutex> g(s->mu);
-        // Bounded: the channel window (2 MiB) bounds what a client may send
+        // Bounded: the channel window (2 MiB, reopened only by Server::consumed) bounds what a client may send
         // unread; a line-mode session consumes it as it goes.
         s->input.append(data);
       }

@@ -182,6 +182,7 @@ struct Outbox {
   std::deque<Chunk> chunks;
   size_t bytes = 0;
   bool exit_pending = false;  // exit() called; exit-status not yet handed to the channel
+  size_t acked = 0;           // input the session took (consumed()), not yet told to the channel
   bool exited = false;        // exit() called: write() refuses more
   int exit_status = 0;
 };
@@ -431,6 +432,19 @@ bool Server::write(uint64_t conn, uint32_t channel, std::string_view data, bool 
   return true;
 }
 
+void Server::consumed(uint64_t conn, uint32_t channel, size_t n) {
+  if (n == 0) return;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto c = conns_.find(conn);
+    if (c == conns_.end()) return;
+    auto b = c->second->outbox.find(channel);
+    if (b == c->second->outbox.end()) return;
+    b->second.acked += n;
+  }
+  wake();
+}
+
 void Server::exit(uint64_t conn, uint32_t channel, int status) {
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -563,7 +577,11 @@ void Server::io_main() {
           c.host.srv = this;
           c.host.conn = &c;
           c.host.inner = cfg_.make_host ? cfg_.make_host(info) : nullptr;
-          c.ch = std::make_unique<Channels>(ChannelsConfig{&c.host, 10});
+          ChannelsConfig chc{&c.host, 10};
+          // The window opens again only as the session takes its input
+          // (Server::consumed), so unread input per channel stays within it.
+          chc.input_acks = true;
+          c.ch = std::make_unique<Channels>(chc);
           std::lock_guard<std::mutex> g(mu_);
           ++stats_.auth_successes;
           c.view.user = info.user;
@@ -595,9 +613,11 @@ void Server::io_main() {
     for (;;) {
       std::vector<std::pair<uint32_t, Outbox::Chunk>> moved;
       std::vector<std::pair<uint32_t, int>> exits;
+      std::vector<std::pair<uint32_t, size_t>> acks;
       {
         std::lock_guard<std::mutex> g(mu_);
         for (auto& [channel, box] : c.outbox) {
+          if (box.acked) acks.emplace_back(channel, std::exchange(box.acked, 0));
           // One chunk per channel per pass, while the channel's window
           // queue and the socket's buffer have room.
           if (!box.chunks.empty() && c.ch->pending(channel) < kMaxOutbox &&
@@ -613,9 +633,10 @@ void Server::io_main() {
           }
         }
       }
-      if (moved.empty() && exits.empty()) break;
+      if (moved.empty() && exits.empty() && acks.empty()) break;
       any = true;
       std::vector<std::string> replies;
+      for (auto& [channel, n] : acks) c.ch->consumed(channel, n, replies);
       for (auto& [channel, chunk] : moved) c.ch->write(channel, chunk.data, chunk.is_stderr, replies);
       for (auto& [channel, status] : exits) {
         c.ch->exit(channel, status, replies);

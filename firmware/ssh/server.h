@@ -204,6 +204,9 @@ class Server {
   // outbox holds kMaxOutbox bytes or more (the client isn't reading); returns
   // false when the channel or its connection is gone (drop the output).
   bool write(uint64_t conn, uint32_t channel, std::string_view data, bool is_stderr);
+  // The session took `n` bytes of the channel's input: the client's window
+  // opens by as much (input beyond the window is never queued for a session).
+  void consumed(uint64_t conn, uint32_t channel, size_t n);
   // The session ended: after the queued output, exit-status, EOF and CLOSE.
   void exit(uint64_t conn, uint32_t channel, int status);
   // Closes a connection (DISCONNECT kByApplication with `why`).
