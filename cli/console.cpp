@@ -928,6 +928,16 @@ std::optional<speed_t> baud_constant(uint32_t baud) {
 
 }  // namespace
 
+LineEditor make_session_editor(CommandTree& tree, TerminalSettings& term) {
+  LineEditor::Config cfg;
+  cfg.height = term.length;
+  cfg.width = term.width;
+  LineEditor ed(cfg);
+  ed.set_completer([&tree](std::string_view before) { return tree.completions(before); });
+  tree.attach_terminal(&term);
+  return ed;
+}
+
 int run_terminal(CommandTree& tree, int in_fd, int out_fd, std::string_view banner, ControlSocket* exec) {
   TerminalSettings term;
   if (winsize ws{}; ioctl(out_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0) {
@@ -936,12 +946,7 @@ int run_terminal(CommandTree& tree, int in_fd, int out_fd, std::string_view bann
   }
   tree.session().rows = term.length;
   tree.session().cols = term.width;
-  LineEditor::Config cfg;
-  cfg.height = term.length;
-  cfg.width = term.width;
-  LineEditor ed(cfg);
-  ed.set_completer([&tree](std::string_view before) { return tree.completions(before); });
-  tree.attach_terminal(&term);
+  LineEditor ed = make_session_editor(tree, term);
   RawMode raw(in_fd);
 
   if (!banner.empty()) ed.write(banner);

@@ -110,6 +110,11 @@ class CommandTree {
   uint64_t last_periodic_ms_ = 0;
 };
 
+// The line editor of an interactive session (serial console, SSH pty):
+// sized to `term`, completing from `tree`, and `term` attached to the tree
+// so `terminal length|width` change it. Both must outlive the editor.
+LineEditor make_session_editor(CommandTree& tree, TerminalSettings& term);
+
 // Runs a configuration (one command per line). Stops at the first failing
 // line and returns "ORIGIN:LINE: <command>: <reason>".
 Status apply_config(CommandTree& tree, std::string_view text, std::string_view origin, FILE* out);

@@ -289,12 +289,7 @@ int SshService::Sessions::run_shell_pty(SshSession& s, CommandTree& tree) {
   TerminalSettings term;
   term.length = s.rows;
   term.width = s.cols;
-  LineEditor::Config cfg;
-  cfg.height = term.length;
-  cfg.width = term.width;
-  LineEditor ed(cfg);
-  ed.set_completer([&tree](std::string_view before) { return tree.completions(before); });
-  tree.attach_terminal(&term);
+  LineEditor ed = make_session_editor(tree, term);
   ed.write(ssh_banner(sys));
   bool alive = out(s, ed.take_output(), false);
   while (alive && !tree.quit_requested()) {
