@@ -412,6 +412,7 @@ bool Server::write(uint64_t conn, uint32_t channel, std::string_view data, bool 
   while (!data.empty()) {
     Outbox* box = nullptr;
     outbox_cv_.wait(lk, [&] {
+      box = nullptr;  // a box seen by an earlier check may be gone since (the I/O thread erases it)
       if (stopping_) return true;
       auto c = conns_.find(conn);
       if (c == conns_.end()) return true;
