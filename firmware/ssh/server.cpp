@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -36,6 +37,11 @@ uint64_t now_ms() {
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
           .count());
 }
+
+// Milliseconds from `since` to `now`; 0 when `since` is later (a timestamp
+// taken after this round's `now`, e.g. by begin_close: never a wrapped huge
+// value that would look like an expired timer).
+uint64_t elapsed_ms(uint64_t now, uint64_t since) { return now > since ? now - since : 0; }
 
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
@@ -136,7 +142,7 @@ bool Backoff::failure(const std::string& addr, uint64_t now) {
   }
   Entry& e = by_addr_[addr];
   const uint64_t window = uint64_t{cfg_.window_s} * 1000;
-  e.recent.erase(std::remove_if(e.recent.begin(), e.recent.end(), [&](uint64_t t) { return now - t >= window; }),
+  e.recent.erase(std::remove_if(e.recent.begin(), e.recent.end(), [&](uint64_t t) { return elapsed_ms(now, t) >= window; }),
                  e.recent.end());
   e.recent.push_back(now);
   if (e.recent.size() < std::max<uint32_t>(cfg_.failures, 1)) return false;
@@ -164,7 +170,7 @@ void Backoff::expire(uint64_t now) {
   const uint64_t memory = uint64_t{cfg_.max_s} * 1000;
   for (auto it = by_addr_.begin(); it != by_addr_.end();) {
     const Entry& e = it->second;
-    const bool recent = !e.recent.empty() && now - e.recent.back() < window;
+    const bool recent = !e.recent.empty() && elapsed_ms(now, e.recent.back()) < window;
     const bool penalised = e.level > 0 && now < e.until_ms + memory;
     it = (recent || penalised) ? std::next(it) : by_addr_.erase(it);
   }
@@ -256,7 +262,9 @@ struct Server::Conn {
   uint64_t id = 0;
   int fd = -1;
   std::string addr, peer;
-  uint64_t created_ms = 0, last_ms = 0;
+  uint64_t created_ms = 0;  // set before the connection is published in conns_
+  // Written by the I/O thread, read by connections() (show ssh sessions).
+  std::atomic<uint64_t> last_ms{0};
   std::unique_ptr<Transport> tp;
   std::unique_ptr<UserAuth> ua;
   Host host;
@@ -482,8 +490,8 @@ std::vector<ConnectionView> Server::connections() const {
   const uint64_t now = now_ms();
   for (const auto& [id, c] : conns_) {
     ConnectionView cv = c->view;
-    cv.idle_s = (now - c->last_ms) / 1000;
-    cv.age_s = (now - c->created_ms) / 1000;
+    cv.idle_s = elapsed_ms(now, c->last_ms) / 1000;
+    cv.age_s = elapsed_ms(now, c->created_ms) / 1000;
     v.push_back(std::move(cv));
   }
   return v;
@@ -776,14 +784,14 @@ void Server::io_main() {
         if (c.close_requested && !c.closing) why = c.close_why, c.close_requested = false;
       }
       if (!why.empty()) begin_close(c, disconnect::kByApplication, why);
-      if (!c.closing && !c.authed && grace_s && now - c.created_ms >= uint64_t{grace_s} * 1000) {
+      if (!c.closing && !c.authed && grace_s && elapsed_ms(now, c.created_ms) >= uint64_t{grace_s} * 1000) {
         {
           std::lock_guard<std::mutex> g(mu_);
           ++stats_.grace_timeouts;
         }
         begin_close(c, disconnect::kByApplication, "not authenticated within " + std::to_string(grace_s) + " s");
       }
-      if (!c.closing && c.authed && idle_s && now - c.last_ms >= uint64_t{idle_s} * 1000) {
+      if (!c.closing && c.authed && idle_s && elapsed_ms(now, c.last_ms) >= uint64_t{idle_s} * 1000) {
         {
           std::lock_guard<std::mutex> g(mu_);
           ++stats_.idle_timeouts;
@@ -799,7 +807,7 @@ void Server::io_main() {
         c.closing_since = now;
       }
       c.out += c.tp->take_output();
-      if (c.closing && (c.out.empty() || now - c.closing_since >= 2000)) close_now = true;
+      if (c.closing && (c.out.empty() || elapsed_ms(now, c.closing_since) >= 2000)) close_now = true;
       if (close_now) {
         auto next = std::next(it);
         teardown(it);
@@ -861,7 +869,8 @@ void Server::io_main() {
         c->fd = fd;
         c->addr = addr;
         c->peer = peer;
-        c->created_ms = c->last_ms = t;
+        c->created_ms = t;
+        c->last_ms = t;
         c->tp = std::make_unique<Transport>(
             TransportConfig{cfg_.software, host_keys_.get(), random_.get(), cfg_.rekey_bytes, cfg_.rekey_ms});
         c->out = c->tp->take_output();  // our version line
