@@ -273,6 +273,9 @@ def test_reasons_and_partial_offload():
     try:
         # A flow seen once is not hot: it stays on the Arm cores, saying so.
         k.send(2, 1, one_by_one=True)
+        # Received is not yet installed: the handler installs the megaflow
+        # after the upcall.
+        wait_for(lambda: k.flow_to(2), "the megaflow of the first frame installed")
         text = k.ask("flow-dump -m")
         line = [l for l in text.splitlines() if "dst=10.0.0.2" in l][0]
         check('offload-reason:"' in line and "dp:ovs" in line, "a flow not offloaded says why:\n" + line)
