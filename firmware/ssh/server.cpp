@@ -12,8 +12,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -142,8 +142,9 @@ bool Backoff::failure(const std::string& addr, uint64_t now) {
   }
   Entry& e = by_addr_[addr];
   const uint64_t window = uint64_t{cfg_.window_s} * 1000;
-  e.recent.erase(std::remove_if(e.recent.begin(), e.recent.end(), [&](uint64_t t) { return elapsed_ms(now, t) >= window; }),
-                 e.recent.end());
+  e.recent.erase(
+      std::remove_if(e.recent.begin(), e.recent.end(), [&](uint64_t t) { return elapsed_ms(now, t) >= window; }),
+      e.recent.end());
   e.recent.push_back(now);
   if (e.recent.size() < std::max<uint32_t>(cfg_.failures, 1)) return false;
   e.recent.clear();
