@@ -109,6 +109,7 @@ struct Upcall {
   // the PMD counts the packets on it (it finds it with its dpcls).
   bool account_existing = false;
   const flow::DpActions* actions = nullptr;     // to run on the packet; null: drop it
+  uint8_t drop_reason = 0;  // a DropReason for what `actions` send nowhere (0: kDropAction)
   // --- filled by the PMD when it executed ---
   bool install_failed = false;  // the handler frees `install`
   // Packets executed with the answer that no megaflow counted and the
@@ -171,6 +172,7 @@ class UpcallChannel {
     u->actions = nullptr;
     u->install_failed = false;
     u->account_existing = false;
+    u->drop_reason = 0;
     u->uncounted_packets = 0;
     u->uncounted_bytes = 0;
     u->pkt = nullptr;
