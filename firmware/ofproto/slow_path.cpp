@@ -174,17 +174,23 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
     out.tnl_gen = tnl.generation();
     Bridge* brp = nullptr;
     uint32_t in_ofport = 0;
+    using datapath::DropReason;
+    auto drop_reason = [&out](DropReason r) { out.drop_reason = static_cast<uint8_t>(r); };
     if (tunnels && is_tnl_recirc_id(flow.recirc_id)) {
       // The fallback's second pass: the underlay bridge, from LOCAL.
       brp = tnl.bridge_of_local_vport(tnl_recirc_vport(flow.recirc_id));
       in_ofport = flow::kOfppLocal;
-      if (!brp) return {};  // the bridge lost its address since: drop
+      if (!brp) {  // the bridge lost its address since: drop
+        drop_reason(DropReason::kTnlOutputFailed);
+        return {};
+      }
     } else if (tunnels && tnl.is_tunnel_vport(flow.in_port)) {
       // After tnl_pop: the tunnel port the packet belongs to (OVS tnl_find).
       std::optional<XlateTunnelRx> rx = tnl.receive(flow);
       if (!rx || !rx->bridge) {
         out.tnl_no_port = true;  // unknown VNI / remote / key: a drop flow for just that
         out.wc = tunnel_receive_wc(flow);
+        drop_reason(DropReason::kTnlNoPort);
         return {};
       }
       brp = rx->bridge;
@@ -193,7 +199,10 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
       const PortOwner owner = ofp.port_owner(static_cast<uint16_t>(flow.in_port));
       brp = owner.bridge;
     }
-    if (!brp) return {};  // not in a bridge: drop, nothing installed (out.bridge stays null)
+    if (!brp) {  // not in a bridge: drop, nothing installed (out.bridge stays null)
+      drop_reason(DropReason::kNoBridge);
+      return {};
+    }
     Bridge& br = *brp;
     // Generations first: a change racing with this translation then makes
     // the revalidator look again.
@@ -218,6 +227,21 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
     for (auto& c : x->bond_choices)
       out.bond_accounts.push_back({std::move(c.bond), c.flow, c.vlan, std::move(c.loads), c.bucket});
     out.cacheable = x->cacheable;
+    // Why an empty action list drops (show drops): the error, the tunnel
+    // output that failed, or else the rules.
+    if (out.actions.empty()) {
+      switch (x->error) {
+        case XlateError::ok:
+          if (x->tnl_neigh_miss) drop_reason(DropReason::kTnlNeighMiss);
+          else if (x->tnl_output_failed) drop_reason(DropReason::kTnlOutputFailed);
+          break;
+        case XlateError::recursion_too_deep: drop_reason(DropReason::kRecursionTooDeep); break;
+        case XlateError::too_many_resubmits: drop_reason(DropReason::kTooManyResubmit); break;
+        case XlateError::no_recirc_context: drop_reason(DropReason::kNoRecircContext); break;
+        case XlateError::actions_too_long: drop_reason(DropReason::kActionsTooLong); break;
+        case XlateError::invalid_tunnel_metadata: drop_reason(DropReason::kInvalidTunnelMetadata); break;
+      }
+    }
     if (x->underlay) {
       out.underlay = x->underlay;
       out.underlay_rules_gen = x->underlay_rules_generation;

@@ -149,6 +149,9 @@ struct Translation {
   bool tunnel = false;
   uint64_t tnl_gen = 0;
   bool tnl_no_port = false;
+  // Why what `actions` send nowhere is dropped (a datapath::DropReason; 0:
+  // the rules drop it): given to the megaflow and the answer (show drops).
+  uint8_t drop_reason = 0;
 };
 
 // Translates `flow` (in_port = datapath port). may_learn: NORMAL may learn
