@@ -10,8 +10,7 @@
 // hardware rule) and what it dropped before the datapath saw it (Rx-drop:
 // the NIC's ring full, a buffer it could not get). Then per PMD every
 // buffer it dropped (copies included) by reason, and the control-plane
-// frames its tx ring refused; then the slow path's own: packet-ins the
-// controller queue had no room for, and upcalls at the flow limit (not a
+// frames its tx ring refused; then the upcalls at the flow limit (not a
 // drop: the packet is forwarded, the flow not installed; Open vSwitch's
 // upcall_flow_limit_hit). Text lists only the reasons that counted; the
 // JSON has every reason's key (the `drop_reason_name`s) so scripts see
@@ -36,7 +35,6 @@
 #include "cli/view.h"
 #include "datapath/datapath.h"
 #include "datapath/drop_stats.h"
-#include "ofproto/ofproto.h"
 #include "ofproto/udpif.h"
 
 namespace keel::cli {
@@ -63,7 +61,7 @@ struct DropReport {
     uint64_t ctl_tx_full = 0;
   };
   std::vector<Pmd> pmds;
-  uint64_t controller_dropped = 0, flow_limit_hits = 0;
+  uint64_t flow_limit_hits = 0;
 };
 
 DropReport drop_report(control::System& sys) {
@@ -89,7 +87,6 @@ DropReport drop_report(control::System& sys) {
     v.instances = one.instances;
     r.pmds.push_back(v);
   }
-  r.controller_dropped = sys.ofproto().controller_stats().dropped;
   if (ofproto::Udpif* u = sys.udpif()) r.flow_limit_hits = u->stats().limit_hits;
   return r;
 }
@@ -193,7 +190,6 @@ View drops_view(const DropReport& r) {
     pv.field("ctl_tx_full", "control-plane frames refused (tx ring full)", p.ctl_tx_full);
   }
   View& sp = v.object("slow_path", "slow path");
-  sp.field("controller_queue_dropped", "packet-ins dropped (controller queue full)", r.controller_dropped);
   sp.field("flow_limit_hits", "upcalls at the flow limit (forwarded, not installed)", r.flow_limit_hits);
   return v;
 }
@@ -219,12 +215,11 @@ std::vector<control::Coverage::Counter> coverage_counters(control::System& sys) 
                           "datapath_drop_tunnel_pop_error", "datapath_drop_tunnel_push_error", "drop_action_of_pipeline",
                           "drop_action_bridge_not_found", "drop_action_recursion_too_deep",
                           "drop_action_too_many_resubmit", "drop_action_no_recirculation_context",
-                          "drop_action_invalid_tunnel_metadata"})
+                          "drop_action_invalid_tunnel_metadata", "packet_in_overflow"})
     add(ovs, 0);
   for (unsigned i = 1; i < kDropReasons; ++i)
     add(datapath::drop_reason_coverage(static_cast<DropReason>(i)), r.totals.instances[i]);
   add("upcall_flow_limit_hit", r.flow_limit_hits);
-  add("packet_in_overflow", r.controller_dropped);
   uint64_t ctl = 0, queue_full = 0, mtu = 0, link = 0, hw = 0, rx = 0;
   for (const DropReport::Pmd& p : r.pmds) ctl += p.ctl_tx_full;
   for (const PortDrops& p : r.ports) {

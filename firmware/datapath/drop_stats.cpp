@@ -42,6 +42,7 @@ constexpr ReasonInfo kInfo[] = {
     {"pool_exhausted", "keel_drop_pool_exhausted", "a copy (flood, clone) found no free packet buffer"},
     {"unsupported_action", "keel_drop_unsupported_action", "an action this build cannot run"},
     {"stopped", "keel_drop_stopped", "discarded when its PMD or the slow path stopped"},
+    {"controller_queue_full", "packet_in_overflow", "a packet-in the controller queue had no room for"},
     {"hw_drop", "keel_drop_hw_rule", "a full-offload hardware rule dropped it (no PMD saw it)"},
 };
 static_assert(std::size(kInfo) == static_cast<size_t>(DropReason::kTnlPopFirst), "one entry per reason");

@@ -103,6 +103,7 @@ enum class DropReason : uint8_t {
   kPoolExhausted,     // a copy (clone, flood) found no free buffer
   kUnsupportedAction, // an action this build cannot run
   kStopped,           // discarded when its PMD or the slow path stopped with it up
+  kControllerQueueFull,  // a packet-in the controller queue had no room for (packet_in_overflow)
   kHwDrop,            // a full-offload hardware rule dropped it (the port's rx_hw_dropped; no PMD saw it)
   // tnl_pop refused the frame: one reason per packet::TnlPopResult from
   // kTruncated on (datapath_drop_tunnel_pop_error; no_vport:

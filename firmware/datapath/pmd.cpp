@@ -1353,13 +1353,15 @@ unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
   if (n_held_) {
     // Held behind an upcall: until nothing is up. For want of a record:
     // until one may be free.
-    if (held_for_order_ ? up_ != 0 : upcalls_->in_flight() + kOfflineReserve >= kUpcallRecords) return 0;
+    if (held_for_order_ ? up_ != 0 : upcalls_->available() <= kOfflineReserve) return 0;
     resume_held();
     if (n_held_) return 0;
   }
   // Records in use, userspace() ones included: a new burst could need one
   // each (misses, or controller packets of its runs). Wait for the slow path.
-  if (upcalls_->in_flight() + kOfflineReserve + hal::kMaxBurst >= kUpcallRecords) {
+  // Free records, not "not in flight": an executed record is free only once
+  // the handler recycled it.
+  if (upcalls_->available() <= kOfflineReserve + hal::kMaxBurst) {
     if (!rx_paused_) bump(c_.backpressure, 1);
     rx_paused_ = true;
     return 0;
@@ -1563,7 +1565,7 @@ bool Pmd::upcall_offline(hal::Packet* pkt, const packet::ParsedPacket& pp, unsig
     return true;
   }
   const bool reading = in_exec_ == 0;  // from an input, not from a packet being executed
-  Upcall* u = !reading || upcalls_->in_flight() + kOfflineReserve < kUpcallRecords ? upcalls_->take() : nullptr;
+  Upcall* u = !reading || upcalls_->available() > kOfflineReserve ? upcalls_->take() : nullptr;
   if (!u) {
     if (reading) return false;  // backpressure
     drops_.drop(pkt, DropReason::kUpcallLost);

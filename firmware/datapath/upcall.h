@@ -133,6 +133,10 @@ class UpcallChannel {
     Upcall* u = nullptr;
     return free_.pop(u) ? u : nullptr;
   }
+  // Records free now, as the PMD (their one taker) sees them: a lower
+  // bound (handlers only add to it meanwhile), give or take a recycle in
+  // progress.
+  unsigned available() const noexcept { return static_cast<unsigned>(free_.size()); }
   // take() unless no more than `reserve` records are free (the count is
   // read without a lock: handlers recycle concurrently, so it may be a
   // few records stale either way; the reserve stays roughly whole).

@@ -250,26 +250,28 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
     }
     return {};
   };
-  ActionSink sink = [&ofp](const datapath::Upcall& u) {
+  // 0: the slow path took the packet (a reply sent, a LACPDU read, a
+  // packet-in queued, or nothing it knows to do); else why it was dropped.
+  ActionSink sink = [&ofp](const datapath::Upcall& u) -> uint8_t {
     const std::span<const uint8_t> ud(u.userdata, u.userdata_len);
     if (auto sp = decode_slow_path_userdata(ud); sp && *sp == SlowPathReason::action) {
       // An ARP request / neighbour solicitation for an address of the
       // bridge the frame entered (xlate.h): the reply goes back out of it.
       const uint16_t dp_port = static_cast<uint16_t>(u.key.get(KEEL_FLOW_WORD(in_port)) & 0xffffffffu);
       const PortOwner owner = ofp.port_owner(dp_port);
-      if (!owner.bridge) return;
+      if (!owner.bridge) return 0;
       const std::shared_ptr<const TunnelState> st = ofp.tunnel_state();
       const std::vector<uint8_t> reply =
           neighbor_reply_for(*st, *owner.bridge, std::span<const uint8_t>(u.pkt->data(), u.pkt->len()));
       if (!reply.empty()) (void)ofp.send_from_bridge(*owner.bridge, reply);
-      return;
+      return 0;
     }
     if (auto sp = decode_slow_path_userdata(ud)) {
       // slow_path(lacp): a LACPDU received on a bond member goes to the
       // bond's Lacp (which counts what it can't parse).
       const uint16_t dp_port = static_cast<uint16_t>(u.key.get(KEEL_FLOW_WORD(in_port)) & 0xffffffffu);
       const PortOwner owner = ofp.port_owner(dp_port);
-      if (!owner.bridge) return;
+      if (!owner.bridge) return 0;
       auto ports = owner.bridge->ports();
       const PortConfig* pc = ports->by_dp_port(dp_port);
       if (pc && pc->lacp && *sp == SlowPathReason::lacp) {
@@ -281,10 +283,10 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
           pc->bond_obj->set_may_enable(pc->bond_member, true);
         }
       }
-      return;
+      return 0;
     }
     auto cu = decode_controller_userdata(ud);
-    if (!cu) return;  // not ours
+    if (!cu) return 0;  // not ours
     const PortOwner owner = ofp.port_owner(static_cast<uint16_t>(u.key.get(KEEL_FLOW_WORD(in_port)) & 0xffffffffu));
     PacketIn pi;
     pi.bridge = owner.bridge ? owner.bridge->name() : std::string();
@@ -297,7 +299,7 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
     const uint32_t n = std::min<uint32_t>(u.pkt->len(), cu->max_len);
     pi.data.assign(u.pkt->data(), u.pkt->data() + n);
     pi.time_ns = hal::now_ns();
-    (void)ofp.push_packet_in(std::move(pi));
+    return ofp.push_packet_in(std::move(pi)) ? 0 : static_cast<uint8_t>(datapath::DropReason::kControllerQueueFull);
   };
   UdpifKnobs knobs{[&ofp] { return ofp.flow_limit(); }, [&ofp] { return ofp.max_idle_ms(); },
                    [&ofp] { return ofp.revalidate_interval_ms(); },

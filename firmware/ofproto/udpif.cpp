@@ -487,7 +487,7 @@ bool Udpif::has_recirc(std::span<const uint8_t> actions) {
 
 void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq, HandlerCounters& hc) {
   if (u->type == datapath::Upcall::Type::action) {
-    if (sink_) sink_(*u);  // handler 0's: userspace() records have hash 0 (upcall.h)
+    if (sink_) u->drop_reason = sink_(*u);  // handler 0's: userspace() records have hash 0 (upcall.h)
     bump(hc.action_upcalls);
     ch.answer(u);  // no actions: the packet is consumed
     return;

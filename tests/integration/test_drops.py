@@ -29,7 +29,9 @@ frame over the uplink's MTU (tx: over the MTU), VXLAN frames tnl_pop
 refuses (bad flags, truncated, wrong UDP checksum), a tunnel packet no
 tunnel port takes, a link held down (tx: link down), flooding to several
 ports (one received packet, one fate), packet-ins to the controller
-(slow path), and `coverage-show`'s Open vSwitch names for them."""
+(slow path) and beyond its queue (controller_queue_full), a live miss
+storm (upcall_lost, however many), and `coverage-show`'s Open vSwitch
+names for them."""
 import os
 import shlex
 import shutil
@@ -321,6 +323,24 @@ def test_controller_is_the_slow_path():
     p0 = d["p0"]
     check(p0["slow_path"] == 2 and p0["forwarded"] == 2 and p0["reasons"]["drop_action"] == 10,
           "controller only: slow path; controller and an output: forwarded; the rest: %s" % p0, r)
+    # The controller queue holds 1024 packet-ins (nobody reads them here):
+    # the rest are dropped (Open vSwitch's packet_in_overflow). Offline, the
+    # answers to the first misses (up together before the flow is
+    # installed) each need one more upcall record for their userspace()
+    # packet, and the ones that find none are lost (userspace_lost: the
+    # offline reserve is 64); the later packets hit the flow and wait for
+    # records. So of 1500, more than 1024 reach the queue.
+    n = 1500
+    d, _, js, r = case("controller queue", "add-br br0\nadd-port br0 p0\nadd-flow br0 actions=controller\n",
+                       {"p0": frames(n)}, extra="coverage-show\n")
+    p0 = d["p0"]
+    delivered = p0["slow_path"] + p0["reasons"]["controller_queue_full"]
+    check(delivered > 1024 and p0["slow_path"] == 1024 and delivered + p0["reasons"]["userspace_lost"] == n,
+          "1024 packet-ins queued, %d dropped at the full queue, %d lost before: %s"
+          % (delivered - 1024, n - delivered, {k: v for k, v in p0["reasons"].items() if v}), r)
+    cqf = p0["reasons"]["controller_queue_full"]
+    check(any(l.startswith("packet_in_overflow ") and l.endswith("total: %d" % cqf) for l in r.stdout.splitlines()),
+          "coverage-show: packet_in_overflow", r)
 
 
 # --- tunnels: MTU, decap errors, no tunnel port ---------------------------------
