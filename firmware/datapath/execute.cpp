@@ -535,48 +535,59 @@ class Executor {
   uint32_t out_mask_ = 0;     // an instance went to an output batch
   uint32_t tok_on_mask_ = 0;  // the token instance went on (recirc, slow path): tok_on_[slot]
   uint32_t alt_mask_ = 0;     // a copy without the token went on: alt_[slot]
+  bool one_port_ = true;      // the packets all came in on one port, port0_; else rx_port_[slot]
+  uint16_t port0_ = 0;
   uint16_t rx_port_[hal::kMaxBurst];
-  DropReason tok_reason_[hal::kMaxBurst];
+  DropReason tok_reason_[hal::kMaxBurst];  // set when the token instance is dropped
   hal::Packet* tok_on_[hal::kMaxBurst];
   hal::Packet* alt_[hal::kMaxBurst];
 };
 
 void Executor::begin(ExecPacket* pk, unsigned n) noexcept {
-  tok_mask_ = out_mask_ = tok_on_mask_ = alt_mask_ = 0;
+  // Locals, stored once: a byte store (slot) may alias the members. The
+  // rx ports are kept per packet only when they differ (rarely: a batch
+  // is one port's, or one vport's after tnl_pop of several ports' frames).
+  uint32_t tok = 0;
+  bool one_port = true;
+  const uint16_t port0 = n ? pk[0].pkt->rx_port() : 0;
   for (unsigned i = 0; i < n; ++i) {
     pk[i].slot = static_cast<uint8_t>(i);
-    if (pk[i].pkt->has_fate_token()) {
-      tok_mask_ |= 1u << i;
-      rx_port_[i] = pk[i].pkt->rx_port();
-      tok_reason_[i] = ctx_.drop_reason;
-    }
+    const hal::Packet& p = *pk[i].pkt;
+    tok |= static_cast<uint32_t>(p.has_fate_token()) << i;
+    one_port &= p.rx_port() == port0;
   }
+  if (!one_port) [[unlikely]]
+    for (unsigned i = 0; i < n; ++i) rx_port_[i] = pk[i].pkt->rx_port();
+  tok_mask_ = tok;
+  out_mask_ = tok_on_mask_ = alt_mask_ = 0;
+  one_port_ = one_port;
+  port0_ = port0;
 }
 
 void Executor::settle() noexcept {
-  DropStats* d = ctx_.drops;
-  if (!d || !tok_mask_) return;
-  // Forwarded packets counted per run of one rx port (a batch is usually
-  // one port's).
-  uint16_t run_port = 0;
-  uint64_t run = 0;
+  if (!ctx_.drops || !tok_mask_) return;
+  // The common cases first: every packet forwarded, from one port (a
+  // batch is usually one port's), and every packet gone on whole.
+  if (!(tok_mask_ & ~out_mask_) && !tok_on_mask_ && one_port_) {
+    ctx_.count_forwarded(port0_, static_cast<uint32_t>(std::popcount(tok_mask_)));
+    return;
+  }
+  if (!out_mask_ && !(tok_mask_ & ~tok_on_mask_)) return;  // decided in a later pass, or by the slow path
   for (uint32_t m = tok_mask_; m; m &= m - 1) {
     const unsigned s = static_cast<unsigned>(std::countr_zero(m));
     const uint32_t bit = 1u << s;
+    const uint16_t port = one_port_ ? port0_ : rx_port_[s];
     if (out_mask_ & bit) {
-      if (run && rx_port_[s] != run_port) d->forwarded(run_port, run), run = 0;
-      run_port = rx_port_[s];
-      ++run;
+      ctx_.count_forwarded(port, 1);
       if (tok_on_mask_ & bit) tok_on_[s]->set_fate_token(false);  // decided: its later passes are copies
     } else if (tok_on_mask_ & bit) {
       // Still on its way: decided in a later pass, or by the slow path.
     } else if (alt_mask_ & bit) {
       alt_[s]->set_fate_token(true);  // the token instance was dropped; a copy carries the packet on
     } else {
-      d->dropped(rx_port_[s], tok_reason_[s]);
+      ctx_.drops->dropped(port, tok_reason_[s]);  // set where it was dropped (lost, to_tx_one)
     }
   }
-  if (run) d->forwarded(run_port, run);
 }
 
 // The first port a list outputs to, looking into nested clones; false when

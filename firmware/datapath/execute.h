@@ -152,7 +152,10 @@ struct ExecPacket {
   hal::Packet* pkt;
   packet::LayerOffsets* ofs;  // adjusted in place by push_vlan/pop_vlan
   const flow::Miniflow* key;  // as classified; may be null (then hash() skips it)
-  uint8_t slot = 0;           // the executor's: which packet of the batch this is (a copy: its original's)
+  // The executor's: which packet of the batch this is (a copy: its
+  // original's); execute_actions() numbers them. No default member
+  // initializer: arrays of ExecPacket stay trivially constructed.
+  uint8_t slot;
 };
 
 inline constexpr unsigned kExecMaxOutputPorts = 16;  // distinct output ports queued at once
@@ -292,6 +295,21 @@ struct alignas(64) ExecContext {
   // gives (the flow's: Megaflow::drop_reason; the PMD sets it per call).
   DropStats* drops = nullptr;
   DropReason drop_reason = DropReason::kDropAction;
+  // Forwarded packets are counted per run of one rx port across calls
+  // (one counter bump per burst, not per call): flush_forwarded() puts the
+  // run into `drops`; the PMD calls it once per iteration.
+  uint16_t fwd_port = 0;
+  uint32_t fwd_n = 0;
+  void count_forwarded(uint16_t port, uint32_t n) noexcept {
+    if (fwd_n && port != fwd_port) flush_forwarded();
+    fwd_port = port;
+    fwd_n += n;
+  }
+  void flush_forwarded() noexcept {
+    if (!fwd_n) return;
+    drops->forwarded(fwd_port, fwd_n);
+    fwd_n = 0;
+  }
   OutputBatches tx;
   RecircQueue recirc;
   SlowPathQueue upcalls;

@@ -507,6 +507,7 @@ void Pmd::run() {
       bond_drops_seen_ = exec_->counters.bond_drops;
     }
     sync_tnl_counters();
+    exec_->flush_forwarded();  // the iteration's forwarded packets (drop_stats.h)
     drain_ctl_tx();
     if (table_.has_dead()) {
       emc_->sweep(kEmcSweepPerIteration);
@@ -566,6 +567,7 @@ void Pmd::run() {
   mark_ = submitted_;
   last_up_ = nullptr;
   exec_->release_all();
+  exec_->flush_forwarded();
   drain_ctl_tx();  // what was posted before stop() still leaves
   release_txqs();
   for (hal::Backend* b : backends_) b->thread_exit();

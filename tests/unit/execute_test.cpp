@@ -1036,6 +1036,7 @@ struct Fates {
     return e;
   }
   DropTotals::Port port() const {
+    x.ctx->flush_forwarded();  // as the PMD does once per iteration
     DropTotals t;
     drops.read(t);
     return t.ports[7];
