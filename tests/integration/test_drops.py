@@ -27,7 +27,8 @@ same invariant: runts, a drop rule and a table miss, a port in no bridge,
 resubmit loops (recursion too deep, too many resubmits), an encapsulated
 frame over the uplink's MTU (tx: over the MTU), VXLAN frames tnl_pop
 refuses (bad flags, truncated, wrong UDP checksum), a tunnel packet no
-tunnel port takes, a link held down (tx: link down), flooding to several
+tunnel port takes, a link held down (tx: link down), a tx queue nobody
+drains (tx: queue full), flooding to several
 ports (one received packet, one fate), packet-ins to the controller
 (slow path) and beyond its queue (controller_queue_full), a live miss
 storm (upcall_lost, however many), and `coverage-show`'s Open vSwitch
@@ -315,6 +316,23 @@ def test_flood_counts_each_received_packet_once():
           "p2 dropped 20 with its link down: %s" % d["p2"]["tx"], r)
 
 
+def test_tx_queue_full():
+    # A ring port nobody drains takes 16 frames; the rest of the 40 the
+    # rule forwards there are the port's tx drops (queue full). The
+    # received packets were forwarded: the drops are the port's, on its tx
+    # side. (The ring port also makes the run live.)
+    w = tmpdir()
+    path = os.path.join(w, "in.pcap")
+    write_pcap(path, frames(40))
+    d, _, _, r = replay("tx queue full", "add-br br0\nadd-port br0 p0\nadd-port br0 p1\n"
+                        "add-flow br0 in_port=1,actions=output:2\n",
+                        ["p0=pcap:in=%s" % path, "p1=ring:size=16"], w)
+    check(d["p0"]["forwarded"] == 40, "40 forwarded: %s" % d["p0"], r)
+    tx = d["p1"]["tx"]
+    check(tx["packets"] == 16 and tx["queue_full"] == 24 and tx["dropped"] == 24,
+          "the ring took 16, the rest dropped as queue full: %s" % tx, r)
+
+
 def test_controller_is_the_slow_path():
     d, _, js, r = case("controller", "add-br br0\nadd-port br0 p0\nadd-port br0 p1\n"
                        "add-flow br0 udp,tp_src=1000,actions=controller\n"
@@ -433,5 +451,6 @@ def test_coverage_names():
 
 if __name__ == "__main__":
     main([test_scenarios_openflow, test_scenario_vxlan_push_and_decap, test_scenario_bond, test_runts_rules_and_no_bridge,
-          test_resubmit_limits, test_flood_counts_each_received_packet_once, test_controller_is_the_slow_path,
+          test_resubmit_limits, test_flood_counts_each_received_packet_once, test_tx_queue_full,
+          test_controller_is_the_slow_path,
           test_tunnel_drops, test_live_miss_storm, test_coverage_names])
