@@ -157,6 +157,10 @@ void add_perf_commands(CommandTree::Impl& t);     // cli/commands_perf.cpp
 void add_tunnel_commands(CommandTree::Impl& t);   // cli/commands_tunnel.cpp
 void add_offload_commands(CommandTree::Impl& t);  // cli/commands_offload.cpp (after datapath: uses `set`)
 void add_offload_debug_commands(CommandTree::Impl& t);  // cli/commands_offload_debug.cpp (`debug offload-fault`)
+void add_drops_commands(CommandTree::Impl& t);    // cli/commands_drops.cpp (`show drops`, `coverage-show`)
+// coverage-show's counters now, by name (cli/commands_drops.cpp): what the
+// console's periodic work samples for the rates (control/coverage.h).
+std::vector<control::Coverage::Counter> coverage_counters(control::System& sys);
 
 // The words of a trailing positional joined by single blanks (a flow or a
 // match given as several arguments is one string to its parser).

@@ -156,6 +156,7 @@ void CommandTree::Impl::build() {
   add_tunnel_commands(*this);
   add_offload_commands(*this);
   add_offload_debug_commands(*this);
+  add_drops_commands(*this);
   add_config_commands(*this);
   add_logging_commands(*this);
   add_users_commands(*this);
@@ -322,7 +323,10 @@ void CommandTree::periodic() {
   const uint64_t now_ms = hal::now_ns() / 1'000'000;
   if (now_ms - last_periodic_ms_ < 1000) return;
   last_periodic_ms_ = now_ms;
-  impl_->sys.control().exclusive([&] { (void)impl_->sys.datapath().auto_lb_tick(now_ms); });
+  impl_->sys.control().exclusive([&] {
+    (void)impl_->sys.datapath().auto_lb_tick(now_ms);
+    impl_->sys.coverage().run(now_ms, coverage_counters(impl_->sys));  // coverage-show's rates
+  });
 }
 
 Status CommandTree::execute(std::string_view line, FILE* out) {

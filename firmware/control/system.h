@@ -32,6 +32,7 @@
 
 #include "boards/board.h"
 #include "control/control.h"
+#include "control/coverage.h"
 #include "control/users.h"
 #include "core/status.h"
 #include "datapath/datapath.h"
@@ -154,6 +155,9 @@ class System {
   // The gate every console command passes (control/control.h): role
   // check, serialisation, the Ofproto writer lock, the audit log.
   Control& control() { return *control_; }
+  // coverage-show's rates (control/coverage.h): sampled by the console's
+  // periodic work, read by the command; its own mutex.
+  Coverage& coverage() { return coverage_; }
 
   // ---- SSH (issue 17) ----
   // The settings (`ssh ...` commands; board defaults at boot) and the
@@ -178,6 +182,7 @@ class System {
   std::unique_ptr<offload::Offload> offload_;  // refers to *dp_: stopped before anything else
   Users users_;
   std::unique_ptr<Control> control_;  // made at boot, holding ofproto's writer mutex
+  Coverage coverage_;
   bool shut_down_ = false;
   // ---- SSH (issue 17) ----
   SshSettings ssh_settings_;

@@ -60,8 +60,18 @@
 // charged with (the upcall answers executed between polls, flow requests,
 // housekeeping, empty polls in busy iterations). See load().
 //
+// Drop accounting (drop_stats.h): every packet the PMD releases goes
+// through its DropStats with a DropReason (runts, lost upcalls, recirc too
+// deep, the executor's drops, answers without actions, what a stop
+// discards), and each received packet's fate is settled once, by the
+// instance holding its token: the executor for what it runs, the PMD for
+// what it drops itself, cross-connects and slow-path consumption. The
+// token going into an upcall record or the offline held list (and back)
+// moves the in-flight gauge.
+//
 // Thread-safety: the PMD thread is the only writer of its caches, flow
-// table and counters. Counters are relaxed atomics written by the PMD alone
+// table and counters (its DropStats too; Datapath::drop_pending_upcalls
+// writes it on the control thread once the PMD is stopped). Counters are relaxed atomics written by the PMD alone
 // (load + store, no locked instruction), a few times per burst, and read by
 // anyone (PmdPerfCounters too); clear_counters() and the baselines it keeps
 // are the control thread's, and so is counters_since_ns() (a relaxed atomic
@@ -194,6 +204,7 @@
 #include <vector>
 
 #include "core/ring.h"
+#include "datapath/drop_stats.h"
 #include "datapath/emc.h"
 #include "datapath/execute.h"
 #include "datapath/flow_table.h"
@@ -476,6 +487,10 @@ class Pmd {
 
   FlowTable& flows() { return table_; }
   const FlowTable& flows() const { return table_; }
+  // Drop accounting (drop_stats.h): written by this PMD's thread (by the
+  // control thread only while it is not running); read by anyone.
+  DropStats& drops() { return drops_; }
+  const DropStats& drops() const { return drops_; }
   const packet::ParserCounters& parser_counters() const { return parser_; }
 
   void set_emc_insert_inv_prob(uint32_t v) { emc_insert_inv_prob_.store(v, std::memory_order_relaxed); }
@@ -645,6 +660,18 @@ class Pmd {
   bool rx_paused_ = false;       // the inputs wait for records (counted once per pause)
   std::atomic<uint32_t> held_pub_{0};
   packet::ParserCounters parser_;
+  // Drop accounting (drop_stats.h): the fates of the packets this PMD
+  // received and the buffers it dropped; the executor's context points here.
+  DropStats drops_;
+  // A packet that was up (an upcall record, the held list) dropped.
+  void drop_up(hal::Packet* p, DropReason r) noexcept {
+    drops_.down(p);
+    drops_.drop(p, r);
+  }
+  // Megaflow/Upcall::drop_reason as a DropReason (0: the rules drop it).
+  static DropReason flow_drop_reason(uint8_t r) noexcept {
+    return r ? static_cast<DropReason>(r) : DropReason::kDropAction;
+  }
   std::unique_ptr<ExecContext> exec_;
   // Per recirculation depth: the parsed burst (keys must outlive execution).
   std::unique_ptr<packet::ParsedPacket[]> parsed_;

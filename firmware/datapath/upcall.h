@@ -109,6 +109,7 @@ struct Upcall {
   // the PMD counts the packets on it (it finds it with its dpcls).
   bool account_existing = false;
   const flow::DpActions* actions = nullptr;     // to run on the packet; null: drop it
+  uint8_t drop_reason = 0;  // a DropReason for what `actions` send nowhere (0: kDropAction)
   // --- filled by the PMD when it executed ---
   bool install_failed = false;  // the handler frees `install`
   // Packets executed with the answer that no megaflow counted and the
@@ -132,6 +133,10 @@ class UpcallChannel {
     Upcall* u = nullptr;
     return free_.pop(u) ? u : nullptr;
   }
+  // Records free now, as the PMD (their one taker) sees them: a lower
+  // bound (handlers only add to it meanwhile), give or take a recycle in
+  // progress.
+  unsigned available() const noexcept { return static_cast<unsigned>(free_.size()); }
   // take() unless no more than `reserve` records are free (the count is
   // read without a lock: handlers recycle concurrently, so it may be a
   // few records stale either way; the reserve stays roughly whole).
@@ -171,6 +176,7 @@ class UpcallChannel {
     u->actions = nullptr;
     u->install_failed = false;
     u->account_existing = false;
+    u->drop_reason = 0;
     u->uncounted_packets = 0;
     u->uncounted_bytes = 0;
     u->pkt = nullptr;

@@ -295,11 +295,17 @@ void Udpif::stop() {
     datapath::UpcallChannel& ch = dp_.pmds()[i]->upcall_channel();
     datapath::Upcall* u;
     if (i < offline_.size()) {
-      for (datapath::Upcall* b : offline_[i].backlog) ch.answer(b);
+      for (datapath::Upcall* b : offline_[i].backlog) {
+        b->drop_reason = static_cast<uint8_t>(datapath::DropReason::kStopped);  // show drops
+        ch.answer(b);
+      }
       offline_[i].backlog.clear();
       offline_[i].wait_for = nullptr;
     }
-    while (ch.next(u)) ch.answer(u);
+    while (ch.next(u)) {
+      u->drop_reason = static_cast<uint8_t>(datapath::DropReason::kStopped);  // show drops
+      ch.answer(u);
+    }
   }
 }
 
@@ -481,7 +487,7 @@ bool Udpif::has_recirc(std::span<const uint8_t> actions) {
 
 void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq, HandlerCounters& hc) {
   if (u->type == datapath::Upcall::Type::action) {
-    if (sink_) sink_(*u);  // handler 0's: userspace() records have hash 0 (upcall.h)
+    if (sink_) u->drop_reason = sink_(*u);  // handler 0's: userspace() records have hash 0 (upcall.h)
     bump(hc.action_upcalls);
     ch.answer(u);  // no actions: the packet is consumed
     return;
@@ -511,6 +517,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
     return;
   }
   u->actions = new flow::DpActions(t.actions);
+  u->drop_reason = t.drop_reason;  // show drops: why these actions may send it nowhere
   const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
   if (!t.cacheable) {
     if (!t.bridge) bump(t.tnl_no_port ? hc.tnl_no_port : hc.no_bridge_drops);
@@ -556,6 +563,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
     ch.answer(u);
     return;
   }
+  f.value()->drop_reason = t.drop_reason;
   // As Open vSwitch's handler (xlate with resubmit_stats): the packet
   // whose upcall installs the megaflow is credited to its rules now;
   // the megaflow counts only what the PMD forwards on it (this one's

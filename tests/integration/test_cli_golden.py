@@ -114,10 +114,14 @@ def test_bonds():
                      "fdb-add brx p0 0 00:00:00:00:00:01", "fdb-add br0 p9 0 00:00:00:00:00:01"])
 
 
+def test_drops():
+    golden("drops", ["show drops", "show drops --format json", "coverage-show", "show drops --format xml"])
+
+
 def test_golden_json_parses():
     # Every "--format json" line in the golden files is one valid JSON object.
     import json
-    for name in ("core", "datapath", "config", "logging", "bonds"):
+    for name in ("core", "datapath", "config", "logging", "bonds", "drops"):
         path = os.path.join(GOLDEN, name + ".txt")
         if not os.path.exists(path):
             continue
@@ -128,4 +132,4 @@ def test_golden_json_parses():
 
 
 if __name__ == "__main__":
-    main([test_core, test_datapath, test_config, test_logging, test_bonds, test_golden_json_parses])
+    main([test_core, test_datapath, test_config, test_logging, test_bonds, test_drops, test_golden_json_parses])
