@@ -15,6 +15,7 @@
 #include "cli/config.h"
 #include "cli/console.h"
 #include "cli/line_editor.h"
+#include "cli/line_reader.h"
 #include "control/users.h"
 #include "core/log.h"
 #include "core/version.h"
@@ -142,7 +143,8 @@ struct SshService::Sessions {
     return srv && !data.empty() ? srv->write(s.conn, s.channel, data, is_stderr) : srv != nullptr;
   }
   // Waits for input (or EOF/close/resize) for at most 200 ms; returns what came.
-  // false: the channel is gone.
+  // false: the channel is gone. The input is not acknowledged: the caller
+  // says with ack() how much it has dealt with.
   bool wait_input(SshSession& s, std::string& in, bool& eof, bool& resized, int& cols, int& rows) {
     std::unique_lock<std::mutex> lk(s.mu);
     s.cv.wait_for(lk, std::chrono::milliseconds(200),
@@ -152,10 +154,14 @@ struct SshService::Sessions {
     eof = s.eof;
     resized = std::exchange(s.resized, false);
     cols = s.cols, rows = s.rows;
-    lk.unlock();  // the server takes its own lock: never both at once
-    if (!in.empty())
-      if (ssh::Server* srv = server.load()) srv->consumed(s.conn, s.channel, in.size());
     return true;
+  }
+  // The session dealt with `n` more bytes of its input: the client's window
+  // opens by as much. Never called with s.mu held (the server takes its own
+  // lock: never both at once).
+  void ack(SshSession& s, size_t n) {
+    if (n == 0) return;
+    if (ssh::Server* srv = server.load()) srv->consumed(s.conn, s.channel, n);
   }
 };
 
@@ -202,7 +208,7 @@ class SshConnHost final : public ssh::ChannelHost {
       {
         std::lock_guard<std::mutex> g(s->mu);
         // Bounded: the channel window (2 MiB, reopened only by Server::consumed) bounds what a client may send
-        // unread; a line-mode session consumes it as it goes.
+        // unread; a line-mode session acknowledges input as its lines run, a pty session as it takes it.
         s->input.append(data);
       }
       s->cv.notify_all();
@@ -311,6 +317,7 @@ int SshService::Sessions::run_shell_pty(SshSession& s, CommandTree& tree) {
     bool eof = false, resized = false;
     int cols = 0, rows = 0;
     if (!wait_input(s, in, eof, resized, cols, rows)) return 0;
+    ack(s, in.size());  // typed input: the editor takes it all
     if (resized) {
       tree.session().rows = rows;
       tree.session().cols = cols;
@@ -327,23 +334,31 @@ int SshService::Sessions::run_shell_pty(SshSession& s, CommandTree& tree) {
 }
 
 int SshService::Sessions::run_shell_lines(SshSession& s, CommandTree& tree) {
+  // Input is acknowledged as its lines run (in batches of kAckBatch, and
+  // all of it before waiting for more), so what the session holds unread
+  // stays within the channel's window: a client piping a large file
+  // waits for the commands, the session never buffers the file.
   constexpr size_t kMaxLine = 4096;
+  constexpr uint64_t kAckBatch = 64 * 1024;
+  LineReader reader(kMaxLine);
+  uint64_t acked = 0;
+  auto ack_done = [&](uint64_t batch) {
+    if (reader.consumed() - acked < batch) return;
+    ack(s, static_cast<size_t>(reader.consumed() - acked));
+    acked = reader.consumed();
+  };
   int status = 0;
-  std::string buf;
-  bool discarding = false;
+  std::string line, text;
+  bool eof = false;
   for (;;) {
-    size_t nl;
-    while ((nl = buf.find('\n')) != std::string::npos) {
-      std::string line = buf.substr(0, nl);
-      buf.erase(0, nl + 1);
-      if (discarding) {
-        discarding = false;
-        out(s, "error: line longer than " + std::to_string(kMaxLine) + " bytes ignored\n", true);
-        status = 1;
-        continue;
-      }
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      std::string text;
+    LineReader::Got got = reader.next(line);
+    if (got == LineReader::Got::none && eof) got = reader.finish(line);
+    if (got == LineReader::Got::too_long) {
+      out(s, "error: line longer than " + std::to_string(kMaxLine) + " bytes ignored\n", true);
+      status = 1;
+      continue;
+    }
+    if (got == LineReader::Got::line) {
       Status st = ssh_run_captured(tree, line, text);
       if (!out(s, text, false)) return status;
       if (!st.ok()) {
@@ -351,23 +366,16 @@ int SshService::Sessions::run_shell_lines(SshSession& s, CommandTree& tree) {
         out(s, "error: " + st.message() + "\n", true);
       }
       if (tree.quit_requested()) return status;
+      ack_done(kAckBatch);
+      continue;
     }
-    if (buf.size() > kMaxLine) {
-      discarding = true;
-      buf.clear();
-    }
+    if (eof) return status;  // every line run
+    ack_done(1);
     std::string in;
-    bool eof = false, resized = false;
+    bool resized = false;
     int cols = 0, rows = 0;
     if (!wait_input(s, in, eof, resized, cols, rows)) return status;
-    buf += in;
-    if (in.empty() && eof) {
-      if (!buf.empty() && !discarding) {  // a last line without '\n'
-        buf += '\n';
-        continue;
-      }
-      return status;
-    }
+    reader.feed(in);
   }
 }
 

@@ -16,8 +16,11 @@
 //     pty's size, the console's banner and prompt, Tab completion, --More--
 //     paging; window-change resizes the editor and the session's rows/cols;
 //     exit, quit or ^D end the session (exit-status 0);
-//   * shell without a pty: one command per line, no prompt, no echo; the
-//     exit status is 1 if any command failed (like a script on stdin).
+//   * shell without a pty: one command per line (cli/line_reader.h), no
+//     prompt, no echo; the exit status is 1 if any command failed (like a
+//     script on stdin). Input is acknowledged (the client's window reopens)
+//     as its lines run, so a client piping a large file waits for the
+//     commands and the session holds at most the window unread.
 // A command's output goes to memory while it runs and is handed to the
 // server afterwards (Server::write may wait for a slow client; the session
 // holds no control lock then).

@@ -178,6 +178,26 @@ def test_shell_without_pty_runs_one_command_per_line():
     check("keel> " not in r.stdout, "no prompt without a pty", r)
 
 
+def test_shell_without_pty_runs_a_large_piped_script_to_its_end():
+    """`cat file | ssh nic`: 8 MB of lines (comments, an over-long line, a
+    failing command) all run in order and the session ends with the last
+    line's output, exit-status 1 and CLOSE (the ssh client exits). The line
+    reader keeps up with any chunking (issue 17's bulk stall: the session
+    erased each line from the front of all its input, quadratic in what it
+    held, and held everything the client sent)."""
+    k = keel()
+    comment = "! " + "x" * 3997 + "\n"
+    script = comment * 1000 + "y" * 5000 + "\n" + comment * 1000 + "not-a-command\n" + comment * 50 + "version\n"
+    args = [SSH, "-T", "-p", str(k.port), "-i", k.keys["admin"], "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+            "admin@127.0.0.1"]
+    r = subprocess.run(args, input=script, capture_output=True, text=True, timeout=PATIENCE)
+    check(r.returncode == 1, "exit status 1 (a line failed), after every line", r)
+    check(r.stdout.startswith("keel"), "the last line (version) ran: %r" % r.stdout[:200], r)
+    check(r.stderr == "error: line longer than 4096 bytes ignored\n"
+          "error: unknown command 'not-a-command'\n", "the two bad lines, in order: %r" % r.stderr, r)
+
+
 if __name__ == "__main__":
     if not (SSH and KEYGEN and KEYSCAN):
         print("SKIP: no OpenSSH client (ssh, ssh-keygen, ssh-keyscan)")
@@ -185,7 +205,8 @@ if __name__ == "__main__":
     tests = [test_exec_prints_output_and_exits_0, test_unknown_command_fails_with_the_message_on_stderr,
              test_read_only_user_is_refused_a_change_and_the_refusal_is_logged,
              test_a_change_over_ssh_is_audited_with_the_user, test_host_key_fingerprint_is_what_the_client_sees,
-             test_show_ssh_and_running_config, test_shell_without_pty_runs_one_command_per_line]
+             test_show_ssh_and_running_config, test_shell_without_pty_runs_one_command_per_line,
+             test_shell_without_pty_runs_a_large_piped_script_to_its_end]
     try:
         main(tests)
     finally:
