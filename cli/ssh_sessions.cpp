@@ -11,6 +11,7 @@
 #include <list>
 #include <map>
 #include <thread>
+#include <tuple>
 
 #include "cli/config.h"
 #include "cli/console.h"
@@ -26,6 +27,10 @@ namespace keel::cli {
 namespace {
 
 KEEL_LOG_MODULE(log_sshs, "ssh");
+
+ssh::AlgorithmLists ssh_algorithm_lists(const control::SshSettings& s) {
+  return {s.kex_algorithms, s.host_key_algorithms, s.ciphers, s.macs};
+}
 
 // Runs one line with stdout captured; the error (if any) separately.
 // The user's role is looked up again for every line: a role changed (or a
@@ -417,6 +422,7 @@ Status SshService::apply(const control::SshSettings& s) {
     cfg.software = std::string("keel_") + kVersion;
     cfg.max_sessions = s.max_sessions;
     cfg.idle_timeout_s = s.idle_timeout_s;
+    cfg.algorithms = ssh_algorithm_lists(s);
     cfg.auth = auth_.get();
     std::weak_ptr<Sessions> weak = sessions_;
     cfg.make_host = [weak](const ssh::ConnectionInfo& info) -> std::unique_ptr<ssh::ChannelHost> {
@@ -438,10 +444,18 @@ Status SshService::apply(const control::SshSettings& s) {
     server_->set_enabled(s.enabled);
     enabled_ = s.enabled;
     failure_.clear();
+    listener_ = {s.listen, s.port, s.device};
     return {};
   }
-  if (Status st = server_->relisten(s.listen, s.port, s.device); !st.ok()) return st;
+  // Only an address, port or device change moves the listener: with port 0
+  // ("any free port") a relisten would pick another port on every change
+  // of another setting.
+  if (std::tie(s.listen, s.port, s.device) != std::tie(listener_.listen, listener_.port, listener_.device)) {
+    if (Status st = server_->relisten(s.listen, s.port, s.device); !st.ok()) return st;
+    listener_ = {s.listen, s.port, s.device};
+  }
   server_->set_limits(s.max_sessions, s.idle_timeout_s);
+  server_->set_algorithms(ssh_algorithm_lists(s));
   server_->set_enabled(s.enabled);
   enabled_ = s.enabled;
   return {};

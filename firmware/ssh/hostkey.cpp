@@ -242,8 +242,9 @@ Result<std::unique_ptr<HostKeys>> HostKeys::load_or_generate(const std::string& 
   return k;
 }
 
-std::vector<std::string> HostKeys::algorithms() const {
-  return {"ecdsa-sha2-nistp256", "rsa-sha2-512", "rsa-sha2-256"};
+const std::vector<std::string>& HostKeys::names() {
+  static const std::vector<std::string> v{"ecdsa-sha2-nistp256", "rsa-sha2-512", "rsa-sha2-256"};
+  return v;
 }
 
 std::string HostKeys::public_blob(std::string_view alg) const {

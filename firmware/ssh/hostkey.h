@@ -35,7 +35,9 @@ class HostKeys {
   static Result<std::unique_ptr<HostKeys>> generate(Random& rnd, int rsa_bits = 3072);
 
   // "ecdsa-sha2-nistp256", "rsa-sha2-512", "rsa-sha2-256" (server preference order).
-  std::vector<std::string> algorithms() const;
+  std::vector<std::string> algorithms() const { return names(); }
+  // The same, without keys (what a configuration may name).
+  static const std::vector<std::string>& names();
   // SSH wire public key for a host key algorithm ("" for an unknown one).
   std::string public_blob(std::string_view alg) const;
   // Signature blob (string alg, string signature) over `data`.

@@ -64,9 +64,10 @@ class Keel:
                               timeout=PATIENCE)
 
     def ssh(self, user, *command, extra=()):
-        args = [SSH, "-p", str(self.port), "-i", self.keys[user], "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
-                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                *extra, user + "@127.0.0.1", *command]
+        # `extra` first: ssh takes the first value given for an option.
+        args = [SSH, *extra, "-p", str(self.port), "-i", self.keys[user], "-o", "IdentitiesOnly=yes",
+                "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                "-o", "LogLevel=ERROR", user + "@127.0.0.1", *command]
         return subprocess.run(args, capture_output=True, text=True, timeout=PATIENCE, stdin=subprocess.DEVNULL)
 
     def stop(self):
@@ -178,6 +179,90 @@ def test_shell_without_pty_runs_one_command_per_line():
     check("keel> " not in r.stdout, "no prompt without a pty", r)
 
 
+def test_algorithm_settings_apply_to_new_connections():
+    """`ssh kex-algorithms|host-key-algorithms|ciphers|macs LIST`: sshd_config's
+    names, a bad list refused whole, running-config only when not the
+    default, `show ssh` (text and JSON) the lists in effect, a new connection
+    offered only what is listed, `no ssh ...` back to everything; admin only."""
+    k = keel()
+    full = {"kex_algorithms": "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256",
+            "host_key_algorithms": "ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256",
+            "ciphers": "chacha20-poly1305@openssh.com,aes256-gcm@openssh.com,aes128-gcm@openssh.com,"
+                       "aes256-ctr,aes128-ctr",
+            "macs": "hmac-sha2-256-etm@openssh.com,hmac-sha2-512-etm@openssh.com"}
+    j = json.loads(k.exec_("show ssh --format json").stdout)
+    check({key: j[key] for key in full} == full, "the defaults are the issue's lists: %r" % j)
+    for line, why in [("ssh kex-algorithms curve25519-sha256,diffie-hellman-group14-sha1",
+                       "'diffie-hellman-group14-sha1' is not a key exchange keel supports (curve25519-sha256,"
+                       "curve25519-sha256@libssh.org,ecdh-sha2-nistp256)"),
+                      ("ssh ciphers aes128-ctr,,aes256-ctr", "empty name in 'aes128-ctr,,aes256-ctr'"),
+                      ("ssh macs hmac-sha2-256-etm@openssh.com,hmac-sha2-256-etm@openssh.com",
+                       "'hmac-sha2-256-etm@openssh.com' is listed twice"),
+                      ("ssh host-key-algorithms +rsa-sha2-512", "the +, - and ^ forms are not supported"),
+                      ("ssh host-key-algorithms ssh-ed25519", "is not a host key algorithm keel supports")]:
+        r = k.exec_(line)
+        check(r.returncode == 1 and why in r.stderr, "%r refused: %s" % (line, why), r)
+    check("ssh kex" not in k.exec_("show running-config").stdout, "nothing changed")
+
+    def ssh_with(*opts):
+        # LogLevel INFO: ssh says "Unable to negotiate ..." at that level.
+        return k.ssh("admin", "version", extra=("-o", "LogLevel=INFO") + opts)
+    check(ssh_with("-o", "KexAlgorithms=ecdh-sha2-nistp256").returncode == 0, "ecdh-sha2-nistp256 by default")
+    for line in ("ssh kex-algorithms curve25519-sha256@libssh.org,curve25519-sha256",
+                 "ssh host-key-algorithms rsa-sha2-512,rsa-sha2-256",
+                 "ssh ciphers aes256-gcm@openssh.com,chacha20-poly1305@openssh.com",
+                 "ssh macs hmac-sha2-512-etm@openssh.com"):
+        r = k.exec_(line)
+        check(r.returncode == 0, line, r)
+    rc = k.exec_("show running-config").stdout
+    for line in ("ssh kex-algorithms curve25519-sha256@libssh.org,curve25519-sha256\n",
+                 "ssh host-key-algorithms rsa-sha2-512,rsa-sha2-256\n",
+                 "ssh ciphers aes256-gcm@openssh.com,chacha20-poly1305@openssh.com\n",
+                 "ssh macs hmac-sha2-512-etm@openssh.com\n"):
+        check(line in rc, "running-config has %r:\n%s" % (line, rc))
+    j = json.loads(k.exec_("show ssh --format json").stdout)
+    check(j["kex_algorithms"] == "curve25519-sha256@libssh.org,curve25519-sha256" and
+          j["host_key_algorithms"] == "rsa-sha2-512,rsa-sha2-256" and
+          j["ciphers"] == "aes256-gcm@openssh.com,chacha20-poly1305@openssh.com" and
+          j["macs"] == "hmac-sha2-512-etm@openssh.com", "show ssh JSON: %r" % j)
+    text = k.exec_("show ssh").stdout
+    check("kex-algorithms: curve25519-sha256@libssh.org,curve25519-sha256\n" in text and
+          "macs: hmac-sha2-512-etm@openssh.com\n" in text, "show ssh text:\n" + text)
+    # A new connection is offered only those.
+    r = ssh_with("-o", "KexAlgorithms=ecdh-sha2-nistp256")
+    check(r.returncode == 255 and "no matching key exchange method" in r.stderr, "NIST kex no longer offered: %r" % r.stderr, r)
+    r = ssh_with("-o", "HostKeyAlgorithms=ecdsa-sha2-nistp256")
+    check(r.returncode == 255 and "no matching host key type" in r.stderr, "ECDSA host key no longer offered", r)
+    r = ssh_with("-o", "Ciphers=aes128-ctr")
+    check(r.returncode == 255 and "no matching cipher" in r.stderr, "aes128-ctr no longer offered", r)
+    r = ssh_with("-o", "Ciphers=aes256-ctr", "-o", "MACs=hmac-sha2-256-etm@openssh.com")
+    check(r.returncode == 255, "aes256-ctr not offered, nor hmac-sha2-256-etm", r)
+    r = ssh_with("-o", "KexAlgorithms=curve25519-sha256,ecdh-sha2-nistp256")
+    check(r.returncode == 0 and r.stdout.startswith("keel"), "a listed kex still works", r)
+    r = k.ssh("admin", "show ssh sessions --format json")
+    mine = [s for s in json.loads(r.stdout)["sessions"] if s["state"] == "open"]
+    # (The client's order picks among what both have, RFC 4253 7.1.)
+    check(mine and mine[-1]["kex"] in ("curve25519-sha256@libssh.org", "curve25519-sha256") and
+          mine[-1]["host_key"] in ("rsa-sha2-512", "rsa-sha2-256") and
+          mine[-1]["cipher"] in ("aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com"),
+          "a new connection negotiated within the lists: %r" % mine)
+    # Back: `no ssh ...`, or the whole list in keel's order (the same thing).
+    for line in ("no ssh kex-algorithms", "no ssh host-key-algorithms",
+                 "ssh ciphers " + full["ciphers"], "no ssh macs"):
+        r = k.exec_(line)
+        check(r.returncode == 0, line, r)
+    rc = k.exec_("show running-config").stdout
+    check(not any(w in rc for w in ("ssh kex-", "ssh host-key-", "ssh ciphers", "ssh macs")),
+          "the defaults are not in running-config:\n" + rc)
+    j = json.loads(k.exec_("show ssh --format json").stdout)
+    check({key: j[key] for key in full} == full, "back to the defaults: %r" % j)
+    check(ssh_with("-o", "KexAlgorithms=ecdh-sha2-nistp256", "-o", "HostKeyAlgorithms=ecdsa-sha2-nistp256")
+          .returncode == 0, "the NIST algorithms are offered again")
+    for line in ("ssh kex-algorithms curve25519-sha256", "no ssh kex-algorithms"):
+        r = k.ssh("viewer", line)
+        check(r.returncode == 1 and "needs role admin" in r.stderr, "%r is admin-only" % line, r)
+
+
 def test_shell_without_pty_runs_a_large_piped_script_to_its_end():
     """`cat file | ssh nic`: 8 MB of lines (comments, an over-long line, a
     failing command) all run in order and the session ends with the last
@@ -206,7 +291,8 @@ if __name__ == "__main__":
              test_read_only_user_is_refused_a_change_and_the_refusal_is_logged,
              test_a_change_over_ssh_is_audited_with_the_user, test_host_key_fingerprint_is_what_the_client_sees,
              test_show_ssh_and_running_config, test_shell_without_pty_runs_one_command_per_line,
-             test_shell_without_pty_runs_a_large_piped_script_to_its_end]
+             test_shell_without_pty_runs_a_large_piped_script_to_its_end,
+             test_algorithm_settings_apply_to_new_connections]
     try:
         main(tests)
     finally:
