@@ -41,23 +41,27 @@ class Keel:
             f.write("username viewer role read-only\n")
             f.write("username viewer ssh-key %s\n" % pub["viewer"])
             f.write("ssh port 0\n")
+        self.cfg = cfg
         self.err = open(os.path.join(self.dir, "keel.err"), "w+")
+        self.start()
+
+    def start(self, wait=True):
         # stdin stays open (a pipe): keel's console waits on it while SSH works.
-        self.proc = subprocess.Popen(keel_cmd("--config", cfg, "--config-dir", self.dir), stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(keel_cmd("--config", self.cfg, "--config-dir", self.dir), stdin=subprocess.PIPE,
                                      stdout=subprocess.DEVNULL, stderr=self.err, text=True)
         self.port = None
+        if wait:
+            wait_for(lambda: self.state() == "listening", "show ssh: listening")
 
-        def listening():
-            r = self.exec_("show ssh --format json")
-            if r.returncode != 0:
-                return False
-            j = json.loads(r.stdout)
-            if j["state"] == "listening":
-                self.port = j["port"]
-                return True
-            return False
-
-        wait_for(listening, "show ssh: listening")
+    def state(self):
+        """show ssh's state ("" while keel isn't answering yet); learns the port once listening."""
+        r = self.exec_("show ssh --format json")
+        if r.returncode != 0:
+            return ""
+        j = json.loads(r.stdout)
+        if j["state"] == "listening":
+            self.port = j["port"]
+        return j["state"]
 
     def exec_(self, line):
         return subprocess.run(keel_cmd("--config-dir", self.dir, "--exec", line), capture_output=True, text=True,
@@ -263,6 +267,30 @@ def test_algorithm_settings_apply_to_new_connections():
         check(r.returncode == 1 and "needs role admin" in r.stderr, "%r is admin-only" % line, r)
 
 
+def test_host_key_readable_by_others_is_refused_until_0600():
+    """As sshd: a private host key file group or others may read is not used
+    (nor chmodded); keel says why and listens once it is 0600 again."""
+    k = Keel()  # its own config directory: the keys were made when it first listened
+    try:
+        fps = k.exec_("show ssh host-key").stdout
+        k.stop()
+        key = os.path.join(k.dir, "ssh_host_ecdsa_key")
+        os.chmod(key, 0o644)
+        k.start(wait=False)
+        wait_for(lambda: "too open" in k.state(), "show ssh: the key's permissions")
+        check("not running (ssh: host keys: host key '%s': permissions 0644 are too open" % key in k.state(),
+              "show ssh says which file and why: %r" % k.state())
+        check(os.stat(key).st_mode & 0o777 == 0o644, "the file is left as it was")
+        check("permissions 0644 are too open" in k.exec_("show logging").stdout, "and logs it")
+        os.chmod(key, 0o600)
+        wait_for(lambda: k.state() == "listening", "keel to listen once the key is 0600")
+        check(k.exec_("show ssh host-key").stdout == fps, "the same host keys")
+        r = k.ssh("admin", "version")
+        check(r.returncode == 0 and r.stdout.startswith("keel"), "a login works", r)
+    finally:
+        k.stop()
+
+
 def test_shell_without_pty_runs_a_large_piped_script_to_its_end():
     """`cat file | ssh nic`: 8 MB of lines (comments, an over-long line, a
     failing command) all run in order and the session ends with the last
@@ -292,7 +320,8 @@ if __name__ == "__main__":
              test_a_change_over_ssh_is_audited_with_the_user, test_host_key_fingerprint_is_what_the_client_sees,
              test_show_ssh_and_running_config, test_shell_without_pty_runs_one_command_per_line,
              test_shell_without_pty_runs_a_large_piped_script_to_its_end,
-             test_algorithm_settings_apply_to_new_connections]
+             test_algorithm_settings_apply_to_new_connections,
+             test_host_key_readable_by_others_is_refused_until_0600]
     try:
         main(tests)
     finally:
