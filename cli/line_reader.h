@@ -54,9 +54,9 @@ class LineReader {
  private:
   size_t max_line_;
   std::string buf_;
-  size_t pos_ = 0;            // bytes of buf_ already taken
-  size_t scan_ = 0;           // buf_ up to here holds no '\n' after pos_ (not searched again)
-  bool discarding_ = false;   // inside a line longer than max_line_: dropping until its '\n'
+  size_t pos_ = 0;           // bytes of buf_ already taken
+  size_t scan_ = 0;          // buf_ up to here holds no '\n' after pos_ (not searched again)
+  bool discarding_ = false;  // inside a line longer than max_line_: dropping until its '\n'
   uint64_t consumed_ = 0;
 };
 
