@@ -125,6 +125,15 @@ def test_read_only_user_is_refused_a_change_and_the_refusal_is_logged():
           "the refusal is in the log:\n" + log)
     r = k.ssh("viewer", "ssh", "port", "0")
     check(r.returncode == 1 and "needs role admin" in r.stderr, "SSH settings are admin-only", r)
+    # Datapath flows by hand go through the same gate (dp-flow get is a show).
+    flow = "in_port(1),eth_type(0x0800),ipv4(src=10.99.99.99,frag=no) actions:2"
+    for line in ("dp-flow add " + flow, "dp-flow mod " + flow, "dp-flow del " + flow.split(" actions")[0]):
+        r = k.ssh("viewer", line)
+        check(r.returncode == 1 and "permission denied: '%s' needs role operator" % " ".join(line.split()[:2])
+              in r.stderr, "%r refused to a read-only user" % line, r)
+    r = k.ssh("viewer", "dp-flow get " + flow.split(" actions")[0])
+    check(r.returncode == 1 and "no such flow" in r.stderr, "dp-flow get is a show", r)
+    check("10.99.99.99" not in k.exec_("flow-dump").stdout, "no flow was added")
 
 
 def test_a_change_over_ssh_is_audited_with_the_user():
