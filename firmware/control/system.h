@@ -59,6 +59,10 @@ struct SshSettings {
   bool needs_user = false; // listen only while at least one user exists
   uint32_t max_sessions = 10;
   uint32_t idle_timeout_s = 0;  // 0: none
+  // Algorithms offered to new connections, in preference order, with
+  // sshd_config's names (KexAlgorithms, HostKeyAlgorithms, Ciphers, MACs);
+  // empty: every one keel has, in its order (the default).
+  std::vector<std::string> kex_algorithms, host_key_algorithms, ciphers, macs;
   bool operator==(const SshSettings&) const = default;
 };
 SshSettings default_ssh_settings(const boards::Board& b);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -94,12 +95,30 @@ Status write_atomic(const std::string& dir, const std::string& path, std::string
   return {};
 }
 
-// The file's contents; not_found when it does not exist.
+// The file's contents; not_found when it does not exist. A file of ours
+// that group or others may read or write is refused, as sshd refuses it
+// (sshkey_perm_ok: "UNPROTECTED PRIVATE KEY FILE! ... This private key will
+// be ignored"): the key may have been copied, and quietly tightening the
+// mode would hide that. The operator checks, then chmods it to 0600.
 Result<std::string> read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return error(Errc::not_found, "host key '" + path + "': no such file");
     return error(Errc::io_error, "host key '" + path + "': " + errno_text());
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const std::string e = errno_text();
+    ::close(fd);
+    return error(Errc::io_error, "host key '" + path + "': " + e);
+  }
+  if (st.st_uid == ::geteuid() && (st.st_mode & 077) != 0) {
+    ::close(fd);
+    char mode[16];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 0777));
+    return error(Errc::invalid_argument, "host key '" + path + "': permissions " + mode +
+                                              " are too open (group or others may read or write it); the key is "
+                                              "refused: check who could read it, then chmod 600 it");
   }
   std::string s;
   char buf[4096];
@@ -242,8 +261,9 @@ Result<std::unique_ptr<HostKeys>> HostKeys::load_or_generate(const std::string& 
   return k;
 }
 
-std::vector<std::string> HostKeys::algorithms() const {
-  return {"ecdsa-sha2-nistp256", "rsa-sha2-512", "rsa-sha2-256"};
+const std::vector<std::string>& HostKeys::names() {
+  static const std::vector<std::string> v{"ecdsa-sha2-nistp256", "rsa-sha2-512", "rsa-sha2-256"};
+  return v;
 }
 
 std::string HostKeys::public_blob(std::string_view alg) const {

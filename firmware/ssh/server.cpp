@@ -390,6 +390,11 @@ void Server::set_limits(size_t max_sessions, uint32_t idle_timeout_s) {
   cfg_.idle_timeout_s = idle_timeout_s;
 }
 
+void Server::set_algorithms(AlgorithmLists a) {
+  std::lock_guard<std::mutex> g(mu_);
+  cfg_.algorithms = std::move(a);
+}
+
 uint16_t Server::bound_port() const {
   std::lock_guard<std::mutex> g(mu_);
   return port_;
@@ -872,8 +877,12 @@ void Server::io_main() {
         c->peer = peer;
         c->created_ms = t;
         c->last_ms = t;
-        c->tp = std::make_unique<Transport>(
-            TransportConfig{cfg_.software, host_keys_.get(), random_.get(), cfg_.rekey_bytes, cfg_.rekey_ms});
+        TransportConfig tc{cfg_.software, host_keys_.get(), random_.get(), cfg_.rekey_bytes, cfg_.rekey_ms};
+        tc.kex = cfg_.algorithms.kex;  // mu_ is held: set_algorithms() may change them
+        tc.host_keys_offered = cfg_.algorithms.host_keys;
+        tc.ciphers = cfg_.algorithms.ciphers;
+        tc.macs = cfg_.algorithms.macs;
+        c->tp = std::make_unique<Transport>(std::move(tc));
         c->out = c->tp->take_output();  // our version line
         c->view.id = c->id;
         c->view.peer = peer;
