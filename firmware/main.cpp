@@ -18,6 +18,7 @@
 #include "control/system.h"
 #include "core/log.h"
 #include "core/shutdown.h"
+#include "core/sys_error.h"
 #include "core/version.h"
 
 namespace {
@@ -33,7 +34,7 @@ int fail(const keel::Status& st) {
 
 keel::Result<std::string> read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) return keel::error(keel::Errc::io_error, "config '" + path + "': " + strerror(errno));
+  if (!f) return keel::error(keel::Errc::io_error, "config '" + path + "': " + keel::errno_text(errno));
   std::ostringstream ss;
   ss << f.rdbuf();
   if (f.bad()) return keel::error(keel::Errc::io_error, "config '" + path + "': read error");

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/sys_error.h"
 #include "ssh/crypto.h"
 #include "ssh/wire.h"
 
@@ -55,7 +56,7 @@ std::string base64(std::string_view data) {
   return out;
 }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() { return keel::errno_text(errno); }
 
 // Writes `data` to `path` atomically with mode 0600.
 Status write_atomic(const std::string& dir, const std::string& path, std::string_view data) {
