@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <sstream>
 
@@ -41,9 +42,28 @@ keel::Result<std::string> read_file(const std::string& path) {
   return ss.str();
 }
 
+int run(int argc, char** argv);
+
 }  // namespace
 
+// Nothing below throws on purpose (firmware/ and hal/ report Status; cli/
+// turns CLI11's exceptions into messages), but std::string and the
+// containers can still throw std::bad_alloc: that too ends as one error
+// line, after the stack unwound (the system shut down by its destructor).
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "keel: error: %s\n", e.what());
+  } catch (...) {
+    fprintf(stderr, "keel: error: unknown exception\n");
+  }
+  return 1;
+}
+
+namespace {
+
+int run(int argc, char** argv) {
   auto parsed = keel::cli::parse_args(argc, argv);
   if (auto* code = std::get_if<int>(&parsed)) return *code;
   const keel::cli::Args& args = std::get<keel::cli::Args>(parsed);
@@ -177,3 +197,5 @@ int main(int argc, char** argv) {
   system.shutdown();
   return status;
 }
+
+}  // namespace
