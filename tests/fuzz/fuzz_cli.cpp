@@ -24,17 +24,13 @@
 #include <string_view>
 
 #include "cli/config.h"
+#include "fuzz_util.h"
 #include "sim_console.h"
 
 using namespace keel;
+using keel::fuzz::check;
 
 namespace {
-
-void check(bool ok, const char* what, const std::string& detail = {}) {
-  if (ok) return;
-  fprintf(stderr, "fuzz_cli: %s\n%s\n", what, detail.c_str());
-  abort();
-}
 
 bool skipped(const std::string& cmd) {
   return cmd == "write" || cmd == "copy" || cmd == "configure" || cmd == "add-flows" || cmd == "debug";
@@ -62,7 +58,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check(!st.message().empty(), "a failing line with no message", std::string(line));
       const std::string after = cli::running_config(*c.tree);
       check(after == before, "a failing line changed the running config",
-            std::string(line) + "\n--- before\n" + before + "--- after\n" + after + "--- error: " + st.message());
+            std::string(line) + "\n--- before\n" + before + "--- after\n" + after +
+                "--- error: " + st.message());
     }
   }
 

@@ -22,7 +22,6 @@
 // first, so the target reads and writes no file but its own, and so is
 // `set pmd-cpu-mask` (too slow to fuzz: sim_console.h).
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -33,17 +32,14 @@
 
 #include "cli/config.h"
 #include "control/config_store.h"
+#include "fuzz_util.h"
 #include "sim_console.h"
 
 using namespace keel;
+using keel::fuzz::check;
+using keel::fuzz::MemFile;
 
 namespace {
-
-void check(bool ok, const char* what, const std::string& detail = {}) {
-  if (ok) return;
-  fprintf(stderr, "fuzz_config: %s\n%s\n", what, detail.c_str());
-  abort();
-}
 
 // The text with every line whose command is in `banned` made a comment
 // (so line numbers stay).
@@ -61,17 +57,6 @@ std::string neutralize(std::string_view text, std::initializer_list<std::string_
   }
   return out;
 }
-
-// A file that lives in memory, named by a path the config commands open.
-struct MemFile {
-  int fd;
-  std::string path;
-  explicit MemFile(std::string_view text) : fd(memfd_create("fuzz-config", MFD_CLOEXEC)) {
-    if (fd < 0 || write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) abort();
-    path = "/proc/self/fd/" + std::to_string(fd);
-  }
-  ~MemFile() { close(fd); }
-};
 
 constexpr std::string_view kState =
     "xconnect p2 p3\n"
@@ -118,7 +103,8 @@ const control::ConfigStore& store() {
     if (!mkdtemp(tmpl)) abort();
     static std::string dir = tmpl;
     atexit([] {
-      for (const char* f : {"startup-config", "switch-uuid", "switch-uuid.tmp"}) unlink((dir + "/" + f).c_str());
+      for (const char* f : {"startup-config", "switch-uuid", "switch-uuid.tmp"})
+        unlink((dir + "/" + f).c_str());
       rmdir(dir.c_str());
     });
     return new control::ConfigStore(dir);

@@ -16,7 +16,6 @@
 //     record on the queue its RSS hash picks (queue 0 without one) with
 //     that hash -- and then reports its input drained.
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_util.h"
 #include "hal/sim/pcap_file.h"
 #include "keel/hal/backend.h"
 #include "keel/hal/packet.h"
@@ -38,25 +38,10 @@
 using namespace keel;
 using namespace keel::hal;
 using Bytes = std::vector<uint8_t>;
+using keel::fuzz::check;
+using keel::fuzz::MemFile;
 
 namespace {
-
-void check(bool ok, const char* what) {
-  if (ok) return;
-  fprintf(stderr, "fuzz_pcap: %s\n", what);
-  abort();
-}
-
-struct MemFile {
-  int fd;
-  std::string path;
-  explicit MemFile(std::span<const uint8_t> bytes = {}) : fd(memfd_create("fuzz-pcap", MFD_CLOEXEC)) {
-    if (fd < 0) abort();
-    if (!bytes.empty() && write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) abort();
-    path = "/proc/self/fd/" + std::to_string(fd);
-  }
-  ~MemFile() { close(fd); }
-};
 
 Backend& backend() {
   // A small pool: 64 standard buffers and 8 jumbo ones are plenty for
@@ -93,7 +78,7 @@ std::vector<Rx> drain(Port& port, uint16_t q) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const MemFile in({data, size});
+  const MemFile in{std::span<const uint8_t>(data, size)};
   auto r = sim::PcapReader::open(in.path, kMaxFrameLen);
   if (!r.ok()) {
     check(r.status().message().find(in.path) != std::string::npos, "the error does not name the file");
@@ -106,7 +91,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<Bytes> frames;
   for (size_t i = 0; i < reader.size(); ++i) {
     const auto f = reader.frame(i);
-    check(f.size() <= kMaxFrameLen && (reader.snaplen() == 0 || f.size() <= reader.snaplen()), "frame too long");
+    check(f.size() <= kMaxFrameLen && (reader.snaplen() == 0 || f.size() <= reader.snaplen()),
+          "frame too long");
     covered += sim::kPcapRecordHeaderLen + f.size();
     frames.emplace_back(f.begin(), f.end());
   }
@@ -117,7 +103,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const MemFile out;
     auto w = sim::PcapWriter::create(out.path);
     check(w.ok(), "PcapWriter::create failed");
-    for (size_t i = 0; i < reader.size(); ++i) check(w.value()->write(reader.frame(i), reader.timestamp_ns(i)), "write failed");
+    for (size_t i = 0; i < reader.size(); ++i)
+      check(w.value()->write(reader.frame(i), reader.timestamp_ns(i)), "write failed");
     check(w.value()->close().ok(), "close failed");
     auto back = sim::PcapReader::open(out.path, kMaxFrameLen);
     check(back.ok() && back->size() == reader.size(), "the written file does not read back");

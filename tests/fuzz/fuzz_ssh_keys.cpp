@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_util.h"
 #include "ssh/hostkey.h"
 #include "ssh/keys.h"
 #include "ssh/password.h"
@@ -32,14 +33,9 @@
 
 using namespace keel;
 using namespace keel::ssh;
+using keel::fuzz::check;
 
 namespace {
-
-void check(bool ok, const char* what) {
-  if (ok) return;
-  fprintf(stderr, "fuzz_ssh_keys: %s\n", what);
-  abort();
-}
 
 bool same(const PublicKey& a, const PublicKey& b) {
   return a.type == b.type && a.blob == b.blob && a.comment == b.comment && a.bits == b.bits;
@@ -90,7 +86,8 @@ bool well_formed_hash(std::string_view s) {
     if (c < '0' || c > '9') return false;
     n = std::min<uint64_t>(n * 10 + static_cast<uint64_t>(c - '0'), uint64_t{1} << 40);
   }
-  return n >= kMinIterations && n <= kMaxIterations && lower_hex(salt, 2 * kSaltBytes) && lower_hex(hash, 2 * kHashBytes);
+  return n >= kMinIterations && n <= kMaxIterations && lower_hex(salt, 2 * kSaltBytes) &&
+         lower_hex(hash, 2 * kHashBytes);
 }
 
 // Test-only host keys (made with `ssh-keygen -m PEM` for this target; they
@@ -157,7 +154,8 @@ void host_key(std::string_view file, bool ecdsa) {
   auto rnd = Random::deterministic(1);
   auto keys = HostKeys::load_or_generate(key_dir(), *rnd);
   if (!keys) {
-    check(keys.status().message().find(ecdsa ? ec : rsa) != std::string::npos, "the error does not name the file");
+    check(keys.status().message().find(ecdsa ? ec : rsa) != std::string::npos,
+          "the error does not name the file");
     return;
   }
   const std::string alg = ecdsa ? "ecdsa-sha2-nistp256" : "rsa-sha2-256";
@@ -173,11 +171,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0 || size > 16384) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   switch (data[0] % 5) {
-    case 0: key_line(text); break;
-    case 1: key_blob(text); break;
-    case 2: check(check_stored_hash(text).ok() == well_formed_hash(text), "check_stored_hash disagrees with the format"); break;
-    case 3: host_key(text, true); break;
-    case 4: host_key(text, false); break;
+    case 0:
+      key_line(text);
+      break;
+    case 1:
+      key_blob(text);
+      break;
+    case 2:
+      check(check_stored_hash(text).ok() == well_formed_hash(text),
+            "check_stored_hash disagrees with the format");
+      break;
+    case 3:
+      host_key(text, true);
+      break;
+    case 4:
+      host_key(text, false);
+      break;
   }
   return 0;
 }

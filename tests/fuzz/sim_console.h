@@ -61,7 +61,8 @@ inline SimConsole& sim_console(size_t i) {
   SimConsole& c = consoles[i];
   if (!c.sys) {
     log::set_console_fd(-1);  // the log still fills its ring (show logging); stderr stays libFuzzer's
-    auto s = control::System::boot({.board = "host-sim", .ports = {"p0=null", "p1=null", "p2=null", "p3=null"}});
+    auto s =
+        control::System::boot({.board = "host-sim", .ports = {"p0=null", "p1=null", "p2=null", "p3=null"}});
     if (!s.ok()) abort();
     c.sys = std::move(s).value();
     c.tree = std::make_unique<cli::CommandTree>(*c.sys);
