@@ -12,6 +12,7 @@
 #include <random>
 
 #include "core/log.h"
+#include "core/sys_error.h"
 
 namespace keel::control {
 
@@ -19,7 +20,7 @@ namespace {
 
 KEEL_LOG_MODULE(log_config, "config");
 
-std::string sys_error(const std::string& what, int err) { return what + ": " + strerror(err); }
+std::string sys_error(const std::string& what, int err) { return what + ": " + errno_text(err); }
 
 Status write_all(int fd, std::string_view text, const std::string& path) {
   while (!text.empty()) {

@@ -718,7 +718,7 @@ void Datapath::reclaim_locked() {
   for (auto& pmd : pmds_) pmd->flows().reclaim();
 }
 
-Status Datapath::start(std::vector<hal::Backend*> backends) {
+Status Datapath::start(const std::vector<hal::Backend*>& backends) {
   if (running_) return {};
   const unsigned n = static_cast<unsigned>(pmds_.size());
 

@@ -284,7 +284,7 @@ class Datapath {
 
   // Before start(): whether an all-replay run may go offline (see above).
   void allow_offline(bool on) { offline_allowed_ = on; }
-  Status start(std::vector<hal::Backend*> backends);
+  Status start(const std::vector<hal::Backend*>& backends);
   bool running() const { return running_; }
   // Decided by start(); fixed until stop().
   // Relaxed: written before the PMDs start; whoever learns of a packet from

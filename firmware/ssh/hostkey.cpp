@@ -19,6 +19,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/sys_error.h"
 #include "ssh/crypto.h"
 #include "ssh/wire.h"
 
@@ -56,7 +57,7 @@ std::string base64(std::string_view data) {
   return out;
 }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() { return keel::errno_text(errno); }
 
 // Writes `data` to `path` atomically with mode 0600.
 Status write_atomic(const std::string& dir, const std::string& path, std::string_view data) {
@@ -219,6 +220,14 @@ Status load_key(const std::string& path, mbedtls_pk_context& pk, bool want_ec) {
   } else if (mbedtls_pk_get_type(&pk) != MBEDTLS_PK_RSA || mbedtls_pk_get_bitlen(&pk) < 2048) {
     return error(Errc::invalid_argument, "host key '" + path + "': not an RSA key of at least 2048 bits");
   }
+  // A damaged file can still parse (mbedTLS checks the encoding, not the
+  // numbers: one flipped bit of an RSA prime loads) and then every signature
+  // fails. Check that the parts belong together: N = PQ, DE = 1 mod the
+  // orders, Q = dG.
+  if (mbedtls_pk_check_pair(&pk, &pk) != 0)
+    return error(Errc::invalid_argument, "host key '" + path +
+                                             "': its numbers do not make a key pair (a damaged file?); remove it "
+                                             "to have a new one generated");
   return {};
 }
 

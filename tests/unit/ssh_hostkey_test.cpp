@@ -1,7 +1,7 @@
 // Host keys (firmware/ssh/hostkey.h): generated once into the config
 // directory (PEM, 0600), the same keys after a reload, never replaced when a
-// file does not parse, refused when group or others may read it,
-// fingerprints and public keys as OpenSSH's own
+// file does not parse or is damaged, refused when group or others may read
+// it, fingerprints and public keys as OpenSSH's own
 // ssh-keygen computes them from our files, and signature blobs of the
 // right shape for each algorithm.
 #include <doctest/doctest.h>
@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -173,6 +174,26 @@ TEST_CASE("a host key file group or others may read or write is refused, named w
   auto k = HostKeys::load_or_generate(dir, rnd);
   REQUIRE_MESSAGE(k.ok(), k.status().message());
   CHECK(k.value()->fingerprints() == shared().keys->fingerprints());
+}
+
+TEST_CASE("a damaged host key that still parses is an error naming it, not a key that can't sign") {
+  // fuzz_ssh_keys's reproducer: an RSA 2048 key with one flipped bit in its
+  // prime q (after the target's mode byte). mbedTLS parses it; its
+  // signatures would all fail.
+  const auto repro = std::filesystem::path(__FILE__).parent_path() / ".." / "fuzz" / "corpus" / "ssh_keys" /
+                     "hostkey_rsa_bit_flipped_q";
+  const std::string damaged = slurp(repro.string()).substr(1);
+  REQUIRE(damaged.find("-----BEGIN RSA PRIVATE KEY-----") == 0);
+  Random rnd;
+  const std::string dir = make_tmpdir();
+  { std::ofstream(dir + "/ssh_host_ecdsa_key") << slurp(shared().dir + "/ssh_host_ecdsa_key"); }
+  { std::ofstream(dir + "/ssh_host_rsa_key") << damaged; }
+  for (const char* f : {"ssh_host_ecdsa_key", "ssh_host_rsa_key"}) REQUIRE(chmod((dir + "/" + f).c_str(), 0600) == 0);
+  auto k = HostKeys::load_or_generate(dir, rnd);
+  REQUIRE_FALSE(k.ok());
+  CHECK(k.status().message().find(dir + "/ssh_host_rsa_key") != std::string::npos);
+  CHECK(k.status().message().find("do not make a key pair") != std::string::npos);
+  CHECK(slurp(dir + "/ssh_host_rsa_key") == damaged);  // left alone
 }
 
 TEST_CASE("signature blobs: string algorithm, string signature") {
