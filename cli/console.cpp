@@ -156,6 +156,7 @@ void CommandTree::Impl::build() {
   add_tunnel_commands(*this);
   add_offload_commands(*this);
   add_offload_debug_commands(*this);
+  add_fault_debug_commands(*this);
   add_config_commands(*this);
   add_logging_commands(*this);
   add_users_commands(*this);
