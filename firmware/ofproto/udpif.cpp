@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 
+#include "core/fault.h"
 #include "flow/flow_text.h"
 #include "flow/miniflow.h"
 #include "keel/hal/cpu.h"
@@ -362,6 +363,7 @@ void Udpif::handler_main(unsigned h, unsigned n, unsigned slot) {
   rcu_.online(slot);
   unsigned idle = 0;
   while (!handlers_quit_.load(std::memory_order_relaxed)) {
+    fault::stall(fault::Point::handler_stall);  // `debug fault handler-stall` (core/fault.h)
     const bool busy = handle_batch(h, n, hc);
     rcu_.quiesce(slot);
     if (busy) {
