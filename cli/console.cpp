@@ -280,6 +280,7 @@ void CommandTree::Impl::cmd_show_ports() {
           .field("bytes", p.counters.tx_bytes)
           .field("dropped", p.counters.tx_dropped)
           .field("mtu_exceeded_drops", p.counters.tx_mtu_exceeded_drops)
+          .field("link_down_drops", p.counters.tx_link_down_drops)
           .end_object();
       if (p.xconnect) j.field("xconnect", *p.xconnect);
       else j.null_field("xconnect");
