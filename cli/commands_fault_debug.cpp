@@ -172,8 +172,8 @@ void add_fault_debug_commands(CommandTree::Impl& t) {
         j.begin_object()
             .field("name", fault::name(v.point))
             .field("armed", v.armed)
-            .field("ms", v.ms)
-            .field("short", (v.flags & fault::kShortWrite) != 0);
+            .field("ms", v.armed ? v.ms : 0)
+            .field("short", v.armed && (v.flags & fault::kShortWrite) != 0);
         if (v.armed && v.remaining != fault::kForever) {
           j.field("left", v.remaining);
         } else {
