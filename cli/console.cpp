@@ -157,6 +157,7 @@ void CommandTree::Impl::build() {
   add_offload_commands(*this);
   add_offload_debug_commands(*this);
   add_drops_commands(*this);
+  add_fault_debug_commands(*this);
   add_config_commands(*this);
   add_logging_commands(*this);
   add_users_commands(*this);
@@ -280,6 +281,7 @@ void CommandTree::Impl::cmd_show_ports() {
           .field("bytes", p.counters.tx_bytes)
           .field("dropped", p.counters.tx_dropped)
           .field("mtu_exceeded_drops", p.counters.tx_mtu_exceeded_drops)
+          .field("link_down_drops", p.counters.tx_link_down_drops)
           .end_object();
       if (p.xconnect) j.field("xconnect", *p.xconnect);
       else j.null_field("xconnect");

@@ -54,6 +54,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/fault.h"
 #include "core/ring.h"
 #include "datapath/megaflow.h"
 #include "flow/dp_actions.h"
@@ -140,7 +141,12 @@ class UpcallChannel {
   // take() unless no more than `reserve` records are free (the count is
   // read without a lock: handlers recycle concurrently, so it may be a
   // few records stale either way; the reserve stays roughly whole).
-  Upcall* take_above(unsigned reserve) noexcept { return free_.size() > reserve ? take() : nullptr; }
+  // `debug fault upcall-queue-full` (core/fault.h) makes it find none.
+  Upcall* take_above(unsigned reserve) noexcept {
+    if (fault::hit(fault::Point::upcall_queue_full)) [[unlikely]]
+      return nullptr;
+    return free_.size() > reserve ? take() : nullptr;
+  }
   // one_queue: queue 0 whatever the count (an offline run's PMD: its one
   // handler must see the records in the order they were sent).
   void submit(Upcall* u, bool one_queue = false) noexcept {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 
+#include "core/fault.h"
 #include "flow/flow_text.h"
 #include "flow/miniflow.h"
 #include "keel/hal/cpu.h"
@@ -368,6 +369,7 @@ void Udpif::handler_main(unsigned h, unsigned n, unsigned slot) {
   rcu_.online(slot);
   unsigned idle = 0;
   while (!handlers_quit_.load(std::memory_order_relaxed)) {
+    fault::stall(fault::Point::handler_stall);  // `debug fault handler-stall` (core/fault.h)
     const bool busy = handle_batch(h, n, hc);
     rcu_.quiesce(slot);
     if (busy) {
@@ -872,6 +874,7 @@ uint64_t Udpif::round(bool terse, bool parallel) {
     for (const datapath::FlowView& v : dp_.flow_dump())
       c.dump.push_back({v.pmd, v.ufid, v.packets, v.bytes, v.used_ns, v.tcp_flags});
   }
+  fault::stall(fault::Point::revalidator_slow);  // `debug fault revalidator-slow`: a slow dump (core/fault.h)
   for (uint32_t i = 0; i < c.dump.size(); ++i) c.by_shard[shard_of(c.dump[i].ufid)].push_back(i);
   const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
   c.round_id = ++round_seq_;
