@@ -554,6 +554,7 @@ void Pmd::run() {
     drop_up(u->pkt, DropReason::kStopped);
     for (unsigned i = 0; u->type == Upcall::Type::miss && i < u->n_followers; ++i)
       drop_up(u->followers[i], DropReason::kStopped);
+    if (u->type == Upcall::Type::miss) held_followers_ -= u->n_followers;
     u->pkt = nullptr;
     u->n_followers = 0;
     upcalls_->executed(u);
@@ -863,6 +864,8 @@ void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned
 
 bool Pmd::follow(Upcall* up, hal::Packet* pkt, const packet::ParsedPacket& pp) noexcept {
   if (up->n_followers >= kUpcallFollowers) return false;
+  if (!offline_ && held_followers_ >= kUpcallHeldFollowers) return false;
+  ++held_followers_;
   up->follower_ofs[up->n_followers] = pp.ofs;
   up->followers[up->n_followers++] = pkt;
   drops_.up(pkt);
@@ -983,6 +986,7 @@ void Pmd::handle_answers() {
       --in_exec_;
       last_up_ = nullptr;
     }
+    held_followers_ -= nf;
     u->pkt = nullptr;
     u->n_followers = 0;
     upcalls_->executed(u);

@@ -653,6 +653,7 @@ class Pmd {
   unsigned in_exec_ = 0;     // nesting of packet execution (0: reading the inputs)
   bool in_answer_ = false;   // executing a slow-path answer: what goes up is `derived`
   Upcall* last_up_ = nullptr;  // the miss record sent up last in this context (may take followers)
+  unsigned held_followers_ = 0;  // followers on the records up (live: at most kUpcallHeldFollowers)
   std::array<hal::Packet*, hal::kMaxBurst> held_pkts_{};
   std::unique_ptr<packet::ParsedPacket[]> held_parsed_;
   unsigned held_head_ = 0, n_held_ = 0;

@@ -73,6 +73,13 @@ inline constexpr unsigned kUpcallRecords = 512;        // per PMD
 inline constexpr unsigned kUpcallControlReserve = 16;
 inline constexpr unsigned kUpcallUserdataMax = 64;     // bytes of userspace() userdata carried
 inline constexpr unsigned kUpcallFollowers = 31;       // packets with the same key riding on one miss
+// Live runs: followers one PMD may hold at once. Each keeps its packet
+// buffer while its miss is up, so without a bound a stalled slow path and a
+// storm of repeated new flows would hold every buffer of the pool (512
+// records x 31 followers is twice the sim pool) and starve the established
+// flows' inputs. A miss past it goes up on a record of its own, or is lost
+// and counted when none is free.
+inline constexpr unsigned kUpcallHeldFollowers = 1024;
 inline constexpr unsigned kMaxUpcallQueues = 16;       // per PMD: one per handler thread, at most
 static_assert(kUpcallFollowers + 1 <= 255,
               "Upcall::uncounted_packets (uint8_t) holds a packet and its followers");
