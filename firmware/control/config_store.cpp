@@ -134,7 +134,7 @@ Status ConfigStore::save_startup(std::string_view text) const {
 
   // Until step 3 renames, a failure leaves startup-config as it was (and
   // write_synced removed its temporary file): say so.
-  auto unchanged = [&cur](Status st) { return error(st.code(), st.message() + "; " + cur + " is unchanged"); };
+  auto unchanged = [&cur](const Status& st) { return error(st.code(), st.message() + "; " + cur + " is unchanged"); };
 
   // 1. the new file, complete and durable, beside the old one.
   if (Status st = write_synced(tmp, text, [this] { step_done("tmp-written"); }); !st.ok()) return unchanged(st);
