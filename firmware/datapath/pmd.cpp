@@ -479,12 +479,16 @@ void Pmd::run() {
       got = offline_poll(burst);
       if (got) rxqs_[offline_rxq_].load->curr += hal::cycles() - t0;
     } else {
+      if (rxq_paused_ && held_followers_ <= kUpcallHeldFollowers / 2) rxq_paused_ = 0;
       for (size_t i = 0; i < rxqs_.size(); ++i) {
+        if (i < 64 && (rxq_paused_ >> i & 1)) continue;
         const RxQueue& rxq = rxqs_[i];
         uint16_t n = rxq.port->rx(rxq.queue, burst);
         if (n) {
           got += n;
+          poll_slot_ = i;
           receive(*rxq.port, rxq.queue, std::span(burst.data(), n));
+          poll_slot_ = kNoSlot;
           const uint64_t t = hal::cycles();
           rxq.load->curr += t - mark;
           mark = t;
@@ -864,7 +868,14 @@ void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned
 
 bool Pmd::follow(Upcall* up, hal::Packet* pkt, const packet::ParsedPacket& pp) noexcept {
   if (up->n_followers >= kUpcallFollowers) return false;
-  if (!offline_ && held_followers_ >= kUpcallHeldFollowers) return false;
+  if (!offline_ && held_followers_ >= kUpcallHeldFollowers) {
+    // The queue this miss came from waits (see upcall.h); this one goes up alone.
+    if (poll_slot_ < 64 && !(rxq_paused_ >> poll_slot_ & 1)) {
+      rxq_paused_ |= uint64_t{1} << poll_slot_;
+      bump(c_.backpressure, 1);
+    }
+    return false;
+  }
   ++held_followers_;
   up->follower_ofs[up->n_followers] = pp.ofs;
   up->followers[up->n_followers++] = pkt;

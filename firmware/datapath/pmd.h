@@ -257,7 +257,7 @@ struct PmdCounters {
   uint64_t request_failed = 0;   // flow requests refused (install/remove/modify: no such flow, full, busy)
   // Offline mode only:
   uint64_t ordered_upcalls = 0;  // hits of derived packets sent up behind an upcall (input order)
-  uint64_t backpressure = 0;     // times the inputs stopped for want of an upcall record
+  uint64_t backpressure = 0;     // times inputs stopped: offline, for want of an upcall record; live, an rx queue whose misses hold too many followers (upcall.h)
   // Bonds and control-plane frames (keel only):
   uint64_t bond_drops = 0;   // lb_output: no table for the bond, or its bucket has no member
   uint64_t ctl_tx = 0;       // control-plane frames sent (post_tx: LACPDUs, learning packets)
@@ -396,7 +396,10 @@ class Pmd {
   void add_rx_queue(const RxQueue& q) { rxqs_.push_back(q); }
   // A new poll list (control thread). While the PMD runs the caller must
   // have parked it (pause()); the PMD polls the new list once resumed.
-  void set_rx_queues(std::vector<RxQueue> q) { rxqs_ = std::move(q); }
+  void set_rx_queues(std::vector<RxQueue> q) {
+    rxqs_ = std::move(q);
+    rxq_paused_ = 0;
+  }
 
   // --- reload handshake (control thread) ---
   // pause(): returns once the PMD thread is parked between two iterations
@@ -654,6 +657,12 @@ class Pmd {
   bool in_answer_ = false;   // executing a slow-path answer: what goes up is `derived`
   Upcall* last_up_ = nullptr;  // the miss record sent up last in this context (may take followers)
   unsigned held_followers_ = 0;  // followers on the records up (live: at most kUpcallHeldFollowers)
+  // Live: the poll list's queues (bit i: rxqs_[i], the first 64) paused
+  // while held_followers_ is over half of kUpcallHeldFollowers (upcall.h);
+  // the poll list slot being read (kNoSlot outside the poll loop).
+  uint64_t rxq_paused_ = 0;
+  static constexpr size_t kNoSlot = ~size_t{0};
+  size_t poll_slot_ = kNoSlot;
   std::array<hal::Packet*, hal::kMaxBurst> held_pkts_{};
   std::unique_ptr<packet::ParsedPacket[]> held_parsed_;
   unsigned held_head_ = 0, n_held_ = 0;
