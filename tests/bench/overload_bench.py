@@ -70,6 +70,9 @@ class Keel:
         cfg = os.path.join(self.dir, "startup.conf")
         with open(cfg, "w") as f:
             f.write(config)
+        if PMD_MASK[0]:
+            config += "set pmd-cpu-mask %s\n" % PMD_MASK[0]
+            core = -1
         argv = ["taskset", "-c", str(core)] if core >= 0 else []
         argv += [keel, "--config-dir", self.dir, "--config", cfg]
         for p in ports:
@@ -137,6 +140,8 @@ def tx_rate(k, name, seconds):
     t1 = time.monotonic()
     return (port(b, name)["tx"]["packets"] - port(a, name)["tx"]["packets"]) / (t1 - t0) / 1e6
 
+
+PMD_MASK = [""]  # --pmd-mask
 
 # The flooding command: a real console command with a one-line answer (the
 # SSH flood counts its answers).
@@ -303,7 +308,10 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--warmup", type=float, default=3)
-    ap.add_argument("--core", type=int, default=1, help="taskset core for keel (-1: none)")
+    ap.add_argument("--core", type=int, default=1, help="taskset core for all of keel (-1: none)")
+    ap.add_argument("--pmd-mask", default="",
+                    help="set pmd-cpu-mask MASK instead of taskset: the PMD alone on its core, keel's other "
+                         "threads (console, SSH, handler) elsewhere, as on a NIC")
     ap.add_argument("--est-flows", type=int, default=64)
     ap.add_argument("--storm-flows", type=int, default=300000)
     ap.add_argument("--flow-limit", type=int, default=20000, help="storm: set flow-limit N (20000 < --storm-flows)")
@@ -311,12 +319,13 @@ def main():
     ap.add_argument("--only", choices=("storm", "flood"), default=None)
     ap.add_argument("--keep", action="store_true")
     opt = ap.parse_args()
+    PMD_MASK[0] = opt.pmd_mask
     work = tempfile.mkdtemp(prefix="keel-overload-")
     pcaps = {"est": os.path.join(work, "est.pcap"), "storm": os.path.join(work, "storm.pcap")}
     write_pcap(pcaps["est"], [flow_frame(i, 1) for i in range(opt.est_flows)])
     write_pcap(pcaps["storm"], [flow_frame(i, 2) for i in range(opt.storm_flows)])
-    print("overload: keel %s, core %d, reps %d x %.0f s, load %s" % (
-        opt.keel, opt.core, opt.reps, opt.seconds, open("/proc/loadavg").read().split()[0]), flush=True)
+    print("overload: keel %s, core %d, pmd-cpu-mask %s, reps %d x %.0f s, load %s" % (
+        opt.keel, opt.core, opt.pmd_mask or "-", opt.reps, opt.seconds, open("/proc/loadavg").read().split()[0]), flush=True)
     rc = 0
     if opt.only in (None, "storm"):
         rounds = []
