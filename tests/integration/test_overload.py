@@ -44,8 +44,11 @@ def test_miss_storm():
                            timeout=PATIENCE)
         check(p.returncode == 0 and "p2" in p.stdout, "keel --exec answers during the storm", p)
         u = k.upcall()
-        check(u["flows"] <= u["flow_limit"] + 64 and u["flow_limit"] <= LIMIT,
-              "the storm's flows stay within the limit: %d flows, limit %d" % (u["flows"], u["flow_limit"]))
+        # The adaptive limit may shrink below LIMIT on a slow round (and flows
+        # wait for the next round's eviction), never grow above it; 64: an
+        # upcall batch set up while the count is read.
+        check(u["flows"] <= LIMIT + 64 and u["flow_limit"] <= LIMIT,
+              "the storm's flows stay within the configured limit: %d flows, limit %d" % (u["flows"], u["flow_limit"]))
         drops = k.ask_json("show drops")
         check(drops["slow_path"]["flow_limit_hits"] > 0, "show drops counts the flow-limit refusals")
         k.settle(["p0", "p2"])
