@@ -200,40 +200,51 @@ def storm_round(opt, work, pcaps, rep):
     return out
 
 
-def flood_sock(k, rate, seconds):
+def paced(rate, seconds, send):
+    """Calls send() `rate` times a second for `seconds`; send() returns
+    False when it may not send now (it is retried). Returns the elapsed s."""
     n = 0
     t0 = time.monotonic()
     while True:
         now = time.monotonic()
         if now - t0 >= seconds:
-            break
+            return now - t0
         target = t0 + n / rate
         if target > now:
             time.sleep(target - now)
+        if send():
+            n += 1
+        else:
+            time.sleep(0.0005)
+
+
+def flood_sock(k, rate, seconds):
+    """FLOOD_CMD over the control socket, one connection each, paced at
+    `rate`/s (each waits for its answer); returns the commands per second."""
+    done = [0]
+
+    def send():
         k.exec(FLOOD_CMD)
-        n += 1
-    return n / (time.monotonic() - t0)
+        done[0] += 1
+        return True
+    elapsed = paced(rate, seconds, send)
+    return done[0] / elapsed
 
 
 def flood_ssh(chan, answered, rate, seconds, window=64):
     """Sends FLOOD_CMD lines paced at `rate`/s, at most `window` unanswered;
     returns the answered commands per second."""
-    n = 0
     a0 = answered[0]
-    t0 = time.monotonic()
-    while True:
-        now = time.monotonic()
-        if now - t0 >= seconds:
-            break
-        target = t0 + n / rate
-        if target > now:
-            time.sleep(target - now)
-        if n - (answered[0] - a0) >= window:
-            time.sleep(0.0005)
-            continue
+    sent = [0]
+
+    def send():
+        if sent[0] - (answered[0] - a0) >= window:
+            return False
         chan.sendall((FLOOD_CMD + "\n").encode())
-        n += 1
-    return (answered[0] - a0) / (time.monotonic() - t0)
+        sent[0] += 1
+        return True
+    elapsed = paced(rate, seconds, send)
+    return (answered[0] - a0) / elapsed
 
 
 def flood_run(opt, work, pcaps):
