@@ -625,9 +625,10 @@ size_t Datapath::flow_count() const {
   return n;
 }
 
-size_t Datapath::flows_del(std::span<const PmdFlowRef> flows) {
+size_t Datapath::flows_del(std::span<const PmdFlowRef> flows, std::vector<FlowFinal>* finals) {
   std::lock_guard lock(flow_mu_);
   reclaim_locked();
+  if (finals) finals->assign(flows.size(), FlowFinal{});
   size_t removed = 0;
   // Templates and requests in batches that fit a PMD's request ring.
   constexpr size_t kBatch = 128;
@@ -647,10 +648,15 @@ size_t Datapath::flows_del(std::span<const PmdFlowRef> flows) {
       req.op = FlowRequest::Op::remove;
       req.flow = tmpls.back().get();
       req.result = {};
+      req.final_packets = req.final_bytes = 0;
       batch.emplace_back(pmds_[r.pmd].get(), &req);
     }
     for (auto& [pmd, req] : batch) removed += pmd->request_async(*req);
-    for (auto& [pmd, req] : batch) removed -= !pmd->wait(*req).ok();
+    for (auto& [pmd, req] : batch) {
+      const bool ok = pmd->wait(*req).ok();
+      removed -= !ok;
+      if (ok && finals) (*finals)[off + static_cast<size_t>(req - reqs.data())] = {req->final_packets, req->final_bytes};
+    }
   }
   reclaim_locked();
   return removed;

@@ -202,6 +202,8 @@ void Pmd::apply(FlowRequest& req) {
       Megaflow* f = table_.find(*req.flow);
       req.result = f ? table_.remove(f, emc_->generation()) : FlowResult::not_found;
       if (req.result == FlowResult::ok) {
+        req.final_packets = f->packets.load(std::memory_order_relaxed) + f->hw_packets.load(std::memory_order_relaxed);
+        req.final_bytes = f->bytes.load(std::memory_order_relaxed) + f->hw_bytes.load(std::memory_order_relaxed);
         forget_mark(*f);  // before the event: the engine may reuse the mark once it sees it
         post_offload_event(OffloadEvent::Op::removed, *f);
       }

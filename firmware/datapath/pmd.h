@@ -318,6 +318,9 @@ struct FlowRequest {
   uint32_t slot = 0, mark = 0;
   Ufid ufid;
   FlowResult result = FlowResult::ok;
+  // remove: the flow's counts when it went (software and hardware), which
+  // no dump saw if packets hit it after the last one.
+  uint64_t final_packets = 0, final_bytes = 0;
   std::atomic<bool> done{false};
 };
 
