@@ -39,6 +39,7 @@ struct OffloadReport {
   offload::OffloadStats s;
   offload::OffloadConfig cfg;
   uint64_t rules_full = 0, rules_partial = 0, pending = 0, evicted = 0, demoted = 0, resets = 0;
+  uint64_t uncounted_reset = 0, uncounted_flow_gone = 0;
   std::vector<offload::FailedCount> failed;  // summed over the ports, by reason
   uint64_t now_ns = 0;
 };
@@ -62,6 +63,8 @@ OffloadReport offload_report(const offload::Offload& off) {
     r.rules_partial += p.rules_partial;
     r.pending += p.pending;
     r.resets += p.resets;
+    r.uncounted_reset += p.hw_uncounted_reset;
+    r.uncounted_flow_gone += p.hw_uncounted_flow_gone;
     for (const auto& t : p.tables) {
       r.evicted += t.evicted;
       r.demoted += t.demoted;
@@ -83,6 +86,12 @@ std::string age_text(uint64_t now, uint64_t then) {
   return " (" + fmt1(static_cast<double>(now - then) / 1e9) + " s ago)";
 }
 
+// Hardware-handled packets in no flow's counts (see PortOffloadStats).
+std::string uncounted_text(uint64_t reset, uint64_t flow_gone) {
+  return "  hw packets in no flow's counts: " + std::to_string(reset) + " lost at device resets, " +
+         std::to_string(flow_gone) + " counted after their flow went\n";
+}
+
 std::string report_text(const OffloadReport& r) {
   const offload::OffloadStats& s = r.s;
   std::string out;
@@ -97,6 +106,7 @@ std::string report_text(const OffloadReport& r) {
          std::to_string(r.demoted) + "\n";
   out += "  failed: " + failed_text(r.failed) + "\n";
   out += "  device resets: " + std::to_string(r.resets) + "\n";
+  out += uncounted_text(r.uncounted_reset, r.uncounted_flow_gone);
   out += "  events: " + std::to_string(s.events) + " (lost " + std::to_string(s.events_lost) + "), hot microflows " +
          std::to_string(s.hot_microflows) + "\n";
   out += "  stats rounds: terse " + std::to_string(s.sync_terse) + ", full " + std::to_string(s.sync_full) +
@@ -120,6 +130,7 @@ std::string report_text(const OffloadReport& r) {
     }
     out += "  failed: " + failed_text(p.failed) + "\n";
     out += "  device resets: " + std::to_string(p.resets) + "\n";
+    out += uncounted_text(p.hw_uncounted_reset, p.hw_uncounted_flow_gone);
     out += "  last error: " + (p.last_error.empty() ? std::string("none") : p.last_error + age_text(r.now_ns, p.last_error_ns)) +
            "\n";
   }
@@ -150,7 +161,9 @@ std::string report_json(const OffloadReport& r) {
       .field("pending", r.pending)
       .field("evicted", r.evicted)
       .field("demoted", r.demoted)
-      .field("device_resets", r.resets);
+      .field("device_resets", r.resets)
+      .field("hw_uncounted_reset", r.uncounted_reset)
+      .field("hw_uncounted_flow_gone", r.uncounted_flow_gone);
   failed_json(j, r.failed);
   j.end_object();
   j.field("events", s.events)
@@ -187,7 +200,10 @@ std::string report_json(const OffloadReport& r) {
           .end_object();
     j.end_array();
     failed_json(j, p.failed);
-    j.field("device_resets", p.resets).field("last_error", p.last_error);
+    j.field("device_resets", p.resets)
+        .field("hw_uncounted_reset", p.hw_uncounted_reset)
+        .field("hw_uncounted_flow_gone", p.hw_uncounted_flow_gone)
+        .field("last_error", p.last_error);
     if (p.last_error_ns && p.last_error_ns <= r.now_ns)
       j.field("last_error_age_ms", (r.now_ns - p.last_error_ns) / 1'000'000);
     else

@@ -323,6 +323,17 @@ struct PortHw {
   uint16_t n_queues = 1;    // queues configured (one per shard, at most max_queues)
   uint64_t gen_seen = 0;    // the reset generation the rules were made in
   std::map<TplKey, hal::FlowTableId> tables;
+  // Where the port's hardware-handled packets (rx_hw_forwarded +
+  // rx_hw_dropped, what full-offload rules forwarded or dropped) were
+  // counted, all under `mu`: read from a full rule's counters (hw_read;
+  // hw_orphaned of those came after their megaflow had gone, so no flow
+  // took them), or lost with the rules' counters in a device reset
+  // (hw_lost_at_reset: what the port counted that no rule answered for,
+  // taken when the reset is handled, before the engine is told it may add
+  // rules again: nothing forwards in hardware meanwhile). rx_hw_base: the
+  // port's count when the engine first saw it (no rule yet).
+  uint64_t rx_hw_base = 0;
+  uint64_t hw_read = 0, hw_orphaned = 0, hw_lost_at_reset = 0;
   // Views (read under the shard mutexes by each shard's own copy: see
   // Shard::ports).
 };
@@ -355,6 +366,10 @@ class Engine {
   PortHw* port_hw(uint32_t id) {
     auto it = ports_.find(id);
     return it == ports_.end() ? nullptr : it->second.get();
+  }
+  template <class F>
+  void for_each_port(F&& f) {
+    for (auto& [id, ph] : ports_) f(*ph);
   }
   PortCaps caps(uint32_t id) const;
   PortCapsFn caps_fn() const {
@@ -610,6 +625,8 @@ void Engine::discover_ports() {
     if (ph->fe) {
       ph->info = ph->fe->info();
       ph->gen_seen = ph->info.reset_generation;
+      const hal::PortCounters pc = p->counters();
+      ph->rx_hw_base = pc.rx_hw_forwarded + pc.rx_hw_dropped;
     }
     ports_.emplace(p->id(), std::move(ph));
   }
@@ -1302,16 +1319,36 @@ void Shard::insert_done(Rule& r, bool ok, int errnum, const std::string& msg, ha
 
 void Shard::destroy_rule(Rule& r) {
   if (r.state != RuleState::installed) return;
+  const RuleStat before = stat(r);
   clear_installed(r);
   PortHw* ph = e_.port_hw(r.port);
   const int k = static_cast<int>(r.kind);
   PortCounters& c = pc(r.port);
   if (ph && ph->fe && r.gen == ph->gen_seen) {
     hal::FlowError err;
+    hal::FlowQuery fin;
     Status st;
+    uint64_t dp = 0, db = 0;
     {
       std::lock_guard lk(ph->mu);
-      st = ph->fe->destroy(r.handle, &err);
+      st = ph->fe->destroy_counted(r.handle, fin, &err);
+      // What it counted since the last round: its flow's too (a full
+      // rule's; a partial rule's packets went on to the PMD).
+      if (fin.ok && !before.partial) {
+        dp = fin.hits > before.hits ? fin.hits - before.hits : 0;
+        db = fin.bytes > before.bytes ? fin.bytes - before.bytes : 0;
+        ph->hw_read += dp;
+      }
+    }
+    if (dp || db) {
+      const uint64_t used = fin.last_hit_ns ? fin.last_hit_ns : hal::now_ns();
+      if (e_.dp().add_hw_stats(before.pmd, before.slot, before.ufid, dp, db, used)) {
+        if (auto fit = flows_.find(r.flow); fit != flows_.end())
+          fit->second.hw_packets += dp, fit->second.hw_bytes += db;
+      } else {
+        std::lock_guard lk(ph->mu);
+        ph->hw_orphaned += dp;
+      }
     }
     if (!st.ok()) {
       c.last_error = st.message();
@@ -1355,17 +1392,23 @@ void Shard::stats_round(bool full, uint64_t now) {
   last_round_ns_ = now;
   moved_.clear();
   std::vector<uint16_t> reset_ports;
+  // A reset of a port with no installed rule here (its inserts refused
+  // until the reset is handled) is seen by its generation alone.
+  e_.for_each_port([&](PortHw& ph) {
+    if (!ph.fe) return;
+    if (auto it = installed_.find(ph.id); it != installed_.end() && !it->second.empty()) return;  // below
+    std::lock_guard lk(ph.mu);
+    if (ph.fe->info().reset_generation != ph.gen_seen) reset_ports.push_back(ph.id);
+  });
   for (auto& [port, list] : installed_) {
     if (list.empty()) continue;
     PortHw* ph = e_.port_hw(port);
     if (!ph || !ph->fe) continue;
+    // The port's engine lock for the whole port: what is read from its
+    // rules is in hw_read before a reset can be accounted (device_reset).
+    std::lock_guard port_lk(ph->mu);
     // A reset the device reports by its generation.
-    uint64_t gen;
-    {
-      std::lock_guard lk(ph->mu);
-      gen = ph->fe->info().reset_generation;
-    }
-    if (gen != ph->gen_seen) {
+    if (ph->fe->info().reset_generation != ph->gen_seen) {
       reset_ports.push_back(port);
       continue;
     }
@@ -1374,15 +1417,11 @@ void Shard::stats_round(bool full, uint64_t now) {
     queries_.assign(n, hal::FlowQuery{});
     for (size_t i = 0; i < n; ++i) handles_[i] = list[i].handle;
     if (!full) {
-      std::lock_guard lk(ph->mu);
       ph->fe->query_bulk(std::span<const hal::FlowHandle>(handles_.data(), n), std::span<hal::FlowQuery>(queries_.data(), n));
     } else {
       for (size_t i = 0; i < n; ++i) {
         hal::FlowError err;
-        {
-          std::lock_guard lk(ph->mu);
-          (void)ph->fe->query(handles_[i], queries_[i], &err);
-        }
+        (void)ph->fe->query(handles_[i], queries_[i], &err);
         Rule& r = *list[i].rule;
         if (!r.fr) continue;
         if (auto info = e_.dp().offload_flow(r.flow.pmd, r.fr->slot, r.flow.ufid)) {
@@ -1423,7 +1462,10 @@ void Shard::stats_round(bool full, uint64_t now) {
       // add_hw_stats adds: one call per rule that moved (a flow with
       // several exact rules gets several), with what it needs copied into
       // the dense RuleStat, so the loop touches no Rule and no FlowRec.
-      if (!r.partial && (dp || db)) moved_.push_back({&r, dp, db, used});
+      if (!r.partial && (dp || db)) {
+        ph->hw_read += dp;
+        moved_.push_back({&r, dp, db, used});
+      }
     }
     if (query_failed) {
       PortCounters& c = pc(port);
@@ -1434,7 +1476,14 @@ void Shard::stats_round(bool full, uint64_t now) {
     if (reset) reset_ports.push_back(port);
   }
   for (const Moved& m : moved_) {
-    (void)e_.dp().add_hw_stats(m.st->pmd, m.st->slot, m.st->ufid, m.dp, m.db, m.used);
+    if (!e_.dp().add_hw_stats(m.st->pmd, m.st->slot, m.st->ufid, m.dp, m.db, m.used)) {
+      // Its megaflow went after the query: counted, but by no flow.
+      if (PortHw* ph = e_.port_hw(m.st->rule->port)) {
+        std::lock_guard lk(ph->mu);
+        ph->hw_orphaned += m.dp;
+      }
+      continue;
+    }
     if (m.st->fr) {
       m.st->fr->hw_packets += m.dp;
       m.st->fr->hw_bytes += m.db;
@@ -1469,7 +1518,18 @@ void Shard::device_reset(PortHw& ph, uint64_t now) {
     std::lock_guard lk(ph.mu);
     // Templates and template tables are configuration: a driver re-applies
     // them after a reset (the sim model keeps them), so they stay.
-    ph.gen_seen = ph.fe->info().reset_generation;
+    const uint64_t gen = ph.fe->info().reset_generation;
+    if (gen != ph.gen_seen) {
+      // The rules' counters died with them: what the port counted in
+      // hardware that no rule answered for is lost to the flows' counts.
+      // Final: no rule forwards until the engine is told below.
+      const hal::PortCounters pcnt = ph.port->counters();
+      const uint64_t hw = pcnt.rx_hw_forwarded + pcnt.rx_hw_dropped - ph.rx_hw_base;
+      const uint64_t known = ph.hw_read + ph.hw_lost_at_reset;
+      if (hw > known) ph.hw_lost_at_reset += hw - known;
+      ph.gen_seen = gen;
+    }
+    ph.fe->reset_acknowledged();
   }
   PortCounters& c = pc(ph.id);
   c.resets++;
@@ -1829,6 +1889,9 @@ OffloadStats Offload::stats() const {
       ps.async_api = ph->async;
       ps.tables[0].capacity = ph->info.exact_capacity;
       ps.tables[1].capacity = ph->info.masked_capacity;
+      std::lock_guard lk(ph->mu);
+      ps.hw_uncounted_reset = ph->hw_lost_at_reset;
+      ps.hw_uncounted_flow_gone = ph->hw_orphaned;
     }
   }
   for (auto& sh : engine_->shards()) sh->add_stats(ports, s);

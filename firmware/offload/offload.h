@@ -168,6 +168,11 @@ struct PortOffloadStats {
   std::vector<TableStats> tables;
   std::vector<FailedCount> failed;  // by reason, nonzero only
   uint64_t resets = 0;              // device resets seen
+  // Packets full-offload rules forwarded or dropped (the port's
+  // rx_hw_forwarded + rx_hw_dropped) that are in no megaflow's counts, so
+  // in no rule's: lost with the rules' counters at a device reset, or read
+  // from a rule after its megaflow had gone.
+  uint64_t hw_uncounted_reset = 0, hw_uncounted_flow_gone = 0;
   std::string last_error;           // empty: none
   uint64_t last_error_ns = 0;
 };

@@ -633,6 +633,12 @@ Status flow_fail(FlowError* err, const char* op, const std::string& port, int er
 
 // --------------------------------------------------- engine defaults ---
 
+Status FlowEngine::destroy_counted(FlowHandle h, FlowQuery& final, FlowError* err) {
+  final = FlowQuery{};
+  (void)query(h, final, nullptr);
+  return destroy(h, err);
+}
+
 unsigned FlowEngine::query_bulk(std::span<const FlowHandle> handles, std::span<FlowQuery> out) {
   unsigned ok = 0;
   const size_t n = handles.size() < out.size() ? handles.size() : out.size();

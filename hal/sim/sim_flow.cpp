@@ -672,8 +672,9 @@ class SimNicModel final : public SimNic, public HwIngress {
   // Puts a reserved rule in its table (capacity, faults); 0 or an errno and
   // the rule freed (ctl_ held).
   int install(FlowHandle h, std::string* why);
-  // Removes and frees a rule; 0 or an errno (ctl_ held).
-  int remove(FlowHandle h, uint16_t owner);
+  // Removes and frees a rule; 0 or an errno (ctl_ held). With `final`, its
+  // counters once no PMD can hit it any more (out of the tables).
+  int remove(FlowHandle h, uint16_t owner, FlowQuery* final = nullptr);
   // Reads a rule's counters (ctl_ held).
   bool read(FlowHandle h, uint16_t owner, FlowQuery& q);
   // Removes every rule of owner (flush) (ctl_ held).
@@ -846,6 +847,25 @@ class SimPortEngine final : public FlowEngine {
     return {};
   }
 
+  Status destroy_counted(FlowHandle h, FlowQuery& final, FlowError* err) override {
+    final = FlowQuery{};
+    int e;
+    {
+      std::lock_guard g(nic_.ctl_);
+      e = nic_.destroy_fault_.take();
+      if (e) bump(nic_.st_injected_);
+      else e = nic_.remove(h, owner(), &final);
+    }
+    spend(nic_.cost_sync_destroy_.load(std::memory_order_relaxed));
+    if (e) return handle_error(err, "destroy", e);
+    return {};
+  }
+
+  void reset_acknowledged() override {
+    std::lock_guard g(nic_.ctl_);
+    reset_pending_ = false;
+  }
+
   Status query(FlowHandle h, FlowQuery& q, FlowError* err) override {
     const int e = query_one(h, q);
     spend(nic_.cost_query_.load(std::memory_order_relaxed));
@@ -974,6 +994,7 @@ class SimPortEngine final : public FlowEngine {
     {
       std::lock_guard g(nic_.ctl_);
       if (auto s = check_queue("async_create", queue, err); !s) return s;
+      if (reset_pending_) return refused_after_reset("async_create", err);
       auto bad = [&](FlowErrorWhere w, int idx, int type, std::string msg) {
         return flow_fail(err, "async_create", port_name(), EINVAL, w, idx, type, std::move(msg));
       };
@@ -1081,6 +1102,7 @@ class SimPortEngine final : public FlowEngine {
   // A device reset (ctl_ held): queued operations complete with ENODEV;
   // template tables are emptied.
   void on_reset() {
+    reset_pending_ = true;
     for (AsyncQueue& aq : queues_) {
       aq.compact();
       for (const AsyncOp& op : aq.pending) aq.done.push_back({op.user_data, false, ENODEV, op.handle});
@@ -1100,6 +1122,10 @@ class SimPortEngine final : public FlowEngine {
   Result<FlowHandle> do_create(const FlowAttr& attr, const FlowPattern& pattern, const FlowActions& actions,
                                FlowError* err) {
     std::lock_guard g(nic_.ctl_);
+    if (reset_pending_) {
+      bump(nic_.st_create_failures_);
+      return refused_after_reset("create", err);
+    }
     SimNicModel::Prepared p;
     if (auto s = nic_.prepare(*this, attr, pattern, actions, p, err, "create"); !s) {
       bump(nic_.st_create_failures_);
@@ -1134,6 +1160,10 @@ class SimPortEngine final : public FlowEngine {
     return e;
   }
 
+  Status refused_after_reset(const char* op, FlowError* err) const {
+    return flow_fail(err, op, port_name(), ENODEV, FlowErrorWhere::device, -1, -1,
+                     "the device was reset: no new rule until the reset is acknowledged");
+  }
   Status handle_error(FlowError* err, const char* op, int e) const {
     std::string msg = e == ENODEV ? "the device was reset: the rule is gone"
                       : e == ENOENT ? "no such rule"
@@ -1173,6 +1203,9 @@ class SimPortEngine final : public FlowEngine {
   Port& port_;
   std::vector<AsyncQueue> queues_;
   uint32_t queue_size_ = 0;
+  // A device reset happened and reset_acknowledged() has not been called:
+  // creates fail with ENODEV (ctl_ held).
+  bool reset_pending_ = false;
   std::vector<PatternTemplate> ptpls_;
   std::vector<ActionsTemplate> atpls_;
   std::vector<TemplateTable> tables_;
@@ -1466,7 +1499,7 @@ int SimNicModel::install(FlowHandle h, std::string* why) {
   return 0;
 }
 
-int SimNicModel::remove(FlowHandle h, uint16_t owner) {
+int SimNicModel::remove(FlowHandle h, uint16_t owner, FlowQuery* final) {
   int e = 0;
   SimRule* r = lookup_handle(h, &e);
   if (!r || r->owner != owner) {
@@ -1492,6 +1525,12 @@ int SimNicModel::remove(FlowHandle h, uint16_t owner) {
     tables_.unlock();
     for (SimPortEngine* x : engines_)
       if (x->owner() == r->owner) x->table_rules_changed(r->table, -1);
+  }
+  if (final && r->act.has_count) {
+    final->ok = true;
+    final->hits = r->hits.load(relaxed);
+    final->bytes = r->bytes.load(relaxed);
+    final->last_hit_ns = r->last_hit_ns.load(relaxed);
   }
   free_slot_locked(slot);
   bump(st_destroys_);

@@ -69,7 +69,12 @@
 // Faults (sim_nic.h): the next N creates / destroys / queries fail with an
 // errno, the table is full, the capacities shrink, the device resets (every
 // rule and queued operation is forgotten, the reset generation moves, old
-// handles answer ENODEV).
+// handles answer ENODEV, and each port's engine refuses new rules with
+// ENODEV until its reset_acknowledged(): what the rules forwarded stays as
+// the ports counted it until the offload thread has taken stock).
+//
+// destroy_counted() removes a rule and reads its counters under the same
+// lock: no hit between the last query and the removal goes uncounted.
 //
 // validate() checks what create() would refuse about the rule itself
 // (items, actions, ports, queues), not the capacity or an injected fault:

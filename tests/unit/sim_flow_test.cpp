@@ -536,6 +536,31 @@ TEST_CASE("sim nic: injected faults fail exactly the calls asked, then stop") {
   }
 }
 
+TEST_CASE("sim nic: destroy_counted returns what the rule counted up to its removal") {
+  Nic n;
+  Udp4 f;
+  const FlowHandle h = must_create(n.e1(), exact_udp(f), FlowActions().port(2).count_hits());
+  auto got = receive(n, {frame(f), frame(f), frame(f)});
+  CHECK(got.empty());
+  CHECK(must_query(n.e1(), h).hits == 3);
+  got = receive(n, {frame(f), frame(f)});  // after the last query
+  CHECK(got.empty());
+  FlowQuery fin;
+  REQUIRE(n.e1().destroy_counted(h, fin, nullptr).ok());
+  CHECK(fin.ok);
+  CHECK(fin.hits == 5);
+  CHECK(fin.bytes == 5 * frame(f).size());
+  CHECK(n.nic->stats().exact_rules == 0);
+  // Gone: a second one fails and reads nothing.
+  FlowError err;
+  CHECK_FALSE(n.e1().destroy_counted(h, fin, &err).ok());
+  CHECK_FALSE(fin.ok);
+  // Without a count action: destroyed, nothing read.
+  const FlowHandle h2 = must_create(n.e1(), exact_udp(f), FlowActions().drop());
+  REQUIRE(n.e1().destroy_counted(h2, fin, nullptr).ok());
+  CHECK_FALSE(fin.ok);
+}
+
 TEST_CASE("sim nic: a device reset forgets every rule and refuses old handles") {
   Nic n;
   Udp4 f;
@@ -554,7 +579,13 @@ TEST_CASE("sim nic: a device reset forgets every rule and refuses old handles") 
   FlowQuery q;
   CHECK_FALSE(n.e1().query(h, q, nullptr).ok());
   CHECK(q.errnum == ENODEV);
-  // The same rule goes in again with a new handle.
+  // No new rule until the reset is acknowledged (what the port counted in
+  // hardware stays final meanwhile); then the same rule goes in again with
+  // a new handle.
+  FlowError refused;
+  CHECK_FALSE(n.e1().create({}, exact_udp(f), FlowActions().port(2).count_hits(), &refused).ok());
+  CHECK(refused.errnum == ENODEV);
+  n.e1().reset_acknowledged();
   const FlowHandle h2 = must_create(n.e1(), exact_udp(f), FlowActions().port(2).count_hits());
   CHECK(h2 != h);
   got = receive(n, {frame(f)});
@@ -634,6 +665,10 @@ TEST_CASE("sim nic: async creates complete at push, in order, through template t
   REQUIRE(e.pull(0, res, nullptr) == 1);
   CHECK_FALSE(res[0].ok);
   CHECK(res[0].errnum == ENODEV);
+  CHECK_FALSE(e.async_create(0, tbl.value(), exact_udp(g), 0, FlowActions().port(2).count_hits(), 0, true, 6, &h, &err)
+                  .ok());
+  CHECK(err.errnum == ENODEV);
+  e.reset_acknowledged();
 
   // With the async API off, the calls say so and the sync API remains.
   n.nic->set_async_api(false);
@@ -766,7 +801,7 @@ TEST_CASE("sim nic: PMD lookups race rule inserts and removes without losing a p
     }
     sent += ps.size();
     if (i % 2) REQUIRE(n.e1().destroy(h, nullptr).ok());
-    else n.nic->reset();
+    else n.nic->reset(), n.e1().reset_acknowledged();
   }
   stop.store(true);
   pmd.join();

@@ -402,6 +402,18 @@ class FlowEngine {
   virtual Result<FlowHandle> create(const FlowAttr& attr, const FlowPattern& pattern, const FlowActions& actions,
                                     FlowError* err) = 0;
   virtual Status destroy(FlowHandle h, FlowError* err) = 0;
+  // destroy() that also reads the rule's counters as the device last
+  // counted them (final.ok false when they could not be read: no count
+  // action, or the read failed), so that no hit is left uncounted. An
+  // engine that removes a rule and reads its counters in one step (the sim)
+  // is exact; the default queries just before destroying (rte_flow has no
+  // such call: a hit between the two is not seen).
+  virtual Status destroy_counted(FlowHandle h, FlowQuery& final, FlowError* err);
+  // After a device reset (info().reset_generation moved) an engine may
+  // refuse new rules (ENODEV) until its user has taken stock of what the
+  // reset lost and calls this, as a DPDK application calls
+  // rte_eth_dev_reset() after RTE_ETH_EVENT_INTR_RESET. Default: nothing.
+  virtual void reset_acknowledged() {}
   // Counters of a rule with a count action (and age when it has one).
   // Fills q (q.ok false and q.errnum on failure) and returns the status.
   virtual Status query(FlowHandle h, FlowQuery& q, FlowError* err) = 0;
