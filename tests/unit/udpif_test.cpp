@@ -85,7 +85,8 @@ struct Rig {
         [this](const flow::FlowKey& flow, bool, ofproto::Translation& t) {
           t.bridge = &bridge;
           t.rules_gen = bridge.rules_generation();
-          t.tables.set(0);  // it "looks up" table 0
+          // It "looks up" table 0 with the packet's own key, and `rule` wins.
+          t.deps.note(&bridge, 0, flow, &flow, rule.load());
           t.wc.in_port = 0xffffffffu;
           t.wc.dl_type = 0xffff;
           if (match_dst) t.wc.nw_dst = 0xffffffffu;
