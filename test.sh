@@ -3,22 +3,26 @@
 # runs the whole test suite, one preset at a time:
 #   host     optimized native build: unit + integration tests
 #   asan     clang with ASan+UBSan: unit + integration tests, then every
-#            libFuzzer target for KEEL_FUZZ_SECONDS (default 30) each
+#            libFuzzer target for KEEL_FUZZ_SECONDS (default 20) each
 #   tsan     ThreadSanitizer: the unit tests that run threads
+#   tidy     clang-tidy over firmware/ and hal/ (tests/clang-tidy, .clang-tidy)
+#            on the host preset's compile_commands.json: any finding fails
 #   aarch64  the static cross build: every test under qemu-aarch64, and one
 #            boot of the firmware on the qemu-virt board under qemu-system-aarch64
 #   ./test.sh              everything
-#   ./test.sh host asan    only those presets (fuzz: only asan's fuzz targets)
+#   ./test.sh host asan    only those presets (fuzz: only asan's fuzz targets;
+#                          tidy: only clang-tidy, the host preset configured
+#                          but not built)
 # At the end (also after a failure) it prints each stage's wall time and the
 # total, as a table.
 set -euo pipefail
 cd "$(dirname "$0")"
 presets=("$@")
-[ ${#presets[@]} -gt 0 ] || presets=(host asan tsan aarch64)
+[ ${#presets[@]} -gt 0 ] || presets=(host tidy asan tsan aarch64)
 for p in "${presets[@]}"; do
   case $p in
-    host | asan | tsan | aarch64 | fuzz) ;;
-    *) echo "test.sh: unknown preset $p (host, asan, tsan, aarch64, fuzz)" >&2; exit 2 ;;
+    host | asan | tsan | aarch64 | fuzz | tidy) ;;
+    *) echo "test.sh: unknown preset $p (host, tidy, asan, tsan, aarch64, fuzz)" >&2; exit 2 ;;
   esac
 done
 
@@ -60,7 +64,7 @@ jobs=$(nproc)
 # none depends on the load, so twice as many run at once as there are cores.
 # The fuzz targets compute for a fixed time each: one per core.
 test_jobs=$(( 2 * jobs ))
-fuzz_seconds=${KEEL_FUZZ_SECONDS:-30}
+fuzz_seconds=${KEEL_FUZZ_SECONDS:-20}
 failed=()
 build() {
   local p=$1 args=() target=()
@@ -72,6 +76,12 @@ build() {
   cmake --preset "$p" "${args[@]}" && cmake --build --preset "$p" -j "$jobs" "${target[@]}"
 }
 for p in "${presets[@]}"; do
+  if [ "$p" = tidy ]; then
+    # Needs only the host preset's compile_commands.json (configure, no build).
+    stage "tidy: configure" cmake --preset host || { failed+=("$p"); continue; }
+    stage "tidy: clang-tidy firmware/ hal/" tests/clang-tidy --jobs "$jobs" || failed+=("$p")
+    continue
+  fi
   if ! stage "$p: configure+build" build "$p"; then
     failed+=("$p")
     continue

@@ -56,6 +56,9 @@ struct Board {
   std::string_view ssh_device = "";
   uint16_t ssh_port = 22;
   bool ssh_needs_user = false;
+  // Whether `debug fault ...` may arm keel's fault points (core/fault.h):
+  // only a board that simulates its hardware, never a NIC in production.
+  bool simulates_faults = false;
 };
 
 // The default configuration of a two-port board (host-sim, qemu-virt): one

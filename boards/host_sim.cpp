@@ -36,6 +36,8 @@ extern const Board kHostSim{
     .ssh_listen = "127.0.0.1",
     .ssh_port = 2222,
     .ssh_needs_user = true,
+    // Tests arm fault points here (core/fault.h, `debug fault`).
+    .simulates_faults = true,
 };
 
 }  // namespace keel::boards

@@ -16,6 +16,10 @@ namespace keel::datapath {
 struct PmdBondView;  // datapath/bond_table.h (only commands_datapath.cpp needs its layout)
 }
 
+namespace keel::hal::sim {
+class SimNic;  // keel/hal/sim_nic.h
+}
+
 namespace keel::control {
 class ConfigStore;
 }
@@ -157,6 +161,14 @@ void add_perf_commands(CommandTree::Impl& t);     // cli/commands_perf.cpp
 void add_tunnel_commands(CommandTree::Impl& t);   // cli/commands_tunnel.cpp
 void add_offload_commands(CommandTree::Impl& t);  // cli/commands_offload.cpp (after datapath: uses `set`)
 void add_offload_debug_commands(CommandTree::Impl& t);  // cli/commands_offload_debug.cpp (`debug offload-fault`)
+void add_drops_commands(CommandTree::Impl& t);    // cli/commands_drops.cpp (`show drops`, `coverage-show`)
+// coverage-show's counters now, by name (cli/commands_drops.cpp): what the
+// console's periodic work samples for the rates (control/coverage.h).
+std::vector<control::Coverage::Counter> coverage_counters(control::System& sys);
+void add_fault_debug_commands(CommandTree::Impl& t);    // cli/commands_fault_debug.cpp (`debug fault`; after offload-fault's `debug`)
+// The sim NIC model of the first datapath port that has one (`debug
+// offload-fault`), or why there is none (cli/commands_offload_debug.cpp).
+Result<hal::sim::SimNic*> find_sim_nic(control::System& sys);
 
 // The words of a trailing positional joined by single blanks (a flow or a
 // match given as several arguments is one string to its parser).

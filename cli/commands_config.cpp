@@ -67,6 +67,26 @@ Status validate(CommandTree& tree, std::string_view text, std::string_view origi
   return {};
 }
 
+// A config file keel saved (startup-config, startup-config.good) ends with
+// a newline. One that doesn't was cut short -- a copy or a disk that stopped
+// in the middle of a line -- and its last line may still read as a command
+// that means something else (`mtu_request=900` of `mtu_request=9000`), so
+// the file is refused whole, before any line runs, naming that line.
+Status check_not_cut_short(std::string_view text, std::string_view origin) {
+  if (text.empty() || text.back() == '\n') return {};
+  const size_t n = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+  const size_t last = text.rfind('\n');
+  const std::string_view line = last == std::string_view::npos ? text : text.substr(last + 1);
+  return invalid(std::string(origin) + ":" + std::to_string(n) + ": '" + std::string(line) +
+                 "': the file ends in the middle of this line (cut short?): nothing of it was applied");
+}
+
+// Applies a startup config (or the last good one) unless it was cut short.
+Status apply_saved_config(CommandTree& tree, std::string_view text, const std::string& path, FILE* out) {
+  if (Status st = check_not_cut_short(text, path); !st.ok()) return st;
+  return apply_config(tree, text, path, out);
+}
+
 Result<std::string> read_text(const std::string& path) {
   auto r = control::ConfigStore::read(path);
   if (!r) return std::move(r).take_status();
@@ -312,7 +332,7 @@ Result<BootConfig> apply_boot_config(CommandTree& tree, const std::optional<std:
       loud("startup config: " + startup.status().message());
     } else if (startup->has_value()) {
       startup_text = **startup;
-      Status st = apply_config(tree, *startup_text, path, out);
+      Status st = apply_saved_config(tree, *startup_text, path, out);
       if (st.ok()) return BootConfig{*startup_text, path, true};
       reset_config(tree);
       loud("startup config failed: " + st.message());
@@ -321,7 +341,7 @@ Result<BootConfig> apply_boot_config(CommandTree& tree, const std::optional<std:
       auto good = t.config_store->read_good();
       if (good && good->has_value() && (!startup_text || **good != *startup_text)) {
         loud("booting the last good config " + t.config_store->good_path() + " instead");
-        Status st = apply_config(tree, **good, t.config_store->good_path(), out);
+        Status st = apply_saved_config(tree, **good, t.config_store->good_path(), out);
         if (st.ok()) return BootConfig{**good, t.config_store->good_path(), false};
         reset_config(tree);
         loud("last good config failed too: " + st.message());

@@ -52,6 +52,8 @@ Result<int> parse_errno(const std::string& s) {
                  "ENOSYS, ENOENT, E2BIG)");
 }
 
+}  // namespace
+
 Result<hal::sim::SimNic*> find_sim_nic(control::System& sys) {
   for (hal::Port* p : sys.datapath().ports()) {
     if (!p->backend()) continue;
@@ -61,8 +63,6 @@ Result<hal::sim::SimNic*> find_sim_nic(control::System& sys) {
                "debug offload-fault: no sim NIC model (no sim port, or the board has no offload capacity): "
                "faults are injected into the sim backend only");
 }
-
-}  // namespace
 
 void add_offload_debug_commands(CommandTree::Impl& t) {
   // Declarations (command_tree_impl.h: CommandDecl).

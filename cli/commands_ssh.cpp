@@ -1,7 +1,17 @@
 // SSH commands: `ssh enable|disable`, `ssh port N`, `ssh listen ADDR`,
-// `ssh max-sessions N`, `ssh idle-timeout S`, `show ssh`, `show ssh
+// `ssh max-sessions N`, `ssh idle-timeout S`, `[no] ssh kex-algorithms|
+// host-key-algorithms|ciphers|macs LIST`, `show ssh`, `show ssh
 // host-key`, `show ssh sessions`, and the "ssh" running-config section
 // (order 60: after the users it serves).
+//
+// The algorithm lists have sshd_config's names and meaning (KexAlgorithms,
+// HostKeyAlgorithms, Ciphers, MACs): comma-separated, in preference order,
+// each name one keel has (else an error naming it, and nothing changes);
+// `no ssh kex-algorithms` (or the full list in keel's order) restores the
+// default: every algorithm keel has, the list, which running-config
+// doesn't print. They apply to
+// connections made afterwards. sshd_config's +, - and ^ forms are not
+// taken: the list is given whole.
 //
 // The settings live in System::ssh_settings() (board defaults at boot:
 // Board::ssh_*); a change goes through System::ssh() (cli/ssh_sessions.h)
@@ -11,12 +21,14 @@
 // recorded. Changing the port or the address moves the listener; sessions
 // already open keep running. `ssh disable` stops listening; sessions already
 // open keep running too (end them with `no username` or let them exit).
+#include <algorithm>
 #include <memory>
 
 #include "cli/command_tree_impl.h"
 #include "cli/view.h"
 #include "core/log.h"
 #include "ssh/server.h"
+#include "ssh/transport.h"
 
 namespace keel::cli {
 
@@ -26,8 +38,60 @@ KEEL_LOG_MODULE(log_sshcmd, "ssh");
 
 struct SshArgs {
   std::string addr;
+  std::string list;
   uint32_t n = 0;
 };
+
+// One `ssh <command> LIST` algorithm setting.
+struct SshAlgorithmSetting {
+  const char* command;  // "kex-algorithms"
+  const char* what;     // "key exchange", for errors
+  const char* have;     // ssh::transport_algorithms()'s key
+  const char* json;     // show ssh's JSON key
+  std::vector<std::string> control::SshSettings::*list;
+};
+const SshAlgorithmSetting kSshAlgorithmSettings[] = {
+    {"kex-algorithms", "key exchange", "kex", "kex_algorithms", &control::SshSettings::kex_algorithms},
+    {"host-key-algorithms", "host key algorithm", "host_key", "host_key_algorithms",
+     &control::SshSettings::host_key_algorithms},
+    {"ciphers", "cipher", "cipher", "ciphers", &control::SshSettings::ciphers},
+    {"macs", "MAC", "mac", "macs", &control::SshSettings::macs},
+};
+
+std::string ssh_join_names(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& n : v) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+// What the setting offers: its list, or everything keel has.
+const std::vector<std::string>& ssh_effective(const SshAlgorithmSetting& a, const control::SshSettings& s) {
+  const std::vector<std::string>& v = s.*(a.list);
+  return v.empty() ? ssh::transport_algorithms(a.have) : v;
+}
+
+// LIST ("name,name,...") -> the setting's value (empty: the default).
+Result<std::vector<std::string>> ssh_parse_algorithms(const SshAlgorithmSetting& a, const std::string& text) {
+  const std::vector<std::string>& have = ssh::transport_algorithms(a.have);
+  const std::string cmd = std::string("ssh ") + a.command + ": ";
+  std::vector<std::string> v;
+  for (size_t start = 0;;) {
+    const size_t comma = text.find(',', start);
+    const std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name.empty()) return invalid(cmd + "empty name in '" + text + "' (names are separated by single commas)");
+    if (std::find(have.begin(), have.end(), name) == have.end())
+      return invalid(cmd + "'" + name + "' is not a " + a.what + " keel supports (" + ssh_join_names(have) + ")" +
+                     (std::string_view("+-^").find(name[0]) != std::string_view::npos
+                          ? "; give the whole list, the +, - and ^ forms are not supported"
+                          : ""));
+    if (std::find(v.begin(), v.end(), name) != v.end()) return invalid(cmd + "'" + name + "' is listed twice");
+    v.push_back(name);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (v == have) v.clear();  // everything, in keel's order: the default
+  return v;
+}
 
 // The settings' lines that differ from the board's defaults.
 void ssh_config_lines(const control::SshSettings& s, const control::SshSettings& d, std::vector<std::string>& lines) {
@@ -35,6 +99,8 @@ void ssh_config_lines(const control::SshSettings& s, const control::SshSettings&
   if (s.port != d.port) lines.push_back("ssh port " + std::to_string(s.port));
   if (s.max_sessions != d.max_sessions) lines.push_back("ssh max-sessions " + std::to_string(s.max_sessions));
   if (s.idle_timeout_s != d.idle_timeout_s) lines.push_back("ssh idle-timeout " + std::to_string(s.idle_timeout_s));
+  for (const SshAlgorithmSetting& a : kSshAlgorithmSettings)
+    if (s.*(a.list) != d.*(a.list)) lines.push_back(std::string("ssh ") + a.command + " " + ssh_join_names(s.*(a.list)));
   if (!s.enabled) lines.push_back("ssh disable");
 }
 
@@ -72,6 +138,10 @@ void add_ssh_commands(CommandTree::Impl& t) {
   // exclusive gate) and the server's state under its own mutex.
   for (const char* c : {"ssh enable", "ssh disable", "ssh port", "ssh listen", "ssh max-sessions", "ssh idle-timeout"})
     t.declare(c, control::Access::admin);
+  for (const SshAlgorithmSetting& a : kSshAlgorithmSettings) {
+    t.declare(std::string("ssh ") + a.command, control::Access::admin);
+    t.declare(std::string("no ssh ") + a.command, control::Access::admin);
+  }
   t.declare("show ssh", control::Access::show, kConcurrent);
   t.declare("show ssh host-key", control::Access::show, kConcurrent);
   t.declare("show ssh sessions", control::Access::show, kConcurrent);
@@ -91,7 +161,8 @@ void add_ssh_commands(CommandTree::Impl& t) {
                         }});
 
   auto a = std::make_shared<SshArgs>();
-  auto* ssh = t.app.add_subcommand("ssh", "the SSH server: ssh enable|disable|port N|listen ADDR|max-sessions N|idle-timeout S");
+  auto* ssh = t.app.add_subcommand("ssh", "the SSH server: ssh enable|disable|port N|listen ADDR|max-sessions N|"
+                                          "idle-timeout S|kex-algorithms|host-key-algorithms|ciphers|macs LIST");
   ssh->require_subcommand(1);
   auto set = [&t](auto&& change) {
     return [&t, change] {
@@ -125,6 +196,30 @@ void add_ssh_commands(CommandTree::Impl& t) {
   auto* idle = ssh->add_subcommand("idle-timeout", "close a connection idle for S seconds (0: never)");
   idle->add_option("S", a->n, "0..86400")->required()->check(CLI::Range(0, 86400));
   idle->callback(set([a](control::SshSettings& s) { s.idle_timeout_s = a->n; }));
+  for (const SshAlgorithmSetting& alg : kSshAlgorithmSettings) {
+    const std::string have = ssh_join_names(ssh::transport_algorithms(alg.have));
+    auto* sub = ssh->add_subcommand(alg.command, std::string("offer these ") + alg.what +
+                                                     "s to new connections, in preference order (default: " +
+                                                     have + ")");
+    sub->add_option("LIST", a->list, "comma-separated names, the preferred first")->required();
+    sub->callback([&t, a, &alg] {
+      auto v = ssh_parse_algorithms(alg, a->list);
+      if (!v) {
+        t.status = v.status();
+        return;
+      }
+      control::SshSettings next = t.sys.ssh_settings();
+      next.*(alg.list) = std::move(v.value());
+      t.status = ssh_change(t.sys, next);
+    });
+  }
+
+  auto* nossh = t.app.get_subcommand("no")->add_subcommand("ssh", "back to a default: no ssh kex-algorithms|"
+                                                                  "host-key-algorithms|ciphers|macs");
+  nossh->require_subcommand(1);
+  for (const SshAlgorithmSetting& alg : kSshAlgorithmSettings)
+    nossh->add_subcommand(alg.command, std::string("offer every ") + alg.what + " keel has (the default)")
+        ->callback(set([&alg](control::SshSettings& s) { (s.*(alg.list)).clear(); }));
 
   CLI::App* show = t.app.get_subcommand("show");
   auto* ss = show->add_subcommand("ssh", "the SSH server: state, address, sessions, counters");
@@ -150,6 +245,8 @@ void add_ssh_commands(CommandTree::Impl& t) {
     v.field("max_sessions", "max-sessions", uint64_t{s.max_sessions});
     v.field("idle_timeout", "idle-timeout", uint64_t{s.idle_timeout_s},
             s.idle_timeout_s ? std::to_string(s.idle_timeout_s) + " s" : "none");
+    for (const SshAlgorithmSetting& a : kSshAlgorithmSettings)
+      v.field(a.json, a.command, ssh_join_names(ssh_effective(a, s)));
     v.field("connections", "connections", uint64_t{open});
     View& c = v.object("counters", "counters");
     c.field("accepted", "accepted", st.accepted);

@@ -10,7 +10,11 @@
 // if it exists; if a line fails, the partial state is reset and the last
 // config that booted completely (DIR/startup-config.good), else the board's
 // default config, is booted instead, after a loud message naming FILE:LINE
-// and the reason.
+// and the reason. A startup config (or good one) that does not end with a
+// newline was cut short and is refused the same way, before any line runs
+// (its last line may read as another command). The files are never
+// rewritten by boot: the one that failed stays for the operator to read
+// (`show startup-config`) and fix; `write memory` keeps it as .bak.
 //
 // Thread-safety: control thread only.
 #pragma once

@@ -156,6 +156,8 @@ void CommandTree::Impl::build() {
   add_tunnel_commands(*this);
   add_offload_commands(*this);
   add_offload_debug_commands(*this);
+  add_drops_commands(*this);
+  add_fault_debug_commands(*this);
   add_config_commands(*this);
   add_logging_commands(*this);
   add_users_commands(*this);
@@ -279,6 +281,7 @@ void CommandTree::Impl::cmd_show_ports() {
           .field("bytes", p.counters.tx_bytes)
           .field("dropped", p.counters.tx_dropped)
           .field("mtu_exceeded_drops", p.counters.tx_mtu_exceeded_drops)
+          .field("link_down_drops", p.counters.tx_link_down_drops)
           .end_object();
       if (p.xconnect) j.field("xconnect", *p.xconnect);
       else j.null_field("xconnect");
@@ -322,7 +325,10 @@ void CommandTree::periodic() {
   const uint64_t now_ms = hal::now_ns() / 1'000'000;
   if (now_ms - last_periodic_ms_ < 1000) return;
   last_periodic_ms_ = now_ms;
-  impl_->sys.control().exclusive([&] { (void)impl_->sys.datapath().auto_lb_tick(now_ms); });
+  impl_->sys.control().exclusive([&] {
+    (void)impl_->sys.datapath().auto_lb_tick(now_ms);
+    impl_->sys.coverage().run(now_ms, coverage_counters(impl_->sys));  // coverage-show's rates
+  });
 }
 
 Status CommandTree::execute(std::string_view line, FILE* out) {

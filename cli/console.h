@@ -68,8 +68,9 @@ class CommandTree {
   void clear_quit() { quit_ = false; }
   // The control thread's periodic work, called by the console loops at
   // least every 200 ms while they wait for input: the datapath's automatic
-  // load balancer (Datapath::auto_lb_tick), about once a second, under
-  // Control's exclusive gate.
+  // load balancer (Datapath::auto_lb_tick) and coverage-show's rate
+  // sampling (control/coverage.h), about once a second, under Control's
+  // exclusive gate.
   void periodic();
   std::vector<std::string> command_names() const;
   // Every command path a line can run ("show ports", "set flow-limit"), and

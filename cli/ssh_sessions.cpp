@@ -11,10 +11,12 @@
 #include <list>
 #include <map>
 #include <thread>
+#include <tuple>
 
 #include "cli/config.h"
 #include "cli/console.h"
 #include "cli/line_editor.h"
+#include "cli/line_reader.h"
 #include "control/users.h"
 #include "core/log.h"
 #include "core/version.h"
@@ -25,6 +27,10 @@ namespace keel::cli {
 namespace {
 
 KEEL_LOG_MODULE(log_sshs, "ssh");
+
+ssh::AlgorithmLists ssh_algorithm_lists(const control::SshSettings& s) {
+  return {s.kex_algorithms, s.host_key_algorithms, s.ciphers, s.macs};
+}
 
 // Runs one line with stdout captured; the error (if any) separately.
 // The user's role is looked up again for every line: a role changed (or a
@@ -142,7 +148,8 @@ struct SshService::Sessions {
     return srv && !data.empty() ? srv->write(s.conn, s.channel, data, is_stderr) : srv != nullptr;
   }
   // Waits for input (or EOF/close/resize) for at most 200 ms; returns what came.
-  // false: the channel is gone.
+  // false: the channel is gone. The input is not acknowledged: the caller
+  // says with ack() how much it has dealt with.
   bool wait_input(SshSession& s, std::string& in, bool& eof, bool& resized, int& cols, int& rows) {
     std::unique_lock<std::mutex> lk(s.mu);
     s.cv.wait_for(lk, std::chrono::milliseconds(200),
@@ -152,10 +159,14 @@ struct SshService::Sessions {
     eof = s.eof;
     resized = std::exchange(s.resized, false);
     cols = s.cols, rows = s.rows;
-    lk.unlock();  // the server takes its own lock: never both at once
-    if (!in.empty())
-      if (ssh::Server* srv = server.load()) srv->consumed(s.conn, s.channel, in.size());
     return true;
+  }
+  // The session dealt with `n` more bytes of its input: the client's window
+  // opens by as much. Never called with s.mu held (the server takes its own
+  // lock: never both at once).
+  void ack(SshSession& s, size_t n) {
+    if (n == 0) return;
+    if (ssh::Server* srv = server.load()) srv->consumed(s.conn, s.channel, n);
   }
 };
 
@@ -202,7 +213,7 @@ class SshConnHost final : public ssh::ChannelHost {
       {
         std::lock_guard<std::mutex> g(s->mu);
         // Bounded: the channel window (2 MiB, reopened only by Server::consumed) bounds what a client may send
-        // unread; a line-mode session consumes it as it goes.
+        // unread; a line-mode session acknowledges input as its lines run, a pty session as it takes it.
         s->input.append(data);
       }
       s->cv.notify_all();
@@ -311,6 +322,7 @@ int SshService::Sessions::run_shell_pty(SshSession& s, CommandTree& tree) {
     bool eof = false, resized = false;
     int cols = 0, rows = 0;
     if (!wait_input(s, in, eof, resized, cols, rows)) return 0;
+    ack(s, in.size());  // typed input: the editor takes it all
     if (resized) {
       tree.session().rows = rows;
       tree.session().cols = cols;
@@ -327,23 +339,31 @@ int SshService::Sessions::run_shell_pty(SshSession& s, CommandTree& tree) {
 }
 
 int SshService::Sessions::run_shell_lines(SshSession& s, CommandTree& tree) {
+  // Input is acknowledged as its lines run (in batches of kAckBatch, and
+  // all of it before waiting for more), so what the session holds unread
+  // stays within the channel's window: a client piping a large file
+  // waits for the commands, the session never buffers the file.
   constexpr size_t kMaxLine = 4096;
+  constexpr uint64_t kAckBatch = 64 * 1024;
+  LineReader reader(kMaxLine);
+  uint64_t acked = 0;
+  auto ack_done = [&](uint64_t batch) {
+    if (reader.consumed() - acked < batch) return;
+    ack(s, static_cast<size_t>(reader.consumed() - acked));
+    acked = reader.consumed();
+  };
   int status = 0;
-  std::string buf;
-  bool discarding = false;
+  std::string line, text;
+  bool eof = false;
   for (;;) {
-    size_t nl;
-    while ((nl = buf.find('\n')) != std::string::npos) {
-      std::string line = buf.substr(0, nl);
-      buf.erase(0, nl + 1);
-      if (discarding) {
-        discarding = false;
-        out(s, "error: line longer than " + std::to_string(kMaxLine) + " bytes ignored\n", true);
-        status = 1;
-        continue;
-      }
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      std::string text;
+    LineReader::Got got = reader.next(line);
+    if (got == LineReader::Got::none && eof) got = reader.finish(line);
+    if (got == LineReader::Got::too_long) {
+      out(s, "error: line longer than " + std::to_string(kMaxLine) + " bytes ignored\n", true);
+      status = 1;
+      continue;
+    }
+    if (got == LineReader::Got::line) {
       Status st = ssh_run_captured(tree, line, text);
       if (!out(s, text, false)) return status;
       if (!st.ok()) {
@@ -351,23 +371,16 @@ int SshService::Sessions::run_shell_lines(SshSession& s, CommandTree& tree) {
         out(s, "error: " + st.message() + "\n", true);
       }
       if (tree.quit_requested()) return status;
+      ack_done(kAckBatch);
+      continue;
     }
-    if (buf.size() > kMaxLine) {
-      discarding = true;
-      buf.clear();
-    }
+    if (eof) return status;  // every line run
+    ack_done(1);
     std::string in;
-    bool eof = false, resized = false;
+    bool resized = false;
     int cols = 0, rows = 0;
     if (!wait_input(s, in, eof, resized, cols, rows)) return status;
-    buf += in;
-    if (in.empty() && eof) {
-      if (!buf.empty() && !discarding) {  // a last line without '\n'
-        buf += '\n';
-        continue;
-      }
-      return status;
-    }
+    reader.feed(in);
   }
 }
 
@@ -409,6 +422,7 @@ Status SshService::apply(const control::SshSettings& s) {
     cfg.software = std::string("keel_") + kVersion;
     cfg.max_sessions = s.max_sessions;
     cfg.idle_timeout_s = s.idle_timeout_s;
+    cfg.algorithms = ssh_algorithm_lists(s);
     cfg.auth = auth_.get();
     std::weak_ptr<Sessions> weak = sessions_;
     cfg.make_host = [weak](const ssh::ConnectionInfo& info) -> std::unique_ptr<ssh::ChannelHost> {
@@ -430,10 +444,18 @@ Status SshService::apply(const control::SshSettings& s) {
     server_->set_enabled(s.enabled);
     enabled_ = s.enabled;
     failure_.clear();
+    listener_ = {s.listen, s.port, s.device};
     return {};
   }
-  if (Status st = server_->relisten(s.listen, s.port, s.device); !st.ok()) return st;
+  // Only an address, port or device change moves the listener: with port 0
+  // ("any free port") a relisten would pick another port on every change
+  // of another setting.
+  if (std::tie(s.listen, s.port, s.device) != std::tie(listener_.listen, listener_.port, listener_.device)) {
+    if (Status st = server_->relisten(s.listen, s.port, s.device); !st.ok()) return st;
+    listener_ = {s.listen, s.port, s.device};
+  }
   server_->set_limits(s.max_sessions, s.idle_timeout_s);
+  server_->set_algorithms(ssh_algorithm_lists(s));
   server_->set_enabled(s.enabled);
   enabled_ = s.enabled;
   return {};

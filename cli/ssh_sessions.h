@@ -16,8 +16,11 @@
 //     pty's size, the console's banner and prompt, Tab completion, --More--
 //     paging; window-change resizes the editor and the session's rows/cols;
 //     exit, quit or ^D end the session (exit-status 0);
-//   * shell without a pty: one command per line, no prompt, no echo; the
-//     exit status is 1 if any command failed (like a script on stdin).
+//   * shell without a pty: one command per line (cli/line_reader.h), no
+//     prompt, no echo; the exit status is 1 if any command failed (like a
+//     script on stdin). Input is acknowledged (the client's window reopens)
+//     as its lines run, so a client piping a large file waits for the
+//     commands and the session holds at most the window unread.
 // A command's output goes to memory while it runs and is handed to the
 // server afterwards (Server::write may wait for a slow client; the session
 // holds no control lock then).
@@ -26,7 +29,7 @@
 // keys are loaded or generated then, in the config directory), moves the
 // listener when the address or port changes (open sessions keep running),
 // stops listening on `ssh disable` (open sessions keep running too) and
-// changes the limits. A port that can't be bound fails apply() with the
+// changes the limits and the algorithms offered (to new connections). A port that can't be bound fails apply() with the
 // reason, and the old listener stays; at boot main.cpp logs that as a warning
 // and keel runs without SSH.
 //
@@ -79,6 +82,11 @@ class SshService final : public control::SshService {
   mutable std::mutex mu_;
   std::unique_ptr<ssh::Server> server_;
   std::string failure_;  // why the server isn't running (the last apply's error)
+  struct Listener {
+    std::string listen;
+    uint16_t port = 0;
+    std::string device;
+  } listener_;  // what the server was last told to listen on
   bool enabled_ = false;
   std::shared_ptr<Sessions> sessions_;
   struct Auth;

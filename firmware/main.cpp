@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <sstream>
 
@@ -18,6 +19,7 @@
 #include "control/system.h"
 #include "core/log.h"
 #include "core/shutdown.h"
+#include "core/sys_error.h"
 #include "core/version.h"
 
 namespace {
@@ -33,16 +35,35 @@ int fail(const keel::Status& st) {
 
 keel::Result<std::string> read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) return keel::error(keel::Errc::io_error, "config '" + path + "': " + strerror(errno));
+  if (!f) return keel::error(keel::Errc::io_error, "config '" + path + "': " + keel::errno_text(errno));
   std::ostringstream ss;
   ss << f.rdbuf();
   if (f.bad()) return keel::error(keel::Errc::io_error, "config '" + path + "': read error");
   return ss.str();
 }
 
+int run(int argc, char** argv);
+
 }  // namespace
 
+// Nothing below throws on purpose (firmware/ and hal/ report Status; cli/
+// turns CLI11's exceptions into messages), but std::string and the
+// containers can still throw std::bad_alloc: that too ends as one error
+// line, after the stack unwound (the system shut down by its destructor).
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "keel: error: %s\n", e.what());
+  } catch (...) {
+    fprintf(stderr, "keel: error: unknown exception\n");
+  }
+  return 1;
+}
+
+namespace {
+
+int run(int argc, char** argv) {
   auto parsed = keel::cli::parse_args(argc, argv);
   if (auto* code = std::get_if<int>(&parsed)) return *code;
   const keel::cli::Args& args = std::get<keel::cli::Args>(parsed);
@@ -176,3 +197,5 @@ int main(int argc, char** argv) {
   system.shutdown();
   return status;
 }
+
+}  // namespace

@@ -25,8 +25,8 @@ done
 packages=(
   # build
   build-essential cmake ninja-build pkg-config git python3 file g++-12
-  # libFuzzer (tests/fuzz)
-  clang libclang-rt-14-dev
+  # libFuzzer (tests/fuzz); clang-tidy-14 (tests/clang-tidy, .clang-tidy)
+  clang libclang-rt-14-dev clang-tidy
   # libraries
   libdpdk-dev libmbedtls-dev libcli11-dev doctest-dev libbenchmark-dev libpcap-dev libibverbs-dev
   # test tools; Open vSwitch 3.1 is the oracle of tests/conformance

@@ -11,7 +11,9 @@
 #include <functional>
 #include <random>
 
+#include "core/fault.h"
 #include "core/log.h"
+#include "core/sys_error.h"
 
 namespace keel::control {
 
@@ -19,9 +21,18 @@ namespace {
 
 KEEL_LOG_MODULE(log_config, "config");
 
-std::string sys_error(const std::string& what, int err) { return what + ": " + strerror(err); }
+std::string sys_error(const std::string& what, int err) { return what + ": " + errno_text(err); }
 
 Status write_all(int fd, std::string_view text, const std::string& path) {
+  // `debug fault disk-full` (core/fault.h): the disk is full, at once or
+  // after half the bytes went out (a short write, then ENOSPC), as write(2)
+  // reports it.
+  if (fault::hit(fault::Point::disk_full)) [[unlikely]] {
+    if (fault::flags(fault::Point::disk_full) & fault::kShortWrite) {
+      if (write(fd, text.data(), text.size() / 2) < 0) return error(Errc::io_error, sys_error("write '" + path + "'", errno));
+    }
+    return error(Errc::io_error, sys_error("write '" + path + "'", ENOSPC));
+  }
   while (!text.empty()) {
     ssize_t n = write(fd, text.data(), text.size());
     if (n < 0 && errno == EINTR) continue;
@@ -105,11 +116,11 @@ Result<std::optional<std::string>> ConfigStore::read(const std::string& path) {
 
 Status write_file_atomic(const std::string& path, std::string_view text) {
   const std::string tmp = path + ".tmp";
-  if (Status st = write_synced(tmp, text); !st.ok()) return st;
+  if (Status st = write_synced(tmp, text); !st.ok()) return error(st.code(), st.message() + "; " + path + " is unchanged");
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     unlink(tmp.c_str());
-    return error(Errc::io_error, sys_error("rename '" + tmp + "' to '" + path + "'", err));
+    return error(Errc::io_error, sys_error("rename '" + tmp + "' to '" + path + "'", err) + "; " + path + " is unchanged");
   }
   return fsync_dir(dir_of(path));
 }
@@ -121,8 +132,12 @@ Status ConfigStore::save_startup(std::string_view text) const {
   const std::string bak = backup_path();
   const std::string bak_tmp = bak + ".tmp";
 
+  // Until step 3 renames, a failure leaves startup-config as it was (and
+  // write_synced removed its temporary file): say so.
+  auto unchanged = [&cur](const Status& st) { return error(st.code(), st.message() + "; " + cur + " is unchanged"); };
+
   // 1. the new file, complete and durable, beside the old one.
-  if (Status st = write_synced(tmp, text, [this] { step_done("tmp-written"); }); !st.ok()) return st;
+  if (Status st = write_synced(tmp, text, [this] { step_done("tmp-written"); }); !st.ok()) return unchanged(st);
   step_done("tmp-synced");
 
   // 2. the old file becomes the backup: a second name for its inode, then a
@@ -139,7 +154,7 @@ Status ConfigStore::save_startup(std::string_view text) const {
       }
       if (Status st = write_synced(bak_tmp, **old); !st.ok()) {
         unlink(tmp.c_str());
-        return st;
+        return unchanged(st);
       }
     }
     step_done("bak-linked");
@@ -147,7 +162,7 @@ Status ConfigStore::save_startup(std::string_view text) const {
       int err = errno;
       unlink(tmp.c_str());
       unlink(bak_tmp.c_str());
-      return error(Errc::io_error, sys_error("rename '" + bak_tmp + "' to '" + bak + "'", err));
+      return unchanged(error(Errc::io_error, sys_error("rename '" + bak_tmp + "' to '" + bak + "'", err)));
     }
     step_done("bak-renamed");
   }
@@ -156,7 +171,7 @@ Status ConfigStore::save_startup(std::string_view text) const {
   if (rename(tmp.c_str(), cur.c_str()) != 0) {
     int err = errno;
     unlink(tmp.c_str());
-    return error(Errc::io_error, sys_error("rename '" + tmp + "' to '" + cur + "'", err));
+    return unchanged(error(Errc::io_error, sys_error("rename '" + tmp + "' to '" + cur + "'", err)));
   }
   step_done("renamed");
 

@@ -20,7 +20,10 @@
 // already complete and synced, so at every instant it is either the complete
 // old or the complete new config; a leftover .tmp is ignored and overwritten
 // by the next save. Where hard links are unsupported (vfat), step 2 copies
-// the old file to .bak.tmp and fsyncs it instead.
+// the old file to .bak.tmp and fsyncs it instead. A save that fails before
+// step 3 (a full disk: ENOSPC at step 1, `debug fault disk-full` makes one)
+// removes its temporary files and says "<reason>; DIR/startup-config is
+// unchanged".
 //
 // The steps have names, in order: tmp-written, tmp-synced, bak-linked,
 // bak-renamed, renamed, dir-synced. A step hook (set_step_hook; nothing sets

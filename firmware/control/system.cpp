@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/fault.h"
 #include "ofproto/slow_path.h"
 
 namespace keel::control {
@@ -31,6 +32,10 @@ Result<std::unique_ptr<System>> System::boot(const BootOptions& opts) {
     return error(Errc::not_found, "unknown board '" + opts.board + "' (boards: " + known + ")");
   }
   std::unique_ptr<System> sys(new System(*board));
+  // Fault points may be armed only on a board that simulates faults
+  // (core/fault.h): process-wide, set by the System that boots.
+  fault::clear_all();
+  fault::permit(board->simulates_faults);
   sys->ssh_settings_ = default_ssh_settings(*board);  // SSH (issue 17)
 
   // Ports: the board's, or the --port list instead.
@@ -123,6 +128,9 @@ Status System::start() {
 void System::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // A stalled handler or revalidator (core/fault.h) wakes now: the threads
+  // below are joined.
+  fault::clear_all();
   // The offload engine first: its hardware rules go while the PMDs still
   // forward (nothing is lost), and no engine call outlives the ports.
   if (offload_) offload_->stop();

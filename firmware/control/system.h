@@ -32,6 +32,7 @@
 
 #include "boards/board.h"
 #include "control/control.h"
+#include "control/coverage.h"
 #include "control/users.h"
 #include "core/status.h"
 #include "datapath/datapath.h"
@@ -58,6 +59,10 @@ struct SshSettings {
   bool needs_user = false; // listen only while at least one user exists
   uint32_t max_sessions = 10;
   uint32_t idle_timeout_s = 0;  // 0: none
+  // Algorithms offered to new connections, in preference order, with
+  // sshd_config's names (KexAlgorithms, HostKeyAlgorithms, Ciphers, MACs);
+  // empty: every one keel has, in its order (the default).
+  std::vector<std::string> kex_algorithms, host_key_algorithms, ciphers, macs;
   bool operator==(const SshSettings&) const = default;
 };
 SshSettings default_ssh_settings(const boards::Board& b);
@@ -154,6 +159,9 @@ class System {
   // The gate every console command passes (control/control.h): role
   // check, serialisation, the Ofproto writer lock, the audit log.
   Control& control() { return *control_; }
+  // coverage-show's rates (control/coverage.h): sampled by the console's
+  // periodic work, read by the command; its own mutex.
+  Coverage& coverage() { return coverage_; }
 
   // ---- SSH (issue 17) ----
   // The settings (`ssh ...` commands; board defaults at boot) and the
@@ -178,6 +186,7 @@ class System {
   std::unique_ptr<offload::Offload> offload_;  // refers to *dp_: stopped before anything else
   Users users_;
   std::unique_ptr<Control> control_;  // made at boot, holding ofproto's writer mutex
+  Coverage coverage_;
   bool shut_down_ = false;
   // ---- SSH (issue 17) ----
   SshSettings ssh_settings_;

@@ -117,6 +117,7 @@ Status Datapath::change_pmds(std::vector<int> cores, std::vector<unsigned>* forg
     // queues are handed to the others below, before anyone polls again.
     p->stop();
     drop_pending_upcalls(*p);
+    p->drops().read(drops_retired_);  // show drops keeps what it counted
     if (forgotten) forgotten->push_back(p->index());
   }
   std::vector<unsigned> fresh;
@@ -395,6 +396,12 @@ std::optional<uint16_t> Datapath::xconnect(uint16_t in) const {
   return v ? std::optional<uint16_t>(v) : std::nullopt;
 }
 
+DropTotals Datapath::drop_totals() const {
+  DropTotals t = drops_retired_;
+  for (const auto& pmd : pmds_) pmd->drops().read(t);
+  return t;
+}
+
 void Datapath::drop_pending_upcalls() {
   for (const auto& pmd : pmds_) drop_pending_upcalls(*pmd);
 }
@@ -402,9 +409,15 @@ void Datapath::drop_pending_upcalls() {
 void Datapath::drop_pending_upcalls(Pmd& pmd) {
   UpcallChannel& ch = pmd.upcall_channel();
   Upcall* u;
+  // The PMD is stopped: its DropStats is this thread's to write now.
+  DropStats& drops = pmd.drops();
+  auto drop = [&drops](hal::Packet* p) {
+    drops.down(p);
+    drops.drop(p, DropReason::kStopped);
+  };
   while (ch.next(u)) {
-    hal::release(u->pkt);
-    for (unsigned i = 0; u->type == Upcall::Type::miss && i < u->n_followers; ++i) hal::release(u->followers[i]);
+    drop(u->pkt);
+    for (unsigned i = 0; u->type == Upcall::Type::miss && i < u->n_followers; ++i) drop(u->followers[i]);
     u->n_followers = 0;
     ch.recycle(u);
   }
@@ -770,7 +783,7 @@ void Datapath::reclaim_locked() {
   for (auto& pmd : pmds_) pmd->flows().reclaim();
 }
 
-Status Datapath::start(std::vector<hal::Backend*> backends) {
+Status Datapath::start(const std::vector<hal::Backend*>& backends) {
   if (running_) return {};
   const unsigned n = static_cast<unsigned>(pmds_.size());
 

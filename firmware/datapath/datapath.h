@@ -300,7 +300,7 @@ class Datapath {
 
   // Before start(): whether an all-replay run may go offline (see above).
   void allow_offline(bool on) { offline_allowed_ = on; }
-  Status start(std::vector<hal::Backend*> backends);
+  Status start(const std::vector<hal::Backend*>& backends);
   bool running() const { return running_; }
   // Decided by start(); fixed until stop().
   // Relaxed: written before the PMDs start; whoever learns of a packet from
@@ -310,6 +310,9 @@ class Datapath {
   void stop_ports();
 
   const std::vector<std::unique_ptr<Pmd>>& pmds() const { return pmds_; }
+  // Drop accounting (drop_stats.h) summed over the PMDs, those removed by
+  // set_pmd_cores included (control thread, while pmds() cannot change).
+  DropTotals drop_totals() const;
   // The PMD threads, one per core (-1: unpinned), as Open vSwitch's
   // pmd-cpu-mask sets them. A PMD whose core and index stay keeps its
   // flows; a new one (or one whose index changes: indices are dense, in
@@ -532,6 +535,8 @@ class Datapath {
   // PMDs removed since each bond was created (bond_stats()).
   std::array<std::unique_ptr<BondMembers>, kMaxBondId + 1> bonds_{};
   std::array<std::unique_ptr<BondBucketStats>, kMaxBondId + 1> bond_retired_{};
+  // What removed PMDs counted (drop_totals()): control thread (change_pmds).
+  DropTotals drops_retired_;
   std::array<std::unique_ptr<hal::Port>, kMaxPorts> ports_{};
   uint16_t n_ports_ = 0;
   std::array<std::atomic<uint16_t>, kMaxPorts> xconnect_{};

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
-#include <cstring>
 #include <new>
 
 #include "datapath/dpcls_lookup.h"
@@ -43,7 +42,7 @@ bool Dpcls::reserve_one() noexcept {
   const size_t cap = cap_subtables_ ? cap_subtables_ * 2 : kInitialSubtables;
   DpclsSubtable** a = new (std::nothrow) DpclsSubtable*[cap];
   if (!a) return false;
-  if (n_subtables_) std::memcpy(a, subtables_.get(), n_subtables_ * sizeof(DpclsSubtable*));
+  std::copy_n(subtables_.get(), n_subtables_, a);
   subtables_.reset(a);
   cap_subtables_ = cap;
   return true;
@@ -94,7 +93,7 @@ void Dpcls::remove(DpclsRule* rule) noexcept {
   for (size_t i = 0; i < n_subtables_; ++i) {
     if (subtables_[i] != st) continue;
     // Keeps the rank order; no allocation.
-    std::memmove(&subtables_[i], &subtables_[i + 1], (n_subtables_ - i - 1) * sizeof(DpclsSubtable*));
+    std::copy(&subtables_[i + 1], &subtables_[n_subtables_], &subtables_[i]);
     --n_subtables_;
     DpclsSubtable::destroy(st);
     counters_.n_subtables.store(n_subtables_, std::memory_order_relaxed);

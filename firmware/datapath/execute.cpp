@@ -424,6 +424,7 @@ inline bool set_icmp(hal::Packet& p, const LayerOffsets& o, uint8_t want, const 
 
 inline void copy_meta(hal::Packet& to, const hal::Packet& from) {
   to.set_in_port(from.in_port());
+  to.set_rx_port(from.rx_port());  // a copy: the rx port, never the fate token
   to.meta() = from.meta();
   if (from.has_rss_hash()) to.set_rss_hash(from.rss_hash());
   if (from.has_flow_mark()) to.set_flow_mark(from.meta().flow_mark);
@@ -443,6 +444,12 @@ class Executor {
 
   void run(Batch& b, std::span<const uint8_t> list) noexcept;
 
+  // Drop accounting (execute.h, drop_stats.h) for one batch of at most
+  // kMaxBurst packets: begin() before running it (slots numbered, tokens
+  // noted), settle() after (each token's fate decided or passed on).
+  void begin(ExecPacket* pk, unsigned n) noexcept;
+  void settle() noexcept;
+
  private:
   // Copies b's packets (at most `limit` bytes each, 0: whole) into fresh
   // buffers of `from` (null: ctx.backend); returns how many copies were
@@ -455,10 +462,38 @@ class Executor {
     return b ? b : ctx_.backend;
   }
 
-  void release(Batch& b, uint64_t& counter) noexcept {
-    for (unsigned i = 0; i < b.n; ++i) hal::release(b.pk[i].pkt);
+  // The batch's packets are dropped for `why`.
+  void release(Batch& b, uint64_t& counter, DropReason why) noexcept {
+    for (unsigned i = 0; i < b.n; ++i) lost(b.pk[i], why);
     counter += b.n;
     b.n = 0;
+  }
+  // One packet dropped for `why`: released and accounted (the caller
+  // counts it in its ExecCounters field).
+  void lost(const ExecPacket& e, DropReason why) noexcept {
+    noted_lost(e, why);
+    hal::release(e.pkt);
+  }
+  // The accounting of lost() for a packet already released (or about to
+  // be, by the caller): its reason, and its token's.
+  void noted_lost(const ExecPacket& e, DropReason why) noexcept {
+    if (!ctx_.drops) return;
+    ctx_.drops->instance(why);
+    if (e.pkt->has_fate_token()) tok_reason_[e.slot] = why;
+  }
+  // An instance queued for output: its packet is forwarded.
+  void went_out(const ExecPacket& e) noexcept { out_mask_ |= 1u << e.slot; }
+  // An instance queued for another pass or the slow path: it may carry
+  // its packet's token on.
+  void went_on(const ExecPacket& e) noexcept {
+    const uint32_t bit = 1u << e.slot;
+    if (e.pkt->has_fate_token()) {
+      tok_on_mask_ |= bit;
+      tok_on_[e.slot] = e.pkt;
+    } else if (!(alt_mask_ & bit)) {
+      alt_mask_ |= bit;
+      alt_[e.slot] = e.pkt;
+    }
   }
   static void truncate(Batch& b) noexcept {
     if (!b.max_len) return;
@@ -472,6 +507,8 @@ class Executor {
   void consume(Batch& b, bool last, bool use_trunc, hal::Backend* from, Sink&& sink) noexcept;
 
   void to_tx(std::span<const ExecPacket> pk, uint32_t port) noexcept;
+  // One packet to `port`'s batch, accounted whether it fits or not.
+  void to_tx_one(const ExecPacket& e, uint32_t port) noexcept;
   void to_recirc(std::span<const ExecPacket> pk, uint32_t id) noexcept;
   void to_slow_path(std::span<const ExecPacket> pk, const DpAction& a) noexcept;
   void to_bond(std::span<const ExecPacket> pk, uint32_t bond_id) noexcept;
@@ -487,13 +524,71 @@ class Executor {
   void pop_vlan(Batch& b) noexcept;
   void tnl_push(Batch& b, const DpAction& a) noexcept;
   void tnl_pop(Batch& b, uint32_t vport) noexcept;
-  bool queue_recirc(hal::Packet* p) noexcept;
+  bool queue_recirc(const ExecPacket& e) noexcept;
   void set(Batch& b, const DpAction& a) noexcept;
   void clone(Batch& b, std::span<const uint8_t> nested, bool last) noexcept;
 
   ExecContext& ctx_;
   ExecCounters& c_;
+  // Accounting state of the current batch (begin/settle), by slot.
+  uint32_t tok_mask_ = 0;     // packets that came in holding a fate token
+  uint32_t out_mask_ = 0;     // an instance went to an output batch
+  uint32_t tok_on_mask_ = 0;  // the token instance went on (recirc, slow path): tok_on_[slot]
+  uint32_t alt_mask_ = 0;     // a copy without the token went on: alt_[slot]
+  bool one_port_ = true;      // the packets all came in on one port, port0_; else rx_port_[slot]
+  uint16_t port0_ = 0;
+  uint16_t rx_port_[hal::kMaxBurst];
+  DropReason tok_reason_[hal::kMaxBurst];  // set when the token instance is dropped
+  hal::Packet* tok_on_[hal::kMaxBurst];
+  hal::Packet* alt_[hal::kMaxBurst];
 };
+
+void Executor::begin(ExecPacket* pk, unsigned n) noexcept {
+  // Locals, stored once: a byte store (slot) may alias the members. The
+  // rx ports are kept per packet only when they differ (rarely: a batch
+  // is one port's, or one vport's after tnl_pop of several ports' frames).
+  uint32_t tok = 0;
+  bool one_port = true;
+  const uint16_t port0 = n ? pk[0].pkt->rx_port() : 0;
+  for (unsigned i = 0; i < n; ++i) {
+    pk[i].slot = static_cast<uint8_t>(i);
+    const hal::Packet& p = *pk[i].pkt;
+    tok |= static_cast<uint32_t>(p.has_fate_token()) << i;
+    one_port &= p.rx_port() == port0;
+  }
+  if (!one_port) [[unlikely]]
+    for (unsigned i = 0; i < n; ++i) rx_port_[i] = pk[i].pkt->rx_port();
+  tok_mask_ = tok;
+  out_mask_ = tok_on_mask_ = alt_mask_ = 0;
+  one_port_ = one_port;
+  port0_ = port0;
+}
+
+void Executor::settle() noexcept {
+  if (!ctx_.drops || !tok_mask_) return;
+  // The common cases first: every packet forwarded, from one port (a
+  // batch is usually one port's), and every packet gone on whole.
+  if (!(tok_mask_ & ~out_mask_) && !tok_on_mask_ && one_port_) {
+    ctx_.count_forwarded(port0_, static_cast<uint32_t>(std::popcount(tok_mask_)));
+    return;
+  }
+  if (!out_mask_ && !(tok_mask_ & ~tok_on_mask_)) return;  // decided in a later pass, or by the slow path
+  for (uint32_t m = tok_mask_; m; m &= m - 1) {
+    const unsigned s = static_cast<unsigned>(std::countr_zero(m));
+    const uint32_t bit = 1u << s;
+    const uint16_t port = one_port_ ? port0_ : rx_port_[s];
+    if (out_mask_ & bit) {
+      ctx_.count_forwarded(port, 1);
+      if (tok_on_mask_ & bit) tok_on_[s]->set_fate_token(false);  // decided: its later passes are copies
+    } else if (tok_on_mask_ & bit) {
+      // Still on its way: decided in a later pass, or by the slow path.
+    } else if (alt_mask_ & bit) {
+      alt_[s]->set_fate_token(true);  // the token instance was dropped; a copy carries the packet on
+    } else {
+      ctx_.drops->dropped(port, tok_reason_[s]);  // set where it was dropped (lost, to_tx_one)
+    }
+  }
+}
 
 // The first port a list outputs to, looking into nested clones; false when
 // it outputs nowhere.
@@ -534,10 +629,13 @@ unsigned Executor::copy(const Batch& b, uint32_t limit, ExecPacket* out, LayerOf
     std::memcpy(c->data(), from.data(), len);
     copy_meta(*c, from);
     ofs[n] = *b.pk[i].ofs;
-    out[n] = {c, &ofs[n], b.pk[i].key};
+    out[n] = {c, &ofs[n], b.pk[i].key, b.pk[i].slot};
     ++n;
   }
   c_.copy_failed += b.n - n;
+  // A copy not made is a packet not sent where it was to go: counted, the
+  // original's fate unchanged.
+  if (b.n != n && ctx_.drops) ctx_.drops->instance(DropReason::kPoolExhausted, b.n - n);
   return n;
 }
 
@@ -556,22 +654,31 @@ void Executor::consume(Batch& b, bool last, bool use_trunc, hal::Backend* from, 
 }
 
 void Executor::to_tx(std::span<const ExecPacket> pk, uint32_t port) noexcept {
+  if (ctx_.tx.may_overflow()) [[unlikely]] {
+    // No flush function (not a PMD's context): one at a time, so that
+    // what does not fit is known.
+    for (const ExecPacket& e : pk) to_tx_one(e, port);
+    return;
+  }
   hal::Packet* pkts[hal::kMaxBurst];
-  for (size_t i = 0; i < pk.size(); ++i) pkts[i] = pk[i].pkt;
-  const uint64_t before = c_.tx_overflow;
-  ctx_.tx.push(port, {pkts, pk.size()}, c_.tx_overflow);
-  c_.outputs += pk.size() - (c_.tx_overflow - before);
+  for (size_t i = 0; i < pk.size(); ++i) {
+    pkts[i] = pk[i].pkt;
+    went_out(pk[i]);
+  }
+  ctx_.tx.push(port, {pkts, pk.size()}, c_.tx_overflow);  // with a flush function nothing overflows
+  c_.outputs += pk.size();
 }
 
-bool Executor::queue_recirc(hal::Packet* p) noexcept {
+bool Executor::queue_recirc(const ExecPacket& e) noexcept {
   RecircQueue& q = ctx_.recirc;
   if (q.n == kExecRecircCap) [[unlikely]] {
-    hal::release(p);
+    lost(e, DropReason::kRecircQueueFull);
     ++c_.recirc_overflow;
     return false;
   }
-  q.pkts[q.n] = p;
+  q.pkts[q.n] = e.pkt;
   ++c_.recirculated;
+  went_on(e);
   return true;
 }
 
@@ -580,7 +687,7 @@ void Executor::to_recirc(std::span<const ExecPacket> pk, uint32_t id) noexcept {
   for (const ExecPacket& e : pk) {
     e.pkt->meta().recirc_id = id;
     const unsigned at = q.n;
-    if (!queue_recirc(e.pkt)) continue;
+    if (!queue_recirc(e)) continue;
     ++q.n;
     // The tunnel the key has (a pass after tnl_pop) goes on with the packet.
     RecircTunnel& t = q.tun[at];
@@ -618,7 +725,7 @@ void Executor::tnl_push(Batch& b, const DpAction& a) noexcept {
     const uint32_t hash = p.has_rss_hash() ? p.rss_hash() : e.key ? flow::hash_l4(*e.key, 0) : 0;
     uint8_t* d = p.push_front(hlen);
     if (!d) [[unlikely]] {
-      hal::release(e.pkt);
+      lost(e, DropReason::kTnlPushNoHeadroom);
       ++c_.tnl_push_no_headroom;
       continue;
     }
@@ -655,17 +762,17 @@ void Executor::tnl_pop(Batch& b, uint32_t vport) noexcept {
     packet::TnlPopInfo info_out;
     if (ok_type) r = packet::parse_tunnel_header(kind, udp_port, p.data(), p.len(), info_out);
     if (r != packet::TnlPopResult::kOk) [[unlikely]] {
-      hal::release(&p);
+      lost(b.pk[i], tnl_pop_drop_reason(r));
       ++c_.tnl_pop_errors;
       ++c_.tnl_pop_reasons[static_cast<unsigned>(r)];
       continue;
     }
     (void)p.pull_front(info_out.outer_len);
-    p.set_in_port(static_cast<uint16_t>(vport));
+    p.set_in_port(static_cast<uint16_t>(vport));  // its rx port (and token) stay: one received packet
     p.meta().recirc_id = 0;
     p.clear_rss_hash();
     ++c_.tnl_popped;
-    if (!queue_recirc(&p)) continue;
+    if (!queue_recirc(b.pk[i])) continue;
     t->tunnel = info_out.tunnel;
     std::memcpy(t->opts, info_out.opts, (info_out.tunnel.opt_len + 7) & ~7u);
     ++q.n;
@@ -680,19 +787,20 @@ void Executor::to_slow_path(std::span<const ExecPacket> pk, const DpAction& a) n
   const std::span<const uint8_t> ud = a.userdata();
   for (const ExecPacket& e : pk) {
     if (q.n == kExecUpcallCap) [[unlikely]] {
-      hal::release(e.pkt);
+      lost(e, DropReason::kUserspaceLost);
       ++c_.upcall_overflow;
       continue;
     }
     q.reqs[q.n++] = {e.pkt, e.key, ud, a.pid(), args.tunnel_out_port, a.sub};
     ++c_.upcalls;
+    went_on(e);
   }
 }
 
 void Executor::to_bond(std::span<const ExecPacket> pk, uint32_t bond_id) noexcept {
   const BondMembers* t = bond_table(bond_id);
   if (!t) [[unlikely]] {
-    for (const ExecPacket& e : pk) hal::release(e.pkt);
+    for (const ExecPacket& e : pk) lost(e, DropReason::kInvalidBond);
     c_.bond_drops += pk.size();
     return;
   }
@@ -701,7 +809,7 @@ void Executor::to_bond(std::span<const ExecPacket> pk, uint32_t bond_id) noexcep
     const uint32_t bucket = e.pkt->meta().dp_hash & kBondBucketMask;
     const uint16_t member = (*t)[bucket];
     if (member == kNoBondMember) [[unlikely]] {
-      hal::release(e.pkt);
+      lost(e, DropReason::kBondNoMember);
       ++c_.bond_drops;
       continue;
     }
@@ -712,11 +820,23 @@ void Executor::to_bond(std::span<const ExecPacket> pk, uint32_t bond_id) noexcep
       np.store(np.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       nb.store(nb.load(std::memory_order_relaxed) + e.pkt->len(), std::memory_order_relaxed);
     }
-    hal::Packet* p = e.pkt;
-    const uint64_t before = c_.tx_overflow;
-    ctx_.tx.push(member, {&p, 1}, c_.tx_overflow);
-    c_.outputs += 1 - (c_.tx_overflow - before);
+    to_tx_one(e, member);
   }
+}
+
+void Executor::to_tx_one(const ExecPacket& e, uint32_t port) noexcept {
+  hal::Packet* p = e.pkt;
+  const bool token = p->has_fate_token();  // before push() may release it
+  const uint64_t before = c_.tx_overflow;
+  ctx_.tx.push(port, {&p, 1}, c_.tx_overflow);
+  if (c_.tx_overflow == before) {
+    ++c_.outputs;
+    went_out(e);
+    return;
+  }
+  if (!ctx_.drops) return;  // released by push() (no flush function)
+  ctx_.drops->instance(DropReason::kTxBatchFull);
+  if (token) tok_reason_[e.slot] = DropReason::kTxBatchFull;
 }
 
 void Executor::push_vlan(Batch& b, const DpAction& a) noexcept {
@@ -735,7 +855,7 @@ void Executor::push_vlan(Batch& b, const DpAction& a) noexcept {
       e.ofs->l2_5 = 12;
       shift_offsets(*e.ofs, kVlanLen);
     } else {
-      hal::release(e.pkt);
+      lost(e, DropReason::kVlanNoHeadroom);
       ++c_.no_headroom;
       continue;
     }
@@ -865,7 +985,7 @@ void Executor::run(Batch& b, std::span<const uint8_t> list) noexcept {
         break;
       }
       case DpActionType::kDrop:
-        release(b, c_.dropped);
+        release(b, c_.dropped, ctx_.drop_reason);
         return;
       case DpActionType::kPushVlan:
         push_vlan(b, a);
@@ -912,11 +1032,11 @@ void Executor::run(Batch& b, std::span<const uint8_t> list) noexcept {
         }
         break;
       default:
-        release(b, c_.unsupported);
+        release(b, c_.unsupported, DropReason::kUnsupportedAction);
         return;
     }
   }
-  if (b.n) release(b, c_.dropped);  // the list sent them nowhere
+  if (b.n) release(b, c_.dropped, ctx_.drop_reason);  // the list sent them nowhere
 }
 
 }  // namespace
@@ -929,8 +1049,10 @@ void execute_actions(ExecContext& ctx, std::span<const ExecPacket> batch,
   for (size_t at = 0; at < batch.size(); at += hal::kMaxBurst) {
     const auto n = static_cast<unsigned>(std::min<size_t>(hal::kMaxBurst, batch.size() - at));
     std::copy_n(batch.begin() + static_cast<std::ptrdiff_t>(at), n, pk);
+    ex.begin(pk, n);
     Batch b{pk, n, 0};
     ex.run(b, actions);
+    ex.settle();
   }
 }
 

@@ -24,6 +24,17 @@
 // what does not fit is released and counted. ExecContext::release_all()
 // frees whatever is still queued (shutdown, tests).
 //
+// Drop accounting (drop_stats.h; when ctx.drops is set): every packet the
+// executor releases is counted under its DropReason, and for each packet of
+// the batch that holds its received packet's fate token, the call decides
+// the fate when it ends: forwarded if any instance of it (itself or a
+// copy) went to an output batch; else the token stays with the instance
+// that went on to the recirculation or slow-path queue, or moves to a copy
+// that did (the token instance itself was dropped); else dropped, under the
+// reason its token instance was dropped for (a `drop` or a list that sends
+// it nowhere: ctx.drop_reason). Costs per packet a flag test and a bit or
+// two in masks, and per batch a loop over the packets holding tokens.
+//
 // Semantics, as Open vSwitch's userspace datapath (odp_execute_actions() +
 // dp_execute_cb()):
 //   output(P)    the packet goes to P's output batch. Ports are not checked
@@ -126,6 +137,7 @@
 #include <span>
 
 #include "datapath/bond_table.h"
+#include "datapath/drop_stats.h"
 #include "flow/dp_actions.h"
 #include "flow/miniflow.h"
 #include "keel/hal/backend.h"
@@ -140,6 +152,10 @@ struct ExecPacket {
   hal::Packet* pkt;
   packet::LayerOffsets* ofs;  // adjusted in place by push_vlan/pop_vlan
   const flow::Miniflow* key;  // as classified; may be null (then hash() skips it)
+  // The executor's: which packet of the batch this is (a copy: its
+  // original's); execute_actions() numbers them. No default member
+  // initializer: arrays of ExecPacket stay trivially constructed.
+  uint8_t slot;
 };
 
 inline constexpr unsigned kExecMaxOutputPorts = 16;  // distinct output ports queued at once
@@ -207,6 +223,8 @@ class OutputBatches {
   // Queues packets for `port`; what does not fit is released and added to
   // `overflow`.
   void push(uint32_t port, std::span<hal::Packet* const> pkts, uint64_t& overflow) noexcept;
+  // Whether push() may drop (no flush function).
+  bool may_overflow() const noexcept { return flush_ == nullptr; }
 
  private:
   OutputBatch* slot(uint32_t port) noexcept;
@@ -272,6 +290,26 @@ struct alignas(64) ExecContext {
   // tnl_pop's vports: the Datapath's packed type+port per id
   // (Datapath::vport_fast); null: every tnl_pop drops (tnl_pop_errors, no_vport).
   const std::atomic<uint32_t>* vports = nullptr;
+  // Drop accounting (drop_stats.h): the PMD's counters (null: none kept),
+  // and the reason a `drop` action or a list that sends packets nowhere
+  // gives (the flow's: Megaflow::drop_reason; the PMD sets it per call).
+  DropStats* drops = nullptr;
+  DropReason drop_reason = DropReason::kDropAction;
+  // Forwarded packets are counted per run of one rx port across calls
+  // (one counter bump per burst, not per call): flush_forwarded() puts the
+  // run into `drops`; the PMD calls it once per iteration.
+  uint16_t fwd_port = 0;
+  uint32_t fwd_n = 0;
+  void count_forwarded(uint16_t port, uint32_t n) noexcept {
+    if (fwd_n && port != fwd_port) flush_forwarded();
+    fwd_port = port;
+    fwd_n += n;
+  }
+  void flush_forwarded() noexcept {
+    if (!fwd_n) return;
+    drops->forwarded(fwd_port, fwd_n);
+    fwd_n = 0;
+  }
   OutputBatches tx;
   RecircQueue recirc;
   SlowPathQueue upcalls;

@@ -3,8 +3,8 @@
 // and EMC point to.
 //
 // Thread-safety: a megaflow belongs to one PMD (it lives in that PMD's flow
-// table, `index` is its slot there). Key, mask, ufid, in_port and shown_key
-// are immutable after install. `actions` is swapped by the owning PMD when
+// table, `index` is its slot there). Key, mask, ufid, in_port, shown_key
+// and drop_reason are immutable after install. `actions` is swapped by the owning PMD when
 // the flow is modified, between bursts (an acq_rel exchange; the PMD loads
 // it relaxed, the control thread acquire); the old list goes back to the
 // requester, which frees it as soon as the PMD answered: no burst of the
@@ -63,6 +63,10 @@ struct alignas(64) Megaflow {
   // Offload (see the top): a FlowOffload; 0 nothing / 1 sample hot microflows.
   std::atomic<uint8_t> offload{0};
   std::atomic<uint8_t> hw_want{0};
+  // Why packets this flow's actions send nowhere are dropped: a DropReason
+  // (drop_stats.h) the slow path sets from its translation before the
+  // install (0: kDropAction); immutable once installed.
+  uint8_t drop_reason = 0;
   std::atomic<uint32_t> mark{0};  // owning PMD; 0 = none
   std::atomic<uint64_t> hw_packets{0}, hw_bytes{0};
   std::atomic<uint64_t> hw_used_ns{0};  // hal::now_ns() of the last hardware hit, 0 = never

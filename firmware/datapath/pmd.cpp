@@ -57,6 +57,7 @@ Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const P
   exec_->port_backend_arg = this;
   exec_->bonds = bonds_.get();
   exec_->vports = dp_.vport_table();
+  exec_->drops = &drops_;
   recirc_md_ = std::make_unique<RecircMeta[]>((kMaxRecircDepth + 2) * size_t{kExecRecircCap});
   marks_mask_ = std::bit_ceil(std::max<uint32_t>(cfg.flow_capacity, 64)) - 1;
   marks_ = std::make_unique<MarkEntry[]>(size_t{marks_mask_} + 1);
@@ -111,7 +112,7 @@ void Pmd::stop() {
   if (thread_.joinable()) thread_.join();
   // Control-plane frames posted after the thread's last look: not sent.
   CtlTx t;
-  while (ctl_tx_.pop(t)) hal::release(t.pkt);
+  while (ctl_tx_.pop(t)) drops_.drop(t.pkt, DropReason::kStopped);
   pause_.store(false, std::memory_order_relaxed);
   parked_.store(false, std::memory_order_relaxed);
 }
@@ -327,7 +328,7 @@ void Pmd::drain_ctl_tx() noexcept {
   for (unsigned i = 0; i < kCtlTxRing && ctl_tx_.pop(t); ++i) {
     hal::Port* out = t.port < kMaxDpPorts ? dp_.port_fast(t.port) : nullptr;
     if (!out) {
-      hal::release(t.pkt);
+      drops_.drop(t.pkt, DropReason::kInvalidPort);
       bump(c_.invalid_port, 1);
       continue;
     }
@@ -493,12 +494,16 @@ void Pmd::run() {
       got = offline_poll(burst);
       if (got) rxqs_[offline_rxq_].load->curr += hal::cycles() - t0;
     } else {
+      if (rxq_paused_ && held_followers_ <= kUpcallHeldFollowers / 2) rxq_paused_ = 0;
       for (size_t i = 0; i < rxqs_.size(); ++i) {
+        if (i < 64 && (rxq_paused_ >> i & 1)) continue;
         const RxQueue& rxq = rxqs_[i];
         uint16_t n = rxq.port->rx(rxq.queue, burst);
         if (n) {
           got += n;
+          poll_slot_ = i;
           receive(*rxq.port, rxq.queue, std::span(burst.data(), n));
+          poll_slot_ = kNoSlot;
           const uint64_t t = hal::cycles();
           rxq.load->curr += t - mark;
           mark = t;
@@ -521,6 +526,7 @@ void Pmd::run() {
       bond_drops_seen_ = exec_->counters.bond_drops;
     }
     sync_tnl_counters();
+    exec_->flush_forwarded();  // the iteration's forwarded packets (drop_stats.h)
     drain_ctl_tx();
     if (table_.has_dead()) {
       emc_->sweep(kEmcSweepPerIteration);
@@ -564,21 +570,24 @@ void Pmd::run() {
   // back to the handler as usual).
   Upcall* u;
   while (upcalls_->answered(u)) {
-    hal::release(u->pkt);
-    for (unsigned i = 0; u->type == Upcall::Type::miss && i < u->n_followers; ++i) hal::release(u->followers[i]);
+    drop_up(u->pkt, DropReason::kStopped);
+    for (unsigned i = 0; u->type == Upcall::Type::miss && i < u->n_followers; ++i)
+      drop_up(u->followers[i], DropReason::kStopped);
+    if (u->type == Upcall::Type::miss) held_followers_ -= u->n_followers;
     u->pkt = nullptr;
     u->n_followers = 0;
     upcalls_->executed(u);
   }
   pending_.fill(nullptr);
   misses_up_ = 0;
-  for (unsigned i = 0; i < n_held_; ++i) hal::release(held_pkts_[held_head_ + i]);
+  for (unsigned i = 0; i < n_held_; ++i) drop_up(held_pkts_[held_head_ + i], DropReason::kStopped);
   n_held_ = held_head_ = 0;
   held_pub_.store(0, std::memory_order_release);
   up_ = 0;
   mark_ = submitted_;
   last_up_ = nullptr;
   exec_->release_all();
+  exec_->flush_forwarded();
   drain_ctl_tx();  // what was posted before stop() still leaves
   release_txqs();
   for (hal::Backend* b : backends_) b->thread_exit();
@@ -619,7 +628,7 @@ unsigned Pmd::drop_runts(std::span<hal::Packet*> pkts) noexcept {
   unsigned kept = 0;
   for (unsigned i = 0; i < n; ++i) {
     if (pkts[i]->len() < sizeof(packet::EthHeader)) {
-      hal::release(pkts[i]);
+      drops_.drop(pkts[i], DropReason::kRunt);
     } else {
       pkts[kept++] = pkts[i];
     }
@@ -637,6 +646,7 @@ void Pmd::receive(hal::Port& in, uint16_t q, std::span<hal::Packet*> pkts) {
   // A cross-connected port skips classification entirely.
   if (uint16_t out_id = dp_.xconnect_fast(in.id())) {
     bump(c_.xconnect_hits, pkts.size());
+    drops_.forwarded(in.id(), pkts.size());  // each holds its token: fresh from rx
     send(out_id, pkts);
     return;
   }
@@ -863,7 +873,7 @@ void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned
       u = upcalls_->take_above(kUpcallControlReserve);
   }
   if (!u) {
-    hal::release(pkt);
+    drops_.drop(pkt, DropReason::kUpcallLost);
     bump(c_.lost, 1);
     return;
   }
@@ -873,8 +883,18 @@ void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned
 
 bool Pmd::follow(Upcall* up, hal::Packet* pkt, const packet::ParsedPacket& pp) noexcept {
   if (up->n_followers >= kUpcallFollowers) return false;
+  if (!offline_ && held_followers_ >= kUpcallHeldFollowers) {
+    // The queue this miss came from waits (see upcall.h); this one goes up alone.
+    if (poll_slot_ < 64 && !(rxq_paused_ >> poll_slot_ & 1)) {
+      rxq_paused_ |= uint64_t{1} << poll_slot_;
+      bump(c_.backpressure, 1);
+    }
+    return false;
+  }
+  ++held_followers_;
   up->follower_ofs[up->n_followers] = pp.ofs;
   up->followers[up->n_followers++] = pkt;
+  drops_.up(pkt);
   bump(c_.upcall_followers, 1);
   return true;
 }
@@ -887,6 +907,7 @@ void Pmd::submit_miss(Upcall* u, hal::Packet* pkt, const packet::ParsedPacket& p
   u->depth = static_cast<uint8_t>(depth);
   u->hash = pp.hash;
   u->pkt = pkt;
+  drops_.up(pkt);
   u->ofs = pp.ofs;
   u->key = pp.key;
   u->n_followers = 0;
@@ -929,6 +950,9 @@ void Pmd::handle_answers() {
       }
     }
     const unsigned nf = u->type == Upcall::Type::miss ? u->n_followers : 0;
+    // Back from the slow path (drop_stats.h: no longer in flight).
+    drops_.down(u->pkt);
+    for (unsigned i = 0; i < nf; ++i) drops_.down(u->followers[i]);
     if (u->actions) {
       std::array<ExecPacket, 1 + kUpcallFollowers> eps;
       const uint64_t first_bytes = u->pkt->len();
@@ -961,6 +985,7 @@ void Pmd::handle_answers() {
         }
       }
       if (target && n) target->account(n, bytes, tcp_flags_of(u->key), now);
+      exec_->drop_reason = flow_drop_reason(u->drop_reason);
       execute_actions(*exec_, std::span(eps.data(), 1 + nf), *u->actions);
       after_pass(u->depth);
       // Counted on no megaflow (none installed or found): the handler
@@ -969,15 +994,25 @@ void Pmd::handle_answers() {
         u->uncounted_packets = static_cast<uint8_t>(n);
         u->uncounted_bytes = static_cast<uint32_t>(bytes);
       }
-    } else {
+    } else if (u->drop_reason) {
+      // Answered without being handled (the slow path stopped: kStopped).
+      drops_.drop(u->pkt, static_cast<DropReason>(u->drop_reason));
+      for (unsigned i = 0; i < nf; ++i) drops_.drop(u->followers[i], static_cast<DropReason>(u->drop_reason));
+    } else if (u->type == Upcall::Type::action) {
+      // A userspace() packet the slow path consumed (controller, LACP, ...).
+      if (u->pkt->has_fate_token()) drops_.slow_path(u->pkt->rx_port());
       hal::release(u->pkt);
-      for (unsigned i = 0; i < nf; ++i) hal::release(u->followers[i]);
+    } else {
+      // A miss answered without actions: its translation failed.
+      drops_.drop(u->pkt, DropReason::kTranslateError);
+      for (unsigned i = 0; i < nf; ++i) drops_.drop(u->followers[i], DropReason::kTranslateError);
     }
     if (offline_) {
       in_answer_ = false;
       --in_exec_;
       last_up_ = nullptr;
     }
+    held_followers_ -= nf;
     u->pkt = nullptr;
     u->n_followers = 0;
     upcalls_->executed(u);
@@ -995,7 +1030,7 @@ void Pmd::process(std::span<hal::Packet* const> pkts, unsigned depth, const pack
     else
       bump(c_.malformed, packet::parse_burst(pkts, std::span(parsed, n), parser_, dp_.vlan_limit()));
     const unsigned done = process_offline(pkts, parsed, depth);
-    for (unsigned i = done; i < n; ++i) hal::release(pkts[i]);
+    for (unsigned i = done; i < n; ++i) drops_.drop(pkts[i], DropReason::kUpcallLost);
     bump(c_.lost, n - done);
     return;
   }
@@ -1038,10 +1073,11 @@ void Pmd::execute_grouped(unsigned n, Megaflow* const* flows, const ExecPacket* 
     if (sample && f->hw_want.load(std::memory_order_relaxed)) [[unlikely]]
       sample_hot(*f, batch.data(), nb, now);
     const flow::DpActions* acts = f->actions.load(std::memory_order_relaxed);
+    exec_->drop_reason = flow_drop_reason(f->drop_reason);
     if (acts) {
       execute_actions(*exec_, std::span(batch.data(), nb), *acts);
     } else {
-      for (unsigned b = 0; b < nb; ++b) hal::release(batch[b].pkt);
+      for (unsigned b = 0; b < nb; ++b) drops_.drop(batch[b].pkt, exec_->drop_reason);
     }
   }
   bump(c_.exec_dropped, exec_drops(exec_->counters) - exec_dropped_before);
@@ -1059,7 +1095,7 @@ void Pmd::after_pass(unsigned depth) {
         u = offline_ || is_control_frame(r.pkt) ? upcalls_->take() : upcalls_->take_above(kUpcallControlReserve);
       }
       if (!u) {
-        hal::release(r.pkt);
+        drops_.drop(r.pkt, DropReason::kUserspaceLost);
         bump(c_.lost, 1);
         continue;
       }
@@ -1070,6 +1106,7 @@ void Pmd::after_pass(unsigned depth) {
       u->depth = static_cast<uint8_t>(depth);
       u->hash = 0;
       u->pkt = r.pkt;
+      drops_.up(r.pkt);
       u->ofs = {};
       if (r.key) u->key = *r.key;
       else u->key = flow::Miniflow{};
@@ -1109,7 +1146,7 @@ void Pmd::after_pass(unsigned depth) {
     }
     q.clear();
     if (depth + 1 > kMaxRecircDepth) {
-      for (unsigned i = 0; i < nr; ++i) hal::release(again[i]);
+      for (unsigned i = 0; i < nr; ++i) drops_.drop(again[i], DropReason::kRecircTooDeep);
       bump(c_.recirc_too_deep, nr);
       return;
     }
@@ -1126,7 +1163,7 @@ void Pmd::after_pass(unsigned depth) {
         if (((done >> j) & 1) || again[j]->in_port() != in_port) continue;
         done |= uint64_t{1} << j;
         if (again[j]->len() < sizeof(packet::EthHeader)) [[unlikely]] {  // a decapsulated runt, as on rx
-          hal::release(again[j]);
+          drops_.drop(again[j], DropReason::kRunt);
           bump(c_.runts, 1);
           bump(c_.malformed, 1);
           continue;
@@ -1348,13 +1385,15 @@ unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
   if (n_held_) {
     // Held behind an upcall: until nothing is up. For want of a record:
     // until one may be free.
-    if (held_for_order_ ? up_ != 0 : upcalls_->in_flight() + kOfflineReserve >= kUpcallRecords) return 0;
+    if (held_for_order_ ? up_ != 0 : upcalls_->available() <= kOfflineReserve) return 0;
     resume_held();
     if (n_held_) return 0;
   }
   // Records in use, userspace() ones included: a new burst could need one
   // each (misses, or controller packets of its runs). Wait for the slow path.
-  if (upcalls_->in_flight() + kOfflineReserve + hal::kMaxBurst >= kUpcallRecords) {
+  // Free records, not "not in flight": an executed record is free only once
+  // the handler recycled it.
+  if (upcalls_->available() <= kOfflineReserve + hal::kMaxBurst) {
     if (!rx_paused_) bump(c_.backpressure, 1);
     rx_paused_ = true;
     return 0;
@@ -1391,6 +1430,7 @@ unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
   std::span<hal::Packet* const> pkts(burst.data(), n);
   if (xc) {
     bump(c_.xconnect_hits, n);
+    drops_.forwarded(in.id(), n);  // each holds its token: fresh from rx
     send(xc, pkts);
     return got;
   }
@@ -1442,6 +1482,7 @@ unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
         for (unsigned k = j; k < n; ++k) held_pkts_[n_held_++] = pkts[k];
       }
       held_head_ = 0;
+      for (unsigned k = 0; k < n_held_; ++k) drops_.up(held_pkts_[k]);  // in flight while held
       if (!held_for_order_) bump(c_.backpressure, 1);
       break;
     }
@@ -1455,8 +1496,11 @@ unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
 void Pmd::resume_held() {
   mark_ = submitted_ - up_;
   last_up_ = nullptr;
+  // Out of the held list while they are processed; what stays is held again.
+  for (unsigned k = 0; k < n_held_; ++k) drops_.down(held_pkts_[held_head_ + k]);
   const unsigned done =
       process_offline(std::span(held_pkts_.data() + held_head_, n_held_), held_parsed_.get() + held_head_, 0);
+  for (unsigned k = done; k < n_held_; ++k) drops_.up(held_pkts_[held_head_ + k]);  // untouched: still ours
   held_head_ += done;
   n_held_ -= done;
   if (n_held_ && !held_for_order_ && done) bump(c_.backpressure, 1);
@@ -1522,8 +1566,9 @@ void Pmd::execute_run(Megaflow* f, const ExecPacket* batch, unsigned n, uint16_t
   for (unsigned k = 0; k < n; ++k) bytes += batch[k].pkt->len();
   f->account(n, bytes, tcp_flags, hal::now_ns());
   const flow::DpActions* acts = f->actions.load(std::memory_order_relaxed);
+  exec_->drop_reason = flow_drop_reason(f->drop_reason);
   if (!acts) {
-    for (unsigned k = 0; k < n; ++k) hal::release(batch[k].pkt);
+    for (unsigned k = 0; k < n; ++k) drops_.drop(batch[k].pkt, exec_->drop_reason);
     return;
   }
   // What these packets send up is earlier than what comes after them.
@@ -1547,15 +1592,15 @@ bool Pmd::upcall_offline(hal::Packet* pkt, const packet::ParsedPacket& pp, unsig
     if (up == last_up_ && follow(up, pkt, pp)) return true;
   }
   if (!dp_.upcalls_enabled()) {  // no slow path (shutting down): nobody would answer
-    hal::release(pkt);
+    drops_.drop(pkt, DropReason::kUpcallLost);
     bump(c_.lost, 1);
     return true;
   }
   const bool reading = in_exec_ == 0;  // from an input, not from a packet being executed
-  Upcall* u = !reading || upcalls_->in_flight() + kOfflineReserve < kUpcallRecords ? upcalls_->take() : nullptr;
+  Upcall* u = !reading || upcalls_->available() > kOfflineReserve ? upcalls_->take() : nullptr;
   if (!u) {
     if (reading) return false;  // backpressure
-    hal::release(pkt);
+    drops_.drop(pkt, DropReason::kUpcallLost);
     bump(c_.lost, 1);
     return true;
   }
@@ -1578,7 +1623,10 @@ void Pmd::flush_outputs() {
 void Pmd::send(uint32_t port_id, std::span<hal::Packet* const> pkts) noexcept {
   hal::Port* out = port_id < kMaxDpPorts ? dp_.port_fast(static_cast<uint16_t>(port_id)) : nullptr;
   if (!out) {
+    // Their packets' fates were settled when they were queued (forwarded):
+    // counted per instance only.
     hal::release_burst(pkts);
+    drops_.instance(DropReason::kInvalidPort, pkts.size());
     bump(c_.invalid_port, pkts.size());
     return;
   }

@@ -60,8 +60,18 @@
 // charged with (the upcall answers executed between polls, flow requests,
 // housekeeping, empty polls in busy iterations). See load().
 //
+// Drop accounting (drop_stats.h): every packet the PMD releases goes
+// through its DropStats with a DropReason (runts, lost upcalls, recirc too
+// deep, the executor's drops, answers without actions, what a stop
+// discards), and each received packet's fate is settled once, by the
+// instance holding its token: the executor for what it runs, the PMD for
+// what it drops itself, cross-connects and slow-path consumption. The
+// token going into an upcall record or the offline held list (and back)
+// moves the in-flight gauge.
+//
 // Thread-safety: the PMD thread is the only writer of its caches, flow
-// table and counters. Counters are relaxed atomics written by the PMD alone
+// table and counters (its DropStats too; Datapath::drop_pending_upcalls
+// writes it on the control thread once the PMD is stopped). Counters are relaxed atomics written by the PMD alone
 // (load + store, no locked instruction), a few times per burst, and read by
 // anyone (PmdPerfCounters too); clear_counters() and the baselines it keeps
 // are the control thread's, and so is counters_since_ns() (a relaxed atomic
@@ -194,6 +204,7 @@
 #include <vector>
 
 #include "core/ring.h"
+#include "datapath/drop_stats.h"
 #include "datapath/emc.h"
 #include "datapath/execute.h"
 #include "datapath/flow_table.h"
@@ -246,7 +257,7 @@ struct PmdCounters {
   uint64_t request_failed = 0;   // flow requests refused (install/remove/modify: no such flow, full, busy)
   // Offline mode only:
   uint64_t ordered_upcalls = 0;  // hits of derived packets sent up behind an upcall (input order)
-  uint64_t backpressure = 0;     // times the inputs stopped for want of an upcall record
+  uint64_t backpressure = 0;     // times inputs stopped: offline, for want of an upcall record; live, an rx queue whose misses hold too many followers (upcall.h)
   // Bonds and control-plane frames (keel only):
   uint64_t bond_drops = 0;   // lb_output: no table for the bond, or its bucket has no member
   uint64_t ctl_tx = 0;       // control-plane frames sent (post_tx: LACPDUs, learning packets)
@@ -399,7 +410,10 @@ class Pmd {
   void add_rx_queue(const RxQueue& q) { rxqs_.push_back(q); }
   // A new poll list (control thread). While the PMD runs the caller must
   // have parked it (pause()); the PMD polls the new list once resumed.
-  void set_rx_queues(std::vector<RxQueue> q) { rxqs_ = std::move(q); }
+  void set_rx_queues(std::vector<RxQueue> q) {
+    rxqs_ = std::move(q);
+    rxq_paused_ = 0;
+  }
 
   // --- reload handshake (control thread) ---
   // pause(): returns once the PMD thread is parked between two iterations
@@ -490,6 +504,10 @@ class Pmd {
 
   FlowTable& flows() { return table_; }
   const FlowTable& flows() const { return table_; }
+  // Drop accounting (drop_stats.h): written by this PMD's thread (by the
+  // control thread only while it is not running); read by anyone.
+  DropStats& drops() { return drops_; }
+  const DropStats& drops() const { return drops_; }
   const packet::ParserCounters& parser_counters() const { return parser_; }
 
   void set_emc_insert_inv_prob(uint32_t v) { emc_insert_inv_prob_.store(v, std::memory_order_relaxed); }
@@ -654,6 +672,13 @@ class Pmd {
   unsigned in_exec_ = 0;     // nesting of packet execution (0: reading the inputs)
   bool in_answer_ = false;   // executing a slow-path answer: what goes up is `derived`
   Upcall* last_up_ = nullptr;  // the miss record sent up last in this context (may take followers)
+  unsigned held_followers_ = 0;  // followers on the records up (live: at most kUpcallHeldFollowers)
+  // Live: the poll list's queues (bit i: rxqs_[i], the first 64) paused
+  // while held_followers_ is over half of kUpcallHeldFollowers (upcall.h);
+  // the poll list slot being read (kNoSlot outside the poll loop).
+  uint64_t rxq_paused_ = 0;
+  static constexpr size_t kNoSlot = ~size_t{0};
+  size_t poll_slot_ = kNoSlot;
   std::array<hal::Packet*, hal::kMaxBurst> held_pkts_{};
   std::unique_ptr<packet::ParsedPacket[]> held_parsed_;
   unsigned held_head_ = 0, n_held_ = 0;
@@ -661,6 +686,18 @@ class Pmd {
   bool rx_paused_ = false;       // the inputs wait for records (counted once per pause)
   std::atomic<uint32_t> held_pub_{0};
   packet::ParserCounters parser_;
+  // Drop accounting (drop_stats.h): the fates of the packets this PMD
+  // received and the buffers it dropped; the executor's context points here.
+  DropStats drops_;
+  // A packet that was up (an upcall record, the held list) dropped.
+  void drop_up(hal::Packet* p, DropReason r) noexcept {
+    drops_.down(p);
+    drops_.drop(p, r);
+  }
+  // Megaflow/Upcall::drop_reason as a DropReason (0: the rules drop it).
+  static DropReason flow_drop_reason(uint8_t r) noexcept {
+    return r ? static_cast<DropReason>(r) : DropReason::kDropAction;
+  }
   std::unique_ptr<ExecContext> exec_;
   // Per recirculation depth: the parsed burst (keys must outlive execution).
   std::unique_ptr<packet::ParsedPacket[]> parsed_;

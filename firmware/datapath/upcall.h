@@ -54,6 +54,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/fault.h"
 #include "core/ring.h"
 #include "datapath/megaflow.h"
 #include "flow/dp_actions.h"
@@ -72,6 +73,16 @@ inline constexpr unsigned kUpcallRecords = 512;        // per PMD
 inline constexpr unsigned kUpcallControlReserve = 16;
 inline constexpr unsigned kUpcallUserdataMax = 64;     // bytes of userspace() userdata carried
 inline constexpr unsigned kUpcallFollowers = 31;       // packets with the same key riding on one miss
+// Live runs: followers one PMD may hold at once. Each keeps its packet
+// buffer while its miss is up, so without a bound a stalled slow path and a
+// storm of repeated new flows would hold every buffer of the pool (512
+// records x 31 followers is twice the sim pool) and starve the established
+// flows' inputs. A miss past it goes up on a record of its own (or is lost
+// and counted when none is free) and its rx queue pauses until half of the
+// followers are back (pmd.h: backpressure), as the pool running dry would
+// pause every input: the queue's packets wait in the NIC (a replay waits, a
+// NIC ring counts what overflows as Rx-drop), other queues keep going.
+inline constexpr unsigned kUpcallHeldFollowers = 1024;
 inline constexpr unsigned kMaxUpcallQueues = 16;       // per PMD: one per handler thread, at most
 static_assert(kUpcallFollowers + 1 <= 255,
               "Upcall::uncounted_packets (uint8_t) holds a packet and its followers");
@@ -109,6 +120,7 @@ struct Upcall {
   // the PMD counts the packets on it (it finds it with its dpcls).
   bool account_existing = false;
   const flow::DpActions* actions = nullptr;     // to run on the packet; null: drop it
+  uint8_t drop_reason = 0;  // a DropReason for what `actions` send nowhere (0: kDropAction)
   // --- filled by the PMD when it executed ---
   bool install_failed = false;  // the handler frees `install`
   // Packets executed with the answer that no megaflow counted and the
@@ -132,10 +144,19 @@ class UpcallChannel {
     Upcall* u = nullptr;
     return free_.pop(u) ? u : nullptr;
   }
+  // Records free now, as the PMD (their one taker) sees them: a lower
+  // bound (handlers only add to it meanwhile), give or take a recycle in
+  // progress.
+  unsigned available() const noexcept { return static_cast<unsigned>(free_.size()); }
   // take() unless no more than `reserve` records are free (the count is
   // read without a lock: handlers recycle concurrently, so it may be a
   // few records stale either way; the reserve stays roughly whole).
-  Upcall* take_above(unsigned reserve) noexcept { return free_.size() > reserve ? take() : nullptr; }
+  // `debug fault upcall-queue-full` (core/fault.h) makes it find none.
+  Upcall* take_above(unsigned reserve) noexcept {
+    if (fault::hit(fault::Point::upcall_queue_full)) [[unlikely]]
+      return nullptr;
+    return free_.size() > reserve ? take() : nullptr;
+  }
   // one_queue: queue 0 whatever the count (an offline run's PMD: its one
   // handler must see the records in the order they were sent).
   void submit(Upcall* u, bool one_queue = false) noexcept {
@@ -171,6 +192,7 @@ class UpcallChannel {
     u->actions = nullptr;
     u->install_failed = false;
     u->account_existing = false;
+    u->drop_reason = 0;
     u->uncounted_packets = 0;
     u->uncounted_bytes = 0;
     u->pkt = nullptr;

@@ -897,9 +897,7 @@ class OfPrinter {
   // ICMP type/code: exact when the low byte is all ones (see match.h).
   void icmp8(std::string_view name, be16 v, be16 mk) {
     if (!mk) return;
-    if (o_.icmp_16bit) {
-      be16_masked(name, v, mk);
-    } else if ((ntoh16(mk) & 0xff) == 0xff) {
+    if (!o_.icmp_16bit && (ntoh16(mk) & 0xff) == 0xff) {
       field(name);
       put_dec(out_, ntoh16(v) & 0xff);
     } else {

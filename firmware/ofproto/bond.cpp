@@ -432,7 +432,7 @@ struct Bond::Impl {
   }
 };
 
-Bond::Bond(std::string name, uint32_t id, BondSettings s, std::vector<BondMemberConfig> members,
+Bond::Bond(std::string name, uint32_t id, const BondSettings& s, std::vector<BondMemberConfig> members,
            uint64_t now_ms)
     : name_(std::move(name)), id_(id), impl_(std::make_shared<Impl>()) {
   Impl& b = *impl_;

@@ -151,7 +151,8 @@ struct BondView {
 
 class Bond {
  public:
-  Bond(std::string name, uint32_t id, BondSettings s, std::vector<BondMemberConfig> members, uint64_t now_ms);
+  Bond(std::string name, uint32_t id, const BondSettings& s, std::vector<BondMemberConfig> members,
+       uint64_t now_ms);
 
   const std::string& name() const { return name_; }
   uint32_t id() const { return id_; }

@@ -333,7 +333,7 @@ void Ofproto::run_bonds(uint64_t now) {
       hal::Port* p = dp_.port(members[i].dp_port);
       const bool up = p && p->link().up;
       if (b.carrier[i] != static_cast<int8_t>(up)) {
-        b.carrier[i] = up;
+        b.carrier[i] = static_cast<int8_t>(up);
         bond.set_carrier(i, up);
         if (b.lacp) b.lacp->set_carrier(i, up, now);
       }

@@ -174,17 +174,23 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
     out.tnl_gen = tnl.generation();
     Bridge* brp = nullptr;
     uint32_t in_ofport = 0;
+    using datapath::DropReason;
+    auto drop_reason = [&out](DropReason r) { out.drop_reason = static_cast<uint8_t>(r); };
     if (tunnels && is_tnl_recirc_id(flow.recirc_id)) {
       // The fallback's second pass: the underlay bridge, from LOCAL.
       brp = tnl.bridge_of_local_vport(tnl_recirc_vport(flow.recirc_id));
       in_ofport = flow::kOfppLocal;
-      if (!brp) return {};  // the bridge lost its address since: drop
+      if (!brp) {  // the bridge lost its address since: drop
+        drop_reason(DropReason::kTnlOutputFailed);
+        return {};
+      }
     } else if (tunnels && tnl.is_tunnel_vport(flow.in_port)) {
       // After tnl_pop: the tunnel port the packet belongs to (OVS tnl_find).
       std::optional<XlateTunnelRx> rx = tnl.receive(flow);
       if (!rx || !rx->bridge) {
         out.tnl_no_port = true;  // unknown VNI / remote / key: a drop flow for just that
         out.wc = tunnel_receive_wc(flow);
+        drop_reason(DropReason::kTnlNoPort);
         return {};
       }
       brp = rx->bridge;
@@ -193,7 +199,10 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
       const PortOwner owner = ofp.port_owner(static_cast<uint16_t>(flow.in_port));
       brp = owner.bridge;
     }
-    if (!brp) return {};  // not in a bridge: drop, nothing installed (out.bridge stays null)
+    if (!brp) {  // not in a bridge: drop, nothing installed (out.bridge stays null)
+      drop_reason(DropReason::kNoBridge);
+      return {};
+    }
     Bridge& br = *brp;
     // Generations first: a change racing with this translation then makes
     // the revalidator look again.
@@ -218,6 +227,21 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
     for (auto& c : x->bond_choices)
       out.bond_accounts.push_back({std::move(c.bond), c.flow, c.vlan, std::move(c.loads), c.bucket});
     out.cacheable = x->cacheable;
+    // Why an empty action list drops (show drops): the error, the tunnel
+    // output that failed, or else the rules.
+    if (out.actions.empty()) {
+      switch (x->error) {
+        case XlateError::ok:
+          if (x->tnl_neigh_miss) drop_reason(DropReason::kTnlNeighMiss);
+          else if (x->tnl_output_failed) drop_reason(DropReason::kTnlOutputFailed);
+          break;
+        case XlateError::recursion_too_deep: drop_reason(DropReason::kRecursionTooDeep); break;
+        case XlateError::too_many_resubmits: drop_reason(DropReason::kTooManyResubmit); break;
+        case XlateError::no_recirc_context: drop_reason(DropReason::kNoRecircContext); break;
+        case XlateError::actions_too_long: drop_reason(DropReason::kActionsTooLong); break;
+        case XlateError::invalid_tunnel_metadata: drop_reason(DropReason::kInvalidTunnelMetadata); break;
+      }
+    }
     if (x->underlay) {
       out.underlay = x->underlay;
       out.underlay_rules_gen = x->underlay_rules_generation;
@@ -227,26 +251,28 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
     }
     return {};
   };
-  ActionSink sink = [&ofp](const datapath::Upcall& u) {
+  // 0: the slow path took the packet (a reply sent, a LACPDU read, a
+  // packet-in queued, or nothing it knows to do); else why it was dropped.
+  ActionSink sink = [&ofp](const datapath::Upcall& u) -> uint8_t {
     const std::span<const uint8_t> ud(u.userdata, u.userdata_len);
     if (auto sp = decode_slow_path_userdata(ud); sp && *sp == SlowPathReason::action) {
       // An ARP request / neighbour solicitation for an address of the
       // bridge the frame entered (xlate.h): the reply goes back out of it.
       const uint16_t dp_port = static_cast<uint16_t>(u.key.get(KEEL_FLOW_WORD(in_port)) & 0xffffffffu);
       const PortOwner owner = ofp.port_owner(dp_port);
-      if (!owner.bridge) return;
+      if (!owner.bridge) return 0;
       const std::shared_ptr<const TunnelState> st = ofp.tunnel_state();
       const std::vector<uint8_t> reply =
           neighbor_reply_for(*st, *owner.bridge, std::span<const uint8_t>(u.pkt->data(), u.pkt->len()));
       if (!reply.empty()) (void)ofp.send_from_bridge(*owner.bridge, reply);
-      return;
+      return 0;
     }
     if (auto sp = decode_slow_path_userdata(ud)) {
       // slow_path(lacp): a LACPDU received on a bond member goes to the
       // bond's Lacp (which counts what it can't parse).
       const uint16_t dp_port = static_cast<uint16_t>(u.key.get(KEEL_FLOW_WORD(in_port)) & 0xffffffffu);
       const PortOwner owner = ofp.port_owner(dp_port);
-      if (!owner.bridge) return;
+      if (!owner.bridge) return 0;
       auto ports = owner.bridge->ports();
       const PortConfig* pc = ports->by_dp_port(dp_port);
       if (pc && pc->lacp && *sp == SlowPathReason::lacp) {
@@ -258,10 +284,10 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
           pc->bond_obj->set_may_enable(pc->bond_member, true);
         }
       }
-      return;
+      return 0;
     }
     auto cu = decode_controller_userdata(ud);
-    if (!cu) return;  // not ours
+    if (!cu) return 0;  // not ours
     const PortOwner owner = ofp.port_owner(static_cast<uint16_t>(u.key.get(KEEL_FLOW_WORD(in_port)) & 0xffffffffu));
     PacketIn pi;
     pi.bridge = owner.bridge ? owner.bridge->name() : std::string();
@@ -274,7 +300,7 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
     const uint32_t n = std::min<uint32_t>(u.pkt->len(), cu->max_len);
     pi.data.assign(u.pkt->data(), u.pkt->data() + n);
     pi.time_ns = hal::now_ns();
-    (void)ofp.push_packet_in(std::move(pi));
+    return ofp.push_packet_in(std::move(pi)) ? 0 : static_cast<uint8_t>(datapath::DropReason::kControllerQueueFull);
   };
   UdpifKnobs knobs{[&ofp] { return ofp.flow_limit(); }, [&ofp] { return ofp.max_idle_ms(); },
                    [&ofp] { return ofp.revalidate_interval_ms(); },

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 
+#include "core/fault.h"
 #include "flow/flow_text.h"
 #include "flow/miniflow.h"
 #include "keel/hal/cpu.h"
@@ -324,11 +325,17 @@ void Udpif::stop() {
     datapath::UpcallChannel& ch = dp_.pmds()[i]->upcall_channel();
     datapath::Upcall* u;
     if (i < offline_.size()) {
-      for (datapath::Upcall* b : offline_[i].backlog) ch.answer(b);
+      for (datapath::Upcall* b : offline_[i].backlog) {
+        b->drop_reason = static_cast<uint8_t>(datapath::DropReason::kStopped);  // show drops
+        ch.answer(b);
+      }
       offline_[i].backlog.clear();
       offline_[i].wait_for = nullptr;
     }
-    while (ch.next(u)) ch.answer(u);
+    while (ch.next(u)) {
+      u->drop_reason = static_cast<uint8_t>(datapath::DropReason::kStopped);  // show drops
+      ch.answer(u);
+    }
   }
 }
 
@@ -393,6 +400,7 @@ void Udpif::handler_main(unsigned h, unsigned n, unsigned slot) {
   rcu_.online(slot);
   unsigned idle = 0;
   while (!handlers_quit_.load(std::memory_order_relaxed)) {
+    fault::stall(fault::Point::handler_stall);  // `debug fault handler-stall` (core/fault.h)
     const bool busy = handle_batch(h, n, hc);
     rcu_.quiesce(slot);
     if (busy) {
@@ -512,7 +520,7 @@ bool Udpif::has_recirc(std::span<const uint8_t> actions) {
 
 void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq, HandlerCounters& hc) {
   if (u->type == datapath::Upcall::Type::action) {
-    if (sink_) sink_(*u);  // handler 0's: userspace() records have hash 0 (upcall.h)
+    if (sink_) u->drop_reason = sink_(*u);  // handler 0's: userspace() records have hash 0 (upcall.h)
     bump(hc.action_upcalls);
     ch.answer(u);  // no actions: the packet is consumed
     return;
@@ -542,6 +550,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
     return;
   }
   u->actions = new flow::DpActions(t.actions);
+  u->drop_reason = t.drop_reason;  // show drops: why these actions may send it nowhere
   const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
   if (!t.cacheable) {
     if (!t.bridge) bump(t.tnl_no_port ? hc.tnl_no_port : hc.no_bridge_drops);
@@ -587,6 +596,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
     ch.answer(u);
     return;
   }
+  f.value()->drop_reason = t.drop_reason;
   // As Open vSwitch's handler (xlate with resubmit_stats): the packet
   // whose upcall installs the megaflow is credited to its rules now;
   // the megaflow counts only what the PMD forwards on it (this one's
@@ -909,6 +919,7 @@ uint64_t Udpif::round(bool terse, bool parallel) {
     for (const datapath::FlowView& v : dp_.flow_dump())
       c.dump.push_back({v.pmd, v.ufid, v.packets, v.bytes, v.used_ns, v.tcp_flags, v.slot});
   }
+  fault::stall(fault::Point::revalidator_slow);  // `debug fault revalidator-slow`: a slow dump (core/fault.h)
   for (uint32_t i = 0; i < c.dump.size(); ++i) c.by_shard[shard_of(c.dump[i].ufid)].push_back(i);
   const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
   c.round_id = ++round_seq_;

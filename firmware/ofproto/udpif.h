@@ -163,13 +163,18 @@ struct Translation {
   bool tunnel = false;
   uint64_t tnl_gen = 0;
   bool tnl_no_port = false;
+  // Why what `actions` send nowhere is dropped (a datapath::DropReason; 0:
+  // the rules drop it): given to the megaflow and the answer (show drops).
+  uint8_t drop_reason = 0;
 };
 
 // Translates `flow` (in_port = datapath port). may_learn: NORMAL may learn
 // (false for revalidation). The caller is an Rcu reader.
 using Translator = std::function<Status(const flow::FlowKey& flow, bool may_learn, Translation& out)>;
-// Receives a userspace() packet (the frame and the action's userdata).
-using ActionSink = std::function<void(const datapath::Upcall& u)>;
+// Receives a userspace() packet (the frame and the action's userdata);
+// returns 0 when it took it, else the datapath::DropReason it was dropped
+// for (show drops: a packet-in the controller queue had no room for).
+using ActionSink = std::function<uint8_t(const datapath::Upcall& u)>;
 // Knobs read each round (the Ofproto's).
 struct UdpifKnobs {
   std::function<uint32_t()> flow_limit, max_idle_ms, revalidate_interval_ms;

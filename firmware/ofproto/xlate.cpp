@@ -1273,6 +1273,7 @@ void Ctx::native_tunnel_output(const XlateTunnelPort& tp, bool last, bool trunca
   std::optional<XlateRoute> rt = tnl_->route(dst, flow_.pkt_mark);
   if (!rt || !rt->bridge) {
     report(NodeType::warn, "native tunnel routing failed");
+    out_.tnl_output_failed = true;
     return;
   }
   // A gateway (not the v4-mapped 0.0.0.0) is the next hop.
@@ -1285,6 +1286,7 @@ void Ctx::native_tunnel_output(const XlateTunnelPort& tp, bool last, bool trunca
   std::optional<EthAddr> smac = tnl_->bridge_mac(ubr);
   if (!smac) {
     report(NodeType::warn, "tunnel output device lacks Ethernet address");
+    out_.tnl_output_failed = true;
     return;
   }
   const be32 d_ip = get_mapped_ipv4(nh);
@@ -1305,6 +1307,7 @@ void Ctx::native_tunnel_output(const XlateTunnelPort& tp, bool last, bool trunca
   uint8_t tnl_type = 0;
   if (!build_tunnel_header(tp, flow_, *dmac, *smac, s_ip6, tlv(), header, tnl_type)) {
     report(NodeType::warn, "native tunnel header build failed");
+    out_.tnl_output_failed = true;
     return;
   }
   const uint8_t nw_proto = tp.type == XlateTunnelType::gre ? 47 : text::kProtoUdp;

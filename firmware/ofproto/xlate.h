@@ -265,6 +265,7 @@ struct XlateOut {
   bool cacheable = true;
   bool tnl_no_port = false;     // from a tunnel vport, and no tunnel port matches: dropped
   bool tnl_neigh_miss = false;  // a tunnel output found no neighbour
+  bool tnl_output_failed = false;  // a tunnel output found no route, bridge address or header
   bool slow_path_neigh = false; // an ARP request / NS for an own address: userspace(slow_path(action))
   bool tnl_recirc = false;      // a tunnel output fell back to tnl_push + recirculation
   // A tunnel output consulted this underlay bridge too (the combined pass,

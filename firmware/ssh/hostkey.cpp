@@ -15,9 +15,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "core/sys_error.h"
 #include "ssh/crypto.h"
 #include "ssh/wire.h"
 
@@ -55,7 +57,7 @@ std::string base64(std::string_view data) {
   return out;
 }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() { return keel::errno_text(errno); }
 
 // Writes `data` to `path` atomically with mode 0600.
 Status write_atomic(const std::string& dir, const std::string& path, std::string_view data) {
@@ -94,12 +96,30 @@ Status write_atomic(const std::string& dir, const std::string& path, std::string
   return {};
 }
 
-// The file's contents; not_found when it does not exist.
+// The file's contents; not_found when it does not exist. A file of ours
+// that group or others may read or write is refused, as sshd refuses it
+// (sshkey_perm_ok: "UNPROTECTED PRIVATE KEY FILE! ... This private key will
+// be ignored"): the key may have been copied, and quietly tightening the
+// mode would hide that. The operator checks, then chmods it to 0600.
 Result<std::string> read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return error(Errc::not_found, "host key '" + path + "': no such file");
     return error(Errc::io_error, "host key '" + path + "': " + errno_text());
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const std::string e = errno_text();
+    ::close(fd);
+    return error(Errc::io_error, "host key '" + path + "': " + e);
+  }
+  if (st.st_uid == ::geteuid() && (st.st_mode & 077) != 0) {
+    ::close(fd);
+    char mode[16];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 0777));
+    return error(Errc::invalid_argument, "host key '" + path + "': permissions " + mode +
+                                              " are too open (group or others may read or write it); the key is "
+                                              "refused: check who could read it, then chmod 600 it");
   }
   std::string s;
   char buf[4096];
@@ -200,6 +220,14 @@ Status load_key(const std::string& path, mbedtls_pk_context& pk, bool want_ec) {
   } else if (mbedtls_pk_get_type(&pk) != MBEDTLS_PK_RSA || mbedtls_pk_get_bitlen(&pk) < 2048) {
     return error(Errc::invalid_argument, "host key '" + path + "': not an RSA key of at least 2048 bits");
   }
+  // A damaged file can still parse (mbedTLS checks the encoding, not the
+  // numbers: one flipped bit of an RSA prime loads) and then every signature
+  // fails. Check that the parts belong together: N = PQ, DE = 1 mod the
+  // orders, Q = dG.
+  if (mbedtls_pk_check_pair(&pk, &pk) != 0)
+    return error(Errc::invalid_argument, "host key '" + path +
+                                             "': its numbers do not make a key pair (a damaged file?); remove it "
+                                             "to have a new one generated");
   return {};
 }
 
@@ -242,8 +270,9 @@ Result<std::unique_ptr<HostKeys>> HostKeys::load_or_generate(const std::string& 
   return k;
 }
 
-std::vector<std::string> HostKeys::algorithms() const {
-  return {"ecdsa-sha2-nistp256", "rsa-sha2-512", "rsa-sha2-256"};
+const std::vector<std::string>& HostKeys::names() {
+  static const std::vector<std::string> v{"ecdsa-sha2-nistp256", "rsa-sha2-512", "rsa-sha2-256"};
+  return v;
 }
 
 std::string HostKeys::public_blob(std::string_view alg) const {

@@ -7,7 +7,10 @@
 // written atomically (tmp file 0600, fsync, rename, fsync of DIR); a file
 // that exists but does not parse, or holds the wrong key type, is an error
 // naming the file: it is never silently replaced (that would change the
-// host's identity under every client's known_hosts).
+// host's identity under every client's known_hosts). A file of ours that
+// group or others may read or write (mode & 077) is refused as sshd refuses
+// it, with an error naming the file and its mode: never used, never
+// silently chmodded.
 //
 // Thread-safety: immutable after load_or_generate(); sign() may run on any
 // thread with its own Random (the mbedTLS key contexts are only read).
@@ -35,7 +38,9 @@ class HostKeys {
   static Result<std::unique_ptr<HostKeys>> generate(Random& rnd, int rsa_bits = 3072);
 
   // "ecdsa-sha2-nistp256", "rsa-sha2-512", "rsa-sha2-256" (server preference order).
-  std::vector<std::string> algorithms() const;
+  std::vector<std::string> algorithms() const { return names(); }
+  // The same, without keys (what a configuration may name).
+  static const std::vector<std::string>& names();
   // SSH wire public key for a host key algorithm ("" for an unknown one).
   std::string public_blob(std::string_view alg) const;
   // Signature blob (string alg, string signature) over `data`.

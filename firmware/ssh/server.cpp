@@ -21,6 +21,7 @@
 #include <set>
 
 #include "core/log.h"
+#include "core/sys_error.h"
 #include "ssh/hostkey.h"
 #include "ssh/random.h"
 #include "ssh/transport.h"
@@ -107,7 +108,7 @@ Result<int> bind_socket(const std::string& listen, uint16_t port, const std::str
     return invalid("ssh: listen address '" + listen + "' is not an IPv4 or IPv6 address");
   }
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return error(Errc::io_error, "ssh: listen " + where + ": " + strerror(errno));
+  if (fd < 0) return error(Errc::io_error, "ssh: listen " + where + ": " + errno_text(errno));
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (ss.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
@@ -115,13 +116,13 @@ Result<int> bind_socket(const std::string& listen, uint16_t port, const std::str
       setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, device.c_str(), static_cast<socklen_t>(device.size())) != 0) {
     const int e = errno;
     ::close(fd);
-    return error(Errc::io_error, "ssh: listen " + where + ": interface " + device + ": " + strerror(e));
+    return error(Errc::io_error, "ssh: listen " + where + ": interface " + device + ": " + errno_text(e));
   }
   if (bind(fd, reinterpret_cast<const sockaddr*>(&ss), len) != 0) {
     const int e = errno;
     ::close(fd);
     return error(e == EADDRINUSE ? Errc::already_exists : Errc::io_error,
-                 "ssh: listen " + where + ": " + strerror(e));
+                 "ssh: listen " + where + ": " + errno_text(e));
   }
   sockaddr_storage got{};
   socklen_t glen = sizeof got;
@@ -294,7 +295,7 @@ Result<std::unique_ptr<Server>> Server::start(ServerConfig cfg) {
   s->random_ = std::make_unique<Random>();
   if (!s->random_->ok()) return error(Errc::internal, "ssh: the random generator could not be seeded");
   s->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (s->wake_fd_ < 0) return error(Errc::io_error, std::string("ssh: eventfd: ") + strerror(errno));
+  if (s->wake_fd_ < 0) return error(Errc::io_error, std::string("ssh: eventfd: ") + errno_text(errno));
   s->io_ = std::thread([p = s.get()] { p->io_main(); });
   return s;
 }
@@ -388,6 +389,11 @@ void Server::set_limits(size_t max_sessions, uint32_t idle_timeout_s) {
   std::lock_guard<std::mutex> g(mu_);
   cfg_.max_sessions = max_sessions;
   cfg_.idle_timeout_s = idle_timeout_s;
+}
+
+void Server::set_algorithms(AlgorithmLists a) {
+  std::lock_guard<std::mutex> g(mu_);
+  cfg_.algorithms = std::move(a);
 }
 
 uint16_t Server::bound_port() const {
@@ -726,7 +732,7 @@ void Server::io_main() {
         } else {
           // Another process took the port meanwhile (bound, not listening,
           // sockets may share it): say so once, keep trying every round.
-          const std::string why = "listen " + listen_address() + ": " + strerror(errno);
+          const std::string why = "listen " + listen_address() + ": " + errno_text(errno);
           std::lock_guard<std::mutex> g(mu_);
           if (listen_error_ != why) {
             listen_error_ = why;
@@ -825,7 +831,7 @@ void Server::io_main() {
 
     int r = poll(fds.data(), fds.size(), 100);
     if (r < 0 && errno != EINTR) {
-      KEEL_LOG_RL(log_ssh, err, 5, 5, "poll: %s", strerror(errno));
+      KEEL_LOG_RL(log_ssh, err, 5, 5, "poll: %s", errno_text(errno).c_str());
       continue;
     }
     if (fds[0].revents & POLLIN) {
@@ -872,8 +878,12 @@ void Server::io_main() {
         c->peer = peer;
         c->created_ms = t;
         c->last_ms = t;
-        c->tp = std::make_unique<Transport>(
-            TransportConfig{cfg_.software, host_keys_.get(), random_.get(), cfg_.rekey_bytes, cfg_.rekey_ms});
+        TransportConfig tc{cfg_.software, host_keys_.get(), random_.get(), cfg_.rekey_bytes, cfg_.rekey_ms};
+        tc.kex = cfg_.algorithms.kex;  // mu_ is held: set_algorithms() may change them
+        tc.host_keys_offered = cfg_.algorithms.host_keys;
+        tc.ciphers = cfg_.algorithms.ciphers;
+        tc.macs = cfg_.algorithms.macs;
+        c->tp = std::make_unique<Transport>(std::move(tc));
         c->out = c->tp->take_output();  // our version line
         c->view.id = c->id;
         c->view.peer = peer;
@@ -892,7 +902,7 @@ void Server::io_main() {
         ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
         if (n > 0) c.out.erase(0, static_cast<size_t>(n));
         else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-          if (!c.closing) log_close(c, disconnect::kConnectionLost, strerror(errno));
+          if (!c.closing) log_close(c, disconnect::kConnectionLost, errno_text(errno));
           c.closing = true;
           c.closing_since = 0;
           c.out.clear();
@@ -902,7 +912,8 @@ void Server::io_main() {
         char buf[16 * 1024];  // per round: the rest stays in the kernel
         ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-          log_close(c, disconnect::kConnectionLost, n == 0 ? "the client closed the connection" : strerror(errno));
+          log_close(c, disconnect::kConnectionLost,
+                    n == 0 ? "the client closed the connection" : errno_text(errno));
           c.closing = true;
           c.closing_since = 0;
           c.out.clear();

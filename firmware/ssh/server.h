@@ -84,6 +84,16 @@ struct ConnectionInfo {
   std::string method; // "publickey", "password", "keyboard-interactive"
 };
 
+// The algorithms offered to new connections, each list in preference order
+// with sshd_config's names and meaning (KexAlgorithms, HostKeyAlgorithms,
+// Ciphers, MACs); an empty list: all keel has, in its order
+// (transport_algorithms()). Names keel doesn't have are left out
+// (TransportConfig); the caller (the `ssh ...` commands) refuses them first.
+struct AlgorithmLists {
+  std::vector<std::string> kex, host_keys, ciphers, macs;
+  bool operator==(const AlgorithmLists&) const = default;
+};
+
 struct ServerConfig {
   std::string listen = "127.0.0.1";  // an IPv4 or IPv6 address; "0.0.0.0" / "::" for every address
   uint16_t port = 2222;              // 0: any free port
@@ -102,6 +112,7 @@ struct ServerConfig {
   uint32_t backoff_max_s = 600;
   uint64_t rekey_bytes = 1ull << 30;
   uint64_t rekey_ms = 3600 * 1000;
+  AlgorithmLists algorithms;
   Authenticator* auth = nullptr;  // outlives the server
   // Makes the ChannelHost of a connection once its user is authenticated
   // (I/O thread). The host lives until the connection is gone.
@@ -189,6 +200,9 @@ class Server {
   void set_enabled(bool on);
   // New limits apply to new sessions and to idle time from now on.
   void set_limits(size_t max_sessions, uint32_t idle_timeout_s);
+  // New algorithm lists apply to connections accepted from now on (open
+  // ones keep what they offered, re-keys included).
+  void set_algorithms(AlgorithmLists a);
   uint16_t bound_port() const;
   std::string listen_address() const;  // "127.0.0.1:2222", "[::]:22"
   // Host key fingerprints (HostKeys::fingerprints()); empty until the
@@ -222,7 +236,7 @@ class Server {
   void io_main();
   void wake();
 
-  ServerConfig cfg_;  // listen/port/device/limits guarded by mu_ after start()
+  ServerConfig cfg_;  // listen/port/device/limits/algorithms guarded by mu_ after start()
   uint16_t port_ = 0;
   int listen_fd_ = -1;  // swapped by relisten() under mu_; the I/O thread re-reads it each round
   bool enabled_ = true;

@@ -94,6 +94,7 @@ const std::vector<std::string>& transport_algorithms(std::string_view what) {
   if (what == "kex") return kex_names();
   if (what == "cipher") return cipher_names();
   if (what == "mac") return mac_names();
+  if (what == "host_key") return HostKeys::names();
   return none;
 }
 

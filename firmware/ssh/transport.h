@@ -57,7 +57,7 @@ struct TransportConfig {
 };
 
 // What keel's transport can do, in its preference order: "kex", "cipher",
-// "mac" (host key algorithms come from HostKeys::algorithms()).
+// "mac", "host_key" (HostKeys::names()); empty for anything else.
 const std::vector<std::string>& transport_algorithms(std::string_view what);
 
 class Transport {

@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <string>
 
-#include "sys_error.h"
+#include "core/sys_error.h"
 
 namespace keel::hal {
 

@@ -141,6 +141,7 @@ PortCounters Port::counters() const {
     c.tx_mtu_exceeded_drops += q.mtu_dropped.load(relaxed);
     c.tx_link_down_drops += q.link_dropped.load(relaxed);
   }
+  c.tx_hw_dropped = hw_tx_dropped_.load(relaxed);
   return c;
 }
 
@@ -157,6 +158,7 @@ void Port::clear_counters() {
       q.hw_dropped.store(0, relaxed);
     }
   }
+  hw_tx_dropped_.store(0, relaxed);
 }
 
 }  // namespace keel::hal

@@ -261,7 +261,7 @@ Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string
 
   const unsigned n_mbufs = pool_mbufs_for(ports);
   rte_mempool* pool = rte_pktmbuf_pool_create("keel_mbufs", n_mbufs, kPoolCache, sizeof(Packet),
-                                              RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
+                                              RTE_MBUF_DEFAULT_BUF_SIZE, static_cast<int>(rte_socket_id()));
   if (pool == nullptr) {
     const int err = rte_errno;
     (void)rte_eal_cleanup();
@@ -271,8 +271,9 @@ Result<std::unique_ptr<Backend>> make_dpdk_backend(const std::vector<std::string
                                                 " MB; pcap replay ports count one per record) could not be "
                                                 "created: " + rte_strerror(err) + " (EAL memory -m too small?)");
   }
-  rte_mempool* jumbo = rte_pktmbuf_pool_create("keel_jumbo", kJumboMbufs, kPoolCache / 8, sizeof(Packet),
-                                               RTE_PKTMBUF_HEADROOM + kJumboBufferSize, rte_socket_id());
+  rte_mempool* jumbo =
+      rte_pktmbuf_pool_create("keel_jumbo", kJumboMbufs, kPoolCache / 8, sizeof(Packet),
+                              RTE_PKTMBUF_HEADROOM + kJumboBufferSize, static_cast<int>(rte_socket_id()));
   if (jumbo == nullptr) {
     const int err = rte_errno;
     rte_mempool_free(pool);

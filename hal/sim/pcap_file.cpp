@@ -14,7 +14,7 @@
 #include <bit>
 #include <cstring>
 
-#include "common/sys_error.h"
+#include "core/sys_error.h"
 
 namespace keel::hal::sim {
 

@@ -40,6 +40,13 @@
 // back; a thread must detach before it ends (thread_exit()). Jumbo buffers
 // are not cached. available() does not count cached buffers.
 //
+// Fault injection (core/fault.h, `debug fault pool-exhausted`): while the
+// point is armed every alloc and alloc_burst fails as if the pool were
+// empty (each call one relaxed load of a false flag otherwise), so the
+// ports and the datapath take the paths they take when the buffers have
+// run out: a replay waits, a live port's frames overflow its rx ring
+// (rx_dropped), a copy is not made (counted by the executor).
+//
 // Life cycle: create() (may fail: no memory), then alloc/free from any
 // thread, then destruction once every buffer is back. Ports and the backend
 // hold the pool by shared_ptr so whichever is destroyed last frees it; a
@@ -60,6 +67,7 @@
 #include <memory>
 #include <span>
 
+#include "core/fault.h"
 #include "core/ring.h"
 #include "core/status.h"
 #include "keel/hal/packet.h"
@@ -98,6 +106,8 @@ class Pool {
   // One empty packet (len 0, data at kHeadroom) whose tailroom holds `len`
   // bytes, or nullptr when none of that class is free (or len > kJumboBufferSize).
   Packet* alloc(uint32_t len = 0) noexcept {
+    if (fault::hit(fault::Point::pool_exhausted)) [[unlikely]]
+      return nullptr;
     Packet* p;
     if (len <= kBufferSize) {
       Cache& c = cache();
@@ -118,6 +128,8 @@ class Pool {
   // Up to out.size() empty packets that hold `len` bytes each; returns how
   // many (fewer when that class runs out).
   unsigned alloc_burst(std::span<Packet*> out, uint32_t len = 0) noexcept {
+    if (fault::hit(fault::Point::pool_exhausted)) [[unlikely]]
+      return 0;
     if (len > kBufferSize) {
       if (len > kJumboBufferSize) return 0;
       auto n = static_cast<unsigned>(jumbo_free_.pop_bulk(out));

@@ -1635,14 +1635,16 @@ void SimNicModel::send_batch(SimNicPort* hw, Port* out, std::span<Packet*> pkts)
     const bool tagged = p->len() >= 14 && rd16(p->data() + 12) == 0x8100;
     if (down || p->len() > (tagged ? lim.tagged : lim.untagged)) {
       hal::release(p);
-      bump(st_tx_drop_);
     } else {
       pkts[n++] = p;
     }
   }
   const uint16_t sent = n ? hw->hw_tx(pkts.first(n)) : 0;
   for (size_t i = sent; i < n; ++i) hal::release(pkts[i]);
-  if (n > sent) bump(st_tx_drop_, n - sent);
+  if (pkts.size() > sent) {
+    bump(st_tx_drop_, pkts.size() - sent);
+    out->count_hw_tx_dropped(pkts.size() - sent);  // the egress port's tx drops (show drops)
+  }
 }
 
 uint16_t SimNicModel::ingress(Port& in, uint16_t q, std::span<Packet*> pkts) noexcept {

@@ -37,7 +37,7 @@
 #include <cstring>
 #include <string>
 
-#include "common/sys_error.h"
+#include "core/sys_error.h"
 #include "sim_ports.h"
 
 namespace keel::hal::sim {

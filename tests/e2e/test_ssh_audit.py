@@ -19,9 +19,16 @@ two failures are expected and are the only ones allowed; everything else
 ssh-audit would call a failure (SHA-1, CBC, small DH groups, small RSA
 keys, encrypt-and-MAC) is simply not offered.
 
-SSH_TARGET=sshd audits a private OpenSSH sshd restricted to the same
+A second keel, booted with the hardened algorithm settings README.md
+gives (`ssh kex-algorithms curve25519-sha256,curve25519-sha256@libssh.org`,
+`ssh host-key-algorithms rsa-sha2-512,rsa-sha2-256`: no NIST P-256), is
+audited too: exactly those algorithms offered, no [fail] line at all, and an
+exit status that is not FAILURE (its one [warn] is the strict kex marker).
+
+SSH_TARGET=sshd audits private OpenSSH sshds restricted to the same
 algorithms (the parser and the expectations checked against the real
 thing)."""
+import os
 import json
 import re
 
@@ -35,6 +42,13 @@ EXPECTED = {
     ("warn", "ecdsa-sha2-nistp256", "using weak random number generator could reveal the key"),
     ("warn", "kex-strict-s-v00@openssh.com", "unknown algorithm"),
 }
+# The hardened settings (README.md "What ssh-audit says"): keel's and sshd's.
+HARDENED_KEXES = ["curve25519-sha256", "curve25519-sha256@libssh.org"]
+HARDENED_HOST_KEY_ALGS = ["rsa-sha2-512", "rsa-sha2-256"]
+HARDENED_CONFIG = ["ssh kex-algorithms " + ",".join(HARDENED_KEXES),
+                   "ssh host-key-algorithms " + ",".join(HARDENED_HOST_KEY_ALGS)]
+# (What the hardened server may still earn: the marker newer than ssh-audit 2.5.)
+HARDENED_EXPECTED = {("warn", "kex-strict-s-v00@openssh.com", "unknown algorithm")}
 # ssh-audit's exit codes (ssh_audit/exitcodes.py).
 GOOD, CONNECTION_ERROR, WARNING, FAILURE = 0, 1, 2, 3
 
@@ -105,6 +119,40 @@ def test_findings_are_the_documented_ones():
     print("  ssh-audit findings:\n" + "\n".join("    [%s] %s: %s" % f for f in sorted(got)))
 
 
+def hardened_target():
+    d = os.path.join(T.dir, "hardened")
+    os.makedirs(d)
+    if target_kind() == "sshd":
+        return SshdTarget(d, T.keys, extra_config="Ciphers %s\nMACs %s\nKexAlgorithms %s\nHostKeyAlgorithms %s\n"
+                          "Compression no\n" % (",".join(CIPHERS), ",".join(MACS), ",".join(HARDENED_KEXES),
+                                                 ",".join(HARDENED_HOST_KEY_ALGS)))
+    return KeelTarget(d, T.keys, extra=HARDENED_CONFIG)
+
+
+def test_hardened_config_has_no_failure():
+    global H
+    H = hardened_target()
+    p = run([SSH_AUDIT, "-j", "-p", str(H.port), H.host])
+    check(p.returncode != CONNECTION_ERROR and p.stdout.strip().startswith("{"), "ssh-audit --json ran", p)
+    j = json.loads(p.stdout)
+    kex = [k["algorithm"] for k in j["kex"] if not k["algorithm"].startswith(("kex-strict-", "ext-info-"))]
+    check(kex == HARDENED_KEXES, "hardened kex algorithms %s" % kex)
+    keys = [(k["algorithm"], k.get("keysize")) for k in j["key"]]
+    check(keys == [("rsa-sha2-512", 3072), ("rsa-sha2-256", 3072)], "hardened host key algorithms %s" % keys)
+    check(j["enc"] == CIPHERS and j["mac"] == MACS, "ciphers and MACs unchanged: %s %s" % (j["enc"], j["mac"]))
+    p = run([SSH_AUDIT, "-n", "-p", str(H.port), H.host])
+    check(p.returncode in (GOOD, WARNING) and "# key exchange algorithms" in p.stdout,
+          "ssh-audit audited the hardened server, exit status %d (not FAILURE %d)" % (p.returncode, FAILURE), p)
+    fail_lines = [line for line in p.stdout.splitlines() if "[fail]" in line]
+    check(not fail_lines, "no [fail] line: %s\n%s" % (fail_lines, p.stdout))
+    got = set(findings(p.stdout))
+    check(got <= HARDENED_EXPECTED, "findings README.md doesn't explain: %s\n%s"
+          % (sorted(got - HARDENED_EXPECTED), p.stdout))
+    print("  ssh-audit of the hardened config: exit status %d, findings %s" % (p.returncode, sorted(got)))
+
+
+H = None
+
 if __name__ == "__main__":
     require("test_ssh_audit", SSH_AUDIT, SSH_KEYGEN)
     d = workdir()
@@ -116,6 +164,6 @@ if __name__ == "__main__":
                                                   ",".join(HOST_KEY_ALGS)))
         else:
             T = make_target(d, keys)
-        main([test_algorithms_json, test_findings_are_the_documented_ones])
+        main([test_algorithms_json, test_findings_are_the_documented_ones, test_hardened_config_has_no_failure])
     finally:
-        cleanup(d, *([T] if T else []))
+        cleanup(d, *[t for t in (H, T) if t])

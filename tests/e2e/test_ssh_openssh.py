@@ -10,6 +10,9 @@ logins), its own known_hosts. Asserted:
     non-zero status, the error on stderr (not stdout);
   * `ssh -tt` driven through a pty: the prompt, Tab completes `show po` to
     `show ports`, the command runs, `exit` ends the session with status 0;
+  * --More-- over SSH: on a terminal of 6 rows, `help` stops at --More--
+    after 5 rows; the terminal resized to 12 rows (the client sends
+    window-change), `show control` says so and `help` stops after 11;
   * every cipher (chacha20-poly1305, aes256/128-gcm, aes256/128-ctr), each
     MAC with the ctr ciphers (hmac-sha2-256/512-etm), every kex
     (curve25519-sha256, its @libssh.org name, ecdh-sha2-nistp256) and every
@@ -31,15 +34,19 @@ SSH_TARGET=sshd runs the same client side against a private OpenSSH sshd
 (ForceCommand: a stand-in for keel's commands, see ssh_common.py); the
 checks only keel can answer (passwords, roles, logging, restart, key lines)
 say so and pass."""
+import fcntl
+import json
 import os
 import pty
 import re
 import select
+import struct
 import subprocess
+import termios
 import time
 
 from ssh_common import (PtyReader, CIPHERS, HOST_KEY_ALGS, KEXES, MACS, PATIENCE, SSH, SSH_KEYGEN, VIEWER_PASSWORD,
-                        Failure, KeelTarget, Keys, check, cleanup, main, make_target, require, workdir)
+                        Failure, KeelTarget, Keys, check, cleanup, main, make_target, require, wait_for, workdir)
 
 T = None   # the target, made once in __main__
 
@@ -70,12 +77,18 @@ def test_exec_output_and_status():
 class PtySsh(PtyReader):
     """ssh -tt on a pty of ours (pexpect isn't installed); expect()/send() from PtyReader."""
 
-    def __init__(self, argv):
+    def __init__(self, argv, rows=0, cols=0):
         pid, fd = pty.fork()
         if pid == 0:
+            if rows:  # the terminal's size, before ssh reads it for its pty-req
+                fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
             os.execv(argv[0], argv)
         super().__init__(fd)
         self.pid = pid
+
+    def resize(self, rows, cols):
+        """The terminal changes size: the kernel sends ssh SIGWINCH, ssh a window-change."""
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
     def wait(self, timeout=PATIENCE):
         deadline = time.time() + timeout
@@ -113,6 +126,43 @@ def test_interactive_tty():
         s.send("exit\r")
         rc = s.wait()
         check(rc == 0, "exit ends the interactive session with status 0 (got %s)" % rc)
+    finally:
+        try:
+            os.close(s.fd)
+        except OSError:
+            pass
+
+
+def test_more_paging_and_window_change():
+    if keel_only("--More-- and window-change"):
+        return
+    cols = 300  # wider than any line of `help`: one row per line
+
+    def first_page():
+        """Rows `help` shows before --More-- (the prompt's row excluded); q ends the paging."""
+        s.send("help\r")
+        seen = s.expect("--More--")
+        s.send("q")
+        s.expect("keel> ")
+        return seen.split("help\r\n", 1)[1].count("\r\n")
+
+    def session_rows():
+        s.send("show control --format json\r")
+        out = s.expect("keel> ")
+        return json.loads(out[out.index("{"):out.rindex("}") + 1])["session"]["rows"]
+
+    s = PtySsh(T.ssh_argv(T.admin, key=T.keys.ecdsa, tty=True), rows=6, cols=cols)
+    try:
+        s.expect("keel> ")
+        check(session_rows() == 6, "the pty-req's 6 rows are the session's")
+        n = first_page()
+        check(n == 5, "a 6-row terminal pages after 5 rows of help, got %d" % n)
+        s.resize(12, cols)
+        wait_for(lambda: session_rows() == 12, "the window-change to reach the session (show control: rows 12)")
+        n = first_page()
+        check(n == 11, "a 12-row terminal pages after 11 rows of help, got %d" % n)
+        s.send("exit\r")
+        check(s.wait() == 0, "exit ends the session with status 0")
     finally:
         try:
             os.close(s.fd)
@@ -269,7 +319,8 @@ if __name__ == "__main__":
     try:
         keys = Keys(d)
         T = make_target(d, keys)
-        main([test_exec_output_and_status, test_interactive_tty, test_each_cipher_and_mac,
+        main([test_exec_output_and_status, test_interactive_tty, test_more_paging_and_window_change,
+              test_each_cipher_and_mac,
               test_each_kex, test_each_host_key_algorithm, test_user_keys, test_ssh_rsa_sha1_refused,
               test_passwords, test_read_only_refused_and_logged, test_host_key_kept_across_restart,
               test_ed25519_key_line_refused])

@@ -114,10 +114,29 @@ def test_bonds():
                      "fdb-add brx p0 0 00:00:00:00:00:01", "fdb-add br0 p9 0 00:00:00:00:00:01"])
 
 
+def test_drops():
+    golden("drops", ["show drops", "show drops --format json", "coverage-show", "show drops --format xml"])
+
+
+def test_faults():
+    # Nothing moves on null ports, so what fires is only what the commands
+    # make fire: the disk-full write memory (no stall point is armed: a
+    # handler or revalidator could reach it before a show, and a stall's
+    # report has a duration).
+    golden("faults", ["debug fault show", "debug fault show --format json", "debug fault pool-exhausted --count 2",
+                      "debug fault disk-full --short", "debug fault upcall-queue-full --count 3",
+                      "debug fault show", "write memory", "debug fault clear disk-full",
+                      "debug fault clear upcall-queue-full",
+                      "debug fault show --format json", "write memory",
+                      "debug fault clear", "debug fault show", "port-link p1 down", "debug fault show",
+                      "debug fault handler-stall", "debug fault revalidator-slow 0", "debug fault disk-full --count 0",
+                      "debug fault clear nosuch", "debug fault explode"])
+
+
 def test_golden_json_parses():
     # Every "--format json" line in the golden files is one valid JSON object.
     import json
-    for name in ("core", "datapath", "config", "logging", "bonds"):
+    for name in ("core", "datapath", "config", "logging", "bonds", "drops", "faults"):
         path = os.path.join(GOLDEN, name + ".txt")
         if not os.path.exists(path):
             continue
@@ -128,4 +147,4 @@ def test_golden_json_parses():
 
 
 if __name__ == "__main__":
-    main([test_core, test_datapath, test_config, test_logging, test_bonds, test_golden_json_parses])
+    main([test_core, test_datapath, test_config, test_logging, test_bonds, test_drops, test_faults, test_golden_json_parses])

@@ -153,8 +153,10 @@ def test_flow_dump_shows_the_key_as_written():
                  stdin="dp-flow add %s actions:2\nflow-dump\nflow-dump -m\n" % key)
     check(p.returncode == 0, "exit 0", p)
     lines = p.stdout.splitlines()
-    check(len(lines) == 4 and re.fullmatch(r"flow-dump from pmd on cpu core: \d+", lines[0]) and
-          lines[2] == lines[0], "a header before each dump's flows", p)
+    # An unpinned PMD's header names the CPU its thread was last seen on,
+    # which the scheduler may change between the two dumps.
+    check(len(lines) == 4 and all(re.fullmatch(r"flow-dump from pmd on cpu core: \d+", lines[i]) for i in (0, 2)),
+          "a header before each dump's flows", p)
     check(lines[1] == "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x0800),"
           "ipv4(src=10.0.0.1/255.0.0.0,proto=17,frag=no),udp(dst=53), packets:0, bytes:0, used:never, actions:2",
           "flow-dump: the values as written", p)

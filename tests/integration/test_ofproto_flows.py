@@ -143,12 +143,18 @@ def test_copies_match_shared_bench():
         return
     for name in sorted(os.listdir(SHARED)):
         for f in sorted(os.listdir(os.path.join(SHARED, name))):
-            if not (re.match(r"flows.*\.txt$", f) or f in ("topology.vsctl", "scenario.conf")):
+            if not (re.match(r"flows.*\.txt$", f) or
+                    f in ("topology.vsctl", "scenario.conf", "setup.appctl", "setup.ip", "post.vsctl")):
                 continue
             copy = os.path.join(HERE, "data", "scenarios", name, f)
             check(os.path.exists(copy), "%s/%s is copied into tests/integration/data/scenarios" % (name, f))
             with open(os.path.join(SHARED, name, f), "rb") as a, open(copy, "rb") as b:
                 check(a.read() == b.read(), "%s/%s: the copy equals ../shared's" % (name, f))
+    # The traffic generator test_drops.py replays the scenarios with.
+    gen = os.path.join(os.path.dirname(SHARED), "gen_traffic.py")
+    if os.path.exists(gen):
+        with open(gen, "rb") as a, open(os.path.join(HERE, "data", "gen_traffic.py"), "rb") as b:
+            check(a.read() == b.read(), "gen_traffic.py: the copy equals ../shared/bench's")
 
 
 if __name__ == "__main__":

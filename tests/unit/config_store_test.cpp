@@ -19,6 +19,7 @@
 #include "cli/console.h"
 #include "control/config_store.h"
 #include "control/system.h"
+#include "core/fault.h"
 #include "sim_test_util.h"
 
 using namespace keel;
@@ -183,4 +184,59 @@ TEST_CASE("UUID text and name-based UUIDs") {
   CHECK(control::name_uuid("d3920538-a3bc-4c50-964e-4de36632fbab", "Port p1") != a);
   CHECK(control::name_uuid(ns + "P", "ort p1") != a);  // the separator keeps ns and name apart
   CHECK(control::random_uuid() != control::random_uuid());
+}
+
+TEST_CASE("disk full during write memory (debug fault disk-full): the save fails saying so, nothing changes") {
+  fault::permit(true);
+  for (uint32_t flags : {0u, fault::kShortWrite}) {
+    CAPTURE(flags);
+    test::TempDir d;
+    bool ok = false;
+    run_keel(d.path(), "set emc-insert-inv-prob 5\nwrite memory\nwrite memory", &ok);
+    REQUIRE(ok);
+    const std::string startup = d.file("startup-config");
+    const std::optional<std::string> old = slurp(startup), bak = slurp(startup + ".bak");
+    REQUIRE(old);
+    REQUIRE(bak);
+    control::ConfigStore store(d.path());
+    REQUIRE(fault::arm(fault::Point::disk_full, {.flags = flags}).ok());
+    const Status st = store.save_startup("set smc-enable true\n");
+    CHECK(!st.ok());
+    CHECK(st.message() == "write '" + startup + ".tmp': No space left on device; " + startup + " is unchanged");
+    const Status copy = control::write_file_atomic(d.file("copy.cfg"), "set smc-enable true\n");
+    CHECK(copy.message() ==
+          "write '" + d.file("copy.cfg") + ".tmp': No space left on device; " + d.file("copy.cfg") + " is unchanged");
+    fault::disarm(fault::Point::disk_full);
+    CHECK(slurp(startup) == old);
+    CHECK(slurp(startup + ".bak") == bak);
+    CHECK(!slurp(startup + ".tmp"));
+    CHECK(!slurp(d.file("copy.cfg")));
+    CHECK(!slurp(d.file("copy.cfg.tmp")));
+    // Room again: the save works and the old file becomes the backup.
+    REQUIRE(store.save_startup("set smc-enable true\n").ok());
+    CHECK(slurp(startup) == "set smc-enable true\n");
+    CHECK(slurp(startup + ".bak") == old);
+  }
+  fault::permit(false);
+}
+
+TEST_CASE("a startup config cut short in its last line is refused whole: the last good config boots") {
+  test::TempDir d;
+  bool ok = false;
+  const std::string good = run_keel(d.path(), "set emc-insert-inv-prob 50\nwrite memory", &ok);
+  REQUIRE(ok);
+  const std::string startup = d.file("startup-config");
+  REQUIRE(run_keel(d.path(), "", &ok) == good);  // it boots
+  spit(startup + ".good", good);                  // as keel marks a config that booted
+  // The file as a copy that stopped early leaves it: its last line reads
+  // as a command, with another value.
+  const std::string cut = good + "set emc-insert-inv-prob 5";
+  spit(startup, cut);
+  CHECK(run_keel(d.path(), "", &ok) == good);
+  CHECK(ok);
+  CHECK(slurp(startup) == cut);  // left for the operator
+  CHECK(slurp(startup + ".good") == good);
+  // The same line ended: it applies.
+  spit(startup, cut + "\n");
+  CHECK(run_keel(d.path(), "", &ok).find("set emc-insert-inv-prob 5\n") != std::string::npos);
 }

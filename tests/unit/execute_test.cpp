@@ -1020,3 +1020,193 @@ TEST_CASE("a later IPv4 fragment: addresses change, no L4 checksum is touched") 
   CHECK(get16(g, o.l3 + 10) == ipv4_header_csum(g, o));
   CHECK(x.ctx->counters.header_missing == 1);  // set(udp): no UDP header in this fragment
 }
+
+// --- drop accounting (drop_stats.h): one fate per received packet --------------
+
+namespace {
+// An Exec whose packets were received on port 7 (each holds its fate token)
+// and whose context counts into `drops`.
+struct Fates {
+  Exec x;
+  DropStats drops;
+  Fates() { x.ctx->drops = &drops; }
+  ExecPacket& add(const Bytes& f = ipv4_udp(), bool no_headroom = false) {
+    ExecPacket& e = x.add(f, no_headroom);
+    e.pkt->mark_received(7);
+    return e;
+  }
+  DropTotals::Port port() const {
+    x.ctx->flush_forwarded();  // as the PMD does once per iteration
+    DropTotals t;
+    drops.read(t);
+    return t.ports[7];
+  }
+  uint64_t dropped(DropReason r) const { return port().dropped[static_cast<unsigned>(r)]; }
+  uint64_t instances(DropReason r) const {
+    DropTotals t;
+    drops.read(t);
+    return t.instances[static_cast<unsigned>(r)];
+  }
+};
+}  // namespace
+
+TEST_CASE("drop accounting: forwarded once however many outputs; a drop under the flow's reason") {
+  Fates f;
+  for (int i = 0; i < 3; ++i) f.add();
+  f.x.run("2,3,4");  // flooded: three instances each on the wire
+  CHECK(f.x.tx(2).size() == 3);
+  CHECK(f.x.tx(4).size() == 3);
+  CHECK(f.port().forwarded == 3);
+  CHECK(f.port().dropped_total() == 0);
+
+  f.add();
+  f.add();
+  f.x.ctx->drop_reason = DropReason::kNoBridge;  // the flow's (Megaflow::drop_reason)
+  f.x.run("drop");
+  CHECK(f.dropped(DropReason::kNoBridge) == 2);
+  f.add();
+  f.x.ctx->drop_reason = DropReason::kDropAction;
+  f.x.run("set(ipv4(ttl=9))");  // sends it nowhere
+  CHECK(f.dropped(DropReason::kDropAction) == 1);
+  f.add();
+  f.x.run("2,drop");  // an output, then a drop: forwarded
+  CHECK(f.port().forwarded == 4);
+  CHECK(f.instances(DropReason::kDropAction) == 2);  // the dropped original counted as a buffer
+  CHECK(f.port().dropped_total() == 3);
+
+  // A copy (no token) decides nothing.
+  ExecPacket& e = f.x.add(ipv4_udp());
+  e.pkt->set_rx_port(7);
+  f.x.run("drop");
+  CHECK(f.port().dropped_total() == 3);
+  CHECK(f.instances(DropReason::kDropAction) == 3);
+}
+
+namespace {
+// Runs `actions` on packets the test holds (as the PMD does with a
+// recirculated packet, or an answer's).
+void run_on(ExecContext& ctx, std::vector<hal::Packet*> pkts, std::string_view actions) {
+  auto a = flow::parse_dp_actions(actions);
+  REQUIRE(a.ok());
+  std::vector<LayerOffsets> ofs(pkts.size());
+  std::vector<ExecPacket> batch;
+  for (size_t i = 0; i < pkts.size(); ++i) {
+    ofs[i] = offsets_of(Bytes(pkts[i]->data(), pkts[i]->data() + pkts[i]->len()));
+    batch.push_back({pkts[i], &ofs[i], nullptr});
+  }
+  execute_actions(ctx, batch, *a);
+}
+}  // namespace
+
+TEST_CASE("drop accounting: the token goes on with a recirculation or the slow path, off when forwarded") {
+  Fates f;
+  f.add();
+  f.x.run("recirc(0x1)");
+  REQUIRE(f.x.ctx->recirc.n == 1);
+  hal::Packet* p = f.x.ctx->recirc.pkts[0];
+  CHECK(p->has_fate_token());  // undecided: its next pass decides
+  CHECK(f.port().forwarded + f.port().dropped_total() == 0);
+  f.x.ctx->recirc.clear();
+  run_on(*f.x.ctx, {p}, "2");  // the second pass
+  CHECK(f.port().forwarded == 1);
+
+  // An output and a recirculation: forwarded now; the recirculated
+  // instance is a copy from then on (its own drop is counted per buffer).
+  f.add();
+  f.x.run("2,recirc(0x1)");
+  CHECK(f.port().forwarded == 2);
+  REQUIRE(f.x.ctx->recirc.n == 1);
+  p = f.x.ctx->recirc.pkts[0];
+  CHECK_FALSE(p->has_fate_token());
+  f.x.ctx->recirc.clear();
+  run_on(*f.x.ctx, {p}, "drop");
+  CHECK(f.port().dropped_total() == 0);
+  CHECK(f.instances(DropReason::kDropAction) == 1);
+
+  // The original dropped, its clone recirculated: the clone carries the
+  // packet on, and its pass decides.
+  f.add();
+  f.x.run("clone(recirc(0x2)),drop");
+  REQUIRE(f.x.ctx->recirc.n == 1);
+  p = f.x.ctx->recirc.pkts[0];
+  CHECK(p->has_fate_token());
+  CHECK(f.port().dropped_total() == 0);
+  f.x.ctx->recirc.clear();
+  f.x.ctx->drop_reason = DropReason::kTooManyResubmit;
+  run_on(*f.x.ctx, {p}, "drop");
+  f.x.ctx->drop_reason = DropReason::kDropAction;
+  CHECK(f.dropped(DropReason::kTooManyResubmit) == 1);
+
+  // userspace() alone: the token goes up with the packet (the PMD counts
+  // it as the slow path's when the handler consumed it).
+  f.add();
+  f.x.run("userspace(pid=1)");
+  REQUIRE(f.x.ctx->upcalls.n == 1);
+  CHECK(f.x.ctx->upcalls.reqs[0].pkt->has_fate_token());
+  f.add();
+  f.x.run("userspace(pid=1),2");
+  REQUIRE(f.x.ctx->upcalls.n == 2);
+  CHECK_FALSE(f.x.ctx->upcalls.reqs[1].pkt->has_fate_token());
+  CHECK(f.port().forwarded == 3);
+}
+
+TEST_CASE("drop accounting: every drop of the executor under its reason") {
+  SUBCASE("lb_output: no table, no member") {
+    Fates f;
+    auto bonds = std::make_unique<Bonds>();
+    bonds->table.fill(kNoBondMember);
+    bonds->set(5);
+    f.x.ctx->bonds = &bonds->slots;
+    f.add();
+    f.x.run("hash(l4(0)),lb_output(5)");
+    f.add();
+    f.x.run("hash(l4(0)),lb_output(6)");
+    CHECK(f.dropped(DropReason::kBondNoMember) == 1);
+    CHECK(f.dropped(DropReason::kInvalidBond) == 1);
+  }
+  SUBCASE("push_vlan and tnl_push without headroom, tnl_pop with no vport") {
+    Fates f;
+    f.add(ipv4_udp(), true);
+    f.x.run("push_vlan(vid=10,pcp=0),2");
+    CHECK(f.dropped(DropReason::kVlanNoHeadroom) == 1);
+    f.add(ipv4_udp(), true);
+    f.x.run("tnl_push(tnl_port(3),header(size=50,type=4,eth(dst=02:00:00:00:00:02,src=02:00:00:00:00:01,"
+            "dl_type=0x0800),ipv4(src=1.1.1.1,dst=2.2.2.2,proto=17,tos=0,ttl=64,frag=0x4000),"
+            "udp(src=0,dst=4789,csum=0x0),vxlan(flags=0x8000000,vni=0x7b)),out_port(2))");
+    CHECK(f.dropped(DropReason::kTnlPushNoHeadroom) == 1);
+    f.add();
+    f.x.run("tnl_pop(3)");  // the context has no vport table
+    CHECK(f.dropped(tnl_pop_drop_reason(packet::TnlPopResult::kNoVport)) == 1);
+    CHECK(drop_reason_name(tnl_pop_drop_reason(packet::TnlPopResult::kNoVport)) == "tnl_pop_no_vport");
+    CHECK(drop_reason_coverage(tnl_pop_drop_reason(packet::TnlPopResult::kNoVport)) ==
+          "datapath_drop_invalid_tnl_port");
+    CHECK(drop_reason_coverage(tnl_pop_drop_reason(packet::TnlPopResult::kTruncated)) ==
+          "datapath_drop_tunnel_pop_error");
+  }
+  SUBCASE("full queues: output batch (no flush), recirculation, slow path") {
+    Fates f;
+    for (unsigned i = 0; i < kExecOutputBatchCap + 8; ++i) f.add();
+    f.x.run("2");
+    CHECK(f.dropped(DropReason::kTxBatchFull) == 8);
+    CHECK(f.port().forwarded == kExecOutputBatchCap);
+    Fates r;
+    for (unsigned i = 0; i < kExecRecircCap + 3; ++i) r.add();
+    r.x.run("recirc(0x1)");
+    CHECK(r.dropped(DropReason::kRecircQueueFull) == 3);
+    Fates u;
+    for (unsigned i = 0; i < kExecUpcallCap + 2; ++i) u.add();
+    u.x.run("userspace(pid=1)");
+    CHECK(u.dropped(DropReason::kUserspaceLost) == 2);
+  }
+  SUBCASE("pool exhausted: a flood's copies not made, the original still forwarded") {
+    Fates f;
+    f.x.backend.budget = 0;
+    for (int i = 0; i < 4; ++i) f.add();
+    f.x.run("2,3,4");
+    CHECK(f.x.tx(4).size() == 4);
+    CHECK(f.x.tx(2).empty());
+    CHECK(f.instances(DropReason::kPoolExhausted) == 8);
+    CHECK(f.port().forwarded == 4);
+    CHECK(f.port().dropped_total() == 0);
+  }
+}

@@ -1,6 +1,7 @@
 // The console line editor driven by scripted keystrokes: every key, history,
 // completion (second-Tab listing, '?'), paging, and bad input (unknown escape
-// sequences, control bytes, binary garbage, an over-long line).
+// sequences, control bytes, binary garbage, an over-long line); and the
+// LineReader of the line-mode SSH shell.
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "cli/line_editor.h"
+#include "cli/line_reader.h"
 
 using keel::cli::Completion;
 using keel::cli::LineEditor;
@@ -368,4 +370,78 @@ TEST_CASE("a line wider than the terminal scrolls inside one row") {
   CHECK(o.find("0123456789\x1b[K") != std::string::npos);
   t.type("\r");
   CHECK(t.lines == std::vector<std::string>{long_line});
+}
+
+// ---------------------------------------------------------------- LineReader
+// The line-mode SSH shell's reader (cli/line_reader.h): lines out of a byte
+// stream in any chunking, over-long lines refused whole, and what it holds
+// and has consumed (the SSH window is acknowledged from consumed()).
+
+namespace {
+
+using keel::cli::LineReader;
+
+// Every line next() hands back after feeding `chunk`; too-long lines as "<too long>".
+std::vector<std::string> drain(LineReader& r, std::string_view chunk) {
+  r.feed(chunk);
+  std::vector<std::string> got;
+  std::string line;
+  for (LineReader::Got g; (g = r.next(line)) != LineReader::Got::none;)
+    got.push_back(g == LineReader::Got::line ? line : "<too long>");
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("line reader: lines in order whatever the chunks, CR LF, empty lines, the last line at the end") {
+  LineReader r;
+  CHECK(drain(r, "show ports\r\nver") == std::vector<std::string>{"show ports"});
+  CHECK(r.held() == 3);
+  CHECK(r.consumed() == 12);
+  CHECK(drain(r, "sion\n\n") == std::vector<std::string>{"version", ""});
+  CHECK(drain(r, "q").empty());
+  CHECK(drain(r, "uit").empty());
+  std::string line;
+  CHECK(r.finish(line) == LineReader::Got::line);
+  CHECK(line == "quit");
+  CHECK(r.finish(line) == LineReader::Got::none);
+  CHECK(r.held() == 0);
+  CHECK(r.consumed() == 12 + 9 + 4);
+}
+
+TEST_CASE("line reader: a large chunk of lines comes out whole; it holds only the partial line after") {
+  // The bulk case of issue 17 (`cat file | ssh nic`): 4 MB in one chunk.
+  const std::string one = "! " + std::string(3997, 'x') + "\n";
+  std::string chunk;
+  for (int i = 0; i < 1000; ++i) chunk += one;
+  chunk += "versi";
+  LineReader r;
+  const std::vector<std::string> got = drain(r, chunk);
+  REQUIRE(got.size() == 1000);
+  CHECK(got.front() == one.substr(0, one.size() - 1));
+  CHECK(got.back() == got.front());
+  CHECK(r.held() == 5);
+  CHECK(r.consumed() == chunk.size() - 5);
+  CHECK(drain(r, "on\n") == std::vector<std::string>{"version"});
+  CHECK(r.held() == 0);
+}
+
+TEST_CASE("line reader: a line longer than max_line is refused whole, never held, and the next line runs") {
+  LineReader r(16);
+  // Complete in one chunk.
+  CHECK(drain(r, std::string(17, 'a') + "\nok\n") == std::vector<std::string>{"<too long>", "ok"});
+  CHECK(drain(r, std::string(16, 'b') + "\n") == std::vector<std::string>{std::string(16, 'b')});
+  // Arriving in pieces: dropped as it comes, reported once at its end.
+  for (int i = 0; i < 50; ++i) {
+    CHECK(drain(r, std::string(10, 'c')).empty());
+    CHECK(r.held() <= 16);
+  }
+  CHECK(drain(r, "cc\nshow\n") == std::vector<std::string>{"<too long>", "show"});
+  CHECK(r.consumed() == 18 + 3 + 17 + 500 + 8);
+  // At the end of the input.
+  CHECK(drain(r, std::string(40, 'd')).empty());
+  std::string line;
+  CHECK(r.finish(line) == LineReader::Got::too_long);
+  CHECK(r.finish(line) == LineReader::Got::none);
+  CHECK(r.consumed() == 18 + 3 + 17 + 500 + 8 + 40);
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/fault.h"
 #include "hal/sim/rx_pacer.h"
 #include "hal/sim/sample_traffic.h"
 #include "keel/hal/backend.h"
@@ -135,6 +137,79 @@ TEST_CASE("sample port: unpaced fills bursts; an empty pool shortens them") {
   release_burst(std::span<Packet* const>(pkts.data(), 10));
   release_burst(hold);
   CHECK(fast->counters().rx_dropped == 0);
+}
+
+// Fault points (core/fault.h), through the one a sim port meets first: the
+// pool's allocations.
+TEST_CASE("fault points: armed only where permitted, fire N times or until cleared; the pool runs dry") {
+  namespace fault = keel::fault;
+  fault::clear_all();
+  fault::permit(false);
+  CHECK(fault::arm(fault::Point::pool_exhausted, {}).code() == keel::Errc::unsupported);
+  CHECK(!fault::armed(fault::Point::pool_exhausted));
+  fault::permit(true);
+  CHECK(fault::arm(fault::Point::pool_exhausted, {.count = 0}).code() == keel::Errc::invalid_argument);
+  CHECK(fault::arm(fault::Point::handler_stall, {}).code() == keel::Errc::invalid_argument);  // needs MS
+  CHECK(fault::parse("disk-full") == fault::Point::disk_full);
+  CHECK(!fault::parse("disk_full"));
+  for (unsigned i = 0; i < fault::kPoints; ++i)
+    CHECK(fault::parse(fault::name(static_cast<fault::Point>(i))) == static_cast<fault::Point>(i));
+
+  auto b = sim_backend(256);
+  auto fast = open_ok(*b, "s0", "sample:pps=0");
+  std::array<Packet*, kMaxBurst> pkts;
+  const uint64_t fired = fault::view(fault::Point::pool_exhausted).fired;
+  // Two fires: two bursts get no buffer (the frames stay due, nothing is
+  // dropped), then the point disarms itself.
+  REQUIRE(fault::arm(fault::Point::pool_exhausted, {.count = 2}).ok());
+  CHECK(fast->rx(0, pkts) == 0);
+  CHECK(fault::view(fault::Point::pool_exhausted).remaining == 1);
+  CHECK(fast->rx(0, pkts) == 0);
+  CHECK(!fault::armed(fault::Point::pool_exhausted));
+  REQUIRE(fast->rx(0, pkts) == kMaxBurst);
+  CHECK(std::memcmp(pkts[0]->data(), sim::sample_traffic()[0].data(), 64) == 0);  // the first frame, not lost
+  release_burst(pkts);
+  // Until cleared: every allocation fails, the jumbo class too.
+  REQUIRE(fault::arm(fault::Point::pool_exhausted, {}).ok());
+  CHECK(fast->rx(0, pkts) == 0);
+  CHECK(b->alloc_burst(std::span<Packet*>(pkts.data(), 4), 9000) == 0);
+  fault::disarm(fault::Point::pool_exhausted);
+  CHECK(b->alloc_burst(std::span<Packet*>(pkts.data(), 4), 9000) == 4);
+  release_burst(std::span<Packet* const>(pkts.data(), 4));
+  CHECK(fault::view(fault::Point::pool_exhausted).fired == fired + 4);
+  CHECK(fast->counters().rx_dropped == 0);
+  fault::permit(false);
+}
+
+TEST_CASE("fault points: a stall sleeps MS on the thread that meets it, and ends when the point is disarmed") {
+  namespace fault = keel::fault;
+  fault::permit(true);
+  fault::clear_all();
+  // Short: sleeps about MS, then returns (the clock reads bound it from below).
+  REQUIRE(fault::arm(fault::Point::control_stall, {.count = 1, .ms = 20}).ok());
+  auto t0 = std::chrono::steady_clock::now();
+  fault::stall(fault::Point::control_stall);
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(20));
+  CHECK(!fault::armed(fault::Point::control_stall));
+  fault::stall(fault::Point::control_stall);  // disarmed: returns at once (no fire)
+  CHECK(fault::view(fault::Point::control_stall).fired >= 1);
+
+  // Long: a thread stalls for 10 minutes until the point is disarmed.
+  REQUIRE(fault::arm(fault::Point::handler_stall, {.ms = fault::kMaxStallMs}).ok());
+  const uint64_t fired = fault::view(fault::Point::handler_stall).fired;
+  std::atomic<bool> done{false};
+  std::thread stuck([&] {
+    fault::stall(fault::Point::handler_stall);
+    done = true;
+  });
+  CHECK(keel::test::eventually([&] { return fault::view(fault::Point::handler_stall).fired == fired + 1; }));
+  CHECK(!done);
+  t0 = std::chrono::steady_clock::now();
+  fault::disarm(fault::Point::handler_stall);
+  stuck.join();
+  CHECK(done);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::minutes(10));  // ended by the disarm
+  fault::permit(false);
 }
 
 // The pacing arithmetic, on times the test chooses (no clock is read).

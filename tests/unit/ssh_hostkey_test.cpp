@@ -1,6 +1,7 @@
 // Host keys (firmware/ssh/hostkey.h): generated once into the config
 // directory (PEM, 0600), the same keys after a reload, never replaced when a
-// file does not parse, fingerprints and public keys as OpenSSH's own
+// file does not parse or is damaged, refused when group or others may read
+// it, fingerprints and public keys as OpenSSH's own
 // ssh-keygen computes them from our files, and signature blobs of the
 // right shape for each algorithm.
 #include <doctest/doctest.h>
@@ -9,6 +10,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -119,6 +121,7 @@ TEST_CASE("a host key file that does not parse is an error naming it, and is lef
     std::ofstream(dir + "/ssh_host_ecdsa_key")
         << "-----BEGIN EC PRIVATE KEY-----\ngarbage\n-----END EC PRIVATE KEY-----\n";
   }
+  REQUIRE(chmod((dir + "/ssh_host_ecdsa_key").c_str(), 0600) == 0);
   auto k = HostKeys::load_or_generate(dir, rnd);
   REQUIRE_FALSE(k.ok());
   CHECK(k.status().message().find(dir + "/ssh_host_ecdsa_key") != std::string::npos);
@@ -128,6 +131,7 @@ TEST_CASE("a host key file that does not parse is an error naming it, and is lef
   // The wrong type of key in a file: an error too (copy the shared RSA key as the ECDSA one).
   const std::string dir2 = make_tmpdir();
   { std::ofstream(dir2 + "/ssh_host_ecdsa_key") << slurp(shared().dir + "/ssh_host_rsa_key"); }
+  REQUIRE(chmod((dir2 + "/ssh_host_ecdsa_key").c_str(), 0600) == 0);
   auto k2 = HostKeys::load_or_generate(dir2, rnd);
   REQUIRE_FALSE(k2.ok());
   CHECK(k2.status().message().find("not an ECDSA P-256 key") != std::string::npos);
@@ -135,6 +139,61 @@ TEST_CASE("a host key file that does not parse is an error naming it, and is lef
   // A directory that cannot be made.
   auto k3 = HostKeys::load_or_generate("/proc/keel-no-such/dir", rnd);
   CHECK_FALSE(k3.ok());
+}
+
+TEST_CASE("a host key file group or others may read or write is refused, named with its mode, left alone") {
+  Random rnd;
+  const std::string dir = make_tmpdir();
+  for (const char* f : {"ssh_host_ecdsa_key", "ssh_host_rsa_key"}) {
+    std::ofstream(dir + "/" + f) << slurp(shared().dir + "/" + f);
+    REQUIRE(chmod((dir + "/" + f).c_str(), 0600) == 0);
+  }
+  REQUIRE(HostKeys::load_or_generate(dir, rnd).ok());
+  for (const char* f : {"ssh_host_ecdsa_key", "ssh_host_rsa_key"}) {
+    for (mode_t mode : {0644, 0640, 0604, 0620, 0602}) {
+      CAPTURE(f);
+      CAPTURE(mode);
+      const std::string path = dir + "/" + f;
+      REQUIRE(chmod(path.c_str(), mode) == 0);
+      auto k = HostKeys::load_or_generate(dir, rnd);
+      REQUIRE_FALSE(k.ok());
+      char want[32];
+      std::snprintf(want, sizeof want, "permissions %04o", static_cast<unsigned>(mode));
+      CHECK(k.status().message().find(path) != std::string::npos);
+      CHECK(k.status().message().find(want) != std::string::npos);
+      CHECK(k.status().message().find("too open") != std::string::npos);
+      struct stat st {};
+      REQUIRE(stat(path.c_str(), &st) == 0);
+      CHECK((st.st_mode & 0777) == mode);  // not chmodded behind the operator's back
+      CHECK(slurp(path) == slurp(shared().dir + "/" + f));
+      REQUIRE(chmod(path.c_str(), 0600) == 0);
+    }
+  }
+  // 0400 (read-only for the owner) is fine; the same keys as before.
+  REQUIRE(chmod((dir + "/ssh_host_rsa_key").c_str(), 0400) == 0);
+  auto k = HostKeys::load_or_generate(dir, rnd);
+  REQUIRE_MESSAGE(k.ok(), k.status().message());
+  CHECK(k.value()->fingerprints() == shared().keys->fingerprints());
+}
+
+TEST_CASE("a damaged host key that still parses is an error naming it, not a key that can't sign") {
+  // fuzz_ssh_keys's reproducer: an RSA 2048 key with one flipped bit in its
+  // prime q (after the target's mode byte). mbedTLS parses it; its
+  // signatures would all fail.
+  const auto repro = std::filesystem::path(__FILE__).parent_path() / ".." / "fuzz" / "corpus" / "ssh_keys" /
+                     "hostkey_rsa_bit_flipped_q";
+  const std::string damaged = slurp(repro.string()).substr(1);
+  REQUIRE(damaged.find("-----BEGIN RSA PRIVATE KEY-----") == 0);
+  Random rnd;
+  const std::string dir = make_tmpdir();
+  { std::ofstream(dir + "/ssh_host_ecdsa_key") << slurp(shared().dir + "/ssh_host_ecdsa_key"); }
+  { std::ofstream(dir + "/ssh_host_rsa_key") << damaged; }
+  for (const char* f : {"ssh_host_ecdsa_key", "ssh_host_rsa_key"}) REQUIRE(chmod((dir + "/" + f).c_str(), 0600) == 0);
+  auto k = HostKeys::load_or_generate(dir, rnd);
+  REQUIRE_FALSE(k.ok());
+  CHECK(k.status().message().find(dir + "/ssh_host_rsa_key") != std::string::npos);
+  CHECK(k.status().message().find("do not make a key pair") != std::string::npos);
+  CHECK(slurp(dir + "/ssh_host_rsa_key") == damaged);  // left alone
 }
 
 TEST_CASE("signature blobs: string algorithm, string signature") {

@@ -99,6 +99,27 @@ class alignas(64) Packet {
   // --- receive metadata from the NIC ---
   uint16_t in_port() const { return in_port_; }
   void set_in_port(uint16_t p) { in_port_ = p; }
+  // Drop accounting (datapath/drop_stats.h). Port::rx marks each packet it
+  // hands out as received on its port: rx_port() is that port whatever
+  // in_port becomes later (tnl_pop sets in_port to the vport), and the
+  // packet carries the one "fate token" of what was received: the
+  // datapath counts the received packet's fate (forwarded, to the slow
+  // path, dropped and why) exactly once, through the instance that holds
+  // the token. A copy (clone, a non-final output) gets the rx port and no
+  // token; the datapath moves the token between instances of one packet
+  // (execute.cpp). A buffer the datapath makes itself (control-plane
+  // frames) has neither.
+  uint16_t rx_port() const { return rx_port_; }
+  bool has_fate_token() const { return flags_ & kFateToken; }
+  void set_fate_token(bool on) {
+    flags_ = static_cast<uint8_t>(on ? flags_ | kFateToken : flags_ & ~kFateToken);
+  }
+  void set_rx_port(uint16_t p) { rx_port_ = p; }
+  // What Port::rx does to every packet it returns.
+  void mark_received(uint16_t port) {
+    in_port_ = rx_port_ = port;
+    flags_ |= kFateToken;
+  }
   bool has_rss_hash() const { return flags_ & kRssValid; }
   uint32_t rss_hash() const { return rss_hash_; }
   // Forgets the RSS hash (a decapsulated packet: the NIC hashed its outer
@@ -130,6 +151,7 @@ class alignas(64) Packet {
     data_ = data;
     len_ = len;
     in_port_ = kInvalidPort;
+    rx_port_ = kInvalidPort;
     flags_ = 0;
     source_ = src;
     rss_hash_ = 0;
@@ -142,6 +164,7 @@ class alignas(64) Packet {
  private:
   static constexpr uint8_t kRssValid = 1;
   static constexpr uint8_t kMarkValid = 2;
+  static constexpr uint8_t kFateToken = 4;
 
   // Hot fields first: the parser and EMC read data_/len_/rss_hash_/in_port_.
   uint8_t* data_ = nullptr;
@@ -151,6 +174,7 @@ class alignas(64) Packet {
   BufferSource source_ = BufferSource::sim;
   uint32_t rss_hash_ = 0;
   PacketMeta meta_;
+  uint16_t rx_port_ = kInvalidPort;  // see rx_port(): in the padding before buf_
   uint8_t* buf_ = nullptr;  // start of the buffer (headroom begins here)
   uint32_t buf_len_ = 0;    // headroom + frame + tailroom
   void* owner_ = nullptr;   // sim::Pool* or rte_mbuf*

@@ -39,7 +39,12 @@
 // has fewer tx queues than PMDs, the datapath serialises tx on a shared queue
 // itself (as Open vSwitch does with its dynamic txqs). Counters are per queue,
 // single writer (the thread using the queue), read by anyone with relaxed
-// loads; counters() sums them. set_link() runs on the control thread; the
+// loads; counters() sums them. The one exception, tx_hw_dropped (frames a
+// hardware rule of another port forwarded here and could not send), is
+// counted by whichever PMD runs that port's HwIngress: a relaxed
+// fetch_add, on that rare path only. Port::rx also marks each packet it
+// returns (Packet::mark_received: its rx port and fate token, for the
+// datapath's drop accounting). set_link() runs on the control thread; the
 // sim flag is a relaxed atomic the rx/tx paths load once per burst (a
 // burst in flight finishes under the old state). mac() is immutable once
 // the port is in the datapath (set_mac() at open; the id when added).
@@ -88,6 +93,10 @@ struct PortCounters {
   // Received packets a full-offload hardware rule forwarded / dropped
   // without a PMD seeing them (sim NIC model; in rx_packets too).
   uint64_t rx_hw_forwarded = 0, rx_hw_dropped = 0;
+  // Frames a full-offload hardware rule sent to this port that the
+  // hardware could not send (link down, over the MTU, refused): not in
+  // tx_packets nor tx_dropped, which count this port's own tx queues.
+  uint64_t tx_hw_dropped = 0;
 };
 
 using MacAddr = std::array<uint8_t, 6>;
@@ -133,7 +142,7 @@ class Port {
     uint16_t n = rx_burst(q, out);
     uint64_t bytes = 0;
     for (uint16_t i = 0; i < n; ++i) {
-      out[i]->set_in_port(id_);
+      out[i]->mark_received(id_);  // in_port, rx_port and the fate token
       bytes += out[i]->len();
     }
     if (n) bump(rxc_[q].packets, n), bump(rxc_[q].bytes, bytes);
@@ -165,6 +174,10 @@ class Port {
 
   // Counts a packet received on queue q that the datapath could not handle.
   void count_rx_dropped(uint16_t q, uint64_t n) noexcept { bump(rxc_[q].dropped, n); }
+  // Called by a HwIngress on the thread polling another port's rx queue:
+  // frames a hardware rule forwarded here that could not be sent. Several
+  // such threads may count at once: a locked add, on this rare path only.
+  void count_hw_tx_dropped(uint64_t n) noexcept { hw_tx_dropped_.fetch_add(n, std::memory_order_relaxed); }
   // Called by a HwIngress (on the thread polling rx queue q): packets of
   // the burst the hardware forwarded / dropped.
   void count_rx_hw(uint16_t q, uint64_t forwarded, uint64_t dropped) noexcept {
@@ -337,6 +350,7 @@ class Port {
   Backend* backend_ = nullptr;
   std::atomic<bool> link_down_{false};  // sim link (apply_link's default)
   std::atomic<HwIngress*> hw_ingress_{nullptr};  // sim NIC model's hook (set_hw_ingress)
+  std::atomic<uint64_t> hw_tx_dropped_{0};        // count_hw_tx_dropped (several writers)
   MacAddr mac_{};
   bool has_mac_ = false;
   // Written by set_mtu() (control thread), read by tx() with relaxed loads:

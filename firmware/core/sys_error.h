@@ -5,6 +5,8 @@
 // which one a libc declares depends on feature macros. The two overloads of
 // pick() take whichever it returns.
 //
+// In firmware/core so every layer uses it (hal, firmware/ssh, control, main).
+//
 // Thread-safety: reentrant.
 #pragma once
 
@@ -12,7 +14,7 @@
 
 #include <string>
 
-namespace keel::hal {
+namespace keel {
 
 namespace sys_error_detail {
 inline const char* pick(int rc, const char* buf) { return rc == 0 ? buf : "unknown error"; }  // XSI
@@ -25,4 +27,4 @@ inline std::string errno_text(int e) {
   return sys_error_detail::pick(strerror_r(e, buf, sizeof buf), buf);
 }
 
-}  // namespace keel::hal
+}  // namespace keel
