@@ -648,9 +648,10 @@ void Datapath::post_flow_batch(std::span<const std::pair<Pmd*, FlowRequest*>> ba
   for (auto& [pmd, req] : batch) (void)pmd->wait(*req);
 }
 
-size_t Datapath::flows_del(std::span<const PmdFlowRef> flows) {
+size_t Datapath::flows_del(std::span<const PmdFlowRef> flows, std::vector<FlowFinal>* finals) {
   std::lock_guard lock(flow_mu_);
   reclaim_locked();
+  if (finals) finals->assign(flows.size(), FlowFinal{});
   size_t removed = 0;
   // Templates and requests in batches that fit a PMD's request ring.
   std::vector<std::unique_ptr<Megaflow>> tmpls;
@@ -670,10 +671,15 @@ size_t Datapath::flows_del(std::span<const PmdFlowRef> flows) {
       req.op = FlowRequest::Op::remove;
       req.flow = tmpls.back().get();
       req.result = {};
+      req.final_packets = req.final_bytes = 0;
       batch.emplace_back(pmds_[r.pmd].get(), &req);
     }
     post_flow_batch(batch);
-    for (auto& [pmd, req] : batch) removed += req->result == FlowResult::ok;
+    for (auto& [pmd, req] : batch) {
+      const bool ok = req->result == FlowResult::ok;
+      removed += ok;
+      if (ok && finals) (*finals)[off + static_cast<size_t>(req - reqs.data())] = {req->final_packets, req->final_bytes};
+    }
   }
   reclaim_locked();
   return removed;

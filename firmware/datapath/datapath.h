@@ -180,6 +180,11 @@ struct PmdFlowMod {
   const flow::DpActions* actions;
 };
 
+// A removed flow's counts when it went (flows_del).
+struct FlowFinal {
+  uint64_t packets = 0, bytes = 0;
+};
+
 // Where a datapath flow runs, as dpctl/dump-flows -m says it
 // (`offloaded:partial, dp:ovs` / `offloaded:yes, dp:dpdk`). Every flow is
 // `none` until the offload issue sets the others.
@@ -256,7 +261,10 @@ class Datapath {
   size_t flow_count() const;
   // Removes these flows (each from its PMD), requests posted in batches;
   // returns how many were found and removed.
-  size_t flows_del(std::span<const PmdFlowRef> flows);
+  // `finals`, when given, gets each flow's counts when it went, in the
+  // order of `flows` (zero for one not found): the packets that hit it
+  // after the caller's last look still reach its rules.
+  size_t flows_del(std::span<const PmdFlowRef> flows, std::vector<FlowFinal>* finals = nullptr);
   // New actions for one PMD's flow.
   Status flow_modify(unsigned pmd, const flow::Match& match, const flow::DpActions& actions);
   // The same for many flows, by slot (a round after a flow-mod may change

@@ -202,6 +202,8 @@ void Pmd::apply(FlowRequest& req) {
       Megaflow* f = table_.find(*req.flow);
       req.result = f ? table_.remove(f, emc_->generation()) : FlowResult::not_found;
       if (req.result == FlowResult::ok) {
+        req.final_packets = f->packets.load(std::memory_order_relaxed) + f->hw_packets.load(std::memory_order_relaxed);
+        req.final_bytes = f->bytes.load(std::memory_order_relaxed) + f->hw_bytes.load(std::memory_order_relaxed);
         forget_mark(*f);  // before the event: the engine may reuse the mark once it sees it
         post_offload_event(OffloadEvent::Op::removed, *f);
       }
@@ -496,14 +498,31 @@ void Pmd::run() {
     } else {
       if (rxq_paused_ && held_followers_ <= kUpcallHeldFollowers / 2) rxq_paused_ = 0;
       for (size_t i = 0; i < rxqs_.size(); ++i) {
-        if (i < 64 && (rxq_paused_ >> i & 1)) continue;
+        if (i < 64) {
+          if (rxq_paused_ >> i & 1) continue;
+          if (rxq_skip_[i]) {
+            --rxq_skip_[i];
+            continue;
+          }
+        }
         const RxQueue& rxq = rxqs_[i];
         uint16_t n = rxq.port->rx(rxq.queue, burst);
         if (n) {
           got += n;
           poll_slot_ = i;
+          const uint64_t lost0 = c_.lost.load(std::memory_order_relaxed);
           receive(*rxq.port, rxq.queue, std::span(burst.data(), n));
           poll_slot_ = kNoSlot;
+          if (i < 64) {
+            if ((c_.lost.load(std::memory_order_relaxed) - lost0) * 2 >= n) {
+              const unsigned b = rxq_backoff_[i] ? rxq_backoff_[i] * 2u : 1u;
+              rxq_backoff_[i] = static_cast<uint8_t>(std::min<unsigned>(b, kStormBackoffMax));
+              rxq_skip_[i] = rxq_backoff_[i];
+              bump(c_.backpressure, 1);
+            } else {
+              rxq_backoff_[i] = 0;
+            }
+          }
           const uint64_t t = hal::cycles();
           rxq.load->curr += t - mark;
           mark = t;

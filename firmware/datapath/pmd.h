@@ -257,7 +257,7 @@ struct PmdCounters {
   uint64_t request_failed = 0;   // flow requests refused (install/remove/modify: no such flow, full, busy)
   // Offline mode only:
   uint64_t ordered_upcalls = 0;  // hits of derived packets sent up behind an upcall (input order)
-  uint64_t backpressure = 0;     // times inputs stopped: offline, for want of an upcall record; live, an rx queue whose misses hold too many followers (upcall.h)
+  uint64_t backpressure = 0;     // times inputs stopped: offline, for want of an upcall record; live, an rx queue whose misses hold too many followers (upcall.h) or whose bursts are mostly lost misses (kStormBackoffMax)
   // Bonds and control-plane frames (keel only):
   uint64_t bond_drops = 0;   // lb_output: no table for the bond, or its bucket has no member
   uint64_t ctl_tx = 0;       // control-plane frames sent (post_tx: LACPDUs, learning packets)
@@ -332,6 +332,9 @@ struct FlowRequest {
   SlotMod* slot_mods = nullptr;
   uint32_t n_slot_mods = 0;
   FlowResult result = FlowResult::ok;
+  // remove: the flow's counts when it went (software and hardware), which
+  // no dump saw if packets hit it after the last one.
+  uint64_t final_packets = 0, final_bytes = 0;
   std::atomic<bool> done{false};
 };
 
@@ -413,6 +416,8 @@ class Pmd {
   void set_rx_queues(std::vector<RxQueue> q) {
     rxqs_ = std::move(q);
     rxq_paused_ = 0;
+    rxq_skip_ = {};
+    rxq_backoff_ = {};
   }
 
   // --- reload handshake (control thread) ---
@@ -677,6 +682,16 @@ class Pmd {
   // while held_followers_ is over half of kUpcallHeldFollowers (upcall.h);
   // the poll list slot being read (kNoSlot outside the poll loop).
   uint64_t rxq_paused_ = 0;
+  // Live: a miss storm's queue is polled less often. A burst of which half
+  // or more were misses lost (no record, or past the per-burst budget) makes
+  // its queue sit out the next `backoff` polls of the loop, the backoff
+  // doubling up to kStormBackoffMax while its bursts stay so and reset by
+  // the first burst that isn't: the PMD's time goes to the queues whose
+  // packets it can forward, and the storm's excess waits in its NIC ring
+  // (counted there as Rx-drop when it overflows) instead of each packet
+  // costing a full lookup before it is lost anyway. Counted in backpressure.
+  static constexpr uint8_t kStormBackoffMax = 32;
+  std::array<uint8_t, 64> rxq_skip_{}, rxq_backoff_{};
   static constexpr size_t kNoSlot = ~size_t{0};
   size_t poll_slot_ = kNoSlot;
   std::array<hal::Packet*, hal::kMaxBurst> held_pkts_{};

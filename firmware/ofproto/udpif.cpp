@@ -120,13 +120,21 @@ struct Udpif::RoundCtx {
 
 // What one revalidator decided on its share of a round (the leader merges).
 struct Udpif::Share {
+  // A deleted ukey's rules and the counts pushed to them (its flow's at the
+  // dump): what its flow counts beyond them when it goes is theirs too.
+  struct Gone {
+    std::vector<const OfRule*> rules;
+    uint64_t packets, bytes;
+  };
   std::vector<datapath::PmdFlowRef> to_delete;
+  std::vector<Gone> gone;  // to_delete[i]'s
   std::vector<datapath::PmdFlowMod> to_modify;
   std::vector<std::pair<uint64_t, UkeyId>> by_age;  // for the flow limit
   uint64_t revalidated = 0, modified = 0, deleted_idle = 0, deleted_changed = 0, no_bridge_drops = 0, tnl_no_port = 0;
   uint64_t looked_at = 0, checked = 0, checked_deep = 0;  // UdpifStats::Round
   void clear() {
     to_delete.clear();
+    gone.clear();
     to_modify.clear();
     by_age.clear();
     revalidated = modified = deleted_idle = deleted_changed = no_bridge_drops = tnl_no_port = 0;
@@ -779,6 +787,7 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
         if (c.flush || (t0 > used && t0 - used > c.max_idle_ns)) {  // megaflows switched, or idle
           push(k, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
           out.to_delete.push_back({s.pmd, k.cold->match});
+          out.gone.push_back({std::move(k.cold->rules), std::max(s.packets, k.packets), std::max(s.bytes, k.bytes)});
           sh.map.erase(it);
           n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
           ++(c.flush ? out.deleted_changed : out.deleted_idle);
@@ -839,6 +848,7 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
       k.bytes = std::max(k.bytes, s.bytes);
       if (!st.ok() || !t.cacheable || !t.bridge != !k.bridge || !(m == k.cold->match)) {
         out.to_delete.push_back({s.pmd, k.cold->match});
+        out.gone.push_back({std::move(k.cold->rules), k.packets, k.bytes});
         flush_agg();
         std::lock_guard lock(sh.mu);
         sh.map.erase(id);
@@ -958,12 +968,14 @@ uint64_t Udpif::round(bool terse, bool parallel) {
 
   // 3. The leader merges, enforces the flow limit, applies the changes.
   std::vector<datapath::PmdFlowRef> to_delete;
+  std::vector<Share::Gone> gone;
   std::vector<std::pair<uint64_t, UkeyId>> by_age;
   Share total;
   for (unsigned i = 0; i < n; ++i) {
     Share& sh = *shares_[i];
     to_delete.insert(to_delete.end(), std::make_move_iterator(sh.to_delete.begin()),
                      std::make_move_iterator(sh.to_delete.end()));
+    gone.insert(gone.end(), std::make_move_iterator(sh.gone.begin()), std::make_move_iterator(sh.gone.end()));
     by_age.insert(by_age.end(), sh.by_age.begin(), sh.by_age.end());
     total.revalidated += sh.revalidated;
     total.modified += sh.modified;
@@ -989,13 +1001,24 @@ uint64_t Udpif::round(bool terse, bool parallel) {
       auto it = sh.map.find(by_age[i].second);
       if (it == sh.map.end()) continue;
       to_delete.push_back({it->second.pmd, it->second.cold->match});
+      gone.push_back({std::move(it->second.cold->rules), it->second.packets, it->second.bytes});
       sh.map.erase(it);
       n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
       ++deleted_limit;
     }
   }
 
-  if (!to_delete.empty()) (void)dp_.flows_del(to_delete);
+  if (!to_delete.empty()) {
+    // The packets that hit a flow between the dump and its removal are its
+    // rules' too (Open vSwitch pushes the stats its flow_del returns).
+    std::vector<datapath::FlowFinal> finals;
+    (void)dp_.flows_del(to_delete, &finals);
+    const uint64_t now = hal::now_ns();
+    for (size_t i = 0; i < gone.size() && i < finals.size(); ++i)
+      if (finals[i].packets > gone[i].packets)
+        push_stats(gone[i].rules, finals[i].packets - gone[i].packets,
+                   finals[i].bytes - std::min(finals[i].bytes, gone[i].bytes), now);
+  }
 
   // 4. How long it took adapts the flow limit (Open vSwitch's rule).
   const uint64_t us = (hal::now_ns() - t0) / 1000;
