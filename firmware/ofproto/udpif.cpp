@@ -378,6 +378,9 @@ void Udpif::adopt(Ukey& k, Translation& t) {
 }
 
 void Udpif::forget_pmd(unsigned pmd) {
+  // Not during a round (a `revalidate` on another thread): a revalidator
+  // holds pointers to its share's ukeys outside the shard locks.
+  std::lock_guard round_lock(round_mu_);
   for (unsigned s = 0; s < kUkeyShards; ++s) {
     UkeyShard& sh = shards_[s];
     std::lock_guard lock(sh.mu);

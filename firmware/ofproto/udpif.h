@@ -81,8 +81,13 @@
 // control-thread calls. The threads share the ukey table, sharded by ufid,
 // each shard under its own mutex that no PMD takes (a handler holds the
 // shard of the flow it installs; a revalidator its shards, per chunk of
-// flows; stats() reads each shard from the control thread the same way);
-// mu_ guards the revalidators' statistics and the round sequence numbers.
+// flows; stats() reads each shard from the control thread the same way).
+// A revalidator re-translates the ukeys of its share that need it after
+// its pass over the shard, outside the lock, through pointers to them: a
+// ukey node never moves (std::unordered_map), handlers only insert new
+// ukeys and never touch an existing one, and only the revalidator whose
+// share holds the shard changes or erases its ukeys during the round
+// (forget_pmd takes round_mu_, so never mid-round). mu_ guards the revalidators' statistics and the round sequence numbers.
 // A round's shares are handed out and collected under share_mu_ (the
 // leader waits for every share before it merges). Translation runs on the handler/revalidator
 // threads as Rcu readers (one slot per thread index, registered once and

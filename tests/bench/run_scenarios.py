@@ -1596,8 +1596,11 @@ def run_revalidate(opt, workdir, tag, p):
         problems.append("only %d flows (target %d)" % (flows_before, target))
     if res.get("revalidated_nonoverlap", 0):
         problems.append("the non-overlapping flow-mod re-translated %d flows" % res["revalidated_nonoverlap"])
-    if res.get("revalidated_overlap", 0) < flows_before:
-        problems.append("the overlapping flow-mod re-translated only %d flows" % res.get("revalidated_overlap", 0))
+    # Of the flows the round looked at (the full rounds above may have made
+    # the adaptive flow limit delete some since flows_before was read).
+    if res.get("revalidated_overlap", 0) < res.get("looked_at_overlap", 0) or not res.get("looked_at_overlap", 0):
+        problems.append("the overlapping flow-mod re-translated only %d of the %d flows its round looked at" %
+                        (res.get("revalidated_overlap", 0), res.get("looked_at_overlap", 0)))
     res["problems"] = "; ".join(problems)
     return res
 
