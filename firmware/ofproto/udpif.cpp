@@ -1047,17 +1047,11 @@ uint64_t Udpif::round(bool terse, bool parallel) {
   stats_.deleted_limit += deleted_limit;
   stats_.no_bridge_drops += total.no_bridge_drops;
   stats_.tnl_no_port += total.tnl_no_port;
-  UdpifStats::Round& r = stats_.last_round;
-  r.dumped = c.dump.size();
-  r.looked_at = total.looked_at;
-  r.checked = total.checked;
-  r.checked_deep = total.checked_deep;
-  r.revalidated = total.revalidated;
-  r.modified = total.modified;
-  r.deleted_idle = total.deleted_idle;
-  r.deleted_changed = total.deleted_changed;
-  r.deleted_limit = deleted_limit;
-  r.duration_us = us;
+  stats_.last_round = {.dumped = c.dump.size(), .looked_at = total.looked_at, .checked = total.checked,
+                       .checked_deep = total.checked_deep, .revalidated = total.revalidated,
+                       .modified = total.modified, .deleted_idle = total.deleted_idle,
+                       .deleted_changed = total.deleted_changed, .deleted_limit = deleted_limit,
+                       .duration_us = us};
   done_seq_ = my_seq;
   if (my_seq == want_seq_) want_us_ = us;
   ++stats_.rounds;
