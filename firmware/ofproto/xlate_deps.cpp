@@ -21,12 +21,23 @@ static_assert(offsetof(FlowKey, nw_tos) / 8 == kNwTosWord, "nw_tos lives in ipv6
 constexpr unsigned kTpWord = KEEL_FLOW_WORD(tp_src);
 static_assert(offsetof(FlowKey, tp_dst) / 8 == kTpWord, "both L4 ports in one word");
 
+// Word w of a FlowKey this file just wrote field by field, read through
+// its bytes: through words() (a uint64_t* over the struct) the compiler
+// may read the zeros of the initialization instead of the fields' stores
+// (type punning; it did: kTpBits came out 0, and a first fragment's
+// lookup was taken to see its L4 ports).
+uint64_t word_of(const FlowKey& f, unsigned w) {
+  uint64_t v;
+  std::memcpy(&v, reinterpret_cast<const unsigned char*>(&f) + w * sizeof v, sizeof v);
+  return v;
+}
+
 // A word's bits of a field, from a FlowKey with the field's bits set.
 template <typename Set>
 uint64_t word_bits(unsigned w, Set set) {
   FlowKey f{};
   set(f);
-  return f.words()[w];
+  return word_of(f, w);
 }
 
 const uint64_t kEcnBits = word_bits(kNwTosWord, [](FlowKey& f) { f.nw_tos = flow::text::kIpEcnMask; });
@@ -48,7 +59,7 @@ bool overlaps(const RuleChangeCheck& c, const TableLookup& l, const uint64_t* md
       FlowKey t{};
       t.in_port = l.in_port;     // the lookup's own (a resubmit may set another)
       t.recirc_id = k.recirc_id;  // exact in every megaflow
-      val = t.words()[w];
+      val = word_of(t, w);
       known = ~uint64_t{0};
     } else if (w >= XlateDeps::kMdWord && w < XlateDeps::kMdWord + XlateDeps::kMdWords) {
       val = md ? md[w - XlateDeps::kMdWord] : 0;  // packets start with zeros; writes are fixed across M

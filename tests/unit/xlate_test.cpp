@@ -768,6 +768,31 @@ TEST_CASE("overlap rule, table 0: in_port, match overlap, priority against the w
   CHECK_FALSE(reaches(t0, "udp,in_port=12,nw_dst=10.0.0.2", "add priority=0,in_port=3,actions=output:1"));
 }
 
+TEST_CASE("overlap rule: a fragment's lookups see no L4 ports, whatever its megaflow's key holds") {
+  // A first fragment carries ports, but the rules see 0 (OVS's frag
+  // handling "normal"): the megaflow keeps the packet's tp_dst=80 while
+  // table 0 looked 0 up.
+  const std::vector<std::string> rules = {"priority=10,in_port=1,udp,tp_dst=80,actions=output:2",
+                                          "priority=5,in_port=1,ip,actions=output:3"};
+  const std::string key = "udp,in_port=11,nw_dst=10.0.0.2,ip_frag=first,tp_dst=80";
+  CHECK(reaches(rules, key, "add priority=20,udp,tp_dst=0,actions=drop"));
+  CHECK_FALSE(reaches(rules, key, "add priority=20,udp,tp_dst=80,actions=drop"));
+  CHECK_FALSE(reaches(rules, key, "del-strict priority=10,in_port=1,udp,tp_dst=80"));  // it didn't win: 0 isn't 80
+  CHECK(reaches(rules, key, "del-strict priority=5,in_port=1,ip"));
+}
+
+TEST_CASE("overlap rule: a tunnel packet's lookups see ECN CE when the outer header says so") {
+  // The inner packet is ECT(1); the outer CE marks it CE before table 0
+  // (OVS's tnl_process_ecn): the rules see nw_ecn=3, the megaflow's key 1.
+  const std::vector<std::string> rules = {"priority=10,in_port=1,ip,nw_ecn=1,actions=output:2",
+                                          "priority=5,in_port=1,ip,actions=output:3"};
+  const std::string key = "udp,in_port=11,tun_src=1.1.1.1,tun_dst=2.2.2.2,tun_tos=3,nw_dst=10.0.0.2,nw_ecn=1";
+  CHECK(reaches(rules, key, "add priority=20,ip,nw_ecn=3,actions=drop"));
+  // Under a tunnel the rule takes the ECN bits as unknown (conservative).
+  CHECK(reaches(rules, key, "add priority=20,ip,nw_ecn=2,actions=drop"));
+  CHECK_FALSE(reaches(rules, key, "add priority=20,in_port=1,arp,actions=drop"));
+}
+
 TEST_CASE("overlap rule: a delete or modify reaches the megaflows whose lookup the rule won, only those") {
   const std::vector<std::string> rules = {"priority=10,in_port=1,ip,actions=output:2",
                                           "priority=30,in_port=1,tcp,actions=drop",
