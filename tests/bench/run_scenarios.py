@@ -1875,20 +1875,27 @@ def ovs_script_copy(opt, workdir):
     RX_IFACE_OPTS): the script adds p0 at measurement start, after
     EXTRA_VSCTL, so options:n_rxq can't be set from outside. The original
     is not changed; the patch is checked to apply."""
-    dst = os.path.join(workdir, "bench")
-    if not os.path.exists(dst):
-        shutil.copytree(os.path.join(opt.shared, "bench"), dst,
-                        ignore=shutil.ignore_patterns("*.pcap", "ovsbench-*"))
-        path = os.path.join(dst, "ovs_baseline.sh")
-        text = open(path).read()
+    def patch(text):
         a = 'local devargs="net_pcap0,rx_pcap=$1"'
         b = '"ofport_request=$RX_OFPORT" >>"$WORK/log/setup.log"'
         if a not in text or b not in text:
             raise KeelError("ovs_baseline.sh changed: cannot add n_rxq to its rx port")
         text = text.replace(a, 'local devargs="net_pcap0,${RX_PCAP_ARGS:-rx_pcap=$1}"')
-        text = text.replace(b, '"ofport_request=$RX_OFPORT" ${RX_IFACE_OPTS:-} >>"$WORK/log/setup.log"')
-        open(path, "w").write(text)
-    return os.path.join(dst, "ovs_baseline.sh")
+        return text.replace(b, '"ofport_request=$RX_OFPORT" ${RX_IFACE_OPTS:-} >>"$WORK/log/setup.log"')
+    return patched_ovs_script(opt, workdir, "bench", patch)
+
+
+def patched_ovs_script(opt, workdir, name, patch):
+    """shared/bench copied (once) to workdir/name, its ovs_baseline.sh
+    rewritten by patch(text); returns the copy's ovs_baseline.sh."""
+    dst = os.path.join(workdir, name)
+    path = os.path.join(dst, "ovs_baseline.sh")
+    if not os.path.exists(dst):
+        shutil.copytree(os.path.join(opt.shared, "bench"), dst,
+                        ignore=shutil.ignore_patterns("*.pcap", "ovsbench-*"))
+        text = open(path).read()
+        open(path, "w").write(patch(text))
+    return path
 
 
 # revalidate-100k on Open vSwitch, measured as keel's rounds are: after the
@@ -1948,20 +1955,14 @@ def ovs_reval_script_copy(opt, workdir):
     measures one dump after two revalidator/wait calls, which may be the
     steady dump after the one that re-translated). The original is not
     changed; the function replaced is checked to be there."""
-    dst = os.path.join(workdir, "bench-reval")
-    if not os.path.exists(dst):
-        shutil.copytree(os.path.join(opt.shared, "bench"), dst,
-                        ignore=shutil.ignore_patterns("*.pcap", "ovsbench-*"))
-        path = os.path.join(dst, "ovs_baseline.sh")
-        text = open(path).read()
+    def patch(text):
         a = text.find("measure_revalidate() {\n")
         b = text.find("\n}\n", a)
         if a < 0 or b < 0 or "revalidator/wait" not in text[a:b]:
             raise KeelError("ovs_baseline.sh changed: cannot patch measure_revalidate")
         fms = " ".join("'%s=%s'" % (n, f) for n, f in OVS_REVAL_FLOWMODS)
-        text = text[:a] + OVS_MEASURE_REVALIDATE.replace("@FLOWMODS@", fms).rstrip("\n") + text[b + 2:]
-        open(path, "w").write(text)
-    return os.path.join(dst, "ovs_baseline.sh")
+        return text[:a] + OVS_MEASURE_REVALIDATE.replace("@FLOWMODS@", fms).rstrip("\n") + text[b + 2:]
+    return patched_ovs_script(opt, workdir, "bench-reval", patch)
 
 
 def results_lines(path, kind):

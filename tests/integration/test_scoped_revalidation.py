@@ -15,13 +15,7 @@ kernel side arrive on keel's rx, exactly counted):
 Rounds run only when a rule change wakes the revalidator (the interval is
 set to a minute), so "the round after the flow-mod" is the next round
 number. The TAP test needs /dev/net/tun and root (skipped without)."""
-import json
-import os
-import socket
-import subprocess
-import tempfile
-
-from harness import ask_live, check, keel_cmd, main, tmpdir, udp_frame, wait_for
+from harness import TapKeel, check, main, tap_available, udp_frame, wait_for
 
 N_FLOWS = 3000
 BATCH = 200
@@ -36,37 +30,11 @@ CONFIG = ("add-br br0\nadd-port br0 p1 ofport_request=1\nadd-port br0 p2 ofport_
           "add-flow br0 priority=0,actions=drop\n")
 
 
-class Live:
+class Live(TapKeel):
     """keel with p1 a TAP device this test writes to, p2/p3 null."""
 
     def __init__(self):
-        self.ifname = "ksr%d" % (os.getpid() % 100000)
-        d = tmpdir()
-        cfg = os.path.join(d, "cfg")
-        with open(cfg, "w") as f:
-            f.write(CONFIG)
-        self.err = tempfile.TemporaryFile(mode="w+")
-        self.p = subprocess.Popen(keel_cmd("--config", cfg, "--config-dir", d, "--port", "p1=tap:" + self.ifname,
-                                           "--port", "p2=null", "--port", "p3=null"),
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
-                                  bufsize=1)
-        self.ask("show ports")  # booted: the TAP exists and is up
-        subprocess.run(["sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % self.ifname], capture_output=True)
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-        self.sock.bind((self.ifname, 0))
-
-    def ask(self, cmd):
-        return ask_live(self.p, self.err, cmd)
-
-    def ask_json(self, cmd):
-        return json.loads(self.ask(cmd + " --format json"))
-
-    def send(self, frames):
-        for f in frames:
-            self.sock.send(f)
-
-    def port(self, name):
-        return [p for p in self.ask_json("show ports")["ports"] if p["name"] == name][0]
+        super().__init__(CONFIG, prefix="ksr")
 
     def upcalls(self):
         return self.ask_json("upcall-show")
@@ -81,20 +49,6 @@ class Live:
 
         wait_for(next_round, "the revalidation round after " + what)
         return box["u"]
-
-    def close(self):
-        self.sock.close()
-        self.p.stdin.close()
-        self.p.wait(timeout=60)
-
-
-def tap_available():
-    try:
-        fd = os.open("/dev/net/tun", os.O_RDWR)
-        os.close(fd)
-    except OSError:
-        return False
-    return os.geteuid() == 0
 
 
 def send_until(k, frames, reached, what):
