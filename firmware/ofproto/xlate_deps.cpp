@@ -47,7 +47,8 @@ bool is_tunnel_key(const FlowKey& k) { return k.tun_ipv4_dst != 0 || !flow::text
 
 // Can some P of the megaflow (k, m) have a lookup key, as `l` saw it, that
 // the change's match accepts? Only the words the match has bits in.
-bool overlaps(const RuleChangeCheck& c, const TableLookup& l, const uint64_t* md, const FlowKey& k, const FlowKey& m) {
+bool overlaps(const RuleChangeCheck& c, const TableLookup& l, const uint64_t* md, const FlowKey& k,
+              const FlowKey& m) {
   const uint64_t* ck = c.match.key.words();
   const uint64_t* cm = c.match.mask.words();
   const bool tunnel = is_tunnel_key(k);
@@ -57,7 +58,7 @@ bool overlaps(const RuleChangeCheck& c, const TableLookup& l, const uint64_t* md
     uint64_t val, known;
     if (w == XlateDeps::kInPortWord) {
       FlowKey t{};
-      t.in_port = l.in_port;     // the lookup's own (a resubmit may set another)
+      t.in_port = l.in_port;      // the lookup's own (a resubmit may set another)
       t.recirc_id = k.recirc_id;  // exact in every megaflow
       val = word_of(t, w);
       known = ~uint64_t{0};
@@ -178,7 +179,8 @@ DepsFilter XlateDeps::filter() const {
   return f;
 }
 
-bool may_affect(const RuleChangeCheck& c, const Bridge* bridge, const XlateDeps& deps, const flow::Match& megaflow) {
+bool may_affect(const RuleChangeCheck& c, const Bridge* bridge, const XlateDeps& deps,
+                const flow::Match& megaflow) {
   if (deps.overflow()) return true;
   for (const TableLookup& l : deps.lookups()) {
     if (l.bridge != bridge || l.table != c.table) continue;

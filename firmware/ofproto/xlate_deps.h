@@ -64,8 +64,8 @@
 // walk: every change in any table counts — overflow).
 //
 // Thread-safety: value types and pure functions. Translation fills an
-// XlateDeps on its own thread; the ukey owning it is read by its
-// revalidator under the ukey shard's lock (udpif.h).
+// XlateDeps on its own thread; once in a ukey, only the revalidator whose
+// share holds the ukey's shard reads or replaces it (udpif.h).
 #pragma once
 
 #include <cstdint>
@@ -93,11 +93,11 @@ struct TableLookup {
 // The hot summary of an XlateDeps (16 bytes).
 struct DepsFilter {
   static constexpr uint32_t kAnyPort = 0xffffffffu;
-  uint64_t tables = 0;            // bit t % 64 for every table looked up (any bridge)
-  uint32_t in_port = kAnyPort;    // the in_port of every lookup; kAnyPort: they differ, or none
-  uint16_t min_priority = 0;      // the lowest winner priority (0 when a lookup matched nothing)
-  uint8_t n_lookups = 0;          // saturates at 255
-  bool all = false;               // overflow: every change counts
+  uint64_t tables = 0;          // bit t % 64 for every table looked up (any bridge)
+  uint32_t in_port = kAnyPort;  // the in_port of every lookup; kAnyPort: they differ, or none
+  uint16_t min_priority = 0;    // the lowest winner priority (0 when a lookup matched nothing)
+  uint8_t n_lookups = 0;        // saturates at 255
+  bool all = false;             // overflow: every change counts
   bool operator==(const DepsFilter&) const = default;
 };
 
@@ -167,6 +167,7 @@ inline Affects prefilter(const RuleChangeCheck& c, const DepsFilter& f) {
 // The overlap rule (see the top): whether change `c`, made in `bridge`, may
 // change how a packet of `megaflow` (key & mask as installed) whose
 // translation made `deps`' lookups is forwarded.
-bool may_affect(const RuleChangeCheck& c, const Bridge* bridge, const XlateDeps& deps, const flow::Match& megaflow);
+bool may_affect(const RuleChangeCheck& c, const Bridge* bridge, const XlateDeps& deps,
+                const flow::Match& megaflow);
 
 }  // namespace keel::ofproto
