@@ -6,6 +6,7 @@
 // enable-megaflows), which are running-config.
 #include "cli/command_tree_impl.h"
 #include "cli/json.h"
+#include "cli/view.h"
 #include "ofproto/ofproto.h"
 #include "ofproto/udpif.h"
 
@@ -45,6 +46,87 @@ PortModes port_modes(control::System& sys, const ofproto::UdpifStats& s) {
   return m;
 }
 
+// upcall-show's keel lines (--keel; always in JSON), after Open vSwitch's.
+// Labels are padded to 14 columns as the block above them.
+void keel_lines(View& k, CommandTree::Impl& t, const ofproto::UdpifStats& s, uint32_t configured,
+                const PortModes& modes) {
+  auto label = [](std::string l) {
+    if (l.size() < 14) l.resize(14, ' ');
+    return l;
+  };
+  auto n = [](uint64_t x) { return std::to_string(x); };
+  const bool megaflows = ofproto::Udpif::megaflows_enabled(t.sys.datapath());
+  k.field("flow_limit_configured", label("flow limit"), configured,
+          n(s.flow_limit) + " (configured " + n(configured) + ")")
+      .field("rounds", label("rounds"), s.rounds,
+             n(s.rounds) + " (last " + n(s.last_dump_ms) + "ms, avg " + n(s.avg_dump_ms) + "ms, max " +
+                 n(s.max_dump_ms) + "ms)")
+      .json("dump_duration_ms", s.last_dump_ms)
+      .json("dump_duration_avg_ms", s.avg_dump_ms)
+      .json("dump_duration_max_ms", s.max_dump_ms)
+      .field("megaflows_enabled", label("megaflows"), megaflows, megaflows ? "enabled" : "disabled (exact-match flows)")
+      .field("upcalls", label("upcalls"), s.upcalls,
+             n(s.upcalls) + " (installed " + n(s.installs) + ", install failed " + n(s.install_failed) +
+                 ", at flow limit " + n(s.limit_hits) + ", errors " + n(s.translate_errors) + ", controller " +
+                 n(s.action_upcalls) + ")")
+      .json("upcall_span_us", (s.last_upcall_ns - s.first_upcall_ns) / 1000)
+      .json("installs", s.installs)
+      .json("install_failed", s.install_failed)
+      .json("flow_limit_hits", s.limit_hits)
+      .json("translate_errors", s.translate_errors)
+      .json("controller_upcalls", s.action_upcalls)
+      .field("no_bridge_drops", label("no bridge"), s.no_bridge_drops, n(s.no_bridge_drops) + " packets dropped")
+      .field("tnl_no_port", label("no tunnel port"), s.tnl_no_port,
+             n(s.tnl_no_port) + " packets dropped (tunnel packets no tunnel port takes: tnl_no_port)")
+      .field("revalidated", label("revalidator"), s.revalidated,
+             "re-translated " + n(s.revalidated) + ", modified " + n(s.modified) + ", deleted idle " +
+                 n(s.deleted_idle) + ", changed " + n(s.deleted_changed) + ", over limit " + n(s.deleted_limit))
+      .json("modified", s.modified)
+      .json("deleted_idle", s.deleted_idle)
+      .json("deleted_changed", s.deleted_changed)
+      .json("deleted_over_limit", s.deleted_limit);
+  // The last round alone: what a rule change cost (xlate_deps.h).
+  const ofproto::UdpifStats::Round& r = s.last_round;
+  k.text_line(label("last round"), n(r.duration_us / 1000) + "ms, looked at " + n(r.looked_at) +
+                                       " (rules changed for " + n(r.checked) + ", lookups read for " +
+                                       n(r.checked_deep) + "), re-translated " + n(r.revalidated) + ", modified " +
+                                       n(r.modified) + ", deleted " + n(r.deleted()));
+  k.object("last_round", "")
+      .json("duration_us", r.duration_us)
+      .json("dumped", r.dumped)
+      .json("looked_at", r.looked_at)
+      .json("rules_changed", r.checked)
+      .json("lookups_read", r.checked_deep)
+      .json("revalidated", r.revalidated)
+      .json("modified", r.modified)
+      .json("deleted", r.deleted())
+      .json("deleted_idle", r.deleted_idle)
+      .json("deleted_changed", r.deleted_changed)
+      .json("deleted_over_limit", r.deleted_limit);
+  k.field("ukeys", label("ukeys"), static_cast<uint64_t>(s.ukeys))
+      .field("handlers", label("threads"), s.handlers,
+             n(s.handlers) + " handlers, " + n(s.revalidators.size()) + " revalidators")
+      .json("revalidator_tid", s.revalidator_tid);
+  View::List ports = k.list("ports");
+  for (const PortModes::Port& p : modes.ports) {
+    const bool none = std::string_view(p.input) == "none";
+    ports.item("")
+        .json("name", p.name)
+        .json("input", p.input)
+        .field("mode", label("port " + p.name), none ? "none" : modes.offline ? "backpressure" : "drop and count",
+               none ? "no input" : modes.offline ? "offline: backpressure" : "live: drop and count");
+  }
+  k.json("offline", modes.offline)
+      .json("backpressure_pauses", modes.backpressure)
+      .json("lost", modes.lost)
+      .json("ordered_upcalls", modes.ordered)
+      .json("offline_revalidations", modes.revalidations);
+  if (modes.offline)
+    k.text_line(label("offline"), "backpressure pauses " + n(modes.backpressure) + ", lost " + n(modes.lost) +
+                                      ", ordered upcalls " + n(modes.ordered) + ", revalidations " +
+                                      n(modes.revalidations));
+}
+
 }  // namespace
 
 void add_udpif_commands(CommandTree::Impl& t) {
@@ -73,111 +155,29 @@ void add_udpif_commands(CommandTree::Impl& t) {
     const ofproto::UdpifStats s = u->stats();
     const uint32_t configured = t.sys.ofproto().flow_limit();
     const PortModes modes = port_modes(t.sys, s);
-    if (t.format == "json") {
-      Json j;
-      j.begin_object()
-          .field("flows", static_cast<uint64_t>(s.flows))
-          .field("megaflows_enabled", ofproto::Udpif::megaflows_enabled(t.sys.datapath()))
-          .field("flow_limit", static_cast<uint64_t>(s.flow_limit))
-          .field("flow_limit_configured", static_cast<uint64_t>(configured))
-          .field("flows_avg", s.avg_n_flows)
-          .field("flows_max", s.max_n_flows)
-          .field("dump_duration_ms", s.last_dump_ms)
-          .field("dump_duration_ovs_ms", s.dump_duration_ms)
-          .field("dump_duration_avg_ms", s.avg_dump_ms)
-          .field("dump_duration_max_ms", s.max_dump_ms)
-          .field("rounds", s.rounds)
-          .field("ukeys", static_cast<uint64_t>(s.ukeys))
-          .field("revalidator_tid", static_cast<int64_t>(s.revalidator_tid))
-          .field("handlers", static_cast<uint64_t>(s.handlers))
-          .begin_array("revalidators");
-      for (const ofproto::UdpifStats::Revalidator& r : s.revalidators)
-        j.begin_object().field("tid", static_cast<int64_t>(r.tid)).field("keys", static_cast<uint64_t>(r.keys)).end_object();
-      j.end_array()
-          .field("upcalls", s.upcalls)
-          .field("upcall_span_us", (s.last_upcall_ns - s.first_upcall_ns) / 1000)
-          .field("installs", s.installs)
-          .field("install_failed", s.install_failed)
-          .field("flow_limit_hits", s.limit_hits)
-          .field("translate_errors", s.translate_errors)
-          .field("no_bridge_drops", s.no_bridge_drops)
-          .field("tnl_no_port", s.tnl_no_port)
-          .field("controller_upcalls", s.action_upcalls)
-          .field("revalidated", s.revalidated)
-          .field("modified", s.modified)
-          .field("deleted_idle", s.deleted_idle)
-          .field("deleted_changed", s.deleted_changed)
-          .field("deleted_over_limit", s.deleted_limit)
-          .field("offline", modes.offline)
-          .begin_array("ports");
-      for (const PortModes::Port& p : modes.ports)
-        j.begin_object()
-            .field("name", p.name)
-            .field("input", p.input)
-            .field("mode", std::string_view(p.input) == "none" ? "none"
-                           : modes.offline                    ? "backpressure"
-                                                              : "drop and count")
-            .end_object();
-      j.end_array()
-          .field("backpressure_pauses", modes.backpressure)
-          .field("lost", modes.lost)
-          .field("ordered_upcalls", modes.ordered)
-          .field("offline_revalidations", modes.revalidations)
-          .end_object();
-      t.print(j.str() + "\n");
-      return;
-    }
+    const bool json = t.format == "json";
+    View v;
     // Open vSwitch 3.1's upcall_unixctl_show(), spacing included (the
     // misaligned "ufid enabled :" is OVS's). The datapath is named as OVS
     // names its userspace datapath, which every bridge shares, so scripts
     // that look for that header find it; one line per revalidator thread,
     // shown by its thread id where OVS shows its revalidators' thread
-    // numbers, with the ukeys of its share.
-    std::string out = "netdev@ovs-netdev:\n";
-    out += "  flows         : (current " + std::to_string(s.flows) + ") (avg " + std::to_string(s.avg_n_flows) +
-           ") (max " + std::to_string(s.max_n_flows) + ") (limit " + std::to_string(s.flow_limit) + ")\n";
-    out += "  dump duration : " + std::to_string(s.dump_duration_ms) + "ms\n";
-    out += "  ufid enabled : true\n";
-    out += "\n";
+    // numbers, with the ukeys of its share. JSON: the same values, flat.
+    View& ovs = v.group("netdev@ovs-netdev");
+    ovs.field("flows", "flows         ", s.flows,
+              "(current " + std::to_string(s.flows) + ") (avg " + std::to_string(s.avg_n_flows) + ") (max " +
+                  std::to_string(s.max_n_flows) + ") (limit " + std::to_string(s.flow_limit) + ")")
+        .json("flow_limit", s.flow_limit)
+        .json("flows_avg", s.avg_n_flows)
+        .json("flows_max", s.max_n_flows)
+        .field("dump_duration_ovs_ms", "dump duration ", s.dump_duration_ms, std::to_string(s.dump_duration_ms) + "ms")
+        .field("ufid_enabled", "ufid enabled ", true)
+        .blank_line();
+    View::List revs = ovs.list("revalidators");
     for (const ofproto::UdpifStats::Revalidator& r : s.revalidators)
-      out += "  " + std::to_string(r.tid) + ": (keys " + std::to_string(r.keys) + ")\n";
-    if (!t.flag_keel) {
-      t.print(out);
-      return;
-    }
-    out += "keel:\n";
-    out += "  flow limit    : " + std::to_string(s.flow_limit) + " (configured " + std::to_string(configured) + ")\n";
-    out += "  rounds        : " + std::to_string(s.rounds) + " (last " + std::to_string(s.last_dump_ms) + "ms, avg " +
-           std::to_string(s.avg_dump_ms) + "ms, max " + std::to_string(s.max_dump_ms) + "ms)\n";
-    out += std::string("  megaflows     : ") +
-           (ofproto::Udpif::megaflows_enabled(t.sys.datapath()) ? "enabled" : "disabled (exact-match flows)") + "\n";
-    out += "  upcalls       : " + std::to_string(s.upcalls) + " (installed " + std::to_string(s.installs) +
-           ", install failed " + std::to_string(s.install_failed) + ", at flow limit " +
-           std::to_string(s.limit_hits) + ", errors " + std::to_string(s.translate_errors) + ", controller " +
-           std::to_string(s.action_upcalls) + ")\n";
-    out += "  no bridge     : " + std::to_string(s.no_bridge_drops) + " packets dropped\n";
-    out += "  no tunnel port: " + std::to_string(s.tnl_no_port) +
-           " packets dropped (tunnel packets no tunnel port takes: tnl_no_port)\n";
-    out += "  revalidator   : re-translated " + std::to_string(s.revalidated) + ", modified " +
-           std::to_string(s.modified) + ", deleted idle " + std::to_string(s.deleted_idle) + ", changed " +
-           std::to_string(s.deleted_changed) + ", over limit " + std::to_string(s.deleted_limit) + "\n";
-    out += "  ukeys         : " + std::to_string(s.ukeys) + "\n";
-    out += "  threads       : " + std::to_string(s.handlers) + " handlers, " + std::to_string(s.revalidators.size()) +
-           " revalidators\n";
-    for (const PortModes::Port& p : modes.ports) {
-      std::string name = "  port " + p.name;
-      if (name.size() < 16) name.resize(16, ' ');
-      out += name + ": " +
-             (std::string_view(p.input) == "none" ? "no input"
-              : modes.offline                    ? "offline: backpressure"
-                                                 : "live: drop and count") +
-             "\n";
-    }
-    if (modes.offline)
-      out += "  offline       : backpressure pauses " + std::to_string(modes.backpressure) + ", lost " +
-             std::to_string(modes.lost) + ", ordered upcalls " + std::to_string(modes.ordered) +
-             ", revalidations " + std::to_string(modes.revalidations) + "\n";
-    t.print(out);
+      revs.item("").json("tid", r.tid).field("keys", std::to_string(r.tid), r.keys, "(keys " + std::to_string(r.keys) + ")");
+    if (json || t.flag_keel) keel_lines(v.group("keel"), t, s, configured, modes);
+    t.print(json ? v.json() + "\n" : v.text());
   });
 
   auto* reval = t.app.add_subcommand("revalidate", "run a revalidation round now and wait for it");

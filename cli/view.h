@@ -12,6 +12,10 @@
 //     out of the text where Open vSwitch prints none (JSON keeps the value);
 //   * objects: a nested View under a key, with a text heading ("pmd thread
 //     numa_id 0 core_id 1") whose fields print indented below it;
+//   * groups: a text heading with its fields indented below it, as an
+//     object's, whose fields stay in this object's JSON (Open vSwitch's
+//     "netdev@ovs-netdev:" block, whose values JSON keeps flat);
+//   * blank lines: text only;
 //   * lists of objects (View::list): JSON arrays; text prints each item as
 //     an object; text_only() items (Open vSwitch's "main thread" stand-in)
 //     stay out of the JSON;
@@ -86,6 +90,20 @@ class View {
     it.children.push_back(std::make_unique<View>());
     items_.push_back(std::move(it));
     return *items_.back().children.back();
+  }
+
+  // A group (see the top): text "HEADING:" then its fields indented; JSON:
+  // its fields in this object.
+  View& group(std::string heading) {
+    Item it{Kind::group, {}, std::move(heading), Null{}, {}};
+    it.children.push_back(std::make_unique<View>());
+    items_.push_back(std::move(it));
+    return *items_.back().children.back();
+  }
+  // An empty text line.
+  View& blank_line() {
+    items_.push_back(Item{Kind::blank, {}, {}, Null{}, {}});
+    return *this;
   }
 
   // A list of objects: JSON `key: [...]`; add items with item().
@@ -167,7 +185,7 @@ class View {
   }
 
  private:
-  enum class Kind { field, object, list, table };
+  enum class Kind { field, object, list, table, group, blank };
   struct Item {
     Kind kind;
     std::string key, label;  // label: the field's label, the object's heading, the table's empty text
@@ -197,6 +215,7 @@ class View {
 
   void render_json(Json& j) const {
     for (const Item& it : items_) {
+      if (it.kind == Kind::group) it.children[0]->render_json(j);  // flat
       if (it.key.empty()) continue;  // text only
       switch (it.kind) {
         case Kind::field: json_value(j, it.key, it.value); break;
@@ -224,6 +243,9 @@ class View {
           }
           j.end_array();
           break;
+        case Kind::group:
+        case Kind::blank:
+          break;
       }
     }
   }
@@ -237,8 +259,12 @@ class View {
           out += pad + it.label + ": " + (it.text.empty() ? value_text(it.value) : it.text) + "\n";
           break;
         case Kind::object:
+        case Kind::group:
           if (!it.label.empty()) out += pad + it.label + ":\n";
           it.children[0]->render_text(out, it.label.empty() ? depth : depth + 1, indent);
+          break;
+        case Kind::blank:
+          out += "\n";
           break;
         case Kind::list:
           for (size_t i = 0; i < it.children.size(); ++i) {

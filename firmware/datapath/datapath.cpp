@@ -614,7 +614,7 @@ void Datapath::flow_stats(std::vector<FlowStats>& out) const {
                      m.packets.load(std::memory_order_relaxed) + m.hw_packets.load(std::memory_order_relaxed),
                      m.bytes.load(std::memory_order_relaxed) + m.hw_bytes.load(std::memory_order_relaxed),
                      std::max(m.used_ns.load(std::memory_order_relaxed), m.hw_used_ns.load(std::memory_order_relaxed)),
-                     m.tcp_flags.load(std::memory_order_relaxed)});
+                     m.tcp_flags.load(std::memory_order_relaxed), m.index});
     });
   }
 }
@@ -625,19 +625,42 @@ size_t Datapath::flow_count() const {
   return n;
 }
 
+// A batch of flow requests to several PMDs: posted, then waited for. A
+// full ring (another poster) is retried: the PMD drains it every
+// iteration. The wait spins a little first: a PMD answers within an
+// iteration (tens of us), and a poster that sleeps per batch on a loaded
+// core waits a scheduler slice each time (a round that changes 100k flows
+// posts ~800 batches).
+void Datapath::post_flow_batch(std::span<const std::pair<Pmd*, FlowRequest*>> batch) {
+  for (auto& [pmd, req] : batch) {
+    const uint64_t deadline = hal::now_ns() + 5'000'000'000ull;
+    bool posted;
+    while (!(posted = pmd->request_async(*req)) && hal::now_ns() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (!posted) {
+      req->result = FlowResult::not_found;
+      req->done.store(true, std::memory_order_release);
+    }
+  }
+  const uint64_t spin_until = hal::now_ns() + 500'000;
+  for (auto& [pmd, req] : batch)
+    while (!req->done.load(std::memory_order_acquire) && hal::now_ns() < spin_until) hal::cpu_relax();
+  for (auto& [pmd, req] : batch) (void)pmd->wait(*req);
+}
+
 size_t Datapath::flows_del(std::span<const PmdFlowRef> flows, std::vector<FlowFinal>* finals) {
   std::lock_guard lock(flow_mu_);
   reclaim_locked();
   if (finals) finals->assign(flows.size(), FlowFinal{});
   size_t removed = 0;
   // Templates and requests in batches that fit a PMD's request ring.
-  constexpr size_t kBatch = 128;
   std::vector<std::unique_ptr<Megaflow>> tmpls;
-  std::vector<FlowRequest> reqs(kBatch);
-  for (size_t off = 0; off < flows.size(); off += kBatch) {
-    const size_t n = std::min(kBatch, flows.size() - off);
+  std::vector<FlowRequest> reqs(kFlowBatch);
+  std::vector<std::pair<Pmd*, FlowRequest*>> batch;
+  for (size_t off = 0; off < flows.size(); off += kFlowBatch) {
+    const size_t n = std::min(kFlowBatch, flows.size() - off);
     tmpls.clear();
-    std::vector<std::pair<Pmd*, FlowRequest*>> batch;
+    batch.clear();
     for (size_t i = 0; i < n; ++i) {
       const PmdFlowRef& r = flows[off + i];
       if (r.pmd >= pmds_.size()) continue;
@@ -651,15 +674,56 @@ size_t Datapath::flows_del(std::span<const PmdFlowRef> flows, std::vector<FlowFi
       req.final_packets = req.final_bytes = 0;
       batch.emplace_back(pmds_[r.pmd].get(), &req);
     }
-    for (auto& [pmd, req] : batch) removed += pmd->request_async(*req);
+    post_flow_batch(batch);
     for (auto& [pmd, req] : batch) {
-      const bool ok = pmd->wait(*req).ok();
-      removed -= !ok;
+      const bool ok = req->result == FlowResult::ok;
+      removed += ok;
       if (ok && finals) (*finals)[off + static_cast<size_t>(req - reqs.data())] = {req->final_packets, req->final_bytes};
     }
   }
   reclaim_locked();
   return removed;
+}
+
+size_t Datapath::flows_modify(std::span<const PmdFlowMod> mods) {
+  std::lock_guard lock(flow_mu_);
+  // Per PMD, its flows in order; then rounds of one request per PMD.
+  std::vector<std::vector<const PmdFlowMod*>> by_pmd(pmds_.size());
+  for (const PmdFlowMod& m : mods)
+    if (m.pmd < pmds_.size()) by_pmd[m.pmd].push_back(&m);
+  std::vector<std::vector<FlowRequest::SlotMod>> lists(pmds_.size());
+  std::vector<FlowRequest> reqs(pmds_.size());
+  std::vector<std::pair<Pmd*, FlowRequest*>> batch;
+  size_t changed = 0;
+  for (size_t off = 0;; off += FlowRequest::kMaxSlotMods) {
+    batch.clear();
+    for (size_t p = 0; p < pmds_.size(); ++p) {
+      if (off >= by_pmd[p].size()) continue;
+      const size_t n = std::min(FlowRequest::kMaxSlotMods, by_pmd[p].size() - off);
+      std::vector<FlowRequest::SlotMod>& l = lists[p];
+      l.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        const PmdFlowMod& m = *by_pmd[p][off + i];
+        l[i] = {m.slot, m.ufid, new flow::DpActions(*m.actions), FlowResult::ok};
+      }
+      FlowRequest& req = reqs[p];
+      req.op = FlowRequest::Op::modify_slots;
+      req.slot_mods = l.data();
+      req.n_slot_mods = static_cast<uint32_t>(n);
+      req.result = {};
+      batch.emplace_back(pmds_[p].get(), &req);
+    }
+    if (batch.empty()) break;
+    post_flow_batch(batch);
+    for (auto& [pmd, req] : batch) {
+      for (uint32_t i = 0; i < req->n_slot_mods; ++i) {
+        FlowRequest::SlotMod& m = req->slot_mods[i];
+        changed += req->result == FlowResult::ok && m.result == FlowResult::ok;
+        delete m.actions;  // the old list (or the new one, if not found or not posted)
+      }
+    }
+  }
+  return changed;
 }
 
 Status Datapath::flow_modify(unsigned pmd, const flow::Match& match, const flow::DpActions& actions) {
@@ -703,6 +767,7 @@ std::vector<FlowView> Datapath::flow_dump_locked() const {
       v.tcp_flags = m.tcp_flags.load(std::memory_order_relaxed);
       v.mask_u0 = m.mask.map.count_u0();
       v.mask_u1 = m.mask.map.count_u1();
+      v.slot = m.index;
       out.push_back(std::move(v));
     });
   }

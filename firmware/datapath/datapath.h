@@ -162,12 +162,22 @@ struct FlowStats {
   Ufid ufid;
   uint64_t packets, bytes, used_ns;
   uint16_t tcp_flags;
+  uint32_t slot;  // the flow's slot in its PMD's table (Megaflow::index): flows_modify finds it there
 };
 
 // One flow of one PMD, for batch removal / modification.
 struct PmdFlowRef {
   unsigned pmd;
   flow::Match match;
+};
+// New actions for one flow of one PMD (flows_modify), found by its slot
+// and ufid as a dump reported them (gone or replaced since: not changed).
+// The caller keeps `actions` alive during the call.
+struct PmdFlowMod {
+  unsigned pmd;
+  uint32_t slot;
+  Ufid ufid;
+  const flow::DpActions* actions;
 };
 
 // A removed flow's counts when it went (flows_del).
@@ -196,6 +206,7 @@ struct FlowView {
   uint64_t hw_packets = 0, hw_bytes = 0;
   uint16_t tcp_flags;
   unsigned mask_u0, mask_u1;  // miniflow_bits of the mask
+  uint32_t slot = 0;          // Megaflow::index (see FlowStats)
 };
 
 class Datapath {
@@ -256,6 +267,11 @@ class Datapath {
   size_t flows_del(std::span<const PmdFlowRef> flows, std::vector<FlowFinal>* finals = nullptr);
   // New actions for one PMD's flow.
   Status flow_modify(unsigned pmd, const flow::Match& match, const flow::DpActions& actions);
+  // The same for many flows, by slot (a round after a flow-mod may change
+  // every flow): each PMD gets one request of up to
+  // FlowRequest::kMaxSlotMods flows at a time, all PMDs at once; returns
+  // how many were found and changed.
+  size_t flows_modify(std::span<const PmdFlowMod> mods);
   void flow_flush();
   // Frees flows the PMDs have retired (called by the control thread).
   void reclaim();
@@ -491,6 +507,10 @@ class Datapath {
 
  private:
   Status flow_del_locked(const flow::Match& match);
+  // flows_del / flows_modify: requests per batch (fits a PMD's request ring
+  // beside other posters), and posting one batch and waiting for it.
+  static constexpr size_t kFlowBatch = 128;
+  void post_flow_batch(std::span<const std::pair<Pmd*, FlowRequest*>> batch);
   std::vector<FlowView> flow_dump_locked() const;
   // Offload: PMD pmd's live flow `ufid` in `slot`, or null (under flow_mu_).
   Megaflow* offload_find_locked(unsigned pmd, uint32_t slot, const Ufid& ufid) const;

@@ -211,20 +211,24 @@ void Pmd::apply(FlowRequest& req) {
     }
     case FlowRequest::Op::modify: {
       Megaflow* f = table_.find(*req.flow);
-      if (!f) {
+      if (!f)
         req.result = FlowResult::not_found;
-      } else {
-        // release: the control thread reading actions sees a complete list.
-        req.actions = f->actions.exchange(req.actions, std::memory_order_acq_rel);
-        table_.actions_changed(f);
-        if (const uint32_t m = f->mark.load(std::memory_order_relaxed)) {
-          const flow::DpActions* a = f->actions.load(std::memory_order_relaxed);
-          marks_[m & marks_mask_].light = !a || outputs_only(*a);
-        }
-        post_offload_event(OffloadEvent::Op::modified, *f);
-      }
+      else
+        set_actions(*f, req.actions);
       break;
     }
+    case FlowRequest::Op::modify_slots:
+      for (uint32_t i = 0; i < req.n_slot_mods; ++i) {
+        FlowRequest::SlotMod& m = req.slot_mods[i];
+        Megaflow* f = m.slot < table_.capacity() ? table_.at(m.slot) : nullptr;
+        if (!f || !f->alive() || !(f->ufid == m.ufid)) {
+          m.result = FlowResult::not_found;
+          continue;
+        }
+        m.result = FlowResult::ok;
+        set_actions(*f, m.actions);
+      }
+      break;
     case FlowRequest::Op::set_mark:
     case FlowRequest::Op::clear_mark:
       apply_mark(req);
@@ -246,12 +250,23 @@ void Pmd::apply(FlowRequest& req) {
   }
   if (req.result != FlowResult::ok) bump(c_.request_failed, 1);
   if (!running() && (req.op == FlowRequest::Op::install || req.op == FlowRequest::Op::remove ||
-                     req.op == FlowRequest::Op::modify)) {
+                     req.op == FlowRequest::Op::modify || req.op == FlowRequest::Op::modify_slots)) {
     // Nobody will sweep the EMC: forget dead flows now.
     emc_->clear();
     table_.release_swept(~uint64_t{0} - 2);
   }
   req.done.store(true, std::memory_order_release);
+}
+
+void Pmd::set_actions(Megaflow& f, const flow::DpActions*& actions) noexcept {
+  // release: the control thread reading actions sees a complete list.
+  actions = f.actions.exchange(actions, std::memory_order_acq_rel);
+  table_.actions_changed(&f);
+  if (const uint32_t m = f.mark.load(std::memory_order_relaxed)) {
+    const flow::DpActions* a = f.actions.load(std::memory_order_relaxed);
+    marks_[m & marks_mask_].light = !a || outputs_only(*a);
+  }
+  post_offload_event(OffloadEvent::Op::modified, f);
 }
 
 void Pmd::apply_mark(FlowRequest& req) noexcept {

@@ -296,7 +296,7 @@ inline constexpr uint64_t kXpsTimeoutNs = 500'000'000;
 // What the PMD writes back is plain data (codes, a POD array the requester
 // allocated): it builds no string and allocates nothing to answer.
 struct FlowRequest {
-  enum class Op : uint8_t { install, remove, modify, dpcls_info, bond_set, bond_del, set_mark, clear_mark };
+  enum class Op : uint8_t { install, remove, modify, modify_slots, dpcls_info, bond_set, bond_del, set_mark, clear_mark };
   Op op = Op::install;
   Megaflow* flow = nullptr;  // install: the new flow; remove/modify: a template (in_port, mask, key)
   const flow::DpActions* actions = nullptr;  // modify: the new list; afterwards the old one
@@ -317,6 +317,20 @@ struct FlowRequest {
   // clear_mark: `mark`'s entry goes (offload_hooks.h).
   uint32_t slot = 0, mark = 0;
   Ufid ufid;
+  // modify_slots (Datapath::flows_modify): n_slot_mods flows, each found by
+  // slot and ufid, get new actions; afterwards each entry holds the old list
+  // (or its new one back, with result not_found). At most kMaxSlotMods per
+  // request: what a PMD does between two bursts stays bounded (~256 cache
+  // misses).
+  struct SlotMod {
+    uint32_t slot;
+    Ufid ufid;
+    const flow::DpActions* actions;
+    FlowResult result;
+  };
+  static constexpr size_t kMaxSlotMods = 256;
+  SlotMod* slot_mods = nullptr;
+  uint32_t n_slot_mods = 0;
   FlowResult result = FlowResult::ok;
   // remove: the flow's counts when it went (software and hardware), which
   // no dump saw if packets hit it after the last one.
@@ -527,6 +541,8 @@ class Pmd {
   void run();
   void apply(FlowRequest& req);
   void apply_mark(FlowRequest& req) noexcept;
+  // New actions for a flow of this PMD (modify, modify_slots): `actions` gets the old list.
+  void set_actions(Megaflow& f, const flow::DpActions*& actions) noexcept;
   void drain_requests();
   // Sends what post_tx() queued (PMD thread).
   void drain_ctl_tx() noexcept;

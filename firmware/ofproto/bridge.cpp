@@ -382,10 +382,13 @@ void Bridge::port_changed() {
   changes_.clear();
 }
 
-bool Bridge::changes_since(uint64_t since, std::vector<RuleChange>& out) const {
+bool Bridge::changes_since(uint64_t since, std::vector<RuleChange>& out, uint64_t* upto) const {
   std::lock_guard lock(changes_mu_);
   if (since < changes_floor_) return false;
   out.clear();
+  // commit() logs a batch before it bumps rules_gen_: the list may hold
+  // changes past `upto` (looked at twice, harmless), never miss one before.
+  if (upto) *upto = rules_gen_.load(std::memory_order_acquire);
   for (auto it = changes_.rbegin(); it != changes_.rend() && it->gen > since; ++it) out.push_back(*it);
   return true;
 }
@@ -399,8 +402,8 @@ void Bridge::commit(Txn& txn) {
   {
     std::lock_guard lock(changes_mu_);
     const uint64_t gen = rules_gen_.load(std::memory_order_relaxed) + 1;
-    for (const auto* list : {&txn.inserted, &txn.removed})
-      for (const OfRule* r : *list) changes_.push_back({gen, r->table_id, r->match});
+    for (const OfRule* r : txn.inserted) changes_.push_back({gen, r, r->match, r->priority, r->table_id, false});
+    for (const OfRule* r : txn.removed) changes_.push_back({gen, r, r->match, r->priority, r->table_id, true});
     while (changes_.size() > kMaxLoggedChanges) {
       changes_floor_ = std::max(changes_floor_, changes_.front().gen);
       changes_.pop_front();

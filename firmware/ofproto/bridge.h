@@ -175,16 +175,24 @@ class Bridge {
   const MacLearning& mac() const { return mac_; }
   // Bumped by every rule change (after publish): the revalidator compares.
   uint64_t rules_generation() const { return rules_gen_.load(std::memory_order_acquire); }
-  // The rules added or removed (a modify is both) since generation `since`,
-  // with their table: what lets the revalidator re-translate only flows
-  // whose result may have changed. False when the log no longer reaches
-  // back that far, or a port changed since: then everything may have.
+  // The rules added or removed (a modify or a replacing add is both: the
+  // old rule removed, its successor added) since generation `since`: what
+  // lets the revalidator re-translate only the flows a change can affect
+  // (ofproto/xlate_deps.h). `rule` identifies the rule for a removal (only
+  // compared, never read: it may be freed by the time someone looks).
+  // False when the log no longer reaches back that far, or a port changed
+  // since: then everything may have. `upto` (when not null) gets the
+  // generation the list is complete up to (read with it, so a change
+  // committed after it is left for the next look).
   struct RuleChange {
     uint64_t gen;
-    uint8_t table;
+    const OfRule* rule;
     flow::Match match;
+    uint16_t priority;
+    uint8_t table;
+    bool removed;  // false: added
   };
-  bool changes_since(uint64_t since, std::vector<RuleChange>& out) const;
+  bool changes_since(uint64_t since, std::vector<RuleChange>& out, uint64_t* upto = nullptr) const;
   static constexpr size_t kMaxLoggedChanges = 4096;
 
   // --- writer (control thread) ---

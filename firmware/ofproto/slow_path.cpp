@@ -221,7 +221,7 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
     out.wc = x->wc;
     out.rules = std::move(x->rules);
     out.uses_normal = x->uses_normal;
-    out.tables = x->tables;
+    out.deps = std::move(x->deps);
     out.mac_gen = x->mac_generation;
     out.mac_changed = x->mac_changed;
     for (auto& c : x->bond_choices)
@@ -247,6 +247,7 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
       out.underlay_rules_gen = x->underlay_rules_generation;
       out.underlay_mac_gen = x->underlay_mac_generation;
       out.underlay_uses_normal = x->underlay_uses_normal;
+      out.underlay_many = x->underlay_many;
     }
     return {};
   };

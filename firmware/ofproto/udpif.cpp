@@ -69,12 +69,44 @@ void push_stats(const std::vector<const OfRule*>& rules, uint64_t pkts, uint64_t
 
 }  // namespace
 
+// The rule changes since one generation of one bridge, prepared once per
+// share of a round for every ukey that was translated at that generation
+// (most ukeys of a bridge share a few generations: the last entry used is
+// kept at hand).
 struct Udpif::ChangeCache {
   struct Entry {
-    bool complete;
-    std::vector<Bridge::RuleChange> list;
+    bool complete = false;  // false: the log doesn't reach back (or a port changed): everything may matter
+    uint64_t upto = 0;      // the list is complete up to this generation
+    std::vector<RuleChangeCheck> list;
   };
   std::map<std::pair<const Bridge*, uint64_t>, Entry> by_since;
+  const Bridge* last_br = nullptr;
+  uint64_t last_since = 0;
+  Entry* last = nullptr;
+  // The last verdict the hot filters alone gave (no change can reach the
+  // ukey): most ukeys of a bridge share their generation and their filter
+  // (same in_port, same tables), so the next one with both equal takes it
+  // without walking the changes.
+  struct Cleared {
+    const Bridge* br = nullptr;
+    uint64_t since = 0, upto = 0;
+    DepsFilter filter;
+  } cleared;
+
+  Entry& get(const Bridge& br, uint64_t since) {
+    if (last && last_br == &br && last_since == since) return *last;
+    auto [it, fresh] = by_since.try_emplace({&br, since});
+    if (fresh) {
+      std::vector<Bridge::RuleChange> raw;
+      it->second.complete = br.changes_since(since, raw, &it->second.upto);
+      it->second.list.reserve(raw.size());
+      for (const Bridge::RuleChange& r : raw) it->second.list.emplace_back(r);
+    }
+    last_br = &br;
+    last_since = since;
+    last = &it->second;
+    return it->second;
+  }
 };
 
 // What every revalidator reads in a round: the dump, filed by ukey shard.
@@ -88,11 +120,6 @@ struct Udpif::RoundCtx {
 
 // What one revalidator decided on its share of a round (the leader merges).
 struct Udpif::Share {
-  struct Fix {
-    unsigned pmd;
-    flow::Match match;
-    flow::DpActions actions;
-  };
   // A deleted ukey's rules and the counts pushed to them (its flow's at the
   // dump): what its flow counts beyond them when it goes is theirs too.
   struct Gone {
@@ -101,15 +128,17 @@ struct Udpif::Share {
   };
   std::vector<datapath::PmdFlowRef> to_delete;
   std::vector<Gone> gone;  // to_delete[i]'s
-  std::vector<Fix> to_modify;
+  std::vector<datapath::PmdFlowMod> to_modify;
   std::vector<std::pair<uint64_t, UkeyId>> by_age;  // for the flow limit
   uint64_t revalidated = 0, modified = 0, deleted_idle = 0, deleted_changed = 0, no_bridge_drops = 0, tnl_no_port = 0;
+  uint64_t looked_at = 0, checked = 0, checked_deep = 0;  // UdpifStats::Round
   void clear() {
     to_delete.clear();
     gone.clear();
     to_modify.clear();
     by_age.clear();
     revalidated = modified = deleted_idle = deleted_changed = no_bridge_drops = tnl_no_port = 0;
+    looked_at = checked = checked_deep = 0;
   }
 };
 
@@ -334,7 +363,9 @@ void Udpif::adopt(Ukey& k, Translation& t) {
   k.rules_gen = t.rules_gen;
   k.uses_normal = t.uses_normal;
   k.mac_gen = t.mac_gen;
-  k.cold->tables = t.tables;
+  k.cold->deps = std::move(t.deps);
+  k.deps_filter = k.cold->deps.filter();
+  k.underlay_many = t.underlay_many;
   k.cold->bond_accounts = std::move(t.bond_accounts);
   k.bond_accounts = !k.cold->bond_accounts.empty();
   k.underlay = t.underlay;
@@ -347,6 +378,9 @@ void Udpif::adopt(Ukey& k, Translation& t) {
 }
 
 void Udpif::forget_pmd(unsigned pmd) {
+  // Not during a round (a `revalidate` on another thread): a revalidator
+  // holds pointers to its share's ukeys outside the shard locks.
+  std::lock_guard round_lock(round_mu_);
   for (unsigned s = 0; s < kUkeyShards; ++s) {
     UkeyShard& sh = shards_[s];
     std::lock_guard lock(sh.mu);
@@ -660,13 +694,18 @@ uint64_t Udpif::revalidate_now(bool terse) {
         want_full_ |= !terse;  // another caller waits for the same round
       }
     }
+    // One kick starts it (or, mid-round, the round after); kicking on while
+    // waiting would start a second round right after ours, which then
+    // overwrites last_round. Kicked again only if no round started for a
+    // while (the revalidators were restarted meanwhile).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    for (;;) {
-      kick();
+    kick();
+    for (unsigned i = 1;; ++i) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       std::lock_guard lock(mu_);
       if (done_seq_ >= want) return done_seq_ == want ? want_us_ : stats_.last_round_us;
       if (std::chrono::steady_clock::now() > deadline) return stats_.last_round_us;
+      if (i % 500 == 0 && started_seq_ < want) kick();
     }
   }
   const unsigned slot = revalidator_slot(0);
@@ -719,10 +758,12 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
   };
   // Flows whose translation may have changed: translated after the pass
   // over the shard, outside its lock, so the handlers keep answering
-  // upcalls meanwhile.
+  // upcalls meanwhile. The ukey stays put: handlers only insert (a node
+  // never moves), and only this thread changes or erases the shard's ukeys
+  // during its share.
   struct Recheck {
     uint32_t i;  // in dump
-    flow::FlowKey key;
+    Ukey* k;
   };
   std::vector<Recheck> rechecks;
   const uint64_t t0 = c.t0;
@@ -755,19 +796,26 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
           ++(c.flush ? out.deleted_changed : out.deleted_idle);
           continue;
         }
-        // Re-translate only what may have changed.
-        bool recheck = false;
+        // Re-translate only what may have changed. Rule changes: only those
+        // the overlap rule lets reach one of the ukey's lookups (when none
+        // does, its generation moves up and nothing else is touched).
+        bool recheck = false, checked = false;
         if (k.bridge && k.bridge->rules_generation() != k.rules_gen) {
-          const uint64_t gen = k.bridge->rules_generation();
-          recheck = rules_may_matter(k, changes);
-          if (!recheck) k.rules_gen = gen;  // nothing relevant: the translation stands
+          checked = true;
+          recheck = rules_may_matter(k, *k.bridge, k.rules_gen, changes, out.checked_deep);
         }
         recheck |= k.uses_normal && k.bridge && k.bridge->mac().generation() != k.mac_gen;
-        // Tunnels: the underlay bridge a combined flow was translated in,
+        // Tunnels: the underlay bridge a tunnel output was translated in,
         // and the tunnel state (ports, routes, neighbours, addresses).
-        if (k.underlay)
-          recheck |= k.underlay->rules_generation() != k.underlay_rules_gen ||
-                     (k.underlay_uses_normal && k.underlay->mac().generation() != k.underlay_mac_gen);
+        if (k.underlay) {
+          if (!recheck && k.underlay->rules_generation() != k.underlay_rules_gen) {
+            checked = true;
+            recheck = rules_may_matter(k, *k.underlay, k.underlay_rules_gen, changes, out.checked_deep);
+          }
+          recheck |= k.underlay_uses_normal && k.underlay->mac().generation() != k.underlay_mac_gen;
+        }
+        out.checked += checked;
+        recheck |= k.underlay_many;
         recheck |= k.tunnel && tnl_gen != k.tnl_gen;
         recheck |= !k.bridge;  // a drop flow of a port in no bridge: has the port joined one?
         if (!recheck) {
@@ -779,21 +827,18 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
           if (c.track_age) out.by_age.push_back({used, id});
           continue;
         }
-        rechecks.push_back({idx[j], k.cold->match.key});
+        rechecks.push_back({idx[j], &k});
       }
       flush_agg();
     }
     for (const Recheck& rc : rechecks) {
       const datapath::FlowStats& s = c.dump[rc.i];
       const UkeyId id{s.pmd, s.ufid};
-      const flow::FlowKey& key = rc.key;
+      Ukey& k = *rc.k;
+      const flow::FlowKey& key = k.cold->match.key;
       Translation t;
       Status st = translate_(key, /*may_learn=*/false, t);
-      std::lock_guard lock(sh.mu);
       ++out.revalidated;
-      auto it = sh.map.find(id);
-      if (it == sh.map.end()) continue;
-      Ukey& k = it->second;
       if (st.ok() && k.exact) {  // installed with megaflows off: the same whole-key mask
         uint64_t* w = t.wc.words();
         const uint64_t* m = k.cold->match.mask.words();
@@ -807,15 +852,18 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
       if (!st.ok() || !t.cacheable || !t.bridge != !k.bridge || !(m == k.cold->match)) {
         out.to_delete.push_back({s.pmd, k.cold->match});
         out.gone.push_back({std::move(k.cold->rules), k.packets, k.bytes});
-        sh.map.erase(it);
+        flush_agg();
+        std::lock_guard lock(sh.mu);
+        sh.map.erase(id);
         n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
         ++out.deleted_changed;
-        flush_agg();
         continue;
       }
       if (!(t.actions == k.cold->actions)) {
-        out.to_modify.push_back({s.pmd, k.cold->match, t.actions});
-        k.cold->actions = t.actions;
+        // The leader posts it after the shares, before anything erases
+        // this ukey (round()): the pointers stay good until then.
+        k.cold->actions = std::move(t.actions);
+        out.to_modify.push_back({s.pmd, s.slot, s.ufid, &k.cold->actions});
         ++out.modified;
       }
       flush_agg();  // k's rules change now
@@ -823,6 +871,7 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
       if (c.track_age) out.by_age.push_back({s.used_ns ? s.used_ns : k.created_ns, id});
     }
     flush_agg();
+    out.looked_at += seen;
     // Ukeys whose flow is gone (deleted by hand, install failed): forgotten
     // once they were in a dump before, or are old enough to have been.
     // Nothing to look for when every ukey of the shard was in this dump.
@@ -838,26 +887,25 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
   flush_agg();
 }
 
-bool Udpif::rules_may_matter(const Ukey& k, ChangeCache& cache) {
-  auto [it, fresh] = cache.by_since.try_emplace({k.bridge, k.rules_gen});
-  if (fresh) it->second.complete = k.bridge->changes_since(k.rules_gen, it->second.list);
-  if (!it->second.complete) return true;
-  for (const Bridge::RuleChange& c : it->second.list) {
-    if (!k.cold->tables.test(c.table)) continue;
-    if (c.table != 0) return true;  // later tables see a flow the actions may have changed
-    // Table 0 sees the packet's own fields: a rule matters if some packet of
-    // the megaflow could match it. in_port differs in kind (OpenFlow port
-    // in the rule, datapath port in the megaflow): treated as overlapping.
-    flow::FlowKey a = c.match.key, am = c.match.mask, b = k.cold->match.key, bm = k.cold->match.mask;
-    am.in_port = bm.in_port = 0;
-    const uint64_t* aw = a.words();
-    const uint64_t* amw = am.words();
-    const uint64_t* bw = b.words();
-    const uint64_t* bmw = bm.words();
-    bool overlap = true;
-    for (unsigned w = 0; w < flow::kFlowWords && overlap; ++w) overlap = ((aw[w] ^ bw[w]) & amw[w] & bmw[w]) == 0;
-    if (overlap) return true;
+bool Udpif::rules_may_matter(Ukey& k, const Bridge& br, uint64_t& since, ChangeCache& cache, uint64_t& deep) {
+  ChangeCache::Cleared& cl = cache.cleared;
+  if (cl.br == &br && cl.since == since && cl.filter == k.deps_filter) {
+    since = cl.upto;
+    return false;
   }
+  ChangeCache::Entry& e = cache.get(br, since);
+  if (!e.complete) return true;
+  bool read_cold = false;
+  for (const RuleChangeCheck& c : e.list) {
+    if (prefilter(c, k.deps_filter) == Affects::no) continue;  // the hot summary rules it out
+    if (!read_cold) {
+      read_cold = true;
+      ++deep;
+    }
+    if (may_affect(c, &br, k.cold->deps, k.cold->match)) return true;
+  }
+  if (!read_cold) cl = {&br, since, e.upto, k.deps_filter};
+  since = e.upto;  // nothing up to there can change the translation: it stands
   return false;
 }
 
@@ -882,7 +930,7 @@ uint64_t Udpif::round(bool terse, bool parallel) {
     dp_.flow_stats(c.dump);
   } else {
     for (const datapath::FlowView& v : dp_.flow_dump())
-      c.dump.push_back({v.pmd, v.ufid, v.packets, v.bytes, v.used_ns, v.tcp_flags});
+      c.dump.push_back({v.pmd, v.ufid, v.packets, v.bytes, v.used_ns, v.tcp_flags, v.slot});
   }
   fault::stall(fault::Point::revalidator_slow);  // `debug fault revalidator-slow`: a slow dump (core/fault.h)
   for (uint32_t i = 0; i < c.dump.size(); ++i) c.by_shard[shard_of(c.dump[i].ufid)].push_back(i);
@@ -938,7 +986,14 @@ uint64_t Udpif::round(bool terse, bool parallel) {
     total.deleted_changed += sh.deleted_changed;
     total.no_bridge_drops += sh.no_bridge_drops;
     total.tnl_no_port += sh.tnl_no_port;
+    total.looked_at += sh.looked_at;
+    total.checked += sh.checked;
+    total.checked_deep += sh.checked_deep;
   }
+  // New actions, posted in batches (a flow-mod may change every flow's);
+  // before the flow limit erases any ukey (they point into the ukeys).
+  for (unsigned i = 0; i < n; ++i)
+    if (!shares_[i]->to_modify.empty()) (void)dp_.flows_modify(shares_[i]->to_modify);
   uint64_t deleted_limit = 0;
   // Over the limit (it shrank): the least recently used go.
   if (by_age.size() > limit) {
@@ -955,8 +1010,7 @@ uint64_t Udpif::round(bool terse, bool parallel) {
       ++deleted_limit;
     }
   }
-  for (unsigned i = 0; i < n; ++i)
-    for (const Share::Fix& f : shares_[i]->to_modify) (void)dp_.flow_modify(f.pmd, f.match, f.actions);
+
   if (!to_delete.empty()) {
     // The packets that hit a flow between the dump and its removal are its
     // rules' too (Open vSwitch pushes the stats its flow_del returns).
@@ -993,6 +1047,11 @@ uint64_t Udpif::round(bool terse, bool parallel) {
   stats_.deleted_limit += deleted_limit;
   stats_.no_bridge_drops += total.no_bridge_drops;
   stats_.tnl_no_port += total.tnl_no_port;
+  stats_.last_round = {.dumped = c.dump.size(), .looked_at = total.looked_at, .checked = total.checked,
+                       .checked_deep = total.checked_deep, .revalidated = total.revalidated,
+                       .modified = total.modified, .deleted_idle = total.deleted_idle,
+                       .deleted_changed = total.deleted_changed, .deleted_limit = deleted_limit,
+                       .duration_us = us};
   done_seq_ = my_seq;
   if (my_seq == want_seq_) want_us_ = us;
   ++stats_.rounds;

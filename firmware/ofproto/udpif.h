@@ -36,12 +36,22 @@
 //   * statistics deltas are pushed to the rules of the flow's ukey;
 //   * flows idle longer than max_idle_ms are deleted (and so are flows
 //     beyond the flow limit, least recently used first);
-//   * flows whose translation may have changed — their bridge's rules
-//     changed in a way that overlaps the megaflow (Bridge::changes_since),
-//     or the MAC table moved for a NORMAL flow — are translated again from
-//     their ukey's key: same actions and mask: kept; new actions, same mask:
-//     modified in place; different mask or error: deleted (the next packet
-//     upcalls again). Only those flows are re-translated.
+//   * flows whose translation may have changed — a rule change in their
+//     bridge or underlay bridge (Bridge::changes_since) that the overlap
+//     rule (xlate_deps.h) says can reach one of their lookups, a port or
+//     bond change (the change log's floor), the MAC table moved for a
+//     NORMAL flow, tunnel state — are translated again from their ukey's
+//     key: same actions and mask: kept; new actions, same mask: modified in
+//     place; different mask or error: deleted (the next packet upcalls
+//     again). Only those flows are re-translated; the others keep their
+//     ukey untouched. The work follows the change, not the table: the
+//     changes since a ukey's generation are fetched and prepared once per
+//     (bridge, generation) per round, and each ukey is first checked
+//     against its 16-byte DepsFilter in the hot part, so a flow-mod that
+//     can't reach a flow costs it a few compares and no cold-part access.
+//   * the round's counts (flows looked at, re-translated, modified,
+//     deleted) are kept per round (UdpifStats::last_round) besides the
+//     totals;
 //   * the round's duration adapts the flow limit as Open vSwitch does
 //     (> 2 s: divided; > 1.3 s: 3/4; < 1 s with many flows: +1000).
 // Rule changes therefore reach forwarding within one round.
@@ -71,8 +81,13 @@
 // control-thread calls. The threads share the ukey table, sharded by ufid,
 // each shard under its own mutex that no PMD takes (a handler holds the
 // shard of the flow it installs; a revalidator its shards, per chunk of
-// flows; stats() reads each shard from the control thread the same way);
-// mu_ guards the revalidators' statistics and the round sequence numbers.
+// flows; stats() reads each shard from the control thread the same way).
+// A revalidator re-translates the ukeys of its share that need it after
+// its pass over the shard, outside the lock, through pointers to them: a
+// ukey node never moves (std::unordered_map), handlers only insert new
+// ukeys and never touch an existing one, and only the revalidator whose
+// share holds the shard changes or erases its ukeys during the round
+// (forget_pmd takes round_mu_, so never mid-round). mu_ guards the revalidators' statistics and the round sequence numbers.
 // A round's shares are handed out and collected under share_mu_ (the
 // leader waits for every share before it merges). Translation runs on the handler/revalidator
 // threads as Rcu readers (one slot per thread index, registered once and
@@ -85,7 +100,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <bitset>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -104,6 +118,7 @@
 #include "flow/dp_actions.h"
 #include "flow/flow_key.h"
 #include "ofproto/rule.h"
+#include "ofproto/xlate_deps.h"
 
 namespace keel::ofproto {
 
@@ -132,7 +147,10 @@ struct Translation {
   uint64_t rules_gen = 0;                // bridge->rules_generation() it saw
   bool uses_normal = false;
   uint64_t mac_gen = 0;                  // bridge->mac().generation() it saw
-  std::bitset<256> tables;               // tables looked up (a change elsewhere can't matter)
+  // Every rule-table lookup, in any bridge: which rule changes can alter
+  // this translation (xlate_deps.h). Empty: none can (a stand-in
+  // translator that reads no table); set_all(): every one can.
+  XlateDeps deps;
   bool cacheable = true;                 // false: execute only, never install
   bool mac_changed = false;              // NORMAL learned a new MAC or a move
   std::vector<BondAccounting> bond_accounts;  // bonds whose loads the flow's bytes count in
@@ -146,6 +164,7 @@ struct Translation {
   Bridge* underlay = nullptr;
   uint64_t underlay_rules_gen = 0, underlay_mac_gen = 0;
   bool underlay_uses_normal = false;
+  bool underlay_many = false;  // a second underlay too: re-translated every round (see xlate.h)
   bool tunnel = false;
   uint64_t tnl_gen = 0;
   bool tnl_no_port = false;
@@ -180,6 +199,17 @@ struct UdpifStats {
   uint64_t offline_revalidations = 0;  // offline: rounds run because a translation moved the MAC table
   uint64_t rounds = 0, revalidated = 0, modified = 0, deleted_idle = 0, deleted_changed = 0,
            deleted_limit = 0;
+  // The last round alone: the datapath flows it dumped, the ukeys it looked
+  // at (ours in the dump), the ukeys whose bridge's rules had changed since
+  // their translation and so were checked against the changes (`checked`;
+  // `checked_deep`: of those, how many the hot filter couldn't clear, so
+  // the lookups were read), re-translated, modified and deleted (idle,
+  // changed, over the limit), and how long it took.
+  struct Round {
+    uint64_t dumped = 0, looked_at = 0, checked = 0, checked_deep = 0, revalidated = 0, modified = 0,
+             deleted_idle = 0, deleted_changed = 0, deleted_limit = 0, duration_us = 0;
+    uint64_t deleted() const { return deleted_idle + deleted_changed + deleted_limit; }
+  } last_round;
   uint64_t last_dump_ms = 0, avg_dump_ms = 0, max_dump_ms = 0, last_round_us = 0;
   // As Open vSwitch's upcall/show: the last round's duration, at least 1 ms
   // (0 before the first round); the datapath flows each round started
@@ -271,16 +301,23 @@ class Udpif {
     flow::Match match;  // key & mask as installed
     flow::DpActions actions;
     std::vector<const OfRule*> rules;
-    std::bitset<256> tables;  // looked up by the translation
+    XlateDeps deps;  // the translation's lookups (xlate_deps.h)
     std::vector<BondAccounting> bond_accounts;
   };
   struct Ukey {
+    // What every round reads and writes, together (56 bytes: one cache
+    // line of the node, or two): the counters pushed so far, the round
+    // that last saw the flow, and what decides whether to re-translate —
+    // after a flow-mod each ukey checks its DepsFilter (xlate_deps.h), the
+    // hot summary of cold->deps, and moves rules_gen; its cold part stays
+    // untouched.
     uint64_t packets = 0, bytes = 0;  // pushed to rules so far
-    uint64_t created_ns = 0;
     uint64_t seen_round = 0;  // last round whose dump had the flow (0: none yet)
     uint64_t rules_gen = 0;
-    uint64_t mac_gen = 0;
     Bridge* bridge = nullptr;
+    DepsFilter deps_filter;
+    uint64_t created_ns = 0;
+    Bridge* underlay = nullptr;  // see Translation
     const OfRule* rule1 = nullptr;  // the only rule, when cold->rules has exactly one
     std::unique_ptr<UkeyCold> cold;
     unsigned pmd = 0;
@@ -288,7 +325,8 @@ class Udpif {
     bool exact = false;  // installed with megaflows off (mask: the whole key)
     bool bond_accounts = false;  // cold->bond_accounts is not empty
     bool underlay_uses_normal = false, tunnel = false, tnl_no_port = false;
-    Bridge* underlay = nullptr;  // see Translation
+    bool underlay_many = false;  // a second underlay too: re-translated every round
+    uint64_t mac_gen = 0;
     uint64_t underlay_rules_gen = 0, underlay_mac_gen = 0, tnl_gen = 0;
   };
   struct UkeyId {
@@ -355,12 +393,13 @@ class Udpif {
   struct RoundCtx;
   struct Share;
   void run_share(const RoundCtx& c, unsigned i, unsigned n, Share& out);
-  // Whether rule changes since the ukey's translation may change it: a
-  // change in a table it looked up; in table 0 (which sees the packet as
-  // it came) only a rule that overlaps the megaflow. `cache` holds one
-  // change list per (bridge, generation) for the share.
+  // Whether the rule changes in `br` since generation `since` (the ukey's
+  // for that bridge) may change the ukey's translation (the overlap rule,
+  // xlate_deps.h); when not, `since` moves up to what was checked. `cache`
+  // holds the prepared change list per (bridge, generation) for the share;
+  // `deep` counts the ukeys whose lookups had to be read.
   struct ChangeCache;
-  bool rules_may_matter(const Ukey& k, ChangeCache& cache);
+  static bool rules_may_matter(Ukey& k, const Bridge& br, uint64_t& since, ChangeCache& cache, uint64_t& deep);
 
   datapath::Datapath& dp_;
   datapath::Rcu& rcu_;

@@ -208,6 +208,10 @@ class Ctx {
   }
   void report_error(std::string s) { report(NodeType::error, std::move(s)); }
   void report_table(const OfRule* rule, uint8_t table_id);
+  // Records a lookup of `table_id` with flow_ as its key (xlate_deps.h).
+  void note_lookup(uint8_t table_id, const OfRule* rule) {
+    out_.deps.note(br_, table_id, flow_, underlay_pass_ ? nullptr : &start_, rule);
+  }
 
   // actions
   void do_actions(const OfActions& acts, bool last = false);
@@ -274,6 +278,8 @@ class Ctx {
   FlowKey flow_{};  // the packet as the actions have changed it
   FlowKey base_{};  // what the committed datapath actions have made of it
   FlowKey orig_{};  // the packet as it came in
+  FlowKey start_{};  // the packet as the pipeline started (lookups record what changed since)
+  bool underlay_pass_ = false;  // run_underlay: an outer packet made from tunnel state
   DpActionsBuilder own_b_;
   DpActionsBuilder* b_ = &own_b_;  // the underlay pass writes into its caller's builder
   XlateTunnels* tnl_;
@@ -395,7 +401,9 @@ void Ctx::run() {
 
 void Ctx::pipeline(bool last) {
   table_id_ = 0;
+  start_ = flow_;
   const OfRule* rule = static_cast<const OfRule*>(br_->table(0).lookup(flow_, in_.version, &wc_));
+  note_lookup(0, rule);
   report_table(rule, 0);
   if (rule) {
     out_.rules.push_back(rule);
@@ -412,7 +420,6 @@ void Ctx::pipeline(bool last) {
 }
 
 void Ctx::report_table(const OfRule* rule, uint8_t table_id) {
-  out_.tables.set(table_id);
   if (!trace_list_) return;
   char head[8];
   std::snprintf(head, sizeof head, "%2d. ", table_id);
@@ -697,6 +704,7 @@ void Ctx::table_action(uint32_t in_port, uint8_t table_id, bool last) {
   const uint32_t old_in_port = flow_.in_port;
   flow_.in_port = in_port;
   const OfRule* rule = static_cast<const OfRule*>(br_->table(table_id).lookup(flow_, in_.version, &wc_));
+  note_lookup(table_id, rule);
   flow_.in_port = old_in_port;
 
   auto* old_list = trace_list_;
@@ -1315,7 +1323,11 @@ void Ctx::native_tunnel_output(const XlateTunnelPort& tp, bool last, bool trunca
   std::memset(&outer, 0, offsetof(FlowKey, ct_state));
   const std::shared_ptr<const PortMap> uports = with_local(ubr.ports(), ubr, tnl_);
 
-  out_.underlay_rules_generation = ubr.rules_generation();
+  // From here on the result depends on the underlay's rules (the dry run's
+  // too): its generation before its version is read, as for the bridge.
+  if (out_.underlay && out_.underlay != &ubr) out_.underlay_many = true;
+  if (!out_.underlay) out_.underlay_rules_generation = ubr.rules_generation();
+  out_.underlay = &ubr;
   const char* why = nullptr;
   XlateOut dry_out;
   if (truncate) {
@@ -1330,6 +1342,12 @@ void Ctx::native_tunnel_output(const XlateTunnelPort& tp, bool last, bool trunca
     DpActionsBuilder scratch;
     Ctx dry(din, uports, dry_out);
     dry.run_underlay(outer, base_, last, &scratch, nullptr, depth_ + 1, resubmits_);
+    // What decided combine or not, and nothing to push at all.
+    out_.deps.merge(dry_out.deps);
+    if (dry_out.uses_normal) {
+      out_.underlay_uses_normal = true;
+      out_.underlay_mac_generation = dry_out.mac_generation;
+    }
     if (dry.error_ != XlateError::ok) {
       error_ = dry.error_;
       flow_ = old_flow;
@@ -1358,8 +1376,8 @@ void Ctx::native_tunnel_output(const XlateTunnelPort& tp, bool last, bool trunca
     resubmits_ = u.resubmits_;
     if (u.error_ != XlateError::ok) error_ = u.error_;
     out_.rules.insert(out_.rules.end(), uout.rules.begin(), uout.rules.end());
+    out_.deps.merge(uout.deps);
     for (auto& c : uout.bond_choices) out_.bond_choices.push_back(std::move(c));
-    out_.underlay = &ubr;
     out_.underlay_uses_normal |= uout.uses_normal;
     if (uout.uses_normal) out_.underlay_mac_generation = uout.mac_generation;
     out_.mac_changed |= uout.mac_changed;
@@ -1377,6 +1395,7 @@ void Ctx::run_underlay(const FlowKey& f, const FlowKey& base, bool last, DpActio
   depth_ = depth;
   resubmits_ = resubmits;
   side_effects_ = false;  // OVS: allow_side_effects = false for the underlay pass
+  underlay_pass_ = true;
   flow_ = f;
   orig_ = f;
   base_ = base;

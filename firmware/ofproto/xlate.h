@@ -90,7 +90,6 @@
 // pointers only until its next quiescent point. Never called on a PMD.
 #pragma once
 
-#include <bitset>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -106,6 +105,7 @@
 #include "ofproto/bridge.h"
 #include "ofproto/classifier.h"
 #include "ofproto/rule.h"
+#include "ofproto/xlate_deps.h"
 
 namespace keel::ofproto {
 
@@ -268,14 +268,19 @@ struct XlateOut {
   bool tnl_output_failed = false;  // a tunnel output found no route, bridge address or header
   bool slow_path_neigh = false; // an ARP request / NS for an own address: userspace(slow_path(action))
   bool tnl_recirc = false;      // a tunnel output fell back to tnl_push + recirculation
-  // A combined tunnel output translated in this underlay bridge too: its
-  // rules and MAC table (when NORMAL ran there) matter for revalidation.
+  // A tunnel output consulted this underlay bridge too (the combined pass,
+  // or the dry run that decided not to combine): its rules and MAC table
+  // (when NORMAL ran there) matter for revalidation. underlay_many: a
+  // second, different underlay bridge was consulted as well (tunnel outputs
+  // routed through two bridges): the revalidator then re-translates the
+  // flow every round, having only one underlay's generations.
   Bridge* underlay = nullptr;
   uint64_t underlay_rules_generation = 0, underlay_mac_generation = 0;
   bool underlay_uses_normal = false;
-  // Every table looked up (hit or miss): a rule change elsewhere can't
-  // change this translation unless it changes one of these tables.
-  std::bitset<256> tables;
+  bool underlay_many = false;
+  // Every rule-table lookup, in every bridge (hit or miss): what a rule
+  // change must overlap to change this translation (xlate_deps.h).
+  XlateDeps deps;
 };
 
 // Translates in.flow through in.bridge. Errors (Status): the datapath

@@ -1501,8 +1501,11 @@ def run_flowsetup(opt, workdir, tag, p, infinite):
 def run_revalidate(opt, workdir, tag, p):
     """100k exact-match flows kept alive by the replayed pcap; then
     --reval-samples `revalidate` (terse) and `revalidate --full` rounds,
-    alternating; then one OpenFlow flow-mod and the round after it (every
-    flow re-translated)."""
+    alternating; then three steady terse rounds and the round after each of
+    two flow-mods (OVS_REVAL_FLOWMODS): one no flow can match (goal: nothing
+    re-translated, a steady round's time) and one that takes every flow
+    (every flow re-translated and modified), each read from upcall-show's
+    last_round."""
     res = {"load_start": open("/proc/loadavg").read().split()[0]}
     k = boot_slow(opt, workdir, tag, p, True)
     target = p["target_flows"] or 100000
@@ -1539,19 +1542,39 @@ def run_revalidate(opt, workdir, tag, p):
                     text += line
                 (full if kind == "full" else terse).append(rx(text) / 1000.0)
         flows_before = u["flows"]
-        k.send("add-flow %s priority=1,in_port=65000,actions=drop" % "br0")
-        k.send("revalidate")
-        k.send("upcall-show --format json")
-        text = ""
-        while True:
-            line = k.lines.get(timeout=120)
-            if line is None:
-                raise KeelError("keel exited during revalidate")
-            if line.startswith("{"):
-                u2 = json.loads(line)
-                break
-            text += line
-        flowmod_ms = rx(text) / 1000.0
+        # The flow-mod rounds: rounds from now on only when a command changes
+        # the rules (it wakes the revalidator) or `revalidate` asks, so the
+        # round after each flow-mod is the next one, and upcall-show's
+        # last_round is its own. Steady terse rounds right before, for the
+        # same-run ratio.
+        k.send("set revalidator-interval 60000")
+        time.sleep(1.5)  # a round on the old interval may still come
+        steady = []
+        for i in range(3):
+            k.send("revalidate")
+            steady.append(k.json("upcall-show --format json", 120)["last_round"]["duration_us"] / 1000.0)
+        res["steady_ms_median"] = statistics.median(steady)
+        for name, fm in OVS_REVAL_FLOWMODS:
+            u0 = k.json("upcall-show --format json", 30)
+            k.send("add-flow br0 " + fm)
+            deadline = time.monotonic() + 300
+            # Not asked while the round runs: keel's console thread would take
+            # the core the revalidator shares with it (the PMD spins on the
+            # other), which the steady rounds, asked with `revalidate` (the
+            # console waits), don't pay.
+            time.sleep(1.0)
+            while True:
+                u = k.json("upcall-show --format json", 120)
+                if u["rounds"] > u0["rounds"]:
+                    break
+                if time.monotonic() > deadline:
+                    raise KeelError("no revalidation round after add-flow %s" % fm)
+                time.sleep(0.1)
+            lr = u["last_round"]
+            res["flowmod_%s_ms" % name] = lr["duration_us"] / 1000.0
+            for key in ("looked_at", "rules_changed", "lookups_read", "revalidated", "modified", "deleted"):
+                res["%s_%s" % (key, name)] = lr[key]
+            res["flowmod_%s_over_steady" % name] = lr["duration_us"] / 1000.0 / res["steady_ms_median"]
         time.sleep(3)
         u3 = k.json("upcall-show --format json", timeout=30)
         tot = pmd_totals(k)
@@ -1568,7 +1591,6 @@ def run_revalidate(opt, workdir, tag, p):
         "full_ms_median": statistics.median(full), "full_ms_min": min(full), "full_ms_max": max(full),
         "full_over_terse": statistics.median(ratios) if ratios else 0.0,
         "terse_samples": ",".join("%.1f" % x for x in terse), "full_samples": ",".join("%.1f" % x for x in full),
-        "flowmod_ms": flowmod_ms, "revalidated": u2["revalidated"], "dp_flows_after_flowmod": u2["flows"],
         "dp_flows_3s_later": u3["flows"], "lost": tot["lost"], "keel_rc": rc,
         "load_end": open("/proc/loadavg").read().split()[0],
     })
@@ -1577,6 +1599,13 @@ def run_revalidate(opt, workdir, tag, p):
         problems.append("keel exit status %d" % rc)
     if flows_before < target:
         problems.append("only %d flows (target %d)" % (flows_before, target))
+    if res.get("revalidated_nonoverlap", 0):
+        problems.append("the non-overlapping flow-mod re-translated %d flows" % res["revalidated_nonoverlap"])
+    # Of the flows the round looked at (the full rounds above may have made
+    # the adaptive flow limit delete some since flows_before was read).
+    if res.get("revalidated_overlap", 0) < res.get("looked_at_overlap", 0) or not res.get("looked_at_overlap", 0):
+        problems.append("the overlapping flow-mod re-translated only %d of the %d flows its round looked at" %
+                        (res.get("revalidated_overlap", 0), res.get("looked_at_overlap", 0)))
     res["problems"] = "; ".join(problems)
     return res
 
@@ -1621,7 +1650,9 @@ def report_slow(opt, plan):
                             continue
                         if ovs_ok and mode in (None, "once"):
                             secs = opt.flowsetup_seconds if p["measure"] == "flowsetup" else opt.reval_samples
-                            o = run_ovs(opt, p["scenario"], p["variant"], rnd, seconds=secs, fields=None)
+                            script = ovs_reval_script_copy(opt, workdir) if p["measure"] == "revalidate" else None
+                            o = run_ovs(opt, p["scenario"], p["variant"], rnd, seconds=secs, fields=None,
+                                        script=script)
                             for kk, vv in (o or {}).items():
                                 if kk != "dump":
                                     r["ovs_" + kk] = vv
@@ -1684,19 +1715,35 @@ def report_slow(opt, plan):
                 med_range(ratio, 1) if ratio else "NA"))
     rv = [(k, rs) for k, rs in runs.items() if k[0] == "revalidate-100k"]
     if rv:
+        def paired(rs, a, b):
+            """Per-run a/b (same run), median (min-max)."""
+            v = []
+            for r in rs:
+                try:
+                    x, y = float(r[a]), float(r[b])
+                except (KeyError, TypeError, ValueError):
+                    continue
+                if y > 0:
+                    v.append(x / y)
+            return med_range(v, 2) if v else "NA"
         print()
         print("| variant | dp flows | keel terse round ms | keel full round ms | full/terse (paired) | "
-              "keel round after a flow-mod ms (re-translated) | OVS dump duration ms (steady) | "
-              "OVS after flow-mod ms | OVS / keel terse |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "keel steady round before the flow-mods ms | keel round after a non-overlapping flow-mod ms "
+              "(re-translated) | its ratio to the steady round | keel round after an overlapping flow-mod ms "
+              "(re-translated, modified) | OVS dump ms (steady) | OVS after the non-overlapping flow-mod ms "
+              "(xlates) | OVS after the overlapping flow-mod ms (xlates) | keel/OVS overlapping (paired) | "
+              "OVS / keel terse |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for (sc, v), rs in sorted(rv):
-            ratio = [float(r["ovs_dump_ms_median"]) / float(r["terse_ms_median"]) for r in rs
-                     if r.get("ovs_dump_ms_median") not in (None, "", "NA") and float(r["terse_ms_median"]) > 0]
-            print("| %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s |" % (
+            print("| %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s (%s, %s) | %s | %s (%s) | %s (%s) | %s | %s |" % (
                 v, mr(rs, "dp_flows"), mr(rs, "terse_ms_median", 1), mr(rs, "full_ms_median", 1),
-                mr(rs, "full_over_terse", 1), mr(rs, "flowmod_ms", 1), mr(rs, "revalidated"),
-                mr(rs, "ovs_dump_ms_median"), mr(rs, "ovs_flowmod_dump_ms"),
-                med_range(ratio, 1) if ratio else "NA"))
+                mr(rs, "full_over_terse", 1), mr(rs, "steady_ms_median", 1), mr(rs, "flowmod_nonoverlap_ms", 1),
+                mr(rs, "revalidated_nonoverlap"), paired(rs, "flowmod_nonoverlap_ms", "steady_ms_median"),
+                mr(rs, "flowmod_overlap_ms", 1), mr(rs, "revalidated_overlap"), mr(rs, "modified_overlap"),
+                mr(rs, "ovs_dump_ms_median"), mr(rs, "ovs_flowmod_nonoverlap_ms"), mr(rs, "ovs_xlates_nonoverlap"),
+                mr(rs, "ovs_flowmod_overlap_ms"), mr(rs, "ovs_xlates_overlap"),
+                paired(rs, "flowmod_overlap_ms", "ovs_flowmod_overlap_ms"),
+                paired(rs, "ovs_dump_ms_median", "terse_ms_median")))
     loads = [float(r[k]) for rs in runs.values() for r in rs for k in ("load_start", "load_end") if k in r]
     if loads:
         print("\n1-min load average during the slow-path runs: %.1f-%.1f" % (min(loads), max(loads)))
@@ -1828,20 +1875,94 @@ def ovs_script_copy(opt, workdir):
     RX_IFACE_OPTS): the script adds p0 at measurement start, after
     EXTRA_VSCTL, so options:n_rxq can't be set from outside. The original
     is not changed; the patch is checked to apply."""
-    dst = os.path.join(workdir, "bench")
-    if not os.path.exists(dst):
-        shutil.copytree(os.path.join(opt.shared, "bench"), dst,
-                        ignore=shutil.ignore_patterns("*.pcap", "ovsbench-*"))
-        path = os.path.join(dst, "ovs_baseline.sh")
-        text = open(path).read()
+    def patch(text):
         a = 'local devargs="net_pcap0,rx_pcap=$1"'
         b = '"ofport_request=$RX_OFPORT" >>"$WORK/log/setup.log"'
         if a not in text or b not in text:
             raise KeelError("ovs_baseline.sh changed: cannot add n_rxq to its rx port")
         text = text.replace(a, 'local devargs="net_pcap0,${RX_PCAP_ARGS:-rx_pcap=$1}"')
-        text = text.replace(b, '"ofport_request=$RX_OFPORT" ${RX_IFACE_OPTS:-} >>"$WORK/log/setup.log"')
-        open(path, "w").write(text)
-    return os.path.join(dst, "ovs_baseline.sh")
+        return text.replace(b, '"ofport_request=$RX_OFPORT" ${RX_IFACE_OPTS:-} >>"$WORK/log/setup.log"')
+    return patched_ovs_script(opt, workdir, "bench", patch)
+
+
+def patched_ovs_script(opt, workdir, name, patch):
+    """shared/bench copied (once) to workdir/name, its ovs_baseline.sh
+    rewritten by patch(text); returns the copy's ovs_baseline.sh."""
+    dst = os.path.join(workdir, name)
+    path = os.path.join(dst, "ovs_baseline.sh")
+    if not os.path.exists(dst):
+        shutil.copytree(os.path.join(opt.shared, "bench"), dst,
+                        ignore=shutil.ignore_patterns("*.pcap", "ovsbench-*"))
+        text = open(path).read()
+        open(path, "w").write(patch(text))
+    return path
+
+
+# revalidate-100k on Open vSwitch, measured as keel's rounds are: after the
+# steady samples, the revalidators are left to dump only when woken
+# (max-revalidator and max-idle 60 s), so each flow-mod is followed by exactly
+# one dump, whose duration upcall/show reports once it ended (a
+# revalidator/wait that times out means it ended before the wait began; no
+# other dump ran). Two flow-mods: one no flow can match (in_port=65000) and
+# one that takes every flow (in_port=1 at a priority above the scenario's
+# rule, actions drop: every flow re-translated and its actions changed).
+# coverage/show's xlate_actions total tells how many translations each
+# dump made (the counters reach the total within a second).
+OVS_REVAL_FLOWMODS = (("nonoverlap", "priority=1,in_port=65000,actions=drop"),
+                      ("overlap", "priority=40000,in_port=1,actions=drop"))
+OVS_MEASURE_REVALIDATE = r'''measure_revalidate() {
+    # Patched by keel's tests/bench/run_scenarios.py (ovs_reval_script_copy).
+    local i f target=${TARGET_FLOWS:-100000}
+    for i in $(seq 600); do
+        f=$(dp_flows); [ "${f:-0}" -ge "$target" ] && break; sleep 0.5
+    done
+    [ "${f:-0}" -ge "$target" ] || log "only ${f:-0} datapath flows after 300 s (target $target)"
+    sleep "$WARMUP"
+    local steady="" k before
+    dump_ms() { $APPCTL upcall/show | sed -n 's/.*dump duration : *\([0-9]*\)ms.*/\1/p' | head -1; }
+    xlates() { $APPCTL coverage/show | awk '/^xlate_actions /{print $NF; exit}'; }
+    before=$(dp_flows)
+    for k in $(seq "$SECONDS_ARG"); do
+        $APPCTL revalidator/wait >/dev/null
+        steady="$steady $(dump_ms)"
+    done
+    $APPCTL upcall/show >"$WORK/log/upcall-$TAG.txt" 2>&1
+    $VSCTL set Open_vSwitch . other_config:max-revalidator=60000 other_config:max-idle=60000
+    $APPCTL revalidator/wait >/dev/null; sleep 2
+    local out="" name fm x0 x1 d
+    for fm in @FLOWMODS@; do
+        name=${fm%%=*}; fm=${fm#*=}
+        x0=$(xlates)
+        ovs-ofctl add-flow "$FLOWS_BRIDGE" "$fm" >/dev/null 2>&1
+        timeout 20 $APPCTL revalidator/wait >/dev/null 2>&1
+        d=$(dump_ms); sleep 1.5; x1=$(xlates)
+        out="$out flowmod_${name}_ms=$d xlates_${name}=$((x1 - x0)) dp_flows_after_${name}=$(dp_flows)"
+    done
+    local sorted; sorted=$(echo $steady | tr ' ' '\n' | grep . | sort -n)
+    printf 'dp_flows=%s dump_ms_min=%s dump_ms_median=%s dump_ms_max=%s dump_ms_samples=[%s]%s revalidators=%s flow_limit=%s' \
+        "$before" "$(echo "$sorted" | head -1)" \
+        "$(echo "$sorted" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')" \
+        "$(echo "$sorted" | tail -1)" "$(echo $steady | tr ' ' ',')" "$out" \
+        "$(grep -c '^ *[0-9]*: (keys' "$WORK/log/upcall-$TAG.txt")" \
+        "$(sed -n 's/.*(limit \([0-9]*\)).*/\1/p' "$WORK/log/upcall-$TAG.txt" | head -1)"
+}
+'''
+
+
+def ovs_reval_script_copy(opt, workdir):
+    """A copy of shared/bench whose ovs_baseline.sh measures revalidate-100k's
+    flow-mod rounds as described at OVS_MEASURE_REVALIDATE (the original
+    measures one dump after two revalidator/wait calls, which may be the
+    steady dump after the one that re-translated). The original is not
+    changed; the function replaced is checked to be there."""
+    def patch(text):
+        a = text.find("measure_revalidate() {\n")
+        b = text.find("\n}\n", a)
+        if a < 0 or b < 0 or "revalidator/wait" not in text[a:b]:
+            raise KeelError("ovs_baseline.sh changed: cannot patch measure_revalidate")
+        fms = " ".join("'%s=%s'" % (n, f) for n, f in OVS_REVAL_FLOWMODS)
+        return text[:a] + OVS_MEASURE_REVALIDATE.replace("@FLOWMODS@", fms).rstrip("\n") + text[b + 2:]
+    return patched_ovs_script(opt, workdir, "bench-reval", patch)
 
 
 def results_lines(path, kind):

@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 
-from harness import ask_live, check, keel_cmd, main, read_pcap, tmpdir, wait_for
+from harness import ask_live, check, keel_cmd, main, read_pcap, tap_available, tmpdir, wait_for
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_bond import bucket_map, tcp_frame  # noqa: E402
@@ -206,15 +206,6 @@ class Live:
             return [f for f in self.got[name] if len(f) >= 34 and f[12:14] == b"\x08\x00"]
         path = os.path.join(self.d, name + ".pcap")
         return read_pcap(path) if os.path.exists(path) else []
-
-
-def tap_available():
-    try:
-        fd = os.open("/dev/net/tun", os.O_RDWR)
-        os.close(fd)
-    except OSError:
-        return False
-    return os.geteuid() == 0
 
 
 def test_member_down_then_up():

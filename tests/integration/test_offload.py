@@ -46,8 +46,8 @@ import sys
 import tempfile
 import time
 
-from harness import (EMPTY_CONFIG, PATIENCE, ask_live, check, json_lines, keel_cmd, main, read_pcap, run_keel, tmpdir,
-                     wait_for)
+from harness import (EMPTY_CONFIG, PATIENCE, ask_live, check, json_lines, keel_cmd, main, read_pcap, run_keel,
+                     tap_available, tmpdir, wait_for)
 
 ETH = bytes.fromhex("020000000002" "020000000001" "0800")
 
@@ -189,15 +189,6 @@ class Live:
     def frames_on(self, port):
         path = os.path.join(self.d, "p%d.pcap" % port)
         return read_pcap(path) if os.path.exists(path) else []
-
-
-def tap_available():
-    try:
-        fd = os.open("/dev/net/tun", os.O_RDWR)
-        os.close(fd)
-    except OSError:
-        return False
-    return os.geteuid() == 0
 
 
 def rule_packets(k, match):

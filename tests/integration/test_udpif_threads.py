@@ -17,13 +17,9 @@ and exactly counted):
   once, in input order.
 
 The TAP tests need /dev/net/tun and root (skipped without)."""
-import json
 import os
-import socket
-import subprocess
-import tempfile
 
-from harness import (PATIENCE, ask_live, check, keel_cmd, main, read_pcap, run_keel, tmpdir, udp_frame,
+from harness import (PATIENCE, TapKeel, check, main, read_pcap, run_keel, tap_available, tmpdir, udp_frame,
                      varied_frames, wait_for, write_pcap)
 
 CONFIG = ("add-br br0\nadd-port br0 p1 ofport_request=1\nadd-port br0 p2 ofport_request=2\n"
@@ -32,58 +28,14 @@ CONFIG = ("add-br br0\nadd-port br0 p1 ofport_request=1\nadd-port br0 p2 ofport_
           "add-flow br0 priority=0,actions=drop\n")
 
 
-class Live:
+class Live(TapKeel):
     """keel with p1 a TAP device this test writes to, p2/p3 null."""
 
     def __init__(self, config=CONFIG):
-        self.ifname = "kut%d" % (os.getpid() % 100000)
-        d = tmpdir()
-        cfg = os.path.join(d, "cfg")
-        with open(cfg, "w") as f:
-            f.write(config)
-        self.err = tempfile.TemporaryFile(mode="w+")
-        self.p = subprocess.Popen(keel_cmd("--config", cfg, "--config-dir", d, "--port", "p1=tap:" + self.ifname,
-                                           "--port", "p2=null", "--port", "p3=null"),
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
-                                  bufsize=1)
-        self.ask("show ports")  # booted: the TAP exists and is up
-        # No IPv6 chatter from the kernel on it from now on (what came before
-        # is counted on the drop rule and in p1's rx like any frame).
-        subprocess.run(["sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % self.ifname], capture_output=True)
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-        self.sock.bind((self.ifname, 0))
-        self.sent = 0
-
-    def ask(self, cmd):
-        return ask_live(self.p, self.err, cmd)
-
-    def ask_json(self, cmd):
-        return json.loads(self.ask(cmd + " --format json"))
-
-    def send(self, frames):
-        for f in frames:
-            self.sock.send(f)
-        self.sent += len(frames)
-
-    def rx(self, port="p1"):
-        return [p for p in self.ask_json("show ports")["ports"] if p["name"] == port][0]["rx"]["packets"]
+        super().__init__(config)
 
     def rules(self):
         return {(r["priority"], r["match"]): r["n_packets"] for r in self.ask_json("dump-flows br0")["flows"]}
-
-    def close(self):
-        self.sock.close()
-        self.p.stdin.close()
-        self.p.wait(timeout=60)
-
-
-def tap_available():
-    try:
-        fd = os.open("/dev/net/tun", os.O_RDWR)
-        os.close(fd)
-    except OSError:
-        return False
-    return os.geteuid() == 0
 
 
 def frames(first, n, n_flows):

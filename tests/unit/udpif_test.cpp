@@ -1,7 +1,8 @@
 // Udpif: misses are translated and installed in the PMD that missed; the
 // revalidator pushes statistics to rules, deletes idle flows, re-translates
 // flows after a rule change (modify in place, or delete when the mask
-// changes) and leaves unaffected flows alone; the flow limit stops installs
+// changes) and leaves unaffected flows alone (the last round's counts say
+// so), NORMAL flows when the MAC table moves; the flow limit stops installs
 // but still forwards. A stand-in translator plays xlate.
 #include <doctest/doctest.h>
 
@@ -66,6 +67,7 @@ struct Rig {
   std::atomic<bool> match_dst{true};      // whether its megaflow matches nw_dst
   std::atomic<bool> by_dl_type{false};    // out of p1 for dl_type 0x8100, else p2
   std::atomic<bool> by_inner_tag{false};  // out of p2 when the key has a second tag (consulted, not masked)
+  std::atomic<bool> normal{false};        // says it used NORMAL (reads the MAC table)
   std::atomic<uint32_t> limit{200000}, max_idle{10000};
   // The "rule" translation reports: read by the handler and revalidator
   // threads whenever they translate, changed by the test.
@@ -85,7 +87,8 @@ struct Rig {
         [this](const flow::FlowKey& flow, bool, ofproto::Translation& t) {
           t.bridge = &bridge;
           t.rules_gen = bridge.rules_generation();
-          t.tables.set(0);  // it "looks up" table 0
+          // It "looks up" table 0 with the packet's own key, and `rule` wins.
+          t.deps.note(&bridge, 0, flow, &flow, rule.load());
           t.wc.in_port = 0xffffffffu;
           t.wc.dl_type = 0xffff;
           if (match_dst) t.wc.nw_dst = 0xffffffffu;
@@ -97,6 +100,8 @@ struct Rig {
                        : out_port.load());
           t.actions = b.finish().value();
           t.rules = {rule.load()};
+          t.uses_normal = normal.load();
+          t.mac_gen = bridge.mac().generation();
           return Status{};
         },
         nullptr,
@@ -211,6 +216,63 @@ TEST_CASE("a rule change re-translates: new actions modify the flow in place, a 
   r.inject(40, 4);
   CHECK(r.wait_for(1, 40) == 40);
   CHECK(r.dp.flow_count() == 1);  // one wide megaflow now
+}
+
+TEST_CASE("each round's counts: a change no flow's lookup can see re-translates none, NORMAL flows follow the MAC table") {
+  Rig r;
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  r.udpif->start();
+  r.inject(6, 6);
+  CHECK(r.wait_for(0, 6) == 6);
+  REQUIRE(r.dp.flow_count() == 6);
+  r.udpif->revalidate_now();
+  ofproto::UdpifStats::Round lr = r.udpif->stats().last_round;
+  CHECK(lr.dumped == 6);
+  CHECK(lr.looked_at == 6);
+  CHECK(lr.checked == 0);  // no rule changed since they were translated
+  CHECK(lr.revalidated == 0);
+
+  // A rule for another in_port (above the winner): every ukey is checked
+  // against the change, none re-translated; the next round has nothing to
+  // check (their generation moved up).
+  ofproto::OfRule* winner = r.rule.load();
+  r.add_rule("priority=5,in_port=65000,actions=drop");
+  r.rule = winner;  // what the stand-in translation finds for these packets
+  r.out_port = 3;  // were they re-translated, their actions would change
+  r.udpif->revalidate_now();
+  lr = r.udpif->stats().last_round;
+  CHECK(lr.looked_at == 6);
+  CHECK(lr.checked == 6);
+  CHECK(lr.revalidated == 0);
+  CHECK(lr.modified == 0);
+  CHECK(lr.deleted() == 0);
+  r.udpif->revalidate_now();
+  CHECK(r.udpif->stats().last_round.checked == 0);
+  r.inject(12, 6);
+  CHECK(r.wait_for(0, 12) == 12);  // still out of p1
+
+  // The MAC table moves: only flows that used NORMAL are re-translated.
+  flow::EthAddr mac{};
+  mac.b[5] = 7;
+  REQUIRE(r.bridge.mac().learn(0, mac, 1, 1));
+  r.udpif->revalidate_now();
+  CHECK(r.udpif->stats().last_round.revalidated == 0);
+  r.normal = true;
+  r.out_port = 2;
+  r.inject(2, 2, 100);  // two new flows that used NORMAL (out of p1)
+  CHECK(r.wait_for(0, 2) == 2);
+  mac.b[5] = 8;
+  REQUIRE(r.bridge.mac().learn(0, mac, 1, 2));
+  r.out_port = 3;
+  r.udpif->revalidate_now();
+  lr = r.udpif->stats().last_round;
+  CHECK(lr.looked_at == 8);
+  CHECK(lr.checked == 0);
+  CHECK(lr.revalidated == 2);
+  CHECK(lr.modified == 2);
+  r.inject(20, 2, 100);
+  CHECK(r.wait_for(1, 20) == 20);  // now out of p2, without new upcalls
+  CHECK(r.udpif->stats().upcalls == 8);
 }
 
 TEST_CASE("mod-flows mid-stream: the rule's counters equal the packets that hit it") {

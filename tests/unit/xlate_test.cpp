@@ -2,13 +2,17 @@
 // packet's new fields, NORMAL (learning, flooding, VLAN access/trunk,
 // moves, aging), resubmit limits, the megaflow masks (a /8 rule costs 8
 // bits of nw_dst; a miss on L4 costs nothing of L4; resubmits accumulate),
-// the controller userdata, ofproto/trace's report, and MacLearning itself.
+// the controller userdata, ofproto/trace's report, and MacLearning itself;
+// the overlap rule the revalidator applies to a flow-mod (xlate_deps.h:
+// which flow-mods may affect which megaflows, across tables, resubmits,
+// NORMAL and bridges), each case checked for soundness by translating again.
 #include "ofproto/xlate.h"
 
 #include <doctest/doctest.h>
 
 #include <bit>
 #include <string>
+#include <vector>
 
 #include "flow/dp_actions.h"
 #include "flow/flow_text.h"
@@ -16,6 +20,7 @@
 #include "flow/of_match_syntax.h"
 #include "ofproto/bridge.h"
 #include "ofproto/mac_learning.h"
+#include "ofproto/xlate_deps.h"
 
 using namespace keel;
 using namespace keel::ofproto;
@@ -661,4 +666,246 @@ TEST_CASE("a move or load into bits of vlan_vid keeps the packet's tag present o
   b.flow("in_port=1,actions=load:0x123->NXM_NX_REG0[0..11],move:NXM_NX_REG0[0..11]->OXM_OF_VLAN_VID[],output:2");
   CHECK(acts(b.x("ip,in_port=11")) == "12");
   CHECK(acts(b.x("ip,in_port=11,dl_vlan=5,dl_vlan_pcp=3")) == "pop_vlan,push_vlan(vid=291,pcp=3),12");
+}
+
+// --- the overlap rule (ofproto/xlate_deps.h) -----------------------------------
+
+namespace {
+
+// A bridge set up with `rules`, a megaflow translated from `key` (as a
+// handler installs it: key & wc), then `change` ("add ...", "mod ...",
+// "del ...", "del-strict ..."): whether the revalidator's overlap rule says
+// the change may affect the megaflow (the hot filter, then the lookups).
+// Checked on the way, so every case tests the rule's soundness: the filter
+// never rules out what the lookups would let through; and when the answer
+// is "can't affect", the key and every packet of `same_mf` (packets of the
+// same megaflow) still translate to exactly what they did.
+bool reaches(const std::vector<std::string>& rules, const std::string& key, const std::string& change,
+             const std::vector<std::string>& same_mf = {}) {
+  Br b;
+  for (const std::string& r : rules) b.flow(r);
+  const uint64_t gen = b.br.rules_generation();
+  const XlateOut o = b.x(key, 0, /*learn=*/false);
+  flow::Match mf;
+  mf.key = Br::pkt(key);
+  mf.mask = o.wc;
+  mf.apply_mask();
+  std::vector<std::string> pkts = same_mf;
+  pkts.insert(pkts.begin(), key);
+  std::vector<std::string> before;
+  for (const std::string& p : pkts) {
+    flow::Match in;
+    in.key = Br::pkt(p);
+    in.mask = mf.mask;
+    in.apply_mask();
+    REQUIRE_MESSAGE(in.key == mf.key, p << " is not a packet of the megaflow");
+    before.push_back(acts(b.x(p, 0, false)));
+  }
+
+  const size_t sp = change.find(' ');
+  const std::string verb = change.substr(0, sp), text = change.substr(sp + 1);
+  FlowMod fm;
+  if (verb == "mod") {
+    fm.command = FlowMod::Command::modify;
+  } else if (verb == "del") {
+    fm.command = FlowMod::Command::del;
+  } else if (verb == "del-strict") {
+    fm.command = FlowMod::Command::del_strict;
+  } else {
+    REQUIRE_MESSAGE(verb == "add", "unknown verb " << verb);
+  }
+  auto f = flow::parse_of_flow(text);
+  REQUIRE_MESSAGE(f.ok(), f.status().message());
+  fm.flow = f.value();
+  if (fm.flow.has_actions) {
+    auto a = flow::parse_of_actions(fm.flow.actions, {}, fm.flow.actions_column);
+    REQUIRE_MESSAGE(a.ok(), a.status().message());
+    fm.actions = a.value();
+  }
+  auto r = b.br.flow_mod(fm);
+  REQUIRE_MESSAGE(r.ok(), r.status().message());
+  REQUIRE(b.br.rules_generation() != gen);  // the change happened
+
+  std::vector<Bridge::RuleChange> raw;
+  REQUIRE(b.br.changes_since(gen, raw));
+  REQUIRE(!raw.empty());
+  const DepsFilter filter = o.deps.filter();
+  bool affected = false;
+  for (const Bridge::RuleChange& rc : raw) {
+    const RuleChangeCheck c(rc);
+    const bool may = may_affect(c, &b.br, o.deps, mf);
+    if (prefilter(c, filter) == Affects::no) CHECK_MESSAGE(!may, "the hot filter ruled out what the lookups let through");
+    affected |= may;
+  }
+  if (!affected)
+    for (size_t i = 0; i < pkts.size(); ++i)
+      CHECK_MESSAGE(acts(b.x(pkts[i], 0, false)) == before[i], pkts[i] << ": forwarding changed, the change was skipped");
+  return affected;
+}
+
+}  // namespace
+
+TEST_CASE("overlap rule, table 0: in_port, match overlap, priority against the winner, table miss") {
+  const std::vector<std::string> t0 = {"priority=10,in_port=1,ip,actions=output:2"};
+  const std::string key = "udp,in_port=11,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=1000,tp_dst=80";
+  // The megaflow matches in_port and ip only: packets to other addresses and ports are in it too.
+  const std::vector<std::string> mf = {"udp,in_port=11,nw_src=10.0.0.1,nw_dst=10.9.9.9,tp_src=1000,tp_dst=81"};
+  // Another in_port, another dl_type: no packet of the megaflow matches.
+  CHECK_FALSE(reaches(t0, key, "add priority=20,in_port=3,actions=drop", mf));
+  CHECK_FALSE(reaches(t0, key, "add priority=1,in_port=65000,actions=drop", mf));
+  CHECK_FALSE(reaches(t0, key, "add priority=20,in_port=1,arp,actions=drop", mf));
+  // Higher priority, overlapping, on a field the megaflow doesn't match: some packets of it now drop.
+  CHECK(reaches(t0, key, "add priority=20,in_port=1,udp,tp_dst=81,actions=drop", mf));
+  CHECK(reaches(t0, key, "add priority=20,ip,actions=drop", mf));
+  // Lower priority, overlapping: the winner still wins for every packet of the megaflow.
+  CHECK_FALSE(reaches(t0, key, "add priority=9,in_port=1,actions=drop", mf));
+  CHECK_FALSE(reaches(t0, key, "add priority=0,actions=drop", mf));
+  // The same priority may go either way: affected.
+  CHECK(reaches(t0, key, "add priority=10,in_port=1,udp,actions=drop", mf));
+  // A table miss: any overlapping rule wins there, whatever its priority.
+  CHECK(reaches(t0, "udp,in_port=12,nw_dst=10.0.0.2", "add priority=0,actions=drop"));
+  CHECK(reaches(t0, "udp,in_port=12,nw_dst=10.0.0.2", "add priority=0,in_port=2,actions=output:1"));
+  CHECK_FALSE(reaches(t0, "udp,in_port=12,nw_dst=10.0.0.2", "add priority=0,in_port=3,actions=output:1"));
+}
+
+TEST_CASE("overlap rule: a fragment's lookups see no L4 ports, whatever its megaflow's key holds") {
+  // A first fragment carries ports, but the rules see 0 (OVS's frag
+  // handling "normal"): the megaflow keeps the packet's tp_dst=80 while
+  // table 0 looked 0 up.
+  const std::vector<std::string> rules = {"priority=10,in_port=1,udp,tp_dst=80,actions=output:2",
+                                          "priority=5,in_port=1,ip,actions=output:3"};
+  const std::string key = "udp,in_port=11,nw_dst=10.0.0.2,ip_frag=first,tp_dst=80";
+  CHECK(reaches(rules, key, "add priority=20,udp,tp_dst=0,actions=drop"));
+  CHECK_FALSE(reaches(rules, key, "add priority=20,udp,tp_dst=80,actions=drop"));
+  CHECK_FALSE(reaches(rules, key, "del-strict priority=10,in_port=1,udp,tp_dst=80"));  // it didn't win: 0 isn't 80
+  CHECK(reaches(rules, key, "del-strict priority=5,in_port=1,ip"));
+}
+
+TEST_CASE("overlap rule: a tunnel packet's lookups see ECN CE when the outer header says so") {
+  // The inner packet is ECT(1); the outer CE marks it CE before table 0
+  // (OVS's tnl_process_ecn): the rules see nw_ecn=3, the megaflow's key 1.
+  const std::vector<std::string> rules = {"priority=10,in_port=1,ip,nw_ecn=1,actions=output:2",
+                                          "priority=5,in_port=1,ip,actions=output:3"};
+  const std::string key = "udp,in_port=11,tun_src=1.1.1.1,tun_dst=2.2.2.2,tun_tos=3,nw_dst=10.0.0.2,nw_ecn=1";
+  CHECK(reaches(rules, key, "add priority=20,ip,nw_ecn=3,actions=drop"));
+  // Under a tunnel the rule takes the ECN bits as unknown (conservative).
+  CHECK(reaches(rules, key, "add priority=20,ip,nw_ecn=2,actions=drop"));
+  CHECK_FALSE(reaches(rules, key, "add priority=20,in_port=1,arp,actions=drop"));
+}
+
+TEST_CASE("overlap rule: a delete or modify reaches the megaflows whose lookup the rule won, only those") {
+  const std::vector<std::string> rules = {"priority=10,in_port=1,ip,actions=output:2",
+                                          "priority=30,in_port=1,tcp,actions=drop",
+                                          "priority=10,in_port=2,actions=output:1",
+                                          "table=5,priority=10,in_port=1,actions=drop"};
+  const std::string key = "udp,in_port=11,nw_dst=10.0.0.2,tp_dst=80";
+  // The winner goes, or its actions change (OpenFlow modify: a new rule, the old one removed).
+  CHECK(reaches(rules, key, "del-strict priority=10,in_port=1,ip"));
+  CHECK(reaches(rules, key, "mod in_port=1,ip,actions=output:3"));
+  CHECK(reaches(rules, key, "del in_port=1"));
+  // A rule that lost (tcp: consulted, didn't match), another in_port's, an unvisited table's.
+  CHECK_FALSE(reaches(rules, key, "del-strict priority=30,in_port=1,tcp"));
+  CHECK_FALSE(reaches(rules, key, "mod in_port=1,tcp,actions=output:3"));
+  CHECK_FALSE(reaches(rules, key, "del in_port=2"));
+  CHECK_FALSE(reaches(rules, key, "del table=5"));
+  CHECK_FALSE(reaches(rules, key, "mod table=5,in_port=1,actions=output:3"));
+}
+
+TEST_CASE("overlap rule across tables: resubmit and goto_table, their in_port, registers, fields the actions changed") {
+  // resubmit(,1) keeps in_port; the packet's own fields reach table 1 as the megaflow has them.
+  const std::vector<std::string> plain = {"priority=10,in_port=1,ip,nw_dst=10.0.0.0/8,actions=resubmit(,1)",
+                                          "table=1,priority=10,ip,actions=output:2"};
+  const std::string key = "udp,in_port=11,nw_dst=10.0.0.2,tp_dst=80";
+  CHECK(reaches(plain, key, "add table=1,priority=20,ip,nw_dst=10.0.0.0/16,actions=drop"));
+  CHECK(reaches(plain, key, "add table=1,priority=20,udp,tp_dst=81,actions=drop"));  // tp_dst: not in the megaflow
+  CHECK_FALSE(reaches(plain, key, "add table=1,priority=20,ip,nw_dst=192.168.0.0/16,actions=drop"));
+  CHECK_FALSE(reaches(plain, key, "add table=1,priority=20,in_port=2,actions=drop"));
+  CHECK_FALSE(reaches(plain, key, "add table=1,priority=5,ip,actions=drop"));  // below table 1's winner
+  CHECK_FALSE(reaches(plain, key, "add table=2,priority=20,ip,actions=drop"));  // never looked up
+  CHECK(reaches(plain, key, "del table=1"));
+
+  // A field the actions set before the resubmit is no longer the packet's:
+  // table 1 sees 192.168.1.1, which the megaflow's nw_dst=10/8 doesn't say.
+  const std::vector<std::string> rewritten = {
+      "priority=10,in_port=1,ip,nw_dst=10.0.0.0/8,actions=mod_nw_dst:192.168.1.1,resubmit(,1)",
+      "table=1,priority=10,ip,actions=output:2"};
+  CHECK(reaches(rewritten, key, "add table=1,priority=20,ip,nw_dst=192.168.0.0/16,actions=drop"));
+
+  // resubmit(3,1): table 1 is looked up as from port 3.
+  const std::vector<std::string> other_port = {"priority=10,in_port=1,actions=resubmit(3,1)",
+                                               "table=1,priority=10,actions=output:2"};
+  CHECK(reaches(other_port, key, "add table=1,priority=20,in_port=3,actions=drop"));
+  CHECK_FALSE(reaches(other_port, key, "add table=1,priority=20,in_port=1,actions=drop"));
+
+  // goto_table with a register set on the way: table 2 sees reg0=5.
+  const std::vector<std::string> regs = {"priority=10,in_port=1,actions=load:5->NXM_NX_REG0[],goto_table:2",
+                                         "table=2,priority=10,actions=output:2"};
+  CHECK(reaches(regs, key, "add table=2,priority=20,reg0=5,actions=drop"));
+  CHECK_FALSE(reaches(regs, key, "add table=2,priority=20,reg0=6,actions=drop"));
+  CHECK_FALSE(reaches(regs, key, "add table=2,priority=20,reg1=5,actions=drop"));
+  // A table the goto reached and missed: any overlapping rule there wins.
+  const std::vector<std::string> miss = {"priority=10,in_port=1,actions=goto_table:3"};
+  CHECK(reaches(miss, key, "add table=3,priority=0,actions=output:2"));
+  CHECK_FALSE(reaches(miss, key, "add table=3,priority=0,in_port=2,actions=output:1"));
+  CHECK_FALSE(reaches(miss, key, "add table=4,priority=0,actions=output:2"));
+}
+
+TEST_CASE("overlap rule and NORMAL: only rule changes on the walk count (MAC moves are the MAC table's generation)") {
+  const std::vector<std::string> rules = {"priority=10,in_port=1,actions=NORMAL", "priority=10,in_port=2,actions=drop"};
+  const std::string key = "udp,in_port=11,dl_src=00:00:00:00:00:01,dl_dst=00:00:00:00:00:02,nw_dst=10.0.0.2";
+  CHECK_FALSE(reaches(rules, key, "add priority=20,in_port=2,actions=NORMAL"));
+  CHECK_FALSE(reaches(rules, key, "del in_port=2"));
+  CHECK(reaches(rules, key, "add priority=20,in_port=1,dl_dst=00:00:00:00:00:02,actions=drop"));
+  CHECK(reaches(rules, key, "mod in_port=1,actions=output:3"));
+  // The translation says it used NORMAL: the revalidator re-translates it
+  // when the MAC table moves, whatever the rules did.
+  Br b;
+  b.flow(rules[0]);
+  CHECK(b.x(key, 0, false).uses_normal);
+}
+
+TEST_CASE("overlap rule: a change in another bridge never reaches a lookup made in this one") {
+  Br b0, b1;
+  b0.flow("priority=10,in_port=1,actions=output:2");
+  b1.flow("priority=10,in_port=1,actions=output:2");
+  const XlateOut o = b0.x("udp,in_port=11,nw_dst=10.0.0.2", 0, false);
+  flow::Match mf;
+  mf.key = Br::pkt("udp,in_port=11,nw_dst=10.0.0.2");
+  mf.mask = o.wc;
+  mf.apply_mask();
+  const uint64_t gen = b1.br.rules_generation();
+  b1.flow("priority=20,in_port=1,actions=drop");  // would reach it, in b0
+  std::vector<Bridge::RuleChange> raw;
+  REQUIRE(b1.br.changes_since(gen, raw));
+  REQUIRE(raw.size() == 1);
+  const RuleChangeCheck c(raw[0]);
+  CHECK_FALSE(may_affect(c, &b1.br, o.deps, mf));
+  CHECK(may_affect(c, &b0.br, o.deps, mf));  // the same change made in b0 would
+}
+
+TEST_CASE("overlap rule: a walk too long to record counts every change; a port change drops the log") {
+  // 70 tables chained by resubmit: more distinct lookups than XlateDeps keeps.
+  Br b;
+  for (unsigned t = 0; t < 70; ++t)
+    b.flow("table=" + std::to_string(t) + ",priority=10,actions=resubmit(," + std::to_string(t + 1) + ")");
+  const XlateOut o = b.x("udp,in_port=11,nw_dst=10.0.0.2", 0, false);
+  CHECK(o.deps.overflow());
+  CHECK(o.deps.filter().all);
+  const uint64_t gen = b.br.rules_generation();
+  b.flow("table=200,priority=1,in_port=4,arp,actions=drop");
+  std::vector<Bridge::RuleChange> raw;
+  REQUIRE(b.br.changes_since(gen, raw));
+  REQUIRE(raw.size() == 1);
+  const RuleChangeCheck c(raw[0]);
+  flow::Match mf;
+  CHECK(prefilter(c, o.deps.filter()) == Affects::maybe);
+  CHECK(may_affect(c, &b.br, o.deps, mf));
+  // Ports (and bonds, through invalidate_translations) aren't in the log:
+  // a port change makes the log incomplete, so every flow is re-translated.
+  PortConfig p;
+  p.name = "p9";
+  p.ofport = 9;
+  p.dp_port = 19;
+  REQUIRE(b.br.add_port(p).ok());
+  CHECK_FALSE(b.br.changes_since(gen, raw));
 }
