@@ -153,8 +153,11 @@ int main(int argc, char** argv) {
         return Status{};
       },
       nullptr,
+      // Rounds only when asked (an hour between the thread's own): a round
+      // of its own during a long install (1M flows: minutes on a loaded
+      // machine) could be slow, adapt the limit down and delete flows.
       ofproto::UdpifKnobs{[flow_limit] { return flow_limit; }, [] { return uint32_t{3600000}; },
-                          [] { return uint32_t{60000}; }});  // rounds only when asked
+                          [] { return uint32_t{3600000}; }});
   ofproto::Udpif& udpif = *udpif_ptr;
   if (!check(dp.start({backend.get()}).ok(), "datapath start")) return 1;
   udpif.start();
