@@ -1590,6 +1590,8 @@ def run_revalidate(opt, workdir, tag, p):
         # round after each flow-mod is the next one, and upcall-show's
         # last_round is its own. Steady terse rounds right before, for the
         # same-run ratio.
+        if reset:
+            k.send(reset)  # the knob below wakes the revalidator: not from a full round's adapted limit
         k.send("set revalidator-interval 60000")
         time.sleep(1.5)  # a round on the old interval may still come
         steady = []
@@ -1990,6 +1992,7 @@ OVS_MEASURE_REVALIDATE = r'''measure_revalidate() {
     done
     $APPCTL upcall/show >"$WORK/log/upcall-$TAG.txt" 2>&1
     $VSCTL set Open_vSwitch . other_config:max-revalidator=60000 other_config:max-idle=${REVAL_MAX_IDLE:-60000}
+    reset_limit
     $APPCTL revalidator/wait >/dev/null; sleep 2
     local out="" name fm x0 x1 d
     for fm in @FLOWMODS@; do
