@@ -194,19 +194,24 @@ void add_udpif_commands(CommandTree::Impl& t) {
 
   // Tunables, under the datapath's `set` (commands_datapath.cpp makes it).
   CLI::App* set = t.app.get_subcommand("set");
+  // flow-limit also restarts the adapted limit from the new value (Open
+  // vSwitch's other_config:flow-limit and upcall/set-flow-limit in one).
   auto knob = [&](const char* name, const char* help, const char* range, double lo, double hi,
-                  Status (ofproto::Ofproto::*setter)(uint32_t)) {
+                  Status (ofproto::Ofproto::*setter)(uint32_t), bool resets_limit = false) {
     auto* c = set->add_subcommand(name, help);
     c->add_option("N", t.arg1, range)->required()->check(CLI::Range(lo, hi));
-    c->callback([&t, setter] {
+    c->callback([&t, setter, resets_limit] {
       ofproto::Ofproto& of = t.sys.ofproto();
       t.status = (of.*setter)(static_cast<uint32_t>(std::stoul(t.arg1)));
       if (t.status.ok())
-        if (ofproto::Udpif* u = t.sys.udpif()) u->kick();
+        if (ofproto::Udpif* u = t.sys.udpif()) {
+          if (resets_limit) u->reset_flow_limit();
+          u->kick();
+        }
     });
   };
   knob("flow-limit", "most datapath flows the upcall handler installs (default 200000)", "1..10000000", 1, 1e7,
-       &ofproto::Ofproto::set_flow_limit);
+       &ofproto::Ofproto::set_flow_limit, true);
   knob("max-idle", "ms after which an unused datapath flow is removed (default 10000)", "100..3600000", 100, 3.6e6,
        &ofproto::Ofproto::set_max_idle_ms);
   knob("revalidator-interval", "ms between revalidation rounds (default 500)", "10..60000", 10, 6e4,

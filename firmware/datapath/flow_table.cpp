@@ -2,8 +2,8 @@
 // reclaim ring to the control thread. See flow_table.h.
 //
 // Thread-safety: as flow_table.h says — install, find, remove and
-// release_swept on the owner (no allocation: the free and dead lists are
-// reserved at construction, the classifier allocates nothrow); reclaim() and
+// release_swept on the owner (no allocation: the slots are mapped and the free
+// and dead lists reserved at construction, the classifier allocates nothrow); reclaim() and
 // clear() on the control thread (clear() only while the owner is stopped).
 #include "datapath/flow_table.h"
 
@@ -20,12 +20,10 @@ void free_megaflow(Megaflow* f) {
   delete f;
 }
 
-FlowTable::FlowTable(uint32_t capacity)
-    : capacity_(capacity), slots_(std::make_unique<std::atomic<Megaflow*>[]>(capacity)), reclaim_(4096) {
+FlowTable::FlowTable(uint32_t capacity) : capacity_(capacity), slots_(capacity), reclaim_(4096) {
+  // Reserved, not written: the pages come when removals use them.
   free_.reserve(capacity);
   dead_.reserve(capacity);
-  for (uint32_t i = capacity; i > 0; --i) free_.push_back(i - 1);  // lowest index first
-  for (uint32_t i = 0; i < capacity; ++i) slots_[i].store(nullptr, std::memory_order_relaxed);
 }
 
 FlowTable::~FlowTable() { clear(); }
@@ -59,7 +57,8 @@ Status flow_result_status(FlowResult r, uint32_t capacity) {
 
 FlowResult FlowTable::install(Megaflow* f) noexcept {
   if (f->in_port >= kMaxDpPorts) return FlowResult::bad_in_port;
-  if (free_.empty()) return FlowResult::table_full;
+  const uint32_t used = high_water_.load(std::memory_order_relaxed);
+  if (free_.empty() && used == capacity_) return FlowResult::table_full;
   if (find(*f)) return FlowResult::exists;
   if (!dpcls_[f->in_port]) {
     dpcls_[f->in_port].reset(new (std::nothrow) Dpcls);
@@ -68,9 +67,17 @@ FlowResult FlowTable::install(Megaflow* f) noexcept {
   DpclsRule* rule = dpcls_[f->in_port]->insert(f->mask, f->key, f);
   if (!rule) return FlowResult::no_memory;  // not `exists`: find() said no
   f->dpcls_rule = rule;
-  f->index = free_.back();
-  free_.pop_back();
-  slots_[f->index].store(f, std::memory_order_release);  // publish to dump readers
+  // A freed slot first (the lowest indexes stay in use: the SMC caches
+  // only the first 65535), else the next never used.
+  if (!free_.empty()) {
+    f->index = free_.back();
+    free_.pop_back();
+    slot(f->index).store(f, std::memory_order_release);  // publish to dump readers
+  } else {
+    f->index = used;
+    slot(f->index).store(f, std::memory_order_release);
+    high_water_.store(used + 1, std::memory_order_release);  // after the publish: for_each
+  }
   n_flows_.fetch_add(1, std::memory_order_relaxed);
   simple_->flow_added(f);
   return FlowResult::ok;
@@ -78,7 +85,7 @@ FlowResult FlowTable::install(Megaflow* f) noexcept {
 
 FlowResult FlowTable::remove(Megaflow* f, uint64_t emc_generation) noexcept {
   if (dead_.size() == dead_.capacity()) return FlowResult::busy;  // no allocation, ever
-  slots_[f->index].store(nullptr, std::memory_order_release);
+  slot(f->index).store(nullptr, std::memory_order_release);
   simple_->flow_removed(f);
   dpcls_[f->in_port]->remove(static_cast<DpclsRule*>(f->dpcls_rule));
   f->dpcls_rule = nullptr;
@@ -107,8 +114,9 @@ size_t FlowTable::reclaim() {
 }
 
 void FlowTable::clear() {
-  for (uint32_t i = 0; i < capacity_; ++i)
-    if (Megaflow* f = slots_[i].exchange(nullptr, std::memory_order_relaxed)) free_megaflow(f);
+  const uint32_t used = high_water_.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < used; ++i)
+    if (Megaflow* f = slot(i).exchange(nullptr, std::memory_order_relaxed)) free_megaflow(f);
   for (Megaflow* f : dead_) free_megaflow(f);
   dead_.clear();
   reclaim();
@@ -116,7 +124,7 @@ void FlowTable::clear() {
   simple_ = std::make_unique<SimpleMatch>();
   n_flows_.store(0, std::memory_order_relaxed);
   free_.clear();
-  for (uint32_t i = capacity_; i > 0; --i) free_.push_back(i - 1);
+  high_water_.store(0, std::memory_order_release);
 }
 
 }  // namespace keel::datapath

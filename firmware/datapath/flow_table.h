@@ -12,12 +12,18 @@
 // Actions are replaced the same way: the PMD swaps the pointer between
 // bursts and returns the old list to the requester to free.
 //
-// Memory: nothing the owner does between bursts grows a container. The free
-// slot list and the dead list are allocated with the table (capacity
-// entries each: a slot is on the free list or holds a flow; the dead list
+// Memory: nothing the owner does between bursts grows a container. The slot
+// array, the free slot list and the dead list are allocated with the table
+// (capacity entries each: a slot below the high-water mark is on the free
+// list or holds a flow, slots above it were never used; the dead list
 // holds what was removed and not yet handed over, and a remove that finds it
 // full is refused with FlowResult::busy, counted by the caller, until the
-// sweep catches up); a flow that the reclaim ring has no room for stays on
+// sweep catches up), but committed only as they are used: the slots are a
+// LazyArray (core/lazy_array.h) filled from index 0 up, and the two lists
+// are reserved, not written, so a table sized for a million flows costs its
+// address space (~20 bytes a slot) and the pages its flows touched (8 bytes
+// a flow for the slot; a list entry per flow removed and not yet reused or
+// handed over); a flow that the reclaim ring has no room for stays on
 // the dead list and goes at the next release_swept(). install() allocates
 // in the dpcls only (nothrow, see dpcls.h) and the Dpcls of a new in_port
 // (nothrow). Failures are FlowResult codes: the owner builds no message;
@@ -27,7 +33,9 @@
 // while the PMD is not running): install, remove, release_swept, find,
 // dpcls(). The control thread reads slots with acquire loads (for_each:
 // pairs with the PMD's release store on publish) and the flows' immutable
-// fields and relaxed statistics, and drains the reclaim ring (reclaim(), one
+// fields and relaxed statistics (for_each walks the slots below the
+// high-water mark, an acquire load that pairs with the owner's release store
+// after the slot's publish), and drains the reclaim ring (reclaim(), one
 // thread at a time: the datapath's flow mutex). A flow the control thread
 // reached through a slot is not freed under it: only the control thread
 // frees flows (reclaim(), clear()), and a flow reaches the reclaim ring only
@@ -43,6 +51,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/lazy_array.h"
 #include "core/ring.h"
 #include "core/status.h"
 #include "datapath/dpcls.h"
@@ -90,7 +99,7 @@ class FlowTable {
   void release_swept(uint64_t emc_generation) noexcept;
   bool has_dead() const { return !dead_.empty(); }
 
-  Megaflow* at(uint32_t index) const noexcept { return slots_[index].load(std::memory_order_relaxed); }
+  Megaflow* at(uint32_t index) const noexcept { return slot(index).load(std::memory_order_relaxed); }
   // The simple-match view of the same flows (simple_match.h).
   const SimpleMatch& simple() const noexcept { return *simple_; }
   // Owner: f's actions were swapped.
@@ -105,22 +114,30 @@ class FlowTable {
   // The flow published in `index` (acquire: pairs with the owner's
   // publish), or null; the caller holds the datapath's flow mutex.
   Megaflow* published(uint32_t index) const noexcept {
-    return index < capacity_ ? slots_[index].load(std::memory_order_acquire) : nullptr;
+    return index < capacity_ ? slot(index).load(std::memory_order_acquire) : nullptr;
   }
   template <typename F>
   void for_each(F&& f) const {
-    for (uint32_t i = 0; i < capacity_; ++i)
-      if (Megaflow* m = slots_[i].load(std::memory_order_acquire)) f(*m);
+    const uint32_t used = high_water_.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < used; ++i)
+      if (Megaflow* m = slot(i).load(std::memory_order_acquire)) f(*m);
   }
+  // Slots ever used (the high-water mark): what for_each walks.
+  uint32_t slots_used() const { return high_water_.load(std::memory_order_relaxed); }
   // Frees what the owner has handed over; returns how many.
   size_t reclaim();
   // Frees everything (owner stopped).
   void clear();
 
  private:
+  std::atomic_ref<Megaflow*> slot(uint32_t i) const noexcept { return std::atomic_ref<Megaflow*>(slots_[i]); }
+
   const uint32_t capacity_;
-  std::unique_ptr<std::atomic<Megaflow*>[]> slots_;
-  std::vector<uint32_t> free_;  // owner only; capacity_ reserved, never exceeded
+  // Every access through slot(): an atomic_ref, so that the array can be
+  // plain zero pages (an std::atomic would be written by its constructor).
+  mutable LazyArray<Megaflow*> slots_;
+  std::atomic<uint32_t> high_water_{0};  // slots [0, high_water_) have been used; owner writes
+  std::vector<uint32_t> free_;  // owner only: slots below the high-water mark that are free; capacity_ reserved
   std::atomic<uint32_t> n_flows_{0};
   std::array<std::unique_ptr<Dpcls>, kMaxDpPorts> dpcls_;
   std::unique_ptr<SimpleMatch> simple_ = std::make_unique<SimpleMatch>();

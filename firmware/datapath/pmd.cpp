@@ -60,7 +60,7 @@ Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const P
   exec_->drops = &drops_;
   recirc_md_ = std::make_unique<RecircMeta[]>((kMaxRecircDepth + 2) * size_t{kExecRecircCap});
   marks_mask_ = std::bit_ceil(std::max<uint32_t>(cfg.flow_capacity, 64)) - 1;
-  marks_ = std::make_unique<MarkEntry[]>(size_t{marks_mask_} + 1);
+  marks_ = LazyArray<MarkEntry>(size_t{marks_mask_} + 1);  // zero pages until marks land in them
   samples_ = std::make_unique<HotSample[]>(kHotSamples);
   sample_pp_ = std::make_unique<packet::ParsedPacket>();
   emc_->set_insert_inv_prob(cfg.emc_insert_inv_prob);

@@ -203,6 +203,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/lazy_array.h"
 #include "core/ring.h"
 #include "datapath/drop_stats.h"
 #include "datapath/emc.h"
@@ -339,9 +340,12 @@ struct FlowRequest {
 };
 
 struct PmdConfig {
-  // Megaflows per PMD: above the slow path's default flow limit (200000);
-  // the SMC caches only the first 65535 slots (16-bit index).
-  uint32_t flow_capacity = 262144;
+  // Megaflows per PMD: room for `set flow-limit 1000000` on one PMD. The
+  // table's slots (and the offload mark table, sized alike) are committed
+  // as flows use them (flow_table.h: ~20 bytes a slot of address space,
+  // 8 bytes a flow once used), so an idle capacity costs no memory. The SMC
+  // caches only the first 65535 slots (16-bit index).
+  uint32_t flow_capacity = 1u << 20;
   uint32_t upcall_budget = 32;  // misses per burst handed to the slow path; the rest are lost
   uint32_t emc_insert_inv_prob = 100;
   bool smc_enable = false;
@@ -768,7 +772,7 @@ class Pmd {
     bool light = false;
     Megaflow* flow = nullptr;
   };
-  std::unique_ptr<MarkEntry[]> marks_;
+  LazyArray<MarkEntry> marks_;
   uint32_t marks_mask_ = 0;
   uint32_t n_marks_ = 0;
   // The hot-microflow sampler: kHotWays-way set-associative by the

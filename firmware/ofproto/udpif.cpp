@@ -1027,17 +1027,9 @@ uint64_t Udpif::round(bool terse, bool parallel) {
   const uint64_t us = (hal::now_ns() - t0) / 1000;
   const uint64_t ms = us / 1000;
   const uint32_t configured = knobs_.flow_limit ? knobs_.flow_limit() : 200000;
-  uint64_t lim = adapted_limit_.load(std::memory_order_relaxed);
   const size_t n_flows = c.dump.size();
-  if (ms > 2000) {
-    lim /= ms / 1000;
-  } else if (ms > 1300) {
-    lim = lim * 3 / 4;
-  } else if (ms < 1000 && n_flows > 2000 && lim < n_flows * 1000 / std::max<uint64_t>(ms, 1)) {
-    lim += 1000;
-  }
-  lim = std::min<uint64_t>(configured, std::max<uint64_t>(lim, 1000));
-  adapted_limit_.store(static_cast<uint32_t>(lim), std::memory_order_relaxed);
+  adapted_limit_.store(adapt_flow_limit(adapted_limit_.load(std::memory_order_relaxed), configured, ms, n_flows),
+                       std::memory_order_relaxed);
 
   std::lock_guard lock(mu_);
   stats_.revalidated += total.revalidated;
@@ -1063,6 +1055,23 @@ uint64_t Udpif::round(bool terse, bool parallel) {
   stats_.max_n_flows = std::max<uint64_t>(stats_.max_n_flows, n_flows);
   stats_.avg_n_flows = (stats_.avg_n_flows + n_flows) / 2;
   return us;
+}
+
+uint32_t Udpif::adapt_flow_limit(uint32_t limit, uint32_t configured, uint64_t duration_ms, uint64_t n_flows) {
+  const uint64_t ms = std::max<uint64_t>(duration_ms, 1);  // OVS: MAX(time_msec() - start_time, 1)
+  uint64_t lim = limit;
+  if (ms > 2000) {
+    lim /= ms / 1000;
+  } else if (ms > 1300) {
+    lim = lim * 3 / 4;
+  } else if (ms < 1000 && n_flows > 2000 && lim < n_flows * 1000 / ms) {
+    lim += 1000;
+  }
+  return static_cast<uint32_t>(std::min<uint64_t>(configured, std::max<uint64_t>(lim, 1000)));
+}
+
+void Udpif::reset_flow_limit() {
+  adapted_limit_.store(knobs_.flow_limit ? knobs_.flow_limit() : 200000, std::memory_order_relaxed);
 }
 
 UdpifStats Udpif::stats() const {

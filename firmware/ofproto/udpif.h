@@ -52,8 +52,19 @@
 //   * the round's counts (flows looked at, re-translated, modified,
 //     deleted) are kept per round (UdpifStats::last_round) besides the
 //     totals;
-//   * the round's duration adapts the flow limit as Open vSwitch does
-//     (> 2 s: divided; > 1.3 s: 3/4; < 1 s with many flows: +1000).
+//   * the round's duration adapts the flow limit as Open vSwitch 3.1's
+//     udpif_revalidator does (adapt_flow_limit: > 2 s: divided by the
+//     whole seconds; > 1.3 s: 3/4; < 1 s with more than 2000 flows and the
+//     limit below what this pace could dump in a second: +1000; never
+//     below 1000 nor above the configured limit). Two differences, on
+//     purpose: the adapted limit starts at the configured one (Open
+//     vSwitch: at most 10000, +1000 a round), and `set flow-limit` sets
+//     both (reset_flow_limit(): Open vSwitch's other_config:flow-limit and
+//     upcall/set-flow-limit, which the benchmarks set together), so that
+//     `set flow-limit 1000000` admits a million flows at once; and above
+//     the limit the least recently used flows go down to it (Open vSwitch
+//     deletes the flows idle for 100 ms, all of them above twice the
+//     limit).
 // Rule changes therefore reach forwarding within one round.
 //
 // Megaflows can be turned off (Open vSwitch's upcall/disable-megaflows, for
@@ -283,6 +294,13 @@ class Udpif {
   bool wait_spent(uint64_t timeout_ms);
   // Wakes the revalidator for a round as soon as possible (after a rule change).
   void kick();
+  // The configured flow limit changed (`set flow-limit`): the adapted limit
+  // starts again from it, as Open vSwitch's upcall/set-flow-limit sets its
+  // udpif's flow_limit (and the next round adapts from there).
+  void reset_flow_limit();
+  // Open vSwitch 3.1's rule (udpif_revalidator): the flow limit after a
+  // round that took `duration_ms` (at least 1) over `n_flows` flows.
+  static uint32_t adapt_flow_limit(uint32_t limit, uint32_t configured, uint64_t duration_ms, uint64_t n_flows);
   // The datapath removed or replaced PMD `pmd` (Datapath::set_pmd_cores at
   // run time): its ukeys go (its flows went with it). Only while stopped.
   void forget_pmd(unsigned pmd);

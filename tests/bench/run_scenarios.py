@@ -145,7 +145,13 @@ OTHER_CONFIG_TO_KEEL = {
     "smc-enable": lambda v: "set smc-enable %s" % ("true" if v.lower() == "true" else "false"),
     "flow-limit": lambda v: "set flow-limit %d" % int(v),
     "max-idle": lambda v: "set max-idle %d" % int(v),
+    "max-revalidator": lambda v: "set revalidator-interval %d" % int(v),
 }
+
+# keel's own scenarios, in shared/bench/scenarios' layout (revalidate-1m):
+# build_plan looks here for a name shared/bench lacks, and ovs_baseline.sh
+# is given the directory.
+LOCAL_SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
 
 
 def appctl_to_keel(cmd):
@@ -932,6 +938,8 @@ def build_plan(scen_dir, scenarios, openflow=True, max_records=DEFAULT_MAX_RECOR
     plan = []
     for name in scenarios:
         d = os.path.join(scen_dir, name)
+        if not os.path.isdir(d) and os.path.isdir(os.path.join(LOCAL_SCENARIOS, name)):
+            d = os.path.join(LOCAL_SCENARIOS, name)
         conf = read_conf(os.path.join(d, "scenario.conf"))
         measure_kind = conf.get("MEASURE", "throughput")
         rx, txs = conf["RX_IFACE"], conf["TX_IFACES"].split()
@@ -1003,6 +1011,7 @@ def build_plan(scen_dir, scenarios, openflow=True, max_records=DEFAULT_MAX_RECOR
                          "rx": rx, "tx": tx, "flows_file": flows_file, "measure": measure_kind,
                          "infinite_rx": conf.get("INFINITE_RX", "1") == "1",
                          "target_flows": int(conf.get("TARGET_FLOWS", "0") or 0),
+                         "reset_flow_limit": int(conf.get("RESET_FLOW_LIMIT", "0") or 0), "dir": d,
                          "expected": [norm_dp_flow(f) for f in dpflows]
                          if dpflows is not None and measure_kind == "throughput" else None,
                          "expected_text": dpflows or [], "derive_err": derive_err})
@@ -1411,15 +1420,26 @@ def thread_cpu_s(pid, comm):
     return tot / os.sysconf("SC_CLK_TCK")
 
 
-def boot_slow(opt, workdir, tag, p, infinite):
+def boot_slow(opt, workdir, tag, p, infinite, sim_replay=False):
+    """sim_replay: the input is keel's sim pcap port replaying the pcap
+    forever (pcap:in=FILE,loop=0), for captures too large for the host-sim
+    board's 512 MB of DPDK memory with infinite_rx (revalidate-1m)."""
     cfg = os.path.join(workdir, tag + ".conf")
     with open(cfg, "w") as f:
         f.write(p["config"] + handlers_line(opt))
     argv = ["taskset", "-c", str(opt.pmd_core)] if opt.pmd_core >= 0 else []
-    argv += [opt.keel, "--config", cfg,
-             "--port", "%s=dpdk:net_pcap0,rx_pcap=%s%s" % (p["rx"], p["pcap"], ",infinite_rx=1" if infinite else ""),
-             "--port", "%s=dpdk:net_null1,no-rx=1" % p["tx"]]
+    rx = ("%s=pcap:in=%s,loop=0" % (p["rx"], p["pcap"]) if sim_replay else
+          "%s=dpdk:net_pcap0,rx_pcap=%s%s" % (p["rx"], p["pcap"], ",infinite_rx=1" if infinite else ""))
+    argv += [opt.keel, "--config", cfg, "--port", rx, "--port", "%s=dpdk:net_null1,no-rx=1" % p["tx"]]
     return Keel(argv, os.path.join(workdir, tag + ".stderr"))
+
+
+def rss_bytes(pid):
+    """Resident bytes of process pid (/proc/PID/statm), or -1."""
+    try:
+        return int(open("/proc/%d/statm" % pid).read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return -1
 
 
 def pmd_totals(k):
@@ -1507,28 +1527,51 @@ def run_revalidate(opt, workdir, tag, p):
     (every flow re-translated and modified), each read from upcall-show's
     last_round."""
     res = {"load_start": open("/proc/loadavg").read().split()[0]}
-    k = boot_slow(opt, workdir, tag, p, True)
+    # A scenario Open vSwitch reads once (revalidate-1m): keel replays it
+    # from its sim pcap port (boot_slow).
+    k = boot_slow(opt, workdir, tag, p, True, sim_replay=not p["infinite_rx"])
     target = p["target_flows"] or 100000
     rx = lambda text: int(re.search(r": (\d+) us", text).group(1))
+    # RESET_FLOW_LIMIT: every measured round starts from the configured flow
+    # limit (`set flow-limit`, as Open vSwitch's upcall/set-flow-limit before
+    # each of its rounds), so that a slow round's adaptive shrink doesn't make
+    # the next one delete flows; its output comes before the next command's.
+    reset = ("set flow-limit %d" % p["reset_flow_limit"]) if p["reset_flow_limit"] else None
     try:
         k.json("show ports --format json", timeout=180)
+        rss0 = rss_bytes(k.p.pid)
         t0 = last_growth = time.monotonic()
         prev = -1
+        resets = 0
         while True:
             u = k.json("upcall-show --format json", timeout=30)
             now = time.monotonic()
             if u["flows"] > prev:
                 prev, last_growth = u["flows"], now
             # Target reached, or the datapath holds no more (a PMD's flow
-            # table is full: 65536 per PMD in the keel binary).
-            if u["flows"] >= target or now - last_growth > 3 or now - t0 > 300:
+            # table is full).
+            if u["flows"] >= target or now - last_growth > 3 or now - t0 > 900:
                 break
+            # A round of the revalidator's own during the install took long
+            # enough to adapt the limit below the target (loaded machine):
+            # back to the configured one, counted.
+            if reset and u["flow_limit"] < target:
+                k.send(reset)
+                resets += 1
             time.sleep(0.2)
         res["fill_s"] = time.monotonic() - t0
+        res["fill_limit_resets"] = resets
+        rss1 = rss_bytes(k.p.pid)
+        res["rss_mb_before_fill"] = rss0 / 1e6
+        res["rss_mb_filled"] = rss1 / 1e6
+        res["rss_bytes_per_flow"] = (rss1 - rss0) / u["flows"] if u["flows"] and rss0 > 0 else -1
+        res["flow_limit_filled"] = u["flow_limit"]
         time.sleep(opt.warmup)
         terse, full = [], []
         for i in range(opt.reval_samples):
             for kind in (("full", "terse") if i % 2 else ("terse", "full")):
+                if reset:
+                    k.send(reset)
                 k.send("revalidate%s" % (" --full" if kind == "full" else ""))
                 k.send("upcall-show --format json")  # a JSON line marks the end of the answer
                 text = ""
@@ -1547,14 +1590,24 @@ def run_revalidate(opt, workdir, tag, p):
         # round after each flow-mod is the next one, and upcall-show's
         # last_round is its own. Steady terse rounds right before, for the
         # same-run ratio.
+        if reset:
+            k.send(reset)  # the knob below wakes the revalidator: not from a full round's adapted limit
         k.send("set revalidator-interval 60000")
         time.sleep(1.5)  # a round on the old interval may still come
         steady = []
         for i in range(3):
+            if reset:
+                k.send(reset)
             k.send("revalidate")
             steady.append(k.json("upcall-show --format json", 120)["last_round"]["duration_us"] / 1000.0)
         res["steady_ms_median"] = statistics.median(steady)
         for name, fm in OVS_REVAL_FLOWMODS:
+            if reset:
+                # `set flow-limit` wakes the revalidator: the round it asks
+                # for is over when a `revalidate` after it is.
+                k.send(reset)
+                k.send("revalidate")
+                k.json("upcall-show --format json", 120)
             u0 = k.json("upcall-show --format json", 30)
             k.send("add-flow br0 " + fm)
             deadline = time.monotonic() + 300
@@ -1571,6 +1624,7 @@ def run_revalidate(opt, workdir, tag, p):
                     raise KeelError("no revalidation round after add-flow %s" % fm)
                 time.sleep(0.1)
             lr = u["last_round"]
+            res["flow_limit_after_%s" % name] = u["flow_limit"]
             res["flowmod_%s_ms" % name] = lr["duration_us"] / 1000.0
             for key in ("looked_at", "rules_changed", "lookups_read", "revalidated", "modified", "deleted"):
                 res["%s_%s" % (key, name)] = lr[key]
@@ -1651,8 +1705,9 @@ def report_slow(opt, plan):
                         if ovs_ok and mode in (None, "once"):
                             secs = opt.flowsetup_seconds if p["measure"] == "flowsetup" else opt.reval_samples
                             script = ovs_reval_script_copy(opt, workdir) if p["measure"] == "revalidate" else None
-                            o = run_ovs(opt, p["scenario"], p["variant"], rnd, seconds=secs, fields=None,
-                                        script=script)
+                            # keel's own scenarios (LOCAL_SCENARIOS) by directory
+                            o = run_ovs(opt, p["dir"] if p["dir"].startswith(LOCAL_SCENARIOS) else p["scenario"],
+                                        p["variant"], rnd, seconds=secs, fields=None, script=script)
                             for kk, vv in (o or {}).items():
                                 if kk != "dump":
                                     r["ovs_" + kk] = vv
@@ -1713,7 +1768,7 @@ def report_slow(opt, plan):
                 mr(rs, "installs"), mr(rs, "lost"), mr(rs, "handler_us_per_upcall", 2),
                 mr(rs, "ovs_upcalls_per_s"), mr(rs, "ovs_us_per_upcall", 1), mr(rs, "ovs_upcalls_ok"),
                 med_range(ratio, 1) if ratio else "NA"))
-    rv = [(k, rs) for k, rs in runs.items() if k[0] == "revalidate-100k"]
+    rv = [(k, rs) for k, rs in runs.items() if k[0].startswith("revalidate-")]
     if rv:
         def paired(rs, a, b):
             """Per-run a/b (same run), median (min-max)."""
@@ -1732,18 +1787,19 @@ def report_slow(opt, plan):
               "(re-translated) | its ratio to the steady round | keel round after an overlapping flow-mod ms "
               "(re-translated, modified) | OVS dump ms (steady) | OVS after the non-overlapping flow-mod ms "
               "(xlates) | OVS after the overlapping flow-mod ms (xlates) | keel/OVS overlapping (paired) | "
-              "OVS / keel terse |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "OVS / keel terse | OVS dp flows | keel resident bytes per flow |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for (sc, v), rs in sorted(rv):
-            print("| %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s (%s, %s) | %s | %s (%s) | %s (%s) | %s | %s |" % (
-                v, mr(rs, "dp_flows"), mr(rs, "terse_ms_median", 1), mr(rs, "full_ms_median", 1),
+            print("| %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s (%s, %s) | %s | %s (%s) | %s (%s) | %s | %s | %s | %s |" % (
+                "%s/%s" % (sc, v), mr(rs, "dp_flows"), mr(rs, "terse_ms_median", 1), mr(rs, "full_ms_median", 1),
                 mr(rs, "full_over_terse", 1), mr(rs, "steady_ms_median", 1), mr(rs, "flowmod_nonoverlap_ms", 1),
                 mr(rs, "revalidated_nonoverlap"), paired(rs, "flowmod_nonoverlap_ms", "steady_ms_median"),
                 mr(rs, "flowmod_overlap_ms", 1), mr(rs, "revalidated_overlap"), mr(rs, "modified_overlap"),
                 mr(rs, "ovs_dump_ms_median"), mr(rs, "ovs_flowmod_nonoverlap_ms"), mr(rs, "ovs_xlates_nonoverlap"),
                 mr(rs, "ovs_flowmod_overlap_ms"), mr(rs, "ovs_xlates_overlap"),
                 paired(rs, "flowmod_overlap_ms", "ovs_flowmod_overlap_ms"),
-                paired(rs, "ovs_dump_ms_median", "terse_ms_median")))
+                paired(rs, "ovs_dump_ms_median", "terse_ms_median"), mr(rs, "ovs_dp_flows"),
+                mr(rs, "rss_bytes_per_flow")))
     loads = [float(r[k]) for rs in runs.values() for r in rs for k in ("load_start", "load_end") if k in r]
     if loads:
         print("\n1-min load average during the slow-path runs: %.1f-%.1f" % (min(loads), max(loads)))
@@ -1912,31 +1968,41 @@ OVS_REVAL_FLOWMODS = (("nonoverlap", "priority=1,in_port=65000,actions=drop"),
                       ("overlap", "priority=40000,in_port=1,actions=drop"))
 OVS_MEASURE_REVALIDATE = r'''measure_revalidate() {
     # Patched by keel's tests/bench/run_scenarios.py (ovs_reval_script_copy).
-    local i f target=${TARGET_FLOWS:-100000}
-    for i in $(seq 600); do
-        f=$(dp_flows); [ "${f:-0}" -ge "$target" ] && break; sleep 0.5
+    # RESET_FLOW_LIMIT (scenario.conf, revalidate-1m): upcall/set-flow-limit
+    # before each measured round, as keel's run sets its flow limit.
+    local i f target=${TARGET_FLOWS:-100000} last=-1 still=0
+    reset_limit() { [ -z "${RESET_FLOW_LIMIT:-}" ] || $APPCTL upcall/set-flow-limit "$RESET_FLOW_LIMIT" >/dev/null; }
+    for i in $(seq 1800); do
+        f=$(dp_flows); [ "${f:-0}" -ge "$target" ] && break
+        # the count stopped growing for 10 s: the pass is over (read once)
+        if [ "${f:-0}" = "$last" ]; then still=$((still + 1)); else still=0; last=${f:-0}; fi
+        [ "$still" -ge 20 ] && break
+        sleep 0.5
     done
-    [ "${f:-0}" -ge "$target" ] || log "only ${f:-0} datapath flows after 300 s (target $target)"
+    [ "${f:-0}" -ge "$target" ] || log "only ${f:-0} datapath flows (target $target)"
     sleep "$WARMUP"
     local steady="" k before
     dump_ms() { $APPCTL upcall/show | sed -n 's/.*dump duration : *\([0-9]*\)ms.*/\1/p' | head -1; }
     xlates() { $APPCTL coverage/show | awk '/^xlate_actions /{print $NF; exit}'; }
     before=$(dp_flows)
     for k in $(seq "$SECONDS_ARG"); do
+        reset_limit
         $APPCTL revalidator/wait >/dev/null
         steady="$steady $(dump_ms)"
     done
     $APPCTL upcall/show >"$WORK/log/upcall-$TAG.txt" 2>&1
-    $VSCTL set Open_vSwitch . other_config:max-revalidator=60000 other_config:max-idle=60000
+    $VSCTL set Open_vSwitch . other_config:max-revalidator=60000 other_config:max-idle=${REVAL_MAX_IDLE:-60000}
+    reset_limit
     $APPCTL revalidator/wait >/dev/null; sleep 2
     local out="" name fm x0 x1 d
     for fm in @FLOWMODS@; do
         name=${fm%%=*}; fm=${fm#*=}
+        reset_limit
         x0=$(xlates)
         ovs-ofctl add-flow "$FLOWS_BRIDGE" "$fm" >/dev/null 2>&1
         timeout 20 $APPCTL revalidator/wait >/dev/null 2>&1
         d=$(dump_ms); sleep 1.5; x1=$(xlates)
-        out="$out flowmod_${name}_ms=$d xlates_${name}=$((x1 - x0)) dp_flows_after_${name}=$(dp_flows)"
+        out="$out flowmod_${name}_ms=$d xlates_${name}=$((x1 - x0)) dp_flows_after_${name}=$(dp_flows) flow_limit_after_${name}=$($APPCTL upcall/show | sed -n 's/.*(limit \([0-9]*\)).*/\1/p' | head -1)"
     done
     local sorted; sorted=$(echo $steady | tr ' ' '\n' | grep . | sort -n)
     printf 'dp_flows=%s dump_ms_min=%s dump_ms_median=%s dump_ms_max=%s dump_ms_samples=[%s]%s revalidators=%s flow_limit=%s' \

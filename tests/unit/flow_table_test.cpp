@@ -1,10 +1,14 @@
 // FlowTable: what the owning PMD's install/remove answer (codes, no
 // message on its thread; the requester's Status names the problem), and the
-// dead list: bounded, nothing lost when the reclaim ring is full.
+// dead list: bounded, nothing lost when the reclaim ring is full; the
+// slots: committed as they are used (a table sized for millions of flows
+// costs its address space), freed ones reused first.
 #include "datapath/flow_table.h"
 
 #include <doctest/doctest.h>
+#include <unistd.h>
 
+#include <fstream>
 #include <vector>
 
 #include "flow/flow_key.h"
@@ -91,4 +95,70 @@ TEST_CASE("a remove that finds the dead list full is refused and changes nothing
   t.release_swept(2);
   CHECK(t.reclaim() == 1);
   CHECK(t.remove(b, 2) == FlowResult::ok);
+}
+
+namespace {
+// Resident bytes of this process (/proc/self/statm), 0 when unreadable.
+size_t resident_bytes() {
+  std::ifstream f("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  if (!(f >> pages >> resident)) return 0;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+}  // namespace
+
+TEST_CASE("a table sized for millions of flows commits memory only as slots are used") {
+  constexpr uint32_t kCap = 1u << 22;  // 32 MiB of slots alone if they were written up front
+  const size_t before = resident_bytes();
+  REQUIRE(before > 0);
+  FlowTable t(kCap);
+  // Sanitizer shadow for the reserved lists is a few MiB at most; an eager
+  // table is 32 MiB and more.
+  CHECK(resident_bytes() - before < size_t{16} << 20);
+  CHECK(t.capacity() == kCap);
+  CHECK(t.slots_used() == 0);
+
+  // Slots fill from 0 up; a freed slot is taken again before a new one.
+  std::vector<Megaflow*> flows;
+  for (uint32_t i = 0; i < 3; ++i) {
+    flows.push_back(make_flow(i + 1));
+    REQUIRE(t.install(flows.back()) == FlowResult::ok);
+    CHECK(flows.back()->index == i);
+  }
+  CHECK(t.slots_used() == 3);
+  REQUIRE(t.remove(flows[1], 0) == FlowResult::ok);
+  Megaflow* d = make_flow(4);
+  REQUIRE(t.install(d) == FlowResult::ok);
+  CHECK(d->index == 1);
+  CHECK(t.slots_used() == 3);
+  std::vector<uint32_t> seen;
+  t.for_each([&](const Megaflow& m) { seen.push_back(m.index); });
+  CHECK(seen == std::vector<uint32_t>{0, 1, 2});
+  CHECK(t.published(1) == d);
+  CHECK(t.published(3) == nullptr);     // never used: a zero page
+  CHECK(t.published(kCap - 1) == nullptr);
+  t.release_swept(2);
+  CHECK(t.reclaim() == 1);
+  t.clear();
+  CHECK(t.size() == 0);
+  CHECK(t.slots_used() == 0);
+  Megaflow* e = make_flow(5);
+  REQUIRE(t.install(e) == FlowResult::ok);
+  CHECK(e->index == 0);
+}
+
+TEST_CASE("the high-water mark: a full table refuses, then a removal makes room again") {
+  FlowTable t(2);
+  Megaflow* a = make_flow(1);
+  Megaflow* b = make_flow(2);
+  Megaflow* c = make_flow(3);
+  REQUIRE(t.install(a) == FlowResult::ok);
+  REQUIRE(t.install(b) == FlowResult::ok);
+  CHECK(t.install(c) == FlowResult::table_full);
+  REQUIRE(t.remove(a, 0) == FlowResult::ok);
+  CHECK(t.install(c) == FlowResult::ok);
+  CHECK(c->index == 0);
+  CHECK(t.slots_used() == 2);
+  t.release_swept(2);
+  CHECK(t.reclaim() == 1);
 }

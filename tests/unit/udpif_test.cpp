@@ -349,6 +349,46 @@ TEST_CASE("the flow limit: at the limit packets are forwarded but not installed"
   CHECK(r.rule.load()->packets.load() == 1100 + 320);
 }
 
+TEST_CASE("the adaptive flow limit follows Open vSwitch 3.1's rule") {
+  using U = ofproto::Udpif;
+  // > 2 s: divided by the whole seconds (2.5 s: by 2; 4.9 s: by 4).
+  CHECK(U::adapt_flow_limit(1000000, 1000000, 2500, 1000000) == 500000);
+  CHECK(U::adapt_flow_limit(1000000, 1000000, 4900, 1000000) == 250000);
+  // 1.3..2 s: 3/4 (2000 ms is not "> 2000").
+  CHECK(U::adapt_flow_limit(1000000, 1000000, 2000, 1000000) == 750000);
+  CHECK(U::adapt_flow_limit(1000000, 1000000, 1301, 10) == 750000);
+  // 1.0..1.3 s: unchanged.
+  CHECK(U::adapt_flow_limit(400000, 1000000, 1300, 300000) == 400000);
+  CHECK(U::adapt_flow_limit(400000, 1000000, 1000, 300000) == 400000);
+  // < 1 s: +1000 when more than 2000 flows were dumped and the limit is
+  // below what that pace dumps in a second; never above the configured one.
+  CHECK(U::adapt_flow_limit(10000, 200000, 100, 5000) == 11000);
+  CHECK(U::adapt_flow_limit(10000, 200000, 100, 2000) == 10000);   // too few flows
+  CHECK(U::adapt_flow_limit(60000, 200000, 100, 5000) == 60000);   // 5000 in 100 ms: 50000/s
+  CHECK(U::adapt_flow_limit(200000, 200000, 10, 100000) == 200000);  // at the configured cap
+  CHECK(U::adapt_flow_limit(10000, 200000, 0, 5000) == 11000);       // 0 ms counts as 1
+  // The floor is 1000, and the configured limit caps last (OVS: MIN(configured, MAX(limit, 1000))).
+  CHECK(U::adapt_flow_limit(1500, 200000, 9000, 1500) == 1000);
+  CHECK(U::adapt_flow_limit(1500, 500, 9000, 1500) == 500);
+  // A configured limit lowered at run time caps the next round's.
+  CHECK(U::adapt_flow_limit(200000, 50000, 10, 100) == 50000);
+}
+
+TEST_CASE("set flow-limit at run time: the adapted limit starts again from it") {
+  Rig r;
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  r.udpif->start();
+  CHECK(r.udpif->stats().flow_limit == 200000);
+  r.limit = 1000;
+  r.udpif->revalidate_now();  // the cap applies at the next round
+  CHECK(r.udpif->stats().flow_limit == 1000);
+  r.limit = 1000000;
+  r.udpif->revalidate_now();  // alone, a round grows it by 1000 at most
+  CHECK(r.udpif->stats().flow_limit <= 2000);
+  r.udpif->reset_flow_limit();  // what `set flow-limit 1000000` does besides
+  CHECK(r.udpif->stats().flow_limit == 1000000);
+}
+
 TEST_CASE("vlan-limit changed at run time: flows set up under one limit never take packets parsed under another") {
   // Under 1 a double-tagged frame's dl_type is the inner TPID (0x8100: out
   // of p1); under 2 it is IPv4 with both tags keyed (out of p2). The
