@@ -403,9 +403,7 @@ void Datapath::drop_pending_upcalls(Pmd& pmd) {
   UpcallChannel& ch = pmd.upcall_channel();
   Upcall* u;
   while (ch.next(u)) {
-    hal::release(u->pkt);
-    for (unsigned i = 0; u->type == Upcall::Type::miss && i < u->n_followers; ++i) hal::release(u->followers[i]);
-    u->n_followers = 0;
+    pmd.release_record_packets(u);
     ch.recycle(u);
   }
   while (ch.next_spent(u)) {
