@@ -12,16 +12,21 @@
 // Actions are replaced the same way: the PMD swaps the pointer between
 // bursts and returns the old list to the requester to free.
 //
-// Memory: nothing the owner does between bursts grows a container. The free
-// slot list and the dead list are allocated with the table (capacity
-// entries each: a slot is on the free list or holds a flow; the dead list
-// holds what was removed and not yet handed over, and a remove that finds it
-// full is refused with FlowResult::busy, counted by the caller, until the
-// sweep catches up); a flow that the reclaim ring has no room for stays on
-// the dead list and goes at the next release_swept(). install() allocates
-// in the dpcls only (nothrow, see dpcls.h) and the Dpcls of a new in_port
-// (nothrow). Failures are FlowResult codes: the owner builds no message;
-// flow_result_status() turns a code into a Status on the requester's thread.
+// Memory: nothing the owner does between bursts grows a container. The slot
+// array, the free slot list and the dead list are allocated with the table
+// (capacity entries each: a slot is on the free list, holds a flow or was
+// never used; the dead list holds what was removed and not yet handed over,
+// oldest first, and a remove that finds it full is refused with
+// FlowResult::busy, counted by the caller, until the sweep catches up), but
+// left uninitialized: a slot is built when first handed out (slots are handed
+// out freed-first, else the next never used: `fresh_`, published as the
+// high-water mark that scans stop at), so a large capacity costs address
+// space and the pages of the flows it held. A flow that the reclaim ring has
+// no room for stays on the dead list and goes at the next release_swept().
+// install() allocates in the dpcls only (nothrow, see dpcls.h) and the Dpcls
+// of a new in_port (nothrow). Failures are FlowResult codes: the owner builds
+// no message; flow_result_status() turns a code into a Status on the
+// requester's thread.
 //
 // Thread-safety: the owning PMD is the only writer (or the control thread
 // while the PMD is not running): install, remove, release_swept, find,
@@ -34,7 +39,9 @@
 // after its removal, which the control thread requested and waited for.
 // size() is a relaxed atomic anyone may read. clear(): the owner stopped.
 // published(): the control thread's (and the offload engine's, under the
-// flow mutex) view of one slot, as for_each.
+// flow mutex) view of one slot, as for_each. The high-water mark (slots ever
+// built) is the owner's release store after it built and published a fresh
+// slot; readers load it with acquire before they read slots below it.
 #pragma once
 
 #include <array>
@@ -88,9 +95,12 @@ class FlowTable {
   // Moves dead flows that no EMC entry can reach any more to the reclaim
   // ring (those it has no room for stay dead until the next call).
   void release_swept(uint64_t emc_generation) noexcept;
-  bool has_dead() const { return !dead_.empty(); }
+  bool has_dead() const { return dead_n_ != 0; }
 
-  Megaflow* at(uint32_t index) const noexcept { return slots_[index].load(std::memory_order_relaxed); }
+  // Owner: the flow in slot `index`, or null (also beyond the slots built).
+  Megaflow* at(uint32_t index) const noexcept {
+    return index < fresh_ ? slots_[index].load(std::memory_order_relaxed) : nullptr;
+  }
   // The simple-match view of the same flows (simple_match.h).
   const SimpleMatch& simple() const noexcept { return *simple_; }
   // Owner: f's actions were swapped.
@@ -105,11 +115,13 @@ class FlowTable {
   // The flow published in `index` (acquire: pairs with the owner's
   // publish), or null; the caller holds the datapath's flow mutex.
   Megaflow* published(uint32_t index) const noexcept {
-    return index < capacity_ ? slots_[index].load(std::memory_order_acquire) : nullptr;
+    return index < high_water_.load(std::memory_order_acquire) ? slots_[index].load(std::memory_order_acquire)
+                                                                : nullptr;
   }
   template <typename F>
   void for_each(F&& f) const {
-    for (uint32_t i = 0; i < capacity_; ++i)
+    const uint32_t n = high_water_.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < n; ++i)
       if (Megaflow* m = slots_[i].load(std::memory_order_acquire)) f(*m);
   }
   // Frees what the owner has handed over; returns how many.
@@ -118,13 +130,23 @@ class FlowTable {
   void clear();
 
  private:
+  // Raw storage for capacity_ slots; slots [0, fresh_) are built.
+  struct SlotStorage {
+    void operator()(std::atomic<Megaflow*>* p) const noexcept { ::operator delete(p); }
+  };
   const uint32_t capacity_;
-  std::unique_ptr<std::atomic<Megaflow*>[]> slots_;
-  std::vector<uint32_t> free_;  // owner only; capacity_ reserved, never exceeded
+  std::unique_ptr<std::atomic<Megaflow*>[], SlotStorage> slots_;
+  uint32_t fresh_ = 0;                   // owner: slots built so far
+  std::atomic<uint32_t> high_water_{0};  // fresh_, published for the readers
+  std::unique_ptr<uint32_t[]> free_;     // owner only: freed slots, a stack of free_n_
+  uint32_t free_n_ = 0;
   std::atomic<uint32_t> n_flows_{0};
   std::array<std::unique_ptr<Dpcls>, kMaxDpPorts> dpcls_;
   std::unique_ptr<SimpleMatch> simple_ = std::make_unique<SimpleMatch>();
-  std::vector<Megaflow*> dead_;  // owner only; capacity_ reserved, never exceeded
+  // Owner only: removed flows not handed over yet, oldest first (a ring of
+  // capacity_: dead_head_ is the oldest, dead_n_ how many).
+  std::unique_ptr<Megaflow*[]> dead_;
+  uint32_t dead_head_ = 0, dead_n_ = 0;
   MpmcRing<Megaflow*> reclaim_;
 };
 
