@@ -1008,8 +1008,10 @@ void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned
 bool Pmd::follow(Upcall* up, hal::Packet* pkt, const packet::ParsedPacket& pp) noexcept {
   if (up->n_followers >= kUpcallFollowers) return false;
   if (!offline_ && held_followers_ >= kUpcallHeldFollowers) {
-    // The queue this miss came from waits (see upcall.h); this one goes up alone.
-    if (poll_slot_ < 64 && !(rxq_paused_ >> poll_slot_ & 1)) {
+    // This one goes up alone: in a record of its own when its frame fits
+    // there (no buffer held); a longer one keeps its buffer, so the queue
+    // it came from waits (see upcall.h).
+    if (pkt->len() > kUpcallFrameInline && poll_slot_ < 64 && !(rxq_paused_ >> poll_slot_ & 1)) {
       rxq_paused_ |= uint64_t{1} << poll_slot_;
       bump(c_.backpressure, 1);
     }

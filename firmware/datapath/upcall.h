@@ -109,13 +109,14 @@ inline constexpr unsigned kUpcallUserdataMax = 64;     // bytes of userspace() u
 inline constexpr unsigned kUpcallFollowers = 31;       // packets with the same key riding on one miss
 // Live runs: followers one PMD may hold at once. Each keeps its packet
 // buffer while its miss is up, so without a bound a stalled slow path and a
-// storm of repeated new flows would hold every buffer of the pool (512
-// records x 31 followers is twice the sim pool) and starve the established
-// flows' inputs. A miss past it goes up on a record of its own (or is lost
-// and counted when none is free) and its rx queue pauses until half of the
-// followers are back (pmd.h: backpressure), as the pool running dry would
-// pause every input: the queue's packets wait in the NIC (a replay waits, a
-// NIC ring counts what overflows as Rx-drop), other queues keep going.
+// storm of repeated new flows would hold every buffer of the pool and
+// starve the established flows' inputs. A miss past it goes up on a record
+// of its own (or is lost and counted when none is free); when its frame is
+// too long to travel in the record (kUpcallFrameInline), its rx queue also
+// pauses until half of the followers are back (pmd.h: backpressure), as the
+// pool running dry would pause every input: the queue's packets wait in the
+// NIC (a replay waits, a NIC ring counts what overflows as Rx-drop), other
+// queues keep going.
 inline constexpr unsigned kUpcallHeldFollowers = 1024;
 inline constexpr unsigned kMaxUpcallQueues = 16;       // per PMD: one per handler thread, at most
 // Frames up to this long travel in the record (live mode): their buffer goes
