@@ -103,6 +103,15 @@ inline constexpr uint32_t kDefaultUpcallRecords = 4096;
 // misses and userspace() packets find "no record" while no more than this
 // many are free, and are lost (counted) as when none is.
 inline constexpr unsigned kUpcallControlReserve = 16;
+// While the slow path's flow limit is reached, live misses may hold at most
+// this many records (kUpcallControlReserve of them kept for control frames):
+// a miss then can't become a flow, so queueing a storm's misses deep would
+// only make each wait longer and take the handler's and the PMD's time from
+// the flows that exist (a sustained storm of new flows: issue 19's
+// overload); the rest are lost and counted, as the flow limit refuses their
+// flows anyway. Below the limit the whole pool serves: a burst of new
+// flows goes up whole (flow-setup).
+inline constexpr uint32_t kUpcallShallowRecords = 512;
 // Offline runs keep at most this many records up (pmd.h: backpressure).
 inline constexpr unsigned kOfflineRecords = 512;
 inline constexpr unsigned kUpcallUserdataMax = 64;     // bytes of userspace() userdata carried
@@ -252,11 +261,17 @@ class UpcallChannel {
   // take() unless no more than `reserve` records are free (counted from
   // what the PMD took and the handlers returned, which they count after
   // returning: an estimate on the low side).
+  // While the slow path says its flow limit is reached (set_shallow), only
+  // kUpcallShallowRecords may be in use: see there.
   // `debug fault upcall-queue-full` (core/fault.h) makes it find none.
   Upcall* take_above(unsigned reserve) noexcept {
     if (fault::hit(fault::Point::upcall_queue_full)) [[unlikely]]
       return nullptr;
-    return available() > reserve ? take() : nullptr;
+    const uint32_t depth = shallow_.load(std::memory_order_relaxed) && capacity_ > kUpcallShallowRecords
+                               ? kUpcallShallowRecords
+                               : capacity_;
+    const uint32_t used = in_use();
+    return used < depth && depth - used > reserve ? take() : nullptr;
   }
   // Records taken and not recycled yet (up, answered, executed and not yet
   // back in the free pool): the PMD's view, an estimate on the high side.
@@ -293,7 +308,15 @@ class UpcallChannel {
   // Packets handed up and not executed yet (written by the PMD only).
   uint32_t in_flight() const noexcept { return in_flight_.load(std::memory_order_acquire); }
 
-  // --- handler side --- The queue count: 1..kMaxUpcallQueues (clamped).
+  // --- handler side ---
+  // The flow limit is reached (true: misses are answered without installs)
+  // or no longer (false): any handler, relaxed (a stale value costs a few
+  // records more or fewer up, nothing else).
+  void set_shallow(bool on) noexcept {
+    if (shallow_.load(std::memory_order_relaxed) != on) shallow_.store(on, std::memory_order_relaxed);
+  }
+  bool shallow() const noexcept { return shallow_.load(std::memory_order_relaxed); }
+  // The queue count: 1..kMaxUpcallQueues (clamped).
   void set_queues(unsigned n) noexcept {
     n_queues_.store(n < 1 ? 1 : n > kMaxUpcallQueues ? kMaxUpcallQueues : n, std::memory_order_relaxed);
   }
@@ -360,6 +383,7 @@ class UpcallChannel {
   std::atomic<uint64_t> recycled_{0};
   alignas(64) std::atomic<uint32_t> in_flight_{0};
   std::atomic<unsigned> n_queues_{1};
+  std::atomic<bool> shallow_{false};
 };
 
 }  // namespace keel::datapath

@@ -576,10 +576,12 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   if (std::max(dp_.flow_count(), n_ukeys_.load(std::memory_order_relaxed)) >= limit) {
     if (!t.bridge) bump(t.tnl_no_port ? hc.tnl_no_port : hc.no_bridge_drops);
     bump(hc.limit_hits);
+    ch.set_shallow(true);  // its misses can't become flows: don't queue them deep (upcall.h)
     push_stats(t.rules, 1, u->frame_length(), now);
     ch.answer(u);
     return;
   }
+  ch.set_shallow(false);  // below the limit again
   const bool exact = !megaflows_.load(std::memory_order_relaxed);
   if (exact) exact_words(u->key, t.wc);
   const flow::Match m = megaflow_match(flow, t.wc);
