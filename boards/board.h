@@ -42,6 +42,12 @@ struct Board {
   std::span<const std::string_view> eal_args;
   uint32_t offload_flows;           // hardware flow table capacity (rte_flow rules); 0 = none
   uint32_t pmd_idle_sleep_us;       // >0: an idle PMD sleeps this long (shared host CPUs)
+  // Per PMD (datapath::PmdConfig): the megaflows its table holds (what a
+  // flow limit can put on one PMD) and its upcall records (misses up at
+  // once: a burst of new flows at line rate, datapath/upcall.h). Both cost
+  // address space up front and memory only as they fill.
+  uint32_t pmd_flows = 1u << 20;  // set flow-limit 1000000 on one PMD (PmdConfig::flow_capacity)
+  uint32_t pmd_upcall_records = 1u << 18;
   uint32_t console_baud;            // UART speed for --console /dev/ttyX
   std::string_view default_config;  // console commands, one per line
   // Where the startup config lives when --config-dir isn't given

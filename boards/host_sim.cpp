@@ -28,6 +28,8 @@ extern const Board kHostSim{
     .eal_args = kEal,
     .offload_flows = 65536,
     .pmd_idle_sleep_us = 100,
+    // One PMD takes a host's whole storm: a million new flows in flight.
+    .pmd_upcall_records = 1u << 20,
     .console_baud = 115200,
     .default_config = kBridgeP0P1,
     // Relative to the working directory: a laptop has no /etc/keel to own.

@@ -71,6 +71,8 @@ Result<std::unique_ptr<System>> System::boot(const BootOptions& opts) {
   datapath::DatapathConfig cfg;
   cfg.pmd_cores.assign(board->pmd_cores.begin(), board->pmd_cores.end());
   cfg.pmd_idle_sleep_us = board->pmd_idle_sleep_us;
+  cfg.pmd.flow_capacity = board->pmd_flows;
+  cfg.pmd.upcall_records = board->pmd_upcall_records;
   sys->dp_ = std::make_unique<datapath::Datapath>(cfg);
   sys->ofproto_ = std::make_unique<ofproto::Ofproto>(*sys->dp_);
   sys->control_ = std::make_unique<Control>(&sys->ofproto_->writer_mutex());

@@ -12,6 +12,12 @@
 // consumer's acquire load of the same sequence makes the element visible.
 // The bulk forms are loops over the single-element operations: not atomic as
 // a group, and they stop at the first full/empty slot.
+//
+// SpscRing<T> (below) is Lamport's ring for one producer and one consumer at
+// a time: no per-slot sequence, no compare-and-swap (a relaxed load, a store
+// and, when the cached index of the other side says full/empty, one acquire
+// load per operation). Its slots are left uninitialized, so a large ring
+// costs address space and only the pages it has filled.
 #pragma once
 
 #include <atomic>
@@ -107,6 +113,64 @@ class MpmcRing {
   std::unique_ptr<Slot[]> slots_;
   alignas(kCacheLine) std::atomic<std::size_t> head_{0};
   alignas(kCacheLine) std::atomic<std::size_t> tail_{0};
+};
+
+// One producer and one consumer at a time (either may be replaced by another
+// thread, provided the handover orders the two: a thread join/start, a
+// mutex). T: trivially copyable. Capacity: a power of two fixed at
+// construction; push fails when full, pop when empty; nothing allocates after
+// construction.
+//
+// Thread-safety: the producer's release store of tail_ publishes the slot it
+// wrote; the consumer's acquire load of tail_ sees it. The consumer's release
+// store of head_ frees a slot; the producer's acquire load of head_ (only
+// when its cached copy says full) orders its next write after the read.
+// head_cache_ is the producer's, tail_cache_ the consumer's.
+template <typename T>
+class SpscRing {
+ public:
+  explicit SpscRing(std::size_t min_capacity)
+      : mask_(std::bit_ceil(min_capacity < 2 ? std::size_t{2} : min_capacity) - 1),
+        slots_(new T[mask_ + 1]) {}  // default-initialized: untouched until used
+  SpscRing(const SpscRing&) = delete;
+  SpscRing& operator=(const SpscRing&) = delete;
+
+  std::size_t capacity() const { return mask_ + 1; }
+
+  bool push(const T& value) noexcept {
+    const std::size_t t = tail_.load(std::memory_order_relaxed);
+    if (t - head_cache_ > mask_) {
+      head_cache_ = head_.load(std::memory_order_acquire);
+      if (t - head_cache_ > mask_) return false;  // full
+    }
+    slots_[t & mask_] = value;
+    tail_.store(t + 1, std::memory_order_release);
+    return true;
+  }
+  bool pop(T& out) noexcept {
+    const std::size_t h = head_.load(std::memory_order_relaxed);
+    if (h == tail_cache_) {
+      tail_cache_ = tail_.load(std::memory_order_acquire);
+      if (h == tail_cache_) return false;  // empty
+    }
+    out = slots_[h & mask_];
+    head_.store(h + 1, std::memory_order_release);
+    return true;
+  }
+  // Approximate under concurrency; exact when quiescent.
+  std::size_t size() const noexcept {
+    const auto t = tail_.load(std::memory_order_acquire);
+    const auto h = head_.load(std::memory_order_acquire);
+    return t >= h ? t - h : 0;
+  }
+
+ private:
+  const std::size_t mask_;
+  std::unique_ptr<T[]> slots_;
+  alignas(kCacheLine) std::atomic<std::size_t> head_{0};
+  std::size_t tail_cache_ = 0;  // consumer
+  alignas(kCacheLine) std::atomic<std::size_t> tail_{0};
+  std::size_t head_cache_ = 0;  // producer
 };
 
 }  // namespace keel

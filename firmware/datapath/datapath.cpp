@@ -409,16 +409,9 @@ void Datapath::drop_pending_upcalls() {
 void Datapath::drop_pending_upcalls(Pmd& pmd) {
   UpcallChannel& ch = pmd.upcall_channel();
   Upcall* u;
-  // The PMD is stopped: its DropStats is this thread's to write now.
-  DropStats& drops = pmd.drops();
-  auto drop = [&drops](hal::Packet* p) {
-    drops.down(p);
-    drops.drop(p, DropReason::kStopped);
-  };
   while (ch.next(u)) {
-    drop(u->pkt);
-    for (unsigned i = 0; u->type == Upcall::Type::miss && i < u->n_followers; ++i) drop(u->followers[i]);
-    u->n_followers = 0;
+    // The PMD is stopped: its DropStats is this thread's to write now.
+    pmd.release_record_packets(u, DropReason::kStopped);
     ch.recycle(u);
   }
   while (ch.next_spent(u)) {

@@ -415,7 +415,8 @@ class Datapath {
   // The flow id dp-flow add gives a match without an explicit ufid.
   static Ufid ufid_for(const flow::Match& match);
   // Releases the packets of records queued for the slow path that nobody
-  // will answer (the handler stopped): call after the handler has stopped.
+  // will answer (the handler stopped): call after the handlers and the
+  // PMDs have stopped (a record's follower block is its PMD's).
   void drop_pending_upcalls();
 
   // How many VLAN tags the PMDs' parser keys (Open vSwitch's vlan-limit:

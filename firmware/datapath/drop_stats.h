@@ -165,11 +165,16 @@ class DropStats {
   }
   // The token goes up (an upcall record, the offline held list) / comes back.
   void up(const hal::Packet* p) noexcept {
-    if (p->has_fate_token()) bump(row(p->rx_port()).in_flight, 1);
+    if (p->has_fate_token()) up(p->rx_port());
   }
   void down(const hal::Packet* p) noexcept {
-    if (!p->has_fate_token()) return;
-    std::atomic<uint64_t>& g = row(p->rx_port()).in_flight;
+    if (p->has_fate_token()) down(p->rx_port());
+  }
+  // The same for a token whose buffer is gone (an upcall record carrying
+  // the frame itself, upcall.h): by its rx port.
+  void up(uint16_t rx_port) noexcept { bump(row(rx_port).in_flight, 1); }
+  void down(uint16_t rx_port) noexcept {
+    std::atomic<uint64_t>& g = row(rx_port).in_flight;
     g.store(g.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   }
 

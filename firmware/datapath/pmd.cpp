@@ -65,6 +65,19 @@ Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const P
   sample_pp_ = std::make_unique<packet::ParsedPacket>();
   emc_->set_insert_inv_prob(cfg.emc_insert_inv_prob);
   upcall_budget_ = cfg.upcall_budget;
+  upcalls_ = std::make_unique<UpcallChannel>(std::max(cfg.upcall_records, kMinUpcallRecords));
+  offline_window_ = std::min(kOfflineRecords, upcalls_->capacity());
+  // Pending table: a slot per record at least; slots and bitmap are left
+  // untouched (new[] of pointers / words does not initialize) except the
+  // bitmap, which must read zero: it is small (a bit per slot).
+  const uint32_t slots = std::bit_ceil(std::max<uint32_t>(upcalls_->capacity(), 1024));
+  pending_mask_ = slots - 1;
+  pending_.reset(new Upcall*[slots]);
+  pending_bits_ = std::make_unique<uint64_t[]>(slots / 64);
+  follower_blocks_ = std::make_unique<FollowerBlock[]>(kUpcallFollowerBlocks);
+  for (unsigned i = 0; i < kUpcallFollowerBlocks; ++i)
+    follower_blocks_[i].next_free = i + 1 < kUpcallFollowerBlocks ? &follower_blocks_[i + 1] : nullptr;
+  free_blocks_ = &follower_blocks_[0];
 }
 
 Pmd::~Pmd() {
@@ -589,16 +602,10 @@ void Pmd::run() {
   // back to the handler as usual).
   Upcall* u;
   while (upcalls_->answered(u)) {
-    drop_up(u->pkt, DropReason::kStopped);
-    for (unsigned i = 0; u->type == Upcall::Type::miss && i < u->n_followers; ++i)
-      drop_up(u->followers[i], DropReason::kStopped);
-    if (u->type == Upcall::Type::miss) held_followers_ -= u->n_followers;
-    u->pkt = nullptr;
-    u->n_followers = 0;
+    release_record_packets(u, DropReason::kStopped);
     upcalls_->executed(u);
   }
-  pending_.fill(nullptr);
-  misses_up_ = 0;
+  pending_clear();
   for (unsigned i = 0; i < n_held_; ++i) drop_up(held_pkts_[held_head_ + i], DropReason::kStopped);
   n_held_ = held_head_ = 0;
   held_pub_.store(0, std::memory_order_release);
@@ -846,21 +853,113 @@ void Pmd::lookup(std::span<hal::Packet* const> pkts, const packet::ParsedPacket*
 }
 
 Upcall* Pmd::pending_for(const packet::ParsedPacket& pp, unsigned depth) const noexcept {
-  for (Upcall* u = pending_[pp.hash & (kPendingSlots - 1)]; u; u = u->pending_next)
+  const uint32_t slot = pp.hash & pending_mask_;
+  if (!((pending_bits_[slot / 64] >> (slot % 64)) & 1)) return nullptr;
+  for (Upcall* u = pending_[slot]; u; u = u->pending_next)
     if (u->hash == pp.hash && u->depth == depth && u->key == pp.key) return u;
   return nullptr;
 }
 
 void Pmd::pending_remove(Upcall* u) noexcept {
-  for (Upcall** p = &pending_[u->hash & (kPendingSlots - 1)]; *p; p = &(*p)->pending_next) {
+  const uint32_t slot = u->hash & pending_mask_;
+  if (!((pending_bits_[slot / 64] >> (slot % 64)) & 1)) return;  // not listed (see below)
+  for (Upcall** p = &pending_[slot]; *p; p = &(*p)->pending_next) {
     if (*p == u) {
       *p = u->pending_next;
       u->pending_next = nullptr;
       --misses_up_;
+      if (!pending_[slot]) pending_bits_[slot / 64] &= ~(uint64_t{1} << (slot % 64));
       return;
     }
   }
   // Not listed: it went up before this thread last (re)started.
+}
+
+void Pmd::pending_clear() noexcept {
+  // Only the slots whose bit is set hold a list (the others are garbage).
+  for (uint32_t w = 0; w <= pending_mask_ / 64; ++w) {
+    for (uint64_t b = pending_bits_[w]; b; b &= b - 1) pending_[w * 64 + std::countr_zero(b)] = nullptr;
+    pending_bits_[w] = 0;
+  }
+  misses_up_ = 0;
+}
+
+bool Pmd::stash_frame(Upcall* u, hal::Packet* pkt) noexcept {
+  const uint32_t len = pkt->len();
+  if (offline_ || len > kUpcallFrameInline) return false;
+  std::memcpy(u->frame, pkt->data(), len);
+  u->frame_len = static_cast<uint16_t>(len);
+  u->frame_in_port = pkt->in_port();
+  u->frame_rx_port = pkt->rx_port();
+  u->frame_token = pkt->has_fate_token();
+  u->frame_rss_valid = pkt->has_rss_hash();
+  u->frame_rss = pkt->rss_hash();
+  u->frame_mark_valid = pkt->has_flow_mark();
+  u->frame_meta = pkt->meta();
+  // A fresh buffer comes from the backend the frame came in on (a vport's
+  // packets, after tnl_pop: the PMD's first backend).
+  hal::Port* in = pkt->in_port() < kMaxDpPorts ? dp_.port_fast(pkt->in_port()) : nullptr;
+  u->frame_backend = in ? in->backend() : exec_->backend;
+  u->pkt = nullptr;
+  hal::release(pkt);  // not a drop: the frame goes on in the record
+  return true;
+}
+
+hal::Packet* Pmd::unstash_frame(Upcall* u) noexcept {
+  hal::Packet* p = nullptr;
+  if (!u->frame_backend || u->frame_backend->alloc_burst({&p, 1}, u->frame_len) != 1) return nullptr;
+  if (!p->set_len(u->frame_len)) [[unlikely]] {
+    hal::release(p);
+    return nullptr;
+  }
+  std::memcpy(p->data(), u->frame, u->frame_len);
+  p->set_in_port(u->frame_in_port);
+  p->set_rx_port(u->frame_rx_port);
+  p->set_fate_token(u->frame_token);
+  if (u->frame_rss_valid) p->set_rss_hash(u->frame_rss);
+  p->meta() = u->frame_meta;
+  if (u->frame_mark_valid) p->set_flow_mark(u->frame_meta.flow_mark);
+  return p;
+}
+
+void Pmd::record_up(Upcall* u, hal::Packet* pkt) noexcept {
+  drops_.up(pkt);
+  u->pkt = pkt;
+  u->frame_len = 0;
+  if (!stash_frame(u, pkt) && !offline_) ++held_bufs_;
+}
+
+void Pmd::record_down(Upcall* u) noexcept {
+  if (u->pkt) drops_.down(u->pkt);
+  else if (u->frame_len && u->frame_token) drops_.down(u->frame_rx_port);
+  const unsigned nf = u->type == Upcall::Type::miss ? u->n_followers : 0;
+  for (unsigned i = 0; i < nf; ++i) drops_.down(u->followers->pkts[i]);
+}
+
+void Pmd::release_record_packets(Upcall* u, DropReason r) noexcept {
+  // Back from (or never answered by) the slow path: dropped for r.
+  record_down(u);
+  if (u->pkt) {
+    drops_.drop(u->pkt, r);
+    if (!offline_) --held_bufs_;
+  } else if (u->frame_len) {
+    drops_.instance(r);
+    if (u->frame_token) drops_.dropped(u->frame_rx_port, r);
+  }
+  u->pkt = nullptr;
+  u->frame_len = 0;
+  release_followers(u, r);
+}
+
+void Pmd::release_followers(Upcall* u, DropReason r) noexcept {
+  if (FollowerBlock* b = u->followers) {
+    for (unsigned i = 0; i < u->n_followers; ++i) drops_.drop(b->pkts[i], r);
+    held_followers_ -= u->n_followers;
+    b->next_free = free_blocks_;
+    free_blocks_ = b;
+  }
+  u->followers = nullptr;
+  u->n_followers = 0;
 }
 
 namespace {
@@ -885,7 +984,10 @@ void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned
   if (up && follow(up, pkt, pp)) return;
   Upcall* u = nullptr;
   const bool control = is_control_frame(pkt);
-  if (dp_.upcalls_enabled()) {
+  // A frame too long to travel in the record keeps its buffer: within the
+  // budget of held buffers only (upcall.h).
+  const bool fits = pkt->len() <= kUpcallFrameInline || held_bufs_ < kUpcallHeldPackets;
+  if (dp_.upcalls_enabled() && fits) {
     if (control) [[unlikely]]
       u = upcalls_->take();  // the reserve and no budget: a bond's LACP must get through a storm
     else if (upcalls_left_)
@@ -903,16 +1005,23 @@ void Pmd::upcall_miss(hal::Packet* pkt, const packet::ParsedPacket& pp, unsigned
 bool Pmd::follow(Upcall* up, hal::Packet* pkt, const packet::ParsedPacket& pp) noexcept {
   if (up->n_followers >= kUpcallFollowers) return false;
   if (!offline_ && held_followers_ >= kUpcallHeldFollowers) {
-    // The queue this miss came from waits (see upcall.h); this one goes up alone.
-    if (poll_slot_ < 64 && !(rxq_paused_ >> poll_slot_ & 1)) {
+    // This one goes up alone: in a record of its own when its frame fits
+    // there (no buffer held); a longer one keeps its buffer, so the queue
+    // it came from waits (see upcall.h).
+    if (pkt->len() > kUpcallFrameInline && poll_slot_ < 64 && !(rxq_paused_ >> poll_slot_ & 1)) {
       rxq_paused_ |= uint64_t{1} << poll_slot_;
       bump(c_.backpressure, 1);
     }
     return false;
   }
+  if (!up->followers) {
+    if (!free_blocks_) return false;
+    up->followers = free_blocks_;
+    free_blocks_ = free_blocks_->next_free;
+  }
   ++held_followers_;
-  up->follower_ofs[up->n_followers] = pp.ofs;
-  up->followers[up->n_followers++] = pkt;
+  up->followers->ofs[up->n_followers] = pp.ofs;
+  up->followers->pkts[up->n_followers++] = pkt;
   drops_.up(pkt);
   bump(c_.upcall_followers, 1);
   return true;
@@ -925,14 +1034,17 @@ void Pmd::submit_miss(Upcall* u, hal::Packet* pkt, const packet::ParsedPacket& p
   u->pmd = static_cast<uint16_t>(index_);
   u->depth = static_cast<uint8_t>(depth);
   u->hash = pp.hash;
-  u->pkt = pkt;
-  drops_.up(pkt);
   u->ofs = pp.ofs;
   u->key = pp.key;
   u->n_followers = 0;
-  Upcall*& head = pending_[pp.hash & (kPendingSlots - 1)];
-  u->pending_next = head;  // newest first: a full record's successor is found first
-  head = u;
+  u->followers = nullptr;
+  record_up(u, pkt);
+  const uint32_t slot = pp.hash & pending_mask_;
+  uint64_t& bits = pending_bits_[slot / 64];
+  const uint64_t bit = uint64_t{1} << (slot % 64);
+  u->pending_next = (bits & bit) ? pending_[slot] : nullptr;  // newest first: a full record's successor is found first
+  pending_[slot] = u;
+  bits |= bit;
   ++misses_up_;
   upcalls_->submit(u, offline_);  // offline: one queue, in order (upcall.h)
   bump(c_.upcalls, 1);
@@ -942,7 +1054,7 @@ void Pmd::handle_answers() {
   Upcall* u;
   unsigned done = 0;
   const uint64_t now = hal::now_ns();
-  while (done < kUpcallRecords && upcalls_->answered(u)) {
+  while (done < kAnswersPerIteration && upcalls_->answered(u)) {
     ++done;
     if (u->type == Upcall::Type::miss) {
       pending_remove(u);
@@ -969,17 +1081,26 @@ void Pmd::handle_answers() {
       }
     }
     const unsigned nf = u->type == Upcall::Type::miss ? u->n_followers : 0;
-    // Back from the slow path (drop_stats.h: no longer in flight).
-    drops_.down(u->pkt);
-    for (unsigned i = 0; i < nf; ++i) drops_.down(u->followers[i]);
-    if (u->actions) {
+    if (u->actions && !u->pkt) {
+      // The frame travelled in the record: into a fresh buffer (none: the
+      // packet and its followers are dropped, kPoolExhausted).
+      hal::Packet* p = unstash_frame(u);
+      if (p) {
+        u->pkt = p;
+        u->frame_len = 0;
+        if (!offline_) ++held_bufs_;  // given to the executor below
+      }
+    }
+    if (u->actions && u->pkt) {
+      // Back from the slow path (drop_stats.h: no longer in flight).
+      record_down(u);
       std::array<ExecPacket, 1 + kUpcallFollowers> eps;
       const uint64_t first_bytes = u->pkt->len();
       uint64_t bytes = 0;
       eps[0] = {u->pkt, &u->ofs, &u->key};
       for (unsigned i = 0; i < nf; ++i) {
-        eps[1 + i] = {u->followers[i], &u->follower_ofs[i], &u->key};
-        bytes += u->followers[i]->len();
+        eps[1 + i] = {u->followers->pkts[i], &u->followers->ofs[i], &u->key};
+        bytes += u->followers->pkts[i]->len();
       }
       // The megaflow the packets count on: the one installed now (its
       // followers only: as in Open vSwitch's userspace datapath, the packet
@@ -1005,35 +1126,53 @@ void Pmd::handle_answers() {
       }
       if (target && n) target->account(n, bytes, tcp_flags_of(u->key), now);
       exec_->drop_reason = flow_drop_reason(u->drop_reason);
+      // The executor owns the packets now: the record holds no buffer any
+      // more; its follower block (whose offsets the packets use) goes back
+      // once they are out.
+      if (!offline_) --held_bufs_;
+      held_followers_ -= nf;
+      u->pkt = nullptr;
+      u->n_followers = 0;
       execute_actions(*exec_, std::span(eps.data(), 1 + nf), *u->actions);
       after_pass(u->depth);
+      if (FollowerBlock* b = u->followers) {
+        b->next_free = free_blocks_;
+        free_blocks_ = b;
+        u->followers = nullptr;
+      }
       // Counted on no megaflow (none installed or found): the handler
       // credits their rules when it takes the record back (upcall.h).
       if (!target && n) {
         u->uncounted_packets = static_cast<uint8_t>(n);
         u->uncounted_bytes = static_cast<uint32_t>(bytes);
       }
+    } else if (u->actions) {
+      // Its frame found no buffer to be executed in.
+      release_record_packets(u, DropReason::kPoolExhausted);
     } else if (u->drop_reason) {
       // Answered without being handled (the slow path stopped: kStopped).
-      drops_.drop(u->pkt, static_cast<DropReason>(u->drop_reason));
-      for (unsigned i = 0; i < nf; ++i) drops_.drop(u->followers[i], static_cast<DropReason>(u->drop_reason));
+      release_record_packets(u, static_cast<DropReason>(u->drop_reason));
     } else if (u->type == Upcall::Type::action) {
       // A userspace() packet the slow path consumed (controller, LACP, ...).
-      if (u->pkt->has_fate_token()) drops_.slow_path(u->pkt->rx_port());
-      hal::release(u->pkt);
+      record_down(u);
+      if (u->pkt) {
+        if (u->pkt->has_fate_token()) drops_.slow_path(u->pkt->rx_port());
+        hal::release(u->pkt);
+        if (!offline_) --held_bufs_;
+      } else if (u->frame_token) {
+        drops_.slow_path(u->frame_rx_port);
+      }
+      u->pkt = nullptr;
+      u->frame_len = 0;
     } else {
       // A miss answered without actions: its translation failed.
-      drops_.drop(u->pkt, DropReason::kTranslateError);
-      for (unsigned i = 0; i < nf; ++i) drops_.drop(u->followers[i], DropReason::kTranslateError);
+      release_record_packets(u, DropReason::kTranslateError);
     }
     if (offline_) {
       in_answer_ = false;
       --in_exec_;
       last_up_ = nullptr;
     }
-    held_followers_ -= nf;
-    u->pkt = nullptr;
-    u->n_followers = 0;
     upcalls_->executed(u);
   }
   if (done) flush_outputs();
@@ -1110,7 +1249,8 @@ void Pmd::after_pass(unsigned depth) {
       // the reserve; other userspace() packets leave it. Offline runs keep
       // their own accounting (kOfflineReserve) and never lose a record here.
       Upcall* u = nullptr;
-      if (dp_.upcalls_enabled()) {
+      const bool fits = offline_ || r.pkt->len() <= kUpcallFrameInline || held_bufs_ < kUpcallHeldPackets;
+      if (dp_.upcalls_enabled() && fits) {
         u = offline_ || is_control_frame(r.pkt) ? upcalls_->take() : upcalls_->take_above(kUpcallControlReserve);
       }
       if (!u) {
@@ -1121,11 +1261,12 @@ void Pmd::after_pass(unsigned depth) {
       u->derived = in_answer_;
       u->type = Upcall::Type::action;
       u->n_followers = 0;
+      u->followers = nullptr;
       u->pmd = static_cast<uint16_t>(index_);
       u->depth = static_cast<uint8_t>(depth);
       u->hash = 0;
-      u->pkt = r.pkt;
-      drops_.up(r.pkt);
+      // The sink reads the frame; the packet is never executed again.
+      record_up(u, r.pkt);
       u->ofs = {};
       if (r.key) u->key = *r.key;
       else u->key = flow::Miniflow{};
@@ -1404,15 +1545,15 @@ unsigned Pmd::offline_poll(std::span<hal::Packet*> burst) {
   if (n_held_) {
     // Held behind an upcall: until nothing is up. For want of a record:
     // until one may be free.
-    if (held_for_order_ ? up_ != 0 : upcalls_->available() <= kOfflineReserve) return 0;
+    if (held_for_order_ ? up_ != 0 : upcalls_->in_use() + kOfflineReserve >= offline_window_) return 0;
     resume_held();
     if (n_held_) return 0;
   }
   // Records in use, userspace() ones included: a new burst could need one
   // each (misses, or controller packets of its runs). Wait for the slow path.
-  // Free records, not "not in flight": an executed record is free only once
+  // Records in use, not "in flight": an executed record is free only once
   // the handler recycled it.
-  if (upcalls_->available() <= kOfflineReserve + hal::kMaxBurst) {
+  if (upcalls_->in_use() + kOfflineReserve + hal::kMaxBurst >= offline_window_) {
     if (!rx_paused_) bump(c_.backpressure, 1);
     rx_paused_ = true;
     return 0;
@@ -1616,7 +1757,7 @@ bool Pmd::upcall_offline(hal::Packet* pkt, const packet::ParsedPacket& pp, unsig
     return true;
   }
   const bool reading = in_exec_ == 0;  // from an input, not from a packet being executed
-  Upcall* u = !reading || upcalls_->available() > kOfflineReserve ? upcalls_->take() : nullptr;
+  Upcall* u = !reading || upcalls_->in_use() + kOfflineReserve < offline_window_ ? upcalls_->take() : nullptr;
   if (!u) {
     if (reading) return false;  // backpressure
     drops_.drop(pkt, DropReason::kUpcallLost);

@@ -199,6 +199,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -221,6 +222,11 @@ namespace keel::datapath {
 class Datapath;
 
 inline constexpr unsigned kMaxRecircDepth = 6;  // as Open vSwitch's MAX_RECIRC_DEPTH
+// Fewest upcall records a PMD has (an offline run keeps a window of them).
+inline constexpr uint32_t kMinUpcallRecords = 128;
+// Answers a PMD executes per iteration at most (a storm's answers don't
+// starve its rx queues; the rest wait for the next iteration).
+inline constexpr unsigned kAnswersPerIteration = 256;
 
 // Rx queue load intervals: Open vSwitch 3.1's PMD_INTERVAL_LEN (5 s) and
 // PMD_INTERVAL_MAX (12), so pmd-rxq-show covers the last 60 s.
@@ -347,6 +353,10 @@ struct PmdConfig {
   // caches only the first 65535 slots (16-bit index).
   uint32_t flow_capacity = 1u << 20;
   uint32_t upcall_budget = 32;  // misses per burst handed to the slow path; the rest are lost
+  // Upcall records (upcall.h): how many misses may be up at once before
+  // the rest are lost (live mode). Memory is taken only as a storm uses
+  // records; at least kMinUpcallRecords.
+  uint32_t upcall_records = kDefaultUpcallRecords;
   uint32_t emc_insert_inv_prob = 100;
   bool smc_enable = false;
   // How long a load interval lasts (pmd-rxq-show). Tests that drive the
@@ -510,6 +520,11 @@ class Pmd {
 
   // The slow path's end of this PMD's upcall rings (upcall.h).
   UpcallChannel& upcall_channel() { return *upcalls_; }
+  // Drops a record's packets for r (the packet or the frame the record
+  // carries, its followers; their block goes back) without executing them:
+  // the PMD thread, or the control thread while the PMD is stopped
+  // (Datapath::drop_pending_upcalls).
+  void release_record_packets(Upcall* u, DropReason r) noexcept;
 
   FlowTable& flows() { return table_; }
   const FlowTable& flows() const { return table_; }
@@ -647,30 +662,55 @@ class Pmd {
     alignas(8) uint8_t opts[packet::kMaxKeyedTunOptWords * 8];
   };
   std::unique_ptr<RecircMeta[]> recirc_md_;
-  std::unique_ptr<UpcallChannel> upcalls_ = std::make_unique<UpcallChannel>();
+  std::unique_ptr<UpcallChannel> upcalls_;
   uint32_t upcall_budget_ = 32;
   uint32_t upcalls_left_ = 0;  // in this burst
+  // Live mode: packet buffers held by records up besides the followers
+  // (frames too long to travel in the record): at most kUpcallHeldPackets
+  // (upcall.h).
+  uint32_t held_bufs_ = 0;
+  // Follower blocks (upcall.h), PMD-private: a free list over one array.
+  std::unique_ptr<FollowerBlock[]> follower_blocks_;
+  FollowerBlock* free_blocks_ = nullptr;
   // Miss records up in the slow path, by hash: each slot a list, newest
-  // first (Upcall::pending_next); more slots than records, so lists stay
-  // short. A later miss with the same key joins the newest record of its key
-  // instead of taking another. And while a key has a record up, its packets
-  // take the miss path even when a cache would hit: a megaflow that another
-  // key's answer installed must not send them ahead of their key's packets
-  // still waiting in that record (they join it, or follow it up; answers
-  // come back in the order the records went up). So per key, packets leave
-  // in the order they came. Costs one branch per burst while nothing is up.
-  static constexpr unsigned kPendingSlots = 1024;
-  static_assert(kPendingSlots >= kUpcallRecords && (kPendingSlots & (kPendingSlots - 1)) == 0,
-                "a power of two, at least one slot per record");
-  std::array<Upcall*, kPendingSlots> pending_{};
+  // first (Upcall::pending_next); at least as many slots as records, so
+  // lists stay short, and a bit per slot saying whether its list is empty
+  // (the bitmap stays in cache when the table does not: a storm's records
+  // cost established flows one bit test per packet). A later miss with the
+  // same key joins the newest record of its key instead of taking another.
+  // And while a key has a record up, its packets take the miss path even
+  // when a cache would hit: a megaflow that another key's answer installed
+  // must not send them ahead of their key's packets still waiting in that
+  // record (they join it, or follow it up; answers come back in the order
+  // the records went up). So per key, packets leave in the order they came.
+  // Costs one branch per burst while nothing is up. Memory: untouched until
+  // a storm fills the slots.
+  std::unique_ptr<Upcall*[]> pending_;
+  std::unique_ptr<uint64_t[]> pending_bits_;
+  uint32_t pending_mask_ = 0;
   unsigned misses_up_ = 0;  // records in pending_
   // The newest miss record up with pp's key at this depth, or null.
   Upcall* pending_for(const packet::ParsedPacket& pp, unsigned depth) const noexcept;
   void pending_remove(Upcall* u) noexcept;
+  void pending_clear() noexcept;
+  // Live mode: keeps a short frame in the record and gives its buffer back
+  // (upcall.h); false when the frame must stay in its buffer.
+  bool stash_frame(Upcall* u, hal::Packet* pkt) noexcept;
+  // A fresh buffer with the frame a record carries (answer execution); null
+  // when the pool has none (the packet is then dropped and counted).
+  hal::Packet* unstash_frame(Upcall* u) noexcept;
+  // pkt goes up in record u (its fate token in flight, drop_stats.h; its
+  // frame stashed when it fits).
+  void record_up(Upcall* u, hal::Packet* pkt) noexcept;
+  // The record's tokens are back from the slow path (not in flight).
+  void record_down(Upcall* u) noexcept;
+  void release_followers(Upcall* u, DropReason r) noexcept;
   // Offline mode state (PMD thread only; see the top).
   bool offline_ = false;
   static constexpr unsigned kOfflineReserve = 64;  // records only derived packets may take
-  static_assert(kOfflineReserve < kUpcallRecords, "records must remain for the inputs");
+  static_assert(kOfflineReserve + hal::kMaxBurst < kMinUpcallRecords && kMinUpcallRecords <= kOfflineRecords,
+                "records must remain for the inputs");
+  uint32_t offline_window_ = kOfflineRecords;  // records up at most while reading inputs (<= capacity)
   uint64_t submitted_ = 0;  // miss records ever sent up
   uint32_t up_ = 0;         // miss records up, not executed yet
   // Packets may execute from the caches only while submitted_ == mark_:

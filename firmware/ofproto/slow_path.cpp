@@ -263,7 +263,7 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
       if (!owner.bridge) return 0;
       const std::shared_ptr<const TunnelState> st = ofp.tunnel_state();
       const std::vector<uint8_t> reply =
-          neighbor_reply_for(*st, *owner.bridge, std::span<const uint8_t>(u.pkt->data(), u.pkt->len()));
+          neighbor_reply_for(*st, *owner.bridge, u.frame_bytes());
       if (!reply.empty()) (void)ofp.send_from_bridge(*owner.bridge, reply);
       return 0;
     }
@@ -276,7 +276,7 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
       auto ports = owner.bridge->ports();
       const PortConfig* pc = ports->by_dp_port(dp_port);
       if (pc && pc->lacp && *sp == SlowPathReason::lacp) {
-        if (pc->lacp->process_packet(pc->bond_member, std::span<const uint8_t>(u.pkt->data(), u.pkt->len()),
+        if (pc->lacp->process_packet(pc->bond_member, u.frame_bytes(),
                                      hal::now_ns() / 1'000'000) &&
             pc->bond_obj && pc->lacp->may_enable(pc->bond_member)) {
           // As OVS's process_special(): the member may carry traffic before
@@ -296,9 +296,10 @@ std::unique_ptr<Udpif> make_udpif(Ofproto& ofp) {
     pi.cookie = cu->cookie;
     pi.reason = cu->reason;
     pi.controller_id = cu->controller_id;
-    pi.total_len = u.pkt->len();
-    const uint32_t n = std::min<uint32_t>(u.pkt->len(), cu->max_len);
-    pi.data.assign(u.pkt->data(), u.pkt->data() + n);
+    const std::span<const uint8_t> frame = u.frame_bytes();
+    pi.total_len = static_cast<uint32_t>(frame.size());
+    const uint32_t n = std::min<uint32_t>(static_cast<uint32_t>(frame.size()), cu->max_len);
+    pi.data.assign(frame.data(), frame.data() + n);
     pi.time_ns = hal::now_ns();
     return ofp.push_packet_in(std::move(pi)) ? 0 : static_cast<uint8_t>(datapath::DropReason::kControllerQueueFull);
   };

@@ -426,11 +426,14 @@ void Udpif::handler_main(unsigned h, unsigned n, unsigned slot) {
   rcu_.offline(slot);
 }
 
-bool Udpif::recycle_spent(datapath::UpcallChannel& ch, OfflineQueue* oq, HandlerCounters& hc) {
+bool Udpif::recycle_spent(datapath::UpcallChannel& ch, unsigned h, unsigned n, OfflineQueue* oq,
+                          HandlerCounters& hc) {
   bool any = false;
   datapath::Upcall* u;
-  // Records the PMD has executed: free what the answers allocated.
-  while (ch.next_spent(u)) {
+  // Records the PMD has executed (handler h's lanes): free what the answers
+  // allocated.
+  for (unsigned q = h; q < datapath::kMaxUpcallQueues; q += n)
+  while (ch.next_spent(q, u)) {
     if (oq) {
       ++oq->spent;
       if (u == oq->wait_for) oq->wait_for = nullptr;
@@ -477,7 +480,7 @@ bool Udpif::handle_batch(unsigned h, unsigned n, HandlerCounters& hc) {
     // A PMD that started after the handlers did gets their queue count.
     if (h == 0 && ch.queues() != n) ch.set_queues(n);
     OfflineQueue* oq = offline ? &offline_[i] : nullptr;
-    any |= recycle_spent(ch, oq, hc);
+    any |= recycle_spent(ch, h, n, oq, hc);
     datapath::Upcall* u;
     if (!offline) {
       // Read after a pop: a record comes from a PMD started after
@@ -546,7 +549,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
     // fixes them before this answer lets the PMD classify later packets (as
     // Open vSwitch with revalidator/purge between packets).
     while (oq->spent != oq->answered && !handlers_quit_.load(std::memory_order_relaxed)) {
-      if (!recycle_spent(ch, oq, hc)) std::this_thread::sleep_for(std::chrono::microseconds(5));
+      if (!recycle_spent(ch, 0, 1, oq, hc)) std::this_thread::sleep_for(std::chrono::microseconds(5));
     }
     (void)round(true, /*parallel=*/false);
     bump(hc.offline_revalidations);
@@ -565,7 +568,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   const uint32_t limit = adapted_limit_.load(std::memory_order_relaxed);
   if (!t.cacheable) {
     if (!t.bridge) bump(t.tnl_no_port ? hc.tnl_no_port : hc.no_bridge_drops);
-    push_stats(t.rules, 1, u->pkt->len(), now);
+    push_stats(t.rules, 1, u->frame_length(), now);
     ch.answer(u);
     return;
   }
@@ -573,10 +576,12 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   if (std::max(dp_.flow_count(), n_ukeys_.load(std::memory_order_relaxed)) >= limit) {
     if (!t.bridge) bump(t.tnl_no_port ? hc.tnl_no_port : hc.no_bridge_drops);
     bump(hc.limit_hits);
-    push_stats(t.rules, 1, u->pkt->len(), now);
+    ch.set_shallow(true);  // its misses can't become flows: don't queue them deep (upcall.h)
+    push_stats(t.rules, 1, u->frame_length(), now);
     ch.answer(u);
     return;
   }
+  ch.set_shallow(false);  // below the limit again
   const bool exact = !megaflows_.load(std::memory_order_relaxed);
   if (exact) exact_words(u->key, t.wc);
   const flow::Match m = megaflow_match(flow, t.wc);
@@ -613,7 +618,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   // the megaflow counts only what the PMD forwards on it (this one's
   // followers, later hits), which the revalidator pushes (should the
   // install fail, the PMD counts only the followers on the flow there).
-  push_stats(t.rules, 1, u->pkt->len(), now);
+  push_stats(t.rules, 1, u->frame_length(), now);
   u->install = f.value();
   Ukey& k = sh.map[{u->pmd, ufid}];
   n_ukeys_.fetch_add(1, std::memory_order_relaxed);

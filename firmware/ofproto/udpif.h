@@ -400,7 +400,7 @@ class Udpif {
   static void adopt(Ukey& k, Translation& t);
   void handler_main(unsigned h, unsigned n, unsigned rcu_slot);
   bool handle_batch(unsigned h, unsigned n, HandlerCounters& hc);
-  bool recycle_spent(datapath::UpcallChannel& ch, OfflineQueue* oq, HandlerCounters& hc);
+  bool recycle_spent(datapath::UpcallChannel& ch, unsigned h, unsigned n, OfflineQueue* oq, HandlerCounters& hc);
   void credit_uncounted(const datapath::Upcall& u);
   void answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueue* oq, HandlerCounters& hc);
   static bool has_recirc(std::span<const uint8_t> actions);

@@ -38,12 +38,14 @@ void fill(hal::Packet* p, unsigned i) {
 
 struct Rig {
   std::unique_ptr<hal::Backend> backend;
-  datapath::Datapath dp{{.pmd_cores = {-1}}};
+  datapath::Datapath dp;
   hal::sim::RingPort* in = nullptr;
   hal::sim::RingPort* out = nullptr;
 
-  Rig() {
-    auto be = hal::make_sim_backend({.buffers = 4096});
+  // A PMD with `records` upcall records, a sim pool of `buffers` packets.
+  explicit Rig(uint32_t records = datapath::kMinUpcallRecords, unsigned buffers = 4096)
+      : dp(datapath::DatapathConfig{.pmd_cores = {-1}, .pmd = {.upcall_records = records}}) {
+    auto be = hal::make_sim_backend({.buffers = buffers});
     REQUIRE(be.ok());
     backend = std::move(be.value());
     in = open("p0");
@@ -96,9 +98,11 @@ struct Handler {
   datapath::Datapath& dp;
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> misses{0}, bad_hash{0};
+  // Answers this many more misses, then waits (unlimited unless set).
+  std::atomic<uint64_t> allowed{~uint64_t{0}};
   std::thread t;
 
-  explicit Handler(datapath::Datapath& d) : dp(d) {
+  explicit Handler(datapath::Datapath& d, uint64_t allow = ~uint64_t{0}) : dp(d), allowed(allow) {
     t = std::thread([this] { loop(); });
   }
   ~Handler() { finish(); }
@@ -126,7 +130,7 @@ struct Handler {
       for (const auto& pmd : dp.pmds()) {
         datapath::UpcallChannel& ch = pmd->upcall_channel();
         datapath::Upcall* u;
-        while (ch.next(u)) {
+        while (misses.load() < allowed.load() && ch.next(u)) {
           idle = false;
           ++misses;
           if (flow::miniflow_hash(u->key) != u->hash) ++bad_hash;
@@ -219,7 +223,7 @@ TEST_CASE("per key, packets leave in order when another key's answer installs a 
   datapath::Upcall* up[2] = {};
   unsigned n_up = 0;
   REQUIRE(eventually([&] { return (n_up += ch.next(up[n_up]) ? 1 : 0) == 2; }));
-  datapath::Upcall* ua = up[0]->pkt->data()[60] == 'a' ? up[0] : up[1];
+  datapath::Upcall* ua = up[0]->frame_bytes()[60] == 'a' ? up[0] : up[1];
   datapath::Upcall* ub = ua == up[0] ? up[1] : up[0];
   // A's answer installs the megaflow that B's packets match too; B's first
   // packet is still up when B's second arrives.
@@ -271,10 +275,12 @@ TEST_CASE("nobody listening: misses are lost and counted, never queued") {
 
 TEST_CASE("a handler that never answers: records run out, the rest is lost, the PMD keeps going") {
   Rig r;
+  const unsigned records = r.dp.pmds()[0]->upcall_channel().capacity();
+  REQUIRE(records == datapath::kMinUpcallRecords);
   r.dp.set_upcalls_enabled(true);
   REQUIRE(r.dp.start({r.backend.get()}).ok());
   // Distinct keys (ports vary with the index), so no miss joins another.
-  const unsigned n = (datapath::kUpcallRecords / 100 + 3) * 100;
+  const unsigned n = (records / 100 + 3) * 100;
   for (unsigned sent = 0; sent < n; sent += 100) {
     r.inject(100, sent);
     // wait_drained() can't help: the records stay up. Wait for the misses.
@@ -282,7 +288,7 @@ TEST_CASE("a handler that never answers: records run out, the rest is lost, the 
   }
   const datapath::PmdCounters c = r.dp.pmds()[0]->counters();
   // Data misses leave the control reserve (a bond's LACP) untouched.
-  const unsigned data_records = datapath::kUpcallRecords - datapath::kUpcallControlReserve;
+  const unsigned data_records = records - datapath::kUpcallControlReserve;
   CHECK(c.upcalls == data_records);
   CHECK(c.lost == n - data_records);
   r.dp.set_upcalls_enabled(false);
@@ -292,15 +298,16 @@ TEST_CASE("a handler that never answers: records run out, the rest is lost, the 
 
 TEST_CASE("a miss storm that took every record still lets a bond's LACPDUs up (the control reserve)") {
   Rig r;
+  const unsigned records = r.dp.pmds()[0]->upcall_channel().capacity();
   r.dp.set_upcalls_enabled(true);
   REQUIRE(r.dp.start({r.backend.get()}).ok());
-  const unsigned n = datapath::kUpcallRecords + 200;
+  const unsigned n = records + 200;
   for (unsigned sent = 0; sent < n; sent += 100) {
     r.inject(100, sent);
     CHECK(eventually([&] { return r.dp.pmds()[0]->counters().misses >= sent + 100; }));
   }
   const datapath::PmdCounters before = r.dp.pmds()[0]->counters();
-  REQUIRE(before.upcalls == datapath::kUpcallRecords - datapath::kUpcallControlReserve);
+  REQUIRE(before.upcalls == records - datapath::kUpcallControlReserve);
   // LACPDUs (slow protocols, 0x8809), untagged and behind an 802.1Q tag,
   // each from another port id so no two share a key: every one goes up.
   hal::Packet* pkts[8];
@@ -368,12 +375,13 @@ TEST_CASE("drop accounting: misses held up are in flight; a stop discards them u
   Rig r;
   r.dp.set_upcalls_enabled(true);
   REQUIRE(r.dp.start({r.backend.get()}).ok());
-  const unsigned n = (datapath::kUpcallRecords / 100 + 2) * 100;  // distinct keys: no follower
+  const unsigned records = datapath::kMinUpcallRecords;  // the Rig's
+  const unsigned n = (records / 100 + 2) * 100;  // distinct keys: no follower
   for (unsigned sent = 0; sent < n; sent += 100) {
     r.inject(100, sent);
     CHECK(eventually([&] { return r.dp.pmds()[0]->counters().misses >= sent + 100; }));
   }
-  const unsigned up = datapath::kUpcallRecords - datapath::kUpcallControlReserve;
+  const unsigned up = records - datapath::kUpcallControlReserve;
   datapath::DropTotals::Port f = fate_of(r.dp, *r.in);
   CHECK(f.in_flight == up);
   CHECK(dropped(f, datapath::DropReason::kUpcallLost) == n - up);
@@ -388,7 +396,7 @@ TEST_CASE("drop accounting: misses held up are in flight; a stop discards them u
 }
 
 TEST_CASE("drop accounting: answered misses are forwarded, in flight meanwhile") {
-  Rig r;
+  Rig r(1024);  // records for every miss, however slowly they are answered
   r.dp.set_upcalls_enabled(true);
   Handler h(r.dp);
   REQUIRE(r.dp.start({r.backend.get()}).ok());
@@ -400,4 +408,139 @@ TEST_CASE("drop accounting: answered misses are forwarded, in flight meanwhile")
   r.dp.set_upcalls_enabled(false);
   r.dp.stop();
   h.finish();
+}
+
+TEST_CASE("a storm deeper than the buffer pool: short frames travel in the records, every miss goes up and out") {
+  // 600 buffers in the pool, 2048 records: 1500 new keys while nobody
+  // answers. Their frames wait in the records and the buffers go back, so
+  // none is lost for want of a buffer or a record; then each answer is
+  // executed from a fresh buffer with the frame it carried.
+  Rig r(2048, 600);
+  r.dp.set_upcalls_enabled(true);
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  const unsigned n = 1500;
+  for (unsigned sent = 0; sent < n; sent += 100) {
+    r.inject(100, sent);
+    REQUIRE(eventually([&] { return r.dp.pmds()[0]->counters().misses >= sent + 100; }));
+  }
+  datapath::PmdCounters c = r.dp.pmds()[0]->counters();
+  CHECK(c.upcalls == n);
+  CHECK(c.lost == 0);
+  CHECK(r.dp.pmds()[0]->upcall_channel().in_flight() == n);
+  // Drop accounting: every token travels with its frame (drop_stats.h).
+  CHECK(fate_of(r.dp, *r.in).in_flight == n);
+  // Answered 250 at a time, each lot collected before the next (the
+  // executed packets take buffers from the same small pool).
+  Handler h(r.dp, 0);
+  size_t got = 0;
+  for (unsigned lot = 250; lot <= n; lot += 250) {
+    h.allowed = lot;
+    REQUIRE(eventually([&] { return (got += r.collect()) >= lot; }));
+  }
+  CHECK(got == n);
+  h.finish();
+  r.dp.set_upcalls_enabled(false);
+  r.dp.stop();
+  c = r.dp.pmds()[0]->counters();
+  CHECK(c.upcall_installs == 4);  // per destination: the rest found the flow installed
+  CHECK(c.exec_dropped == 0);
+  const datapath::DropTotals::Port f = fate_of(r.dp, *r.in);
+  CHECK(f.forwarded == n);
+  CHECK(f.in_flight == 0);
+  CHECK(f.dropped_total() == 0);
+  CHECK(r.in->counters().rx_packets == f.forwarded);
+  r.dp.drop_pending_upcalls();
+  r.dp.flow_flush();
+}
+
+TEST_CASE("a frame that finds no buffer to be executed in is dropped and counted (pool_exhausted), none lost from the books") {
+  // 600 buffers, 1000 misses up at once (their frames in the records), then
+  // every answer at once while nobody collects the output: the pool runs
+  // dry, and each answer without a buffer is a counted drop. (Injected 100
+  // at a time, each lot received before the next: the PMD's buffer cache
+  // holds at most 512 of the 600, the test thread takes the rest.)
+  Rig r(2048, 600);
+  r.dp.set_upcalls_enabled(true);
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  const unsigned n = 1000;
+  for (unsigned sent = 0; sent < n; sent += 100) {
+    r.inject(100, sent);
+    REQUIRE(eventually([&] { return r.dp.pmds()[0]->counters().misses >= sent + 100; }));
+  }
+  REQUIRE(r.dp.pmds()[0]->counters().lost == 0);
+  Handler h(r.dp);
+  REQUIRE(eventually([&] { return h.misses.load() == n && r.dp.pmds()[0]->upcall_channel().in_flight() == 0; }));
+  h.finish();
+  r.dp.set_upcalls_enabled(false);
+  r.dp.stop();
+  const size_t out = r.collect();
+  const datapath::DropTotals::Port f = fate_of(r.dp, *r.in);
+  const uint64_t exhausted = dropped(f, datapath::DropReason::kPoolExhausted);
+  CHECK(exhausted > 0);  // the pool could not hold them all
+  CHECK(f.in_flight == 0);
+  CHECK(f.forwarded + exhausted == n);
+  CHECK(f.dropped_total() == exhausted);
+  CHECK(out <= f.forwarded);
+  CHECK(r.dp.drop_totals().instances[static_cast<unsigned>(datapath::DropReason::kPoolExhausted)] >= exhausted);
+  r.dp.drop_pending_upcalls();
+  r.dp.flow_flush();
+}
+
+TEST_CASE("long frames keep their buffer: at most kUpcallHeldPackets up, the rest lost and counted") {
+  Rig r(4096, 4096);
+  r.dp.set_upcalls_enabled(true);
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  // 256-byte frames (longer than kUpcallFrameInline), distinct keys.
+  const unsigned n = datapath::kUpcallHeldPackets + 100;
+  hal::Packet* pkts[32];
+  for (unsigned sent = 0; sent < n;) {
+    const unsigned k = r.backend->alloc_burst(std::span(pkts, std::min(32u, n - sent)));
+    REQUIRE(k > 0);
+    for (unsigned j = 0; j < k; ++j) {
+      fill(pkts[j], sent + j);
+      std::memset(pkts[j]->data() + 64, 0, 256 - 64);
+      (void)pkts[j]->set_len(256);
+    }
+    REQUIRE(r.in->inject(std::span(pkts, k)) == k);
+    sent += k;
+    REQUIRE(eventually([&] { return r.dp.pmds()[0]->counters().misses >= sent; }));
+  }
+  const datapath::PmdCounters c = r.dp.pmds()[0]->counters();
+  CHECK(c.upcalls == datapath::kUpcallHeldPackets);
+  CHECK(c.lost == 100);
+  r.dp.set_upcalls_enabled(false);
+  r.dp.stop();
+  r.dp.drop_pending_upcalls();
+  // Every buffer came back: the pool hands out all 4096 again.
+  std::vector<hal::Packet*> all(4096);
+  CHECK(r.backend->alloc_burst(std::span(all)) == 4096);
+  hal::release_burst(all);
+}
+
+TEST_CASE("records are reused: waves of misses answered carve no new records") {
+  Rig r(2048);
+  r.dp.set_upcalls_enabled(true);
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  Handler h(r.dp);
+  size_t got = 0;
+  // Waves of 64 new keys, each wave answered and executed before the next;
+  // the flows go between waves, so every wave misses again.
+  const unsigned waves = 20;
+  for (unsigned wave = 0; wave < waves; ++wave) {
+    r.inject(64, wave * 64);
+    REQUIRE(eventually([&] { return (got += r.collect()) >= 64 * (wave + 1); }));
+    r.dp.flow_flush();
+  }
+  h.finish();
+  r.dp.set_upcalls_enabled(false);
+  r.dp.stop();
+  const datapath::UpcallChannel& ch = r.dp.pmds()[0]->upcall_channel();
+  const uint64_t upcalls = r.dp.pmds()[0]->counters().upcalls;
+  CHECK(upcalls >= waves * 4);
+  // Records come back and are taken again (newest freed first): the pool
+  // built about a wave's worth, not one per upcall.
+  CHECK(ch.carved() <= 2 * 64);
+  CHECK(ch.carved() < upcalls);
+  r.dp.drop_pending_upcalls();
+  r.dp.flow_flush();
 }
