@@ -16,7 +16,7 @@
 // SpscRing<T> (below) is Lamport's ring for one producer and one consumer at
 // a time: no per-slot sequence, no compare-and-swap (a relaxed load, a store
 // and, when the cached index of the other side says full/empty, one acquire
-// load per operation). Its slots are left uninitialized, so a large ring
+// load per operation). Its slots are an anonymous mapping (LazyArray), so a large ring
 // costs address space and only the pages it has filled.
 #pragma once
 
@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+
+#include "core/lazy_array.h"
 
 namespace keel {
 
@@ -131,7 +133,7 @@ class SpscRing {
  public:
   explicit SpscRing(std::size_t min_capacity)
       : mask_(std::bit_ceil(min_capacity < 2 ? std::size_t{2} : min_capacity) - 1),
-        slots_(new T[mask_ + 1]) {}  // default-initialized: untouched until used
+        slots_(mask_ + 1) {}  // an anonymous mapping: untouched pages until used
   SpscRing(const SpscRing&) = delete;
   SpscRing& operator=(const SpscRing&) = delete;
 
@@ -166,7 +168,7 @@ class SpscRing {
 
  private:
   const std::size_t mask_;
-  std::unique_ptr<T[]> slots_;
+  LazyArray<T> slots_;
   alignas(kCacheLine) std::atomic<std::size_t> head_{0};
   std::size_t tail_cache_ = 0;  // consumer
   alignas(kCacheLine) std::atomic<std::size_t> tail_{0};

@@ -72,7 +72,7 @@ Pmd::Pmd(Datapath& dp, unsigned index, int core, uint32_t idle_sleep_us, const P
   // bitmap, which must read zero: it is small (a bit per slot).
   const uint32_t slots = std::bit_ceil(std::max<uint32_t>(upcalls_->capacity(), 1024));
   pending_mask_ = slots - 1;
-  pending_.reset(new Upcall*[slots]);
+  pending_ = LazyArray<Upcall*>(slots);
   pending_bits_ = std::make_unique<uint64_t[]>(slots / 64);
   follower_blocks_ = std::make_unique<FollowerBlock[]>(kUpcallFollowerBlocks);
   for (unsigned i = 0; i < kUpcallFollowerBlocks; ++i)

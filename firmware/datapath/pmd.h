@@ -685,7 +685,7 @@ class Pmd {
   // the records went up). So per key, packets leave in the order they came.
   // Costs one branch per burst while nothing is up. Memory: untouched until
   // a storm fills the slots.
-  std::unique_ptr<Upcall*[]> pending_;
+  LazyArray<Upcall*> pending_;
   std::unique_ptr<uint64_t[]> pending_bits_;
   uint32_t pending_mask_ = 0;
   unsigned misses_up_ = 0;  // records in pending_

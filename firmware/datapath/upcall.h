@@ -81,6 +81,7 @@
 #include <span>
 
 #include "core/fault.h"
+#include "core/lazy_array.h"
 #include "core/ring.h"
 #include "datapath/megaflow.h"
 #include "flow/dp_actions.h"
@@ -223,12 +224,13 @@ class UpcallChannel {
  public:
   explicit UpcallChannel(uint32_t records = kDefaultUpcallRecords)
       : capacity_(records < kUpcallControlReserve + 1 ? kUpcallControlReserve + 1 : records),
-        records_(static_cast<Upcall*>(::operator new(sizeof(Upcall) * size_t{capacity_}, std::align_val_t{64}))) {
+        storage_(sizeof(Upcall) * size_t{capacity_}),
+        records_(reinterpret_cast<Upcall*>(storage_.data())) {
     for (auto& l : lanes_) l = std::make_unique<Lane>(capacity_);
   }
   ~UpcallChannel() {
     // Records are trivially destructible; only the carved ones were built.
-    ::operator delete(records_, std::align_val_t{64});
+    // (The mapping goes with storage_.)
   }
   UpcallChannel(const UpcallChannel&) = delete;
   UpcallChannel& operator=(const UpcallChannel&) = delete;
@@ -371,6 +373,9 @@ class UpcallChannel {
     SpscRing<Upcall*> queue, done, spent;
   };
   const uint32_t capacity_;
+  // capacity_ records' room in an anonymous mapping (core/lazy_array.h):
+  // address space until a storm carves them, never the malloc heap.
+  LazyArray<unsigned char> storage_;
   Upcall* const records_;  // capacity_ records, built when first taken (fresh_)
   std::array<std::unique_ptr<Lane>, kMaxUpcallQueues> lanes_;
   // PMD-private.
