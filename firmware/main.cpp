@@ -87,6 +87,7 @@ int run(int argc, char** argv) {
   // at a time: address space, not memory, until the pages are used.
   // Measured: a million-flow storm's handler costs ~6 % less CPU per upcall
   // and sets up ~10 % more flows/s (tests/bench/RESULTS.md, issue 18).
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): at boot, before any thread is started
   (void)mallopt(M_TOP_PAD, 64 << 20);
 
   // A closed console pipe must not kill the switch; writes just fail.

@@ -54,7 +54,8 @@ class LazyArray {
   size_t size() const noexcept { return n_; }
 
  private:
-  size_t bytes() const { return n_ * sizeof(T); }
+  // T may itself be a pointer (an array of pointers): its size is the element size wanted.
+  size_t bytes() const { return n_ * sizeof(T); }  // NOLINT(bugprone-sizeof-expression): see above
   void release() noexcept {
     if (p_) ::munmap(p_, bytes());
     p_ = nullptr;
