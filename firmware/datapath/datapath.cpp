@@ -468,7 +468,14 @@ Result<Megaflow*> Datapath::build_megaflow(const flow::Match& match, const flow:
   f->in_port = m.key.in_port;
   f->ufid = ufid;
   if (actions) f->actions.store(new flow::DpActions(*actions), std::memory_order_relaxed);
-  if (shown_key) f->shown_key = new flow::Miniflow(*shown_key);
+  // The key as it came, only where flow-dump would show something else than
+  // the masked key (with megaflows off it never does: the mask is the key's
+  // every word).
+  if (shown_key) {
+    bool differs = false;
+    (f->key.map | shown_key->map).for_each([&](unsigned w) { differs |= f->key.get(w) != shown_key->get(w); });
+    if (differs) f->shown_key = new flow::Miniflow(*shown_key);
+  }
   return f.release();
 }
 

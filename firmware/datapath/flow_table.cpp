@@ -10,9 +10,28 @@
 #include <new>
 #include <string>
 
+#include "core/slab_pool.h"
 #include "flow/dp_actions.h"
 
 namespace keel::datapath {
+
+namespace {
+// Never destroyed: a megaflow may be freed by another static's destructor.
+SlabPool& megaflow_pool() {
+  static SlabPool* const pool = new SlabPool(sizeof(Megaflow), alignof(Megaflow));
+  return *pool;
+}
+}  // namespace
+
+void* Megaflow::operator new(std::size_t n) {
+  if (n != sizeof(Megaflow)) throw std::bad_alloc();  // no class derives from Megaflow
+  return megaflow_pool().alloc();
+}
+void* Megaflow::operator new(std::size_t n, std::align_val_t) { return Megaflow::operator new(n); }
+void Megaflow::operator delete(void* p) noexcept { megaflow_pool().release(p); }
+void Megaflow::operator delete(void* p, std::align_val_t) noexcept { megaflow_pool().release(p); }
+size_t Megaflow::pool_bytes() { return megaflow_pool().bytes(); }
+size_t Megaflow::pool_in_use() { return megaflow_pool().in_use(); }
 
 void free_megaflow(Megaflow* f) {
   delete f->actions.load(std::memory_order_relaxed);

@@ -31,7 +31,9 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <new>
 
 #include "flow/miniflow.h"
 
@@ -88,6 +90,17 @@ struct alignas(64) Megaflow {
     if (flags) tcp_flags.store(tcp_flags.load(std::memory_order_relaxed) | flags, std::memory_order_relaxed);
   }
   bool alive() const noexcept { return !dead.load(std::memory_order_relaxed); }
+
+  // Storage from one process-wide slab pool (core/slab_pool.h): a miss storm
+  // that sets up a million flows takes no malloc and few page faults per
+  // flow. Any thread but a PMD's (PMDs neither build nor free flows).
+  static void* operator new(std::size_t n);
+  static void* operator new(std::size_t n, std::align_val_t);
+  static void operator delete(void* p) noexcept;
+  static void operator delete(void* p, std::align_val_t) noexcept;
+  // Bytes the pool took from the system, and megaflows allocated now.
+  static size_t pool_bytes();
+  static size_t pool_in_use();
 };
 
 }  // namespace keel::datapath

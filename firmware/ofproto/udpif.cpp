@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/fault.h"
+#include "core/slab_pool.h"
 #include "flow/flow_text.h"
 #include "flow/miniflow.h"
 #include "keel/hal/cpu.h"
@@ -73,6 +74,22 @@ void push_stats(const std::vector<const OfRule*>& rules, uint64_t pkts, uint64_t
 // share of a round for every ukey that was translated at that generation
 // (most ukeys of a bridge share a few generations: the last entry used is
 // kept at hand).
+namespace {
+// Never destroyed: a ukey may go with another static's destructor.
+SlabPool& ukey_cold_pool(size_t size, size_t align) {
+  static SlabPool* const pool = new SlabPool(size, align);
+  return *pool;
+}
+}  // namespace
+
+void* Udpif::UkeyCold::operator new(std::size_t n) {
+  if (n != sizeof(UkeyCold)) throw std::bad_alloc();  // nothing derives from it
+  return ukey_cold_pool(sizeof(UkeyCold), alignof(UkeyCold)).alloc();
+}
+void Udpif::UkeyCold::operator delete(void* p) noexcept {
+  ukey_cold_pool(sizeof(UkeyCold), alignof(UkeyCold)).release(p);
+}
+
 struct Udpif::ChangeCache {
   struct Entry {
     bool complete = false;  // false: the log doesn't reach back (or a port changed): everything may matter
@@ -590,7 +607,9 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   // The shard lock covers the look-up and the insert: of two handlers
   // answering misses of one megaflow (two keys, one mask), one installs.
   std::lock_guard lock(sh.mu);
-  if (sh.map.count({u->pmd, ufid})) {
+  // One look-up: the ukey is made here and taken back if the install can't be.
+  const auto [it, inserted] = sh.map.try_emplace(UkeyId{u->pmd, ufid});
+  if (!inserted) {
     // An earlier miss of this megaflow was answered first (both missed
     // before its install): the install would fail, and a second ukey
     // would reset the first one's pushed counters. The PMD counts the
@@ -608,6 +627,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   if (!t.bridge) bump(t.tnl_no_port ? hc.tnl_no_port : hc.no_bridge_drops);
   auto f = dp_.build_megaflow(m, &t.actions, ufid, &u->key);  // flow-dump shows the packet's key
   if (!f) {
+    sh.map.erase(it);
     bump(hc.translate_errors);
     ch.answer(u);
     return;
@@ -620,12 +640,12 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   // install fail, the PMD counts only the followers on the flow there).
   push_stats(t.rules, 1, u->frame_length(), now);
   u->install = f.value();
-  Ukey& k = sh.map[{u->pmd, ufid}];
+  Ukey& k = it->second;
   n_ukeys_.fetch_add(1, std::memory_order_relaxed);
   k.cold = std::make_unique<UkeyCold>();
   k.pmd = u->pmd;
-  k.cold->match = m;
-  k.cold->actions = t.actions;
+  k.cold->match = flow::PackedMatch(m);
+  k.cold->actions = std::move(t.actions);  // copied for the answer and the megaflow above
   k.bridge = t.bridge;
   adopt(k, t);
   k.packets = k.bytes = 0;
@@ -794,7 +814,7 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
         const uint64_t used = s.used_ns ? s.used_ns : k.created_ns;
         if (c.flush || (t0 > used && t0 - used > c.max_idle_ns)) {  // megaflows switched, or idle
           push(k, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
-          out.to_delete.push_back({s.pmd, k.cold->match});
+          out.to_delete.push_back({s.pmd, k.cold->match.unpack()});
           out.gone.push_back({std::move(k.cold->rules), std::max(s.packets, k.packets), std::max(s.bytes, k.bytes)});
           sh.map.erase(it);
           n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
@@ -840,13 +860,14 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
       const datapath::FlowStats& s = c.dump[rc.i];
       const UkeyId id{s.pmd, s.ufid};
       Ukey& k = *rc.k;
-      const flow::FlowKey& key = k.cold->match.key;
+      const flow::Match old = k.cold->match.unpack();
+      const flow::FlowKey& key = old.key;
       Translation t;
       Status st = translate_(key, /*may_learn=*/false, t);
       ++out.revalidated;
       if (st.ok() && k.exact) {  // installed with megaflows off: the same whole-key mask
         uint64_t* w = t.wc.words();
-        const uint64_t* m = k.cold->match.mask.words();
+        const uint64_t* m = old.mask.words();
         for (unsigned i = 0; i < flow::kFlowWords; ++i) w[i] |= m[i];
       }
       const flow::Match m = st.ok() ? megaflow_match(key, t.wc) : flow::Match{};
@@ -854,8 +875,8 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
       push(k, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
       k.packets = std::max(k.packets, s.packets);
       k.bytes = std::max(k.bytes, s.bytes);
-      if (!st.ok() || !t.cacheable || !t.bridge != !k.bridge || !(m == k.cold->match)) {
-        out.to_delete.push_back({s.pmd, k.cold->match});
+      if (!st.ok() || !t.cacheable || !t.bridge != !k.bridge || !(m == old)) {
+        out.to_delete.push_back({s.pmd, old});
         out.gone.push_back({std::move(k.cold->rules), k.packets, k.bytes});
         flush_agg();
         std::lock_guard lock(sh.mu);
@@ -901,13 +922,15 @@ bool Udpif::rules_may_matter(Ukey& k, const Bridge& br, uint64_t& since, ChangeC
   ChangeCache::Entry& e = cache.get(br, since);
   if (!e.complete) return true;
   bool read_cold = false;
+  flow::Match match;
   for (const RuleChangeCheck& c : e.list) {
     if (prefilter(c, k.deps_filter) == Affects::no) continue;  // the hot summary rules it out
     if (!read_cold) {
       read_cold = true;
       ++deep;
+      match = k.cold->match.unpack();
     }
-    if (may_affect(c, &br, k.cold->deps, k.cold->match)) return true;
+    if (may_affect(c, &br, k.cold->deps, match)) return true;
   }
   if (!read_cold) cl = {&br, since, e.upto, k.deps_filter};
   since = e.upto;  // nothing up to there can change the translation: it stands
@@ -1008,7 +1031,7 @@ uint64_t Udpif::round(bool terse, bool parallel) {
       std::lock_guard lock(sh.mu);
       auto it = sh.map.find(by_age[i].second);
       if (it == sh.map.end()) continue;
-      to_delete.push_back({it->second.pmd, it->second.cold->match});
+      to_delete.push_back({it->second.pmd, it->second.cold->match.unpack()});
       gone.push_back({std::move(it->second.cold->rules), it->second.packets, it->second.bytes});
       sh.map.erase(it);
       n_ukeys_.fetch_sub(1, std::memory_order_relaxed);

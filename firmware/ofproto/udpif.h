@@ -122,12 +122,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/slab_allocator.h"
 #include "core/status.h"
 #include "datapath/datapath.h"
 #include "datapath/rcu.h"
 #include "datapath/upcall.h"
 #include "flow/dp_actions.h"
 #include "flow/flow_key.h"
+#include "flow/packed_match.h"
 #include "ofproto/rule.h"
 #include "ofproto/xlate_deps.h"
 
@@ -312,15 +314,20 @@ class Udpif {
  private:
   // A ukey is split so that a terse round touches little memory: the hot
   // part (what every round reads and writes, ~130 bytes) lives in the hash
-  // node, so 100k nodes are ~13 MB of mostly consecutive allocations; the
-  // cold part (key & mask, actions, rules: ~1.3 KB) only when a flow is
-  // re-translated, deleted, or has more than one rule.
+  // node, so 100k nodes are ~13 MB of slab-consecutive memory; the cold part
+  // (key & mask packed, actions, rules: ~450 bytes) only when a flow is
+  // re-translated, deleted, or has more than one rule. Both come from slab
+  // pools (core/slab_pool.h): a storm of new flows takes no malloc for them.
   struct UkeyCold {
-    flow::Match match;  // key & mask as installed
+    flow::PackedMatch match;  // key & mask as installed
     flow::DpActions actions;
     std::vector<const OfRule*> rules;
     XlateDeps deps;  // the translation's lookups (xlate_deps.h)
     std::vector<BondAccounting> bond_accounts;
+    // Storage from a slab pool (core/slab_pool.h, udpif.cpp): a storm of
+    // new flows takes no malloc and few page faults for them.
+    static void* operator new(std::size_t n);
+    static void operator delete(void* p) noexcept;
   };
   struct Ukey {
     // What every round reads and writes, together (56 bytes: one cache
@@ -366,7 +373,10 @@ class Udpif {
   static_assert(kUkeyShards >= kMaxRevalidators, "every revalidator owns a shard");
   struct alignas(64) UkeyShard {
     std::mutex mu;  // map (handlers, revalidators, control; never a PMD)
-    std::unordered_map<UkeyId, Ukey, UkeyIdHash> map;
+    // Nodes from a slab pool (core/slab_allocator.h): a storm of new flows
+    // takes no malloc for them.
+    std::unordered_map<UkeyId, Ukey, UkeyIdHash, std::equal_to<UkeyId>, SlabAllocator<std::pair<const UkeyId, Ukey>>>
+        map;
   };
   static unsigned shard_of(const datapath::Ufid& u) { return static_cast<unsigned>(u.lo >> 32) % kUkeyShards; }
 
