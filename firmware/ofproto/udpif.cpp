@@ -133,6 +133,9 @@ struct Udpif::RoundCtx {
   bool flush = false;
   bool track_age = false;  // the dump exceeds the limit: collect ages
   uint64_t t0 = 0, max_idle_ns = 0, round_id = 0;
+  // Each shard's insert count (UkeyShard::inserted) read just before the
+  // dump: the ukeys up to it existed when the datapath was dumped.
+  std::array<uint64_t, kUkeyShards> inserted_before{};
 };
 
 // What one revalidator decided on its share of a round (the leader merges).
@@ -628,6 +631,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   auto f = dp_.build_megaflow(m, &t.actions, ufid, &u->key);  // flow-dump shows the packet's key
   if (!f) {
     sh.map.erase(it);
+    --sh.inserted;  // as if never inserted (under the same lock)
     bump(hc.translate_errors);
     ch.answer(u);
     return;
@@ -641,6 +645,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   push_stats(t.rules, 1, u->frame_length(), now);
   u->install = f.value();
   Ukey& k = it->second;
+  k.seq = ++sh.inserted;
   n_ukeys_.fetch_add(1, std::memory_order_relaxed);
   k.cold = std::make_unique<UkeyCold>();
   k.pmd = u->pmd;
@@ -796,6 +801,12 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
     UkeyShard& sh = shards_[sidx];
     const std::vector<uint32_t>& idx = c.by_shard[sidx];
     size_t seen = 0;  // ukeys of the shard found in the dump
+    // For the sweep below: of those, the ones that existed at the dump
+    // (seq up to inserted_before) and were erased since, and the ones
+    // inserted after it and erased since.
+    const uint64_t before = c.inserted_before[sidx];
+    size_t pre_seen = 0, pre_erased = 0, post_erased = 0;
+    auto erased = [&](const Ukey& k) { ++(k.seq <= before ? pre_erased : post_erased); };
     rechecks.clear();
     // The shard is locked per chunk of flows (not per flow: the lock and
     // unlock would cost more than the work; not for the whole pass: the
@@ -810,12 +821,14 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
         if (it == sh.map.end()) continue;  // not ours (dp-flow add): left alone
         ++seen;
         Ukey& k = it->second;
+        pre_seen += k.seq <= before;
         k.seen_round = c.round_id;
         const uint64_t used = s.used_ns ? s.used_ns : k.created_ns;
         if (c.flush || (t0 > used && t0 - used > c.max_idle_ns)) {  // megaflows switched, or idle
           push(k, s.packets - std::min(s.packets, k.packets), s.bytes - std::min(s.bytes, k.bytes), s.used_ns);
           out.to_delete.push_back({s.pmd, k.cold->match.unpack()});
           out.gone.push_back({std::move(k.cold->rules), std::max(s.packets, k.packets), std::max(s.bytes, k.bytes)});
+          erased(k);
           sh.map.erase(it);
           n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
           ++(c.flush ? out.deleted_changed : out.deleted_idle);
@@ -879,6 +892,7 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
         out.to_delete.push_back({s.pmd, old});
         out.gone.push_back({std::move(k.cold->rules), k.packets, k.bytes});
         flush_agg();
+        erased(k);
         std::lock_guard lock(sh.mu);
         sh.map.erase(id);
         n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
@@ -900,9 +914,15 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
     out.looked_at += seen;
     // Ukeys whose flow is gone (deleted by hand, install failed): forgotten
     // once they were in a dump before, or are old enough to have been.
-    // Nothing to look for when every ukey of the shard was in this dump.
+    // Nothing to look for when every ukey of the shard that existed at the
+    // dump was in it: those still here are the map less the ones inserted
+    // since (a storm inserts all the time, and walking a million ukeys a
+    // round for nothing took a quarter of the revalidator's time in
+    // flow-setup).
     std::lock_guard lock(sh.mu);
-    for (auto it = seen == sh.map.size() ? sh.map.end() : sh.map.begin(); it != sh.map.end();) {
+    const uint64_t post_here = sh.inserted - before - post_erased;
+    const bool all_seen = post_here <= sh.map.size() && sh.map.size() - post_here == pre_seen - pre_erased;
+    for (auto it = all_seen ? sh.map.end() : sh.map.begin(); it != sh.map.end();) {
       const Ukey& k = it->second;
       const bool gone = k.seen_round != c.round_id && k.created_ns < t0 &&
                         (k.seen_round != 0 || t0 - k.created_ns > 2'000'000'000ull);
@@ -945,7 +965,14 @@ uint64_t Udpif::round(bool terse, bool parallel) {
     my_seq = ++started_seq_;
     if (my_seq == want_seq_ && want_full_) terse = false;
   }
-  RoundCtx c;
+  // The context of the previous round, emptied: its buffers (48 bytes a
+  // flow for the dump) keep their pages, where a fresh vector per round
+  // took ~25k page faults at a million flows growing to its size.
+  if (!round_ctx_) round_ctx_ = std::make_unique<RoundCtx>();
+  RoundCtx& c = *round_ctx_;
+  c.dump.clear();
+  for (std::vector<uint32_t>& v : c.by_shard) v.clear();
+  c.track_age = false;
   c.flush = flush_.exchange(false);
   c.t0 = hal::now_ns();
   const uint64_t t0 = c.t0;
@@ -954,6 +981,10 @@ uint64_t Udpif::round(bool terse, bool parallel) {
   // 1. What the datapath has: terse (ids + stats) or, for comparison, full
   // (keys, masks and actions formatted, as a dump that carries everything).
   // The leader dumps; every revalidator takes the flows of its shards.
+  for (unsigned i = 0; i < kUkeyShards; ++i) {
+    std::lock_guard lock(shards_[i].mu);
+    c.inserted_before[i] = shards_[i].inserted;
+  }
   if (terse) {
     dp_.flow_stats(c.dump);
   } else {

@@ -338,6 +338,7 @@ class Udpif {
     // untouched.
     uint64_t packets = 0, bytes = 0;  // pushed to rules so far
     uint64_t seen_round = 0;  // last round whose dump had the flow (0: none yet)
+    uint64_t seq = 0;  // its shard's `inserted` count once it was inserted
     uint64_t rules_gen = 0;
     Bridge* bridge = nullptr;
     DepsFilter deps_filter;
@@ -372,7 +373,8 @@ class Udpif {
   static constexpr unsigned kUkeyShards = 64;
   static_assert(kUkeyShards >= kMaxRevalidators, "every revalidator owns a shard");
   struct alignas(64) UkeyShard {
-    std::mutex mu;  // map (handlers, revalidators, control; never a PMD)
+    std::mutex mu;  // map and inserted (handlers, revalidators, control; never a PMD)
+    uint64_t inserted = 0;  // ukeys a handler inserted so far (a round's sweep test, udpif.cpp)
     // Nodes from a slab pool (core/slab_allocator.h): a storm of new flows
     // takes no malloc for them.
     std::unordered_map<UkeyId, Ukey, UkeyIdHash, std::equal_to<UkeyId>, SlabAllocator<std::pair<const UkeyId, Ukey>>>
@@ -467,6 +469,7 @@ class Udpif {
   UdpifStats stats_;
   std::atomic<uint32_t> adapted_limit_{0};
   std::mutex round_mu_;  // one round at a time
+  std::unique_ptr<RoundCtx> round_ctx_;  // under round_mu_: the round's, reused (udpif.cpp)
   uint64_t round_seq_ = 0;  // under round_mu_
   // Megaflows setting (mirrors the per-Datapath one) and the flush it asks for.
   std::atomic<bool> megaflows_{true};

@@ -322,6 +322,33 @@ TEST_CASE("idle flows are deleted by the revalidator; the flow limit forwards wi
   CHECK(r.udpif->stats().ukeys == 0);
 }
 
+TEST_CASE("a ukey whose flow was deleted by hand is forgotten at the next round; the others stay") {
+  Rig r;
+  REQUIRE(r.dp.start({r.backend.get()}).ok());
+  r.udpif->start();
+  r.inject(4, 4);
+  CHECK(r.wait_for(0, 4) == 4);
+  REQUIRE(r.dp.flow_count() == 4);
+  r.udpif->revalidate_now();  // every ukey seen in a dump once
+  CHECK(r.udpif->stats().ukeys == 4);
+  r.udpif->revalidate_now();  // every ukey of the dump seen again: nothing to sweep
+  CHECK(r.udpif->stats().ukeys == 4);
+  const auto flows = r.dp.flow_dump();
+  REQUIRE(flows.size() == 4);
+  REQUIRE(r.dp.flow_del(flows[0].ufid).ok());
+  REQUIRE(r.dp.flow_del(flows[1].ufid).ok());
+  CHECK(r.dp.flow_count() == 2);
+  r.udpif->revalidate_now();
+  CHECK(r.udpif->stats().ukeys == 2);
+  CHECK(r.dp.flow_count() == 2);
+  // A new flow after that: its ukey is new, the two old ones stay.
+  r.inject(1, 1, 100);
+  CHECK(r.wait_for(0, 1) == 1);
+  r.udpif->revalidate_now();
+  CHECK(r.udpif->stats().ukeys == 3);
+  CHECK(r.dp.flow_count() == 3);
+}
+
 TEST_CASE("the flow limit: at the limit packets are forwarded but not installed") {
   Rig r;
   r.limit = 1000;  // the floor of the adaptive limit
