@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 
 #include "core/fault.h"
 #include "core/slab_pool.h"
@@ -942,15 +943,15 @@ bool Udpif::rules_may_matter(Ukey& k, const Bridge& br, uint64_t& since, ChangeC
   ChangeCache::Entry& e = cache.get(br, since);
   if (!e.complete) return true;
   bool read_cold = false;
-  flow::Match match;
+  std::optional<flow::Match> match;  // unpacked only when a lookup must be read
   for (const RuleChangeCheck& c : e.list) {
     if (prefilter(c, k.deps_filter) == Affects::no) continue;  // the hot summary rules it out
     if (!read_cold) {
       read_cold = true;
       ++deep;
-      match = k.cold->match.unpack();
+      match.emplace(k.cold->match.unpack());
     }
-    if (may_affect(c, &br, k.cold->deps, match)) return true;
+    if (may_affect(c, &br, k.cold->deps, *match)) return true;
   }
   if (!read_cold) cl = {&br, since, e.upto, k.deps_filter};
   since = e.upto;  // nothing up to there can change the translation: it stands
