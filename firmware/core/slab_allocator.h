@@ -38,7 +38,8 @@ class SlabAllocator {
 
   // Never destroyed: a container may go with another static's destructor.
   static SlabPool& pool() {
-    static SlabPool* const p = new SlabPool(sizeof(T), alignof(T));
+    // T may be a pointer (a container's bucket type): its size is the object's.
+    static SlabPool* const p = new SlabPool(sizeof(T), alignof(T));  // NOLINT(bugprone-sizeof-expression): see above
     return *p;
   }
 

@@ -60,7 +60,8 @@ class SlabPool {
   struct FreeObj {
     FreeObj* next;
   };
-  const size_t size_, align_;
+  const size_t size_;
+  [[maybe_unused]] const size_t align_;  // the ASan build's operator new takes it
   std::mutex mu_;
   FreeObj* free_ = nullptr;  // under mu_
   char* cur_ = nullptr;      // the newest slab's part never handed out (under mu_)
