@@ -17,6 +17,12 @@
 namespace keel {
 
 namespace {
+#ifdef KEEL_SLAB_ASAN
+constexpr bool kPlainNew = true;  // every object ASan's (slab_pool.h)
+#else
+constexpr bool kPlainNew = false;
+#endif
+
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 // 2 MiB of address space aligned to 2 MiB (huge-page eligible).
@@ -44,22 +50,13 @@ SlabPool::~SlabPool() {
   for (void* s : slabs_) ::munmap(s, kSlabBytes);
 }
 
-#ifdef KEEL_SLAB_ASAN
 void* SlabPool::alloc() {
-  void* p = ::operator new(size_, std::align_val_t{align_});
-  in_use_.fetch_add(1, std::memory_order_relaxed);
-  bytes_.fetch_add(size_, std::memory_order_relaxed);
-  return p;
-}
-
-void SlabPool::release(void* p) noexcept {
-  if (!p) return;
-  ::operator delete(p, std::align_val_t{align_});
-  in_use_.fetch_sub(1, std::memory_order_relaxed);
-  bytes_.fetch_sub(size_, std::memory_order_relaxed);
-}
-#else
-void* SlabPool::alloc() {
+  if constexpr (kPlainNew) {
+    void* p = ::operator new(size_, std::align_val_t{align_});
+    in_use_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(size_, std::memory_order_relaxed);
+    return p;
+  }
   std::lock_guard lock(mu_);
   if (FreeObj* f = free_) {
     free_ = f->next;
@@ -82,12 +79,17 @@ void* SlabPool::alloc() {
 
 void SlabPool::release(void* p) noexcept {
   if (!p) return;
+  if constexpr (kPlainNew) {
+    ::operator delete(p, std::align_val_t{align_});
+    in_use_.fetch_sub(1, std::memory_order_relaxed);
+    bytes_.fetch_sub(size_, std::memory_order_relaxed);
+    return;
+  }
   std::lock_guard lock(mu_);
   auto* f = static_cast<FreeObj*>(p);
   f->next = free_;
   free_ = f;
   in_use_.fetch_sub(1, std::memory_order_relaxed);
 }
-#endif
 
 }  // namespace keel

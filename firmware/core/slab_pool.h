@@ -61,7 +61,7 @@ class SlabPool {
     FreeObj* next;
   };
   const size_t size_;
-  [[maybe_unused]] const size_t align_;  // the ASan build's operator new takes it
+  const size_t align_;
   std::mutex mu_;
   FreeObj* free_ = nullptr;  // under mu_
   char* cur_ = nullptr;      // the newest slab's part never handed out (under mu_)
