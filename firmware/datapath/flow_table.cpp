@@ -30,8 +30,6 @@ void* Megaflow::operator new(std::size_t n) {
 void* Megaflow::operator new(std::size_t n, std::align_val_t) { return Megaflow::operator new(n); }
 void Megaflow::operator delete(void* p) noexcept { megaflow_pool().release(p); }
 void Megaflow::operator delete(void* p, std::align_val_t) noexcept { megaflow_pool().release(p); }
-size_t Megaflow::pool_bytes() { return megaflow_pool().bytes(); }
-size_t Megaflow::pool_in_use() { return megaflow_pool().in_use(); }
 
 void free_megaflow(Megaflow* f) {
   delete f->actions.load(std::memory_order_relaxed);

@@ -98,9 +98,6 @@ struct alignas(64) Megaflow {
   static void* operator new(std::size_t n, std::align_val_t);
   static void operator delete(void* p) noexcept;
   static void operator delete(void* p, std::align_val_t) noexcept;
-  // Bytes the pool took from the system, and megaflows allocated now.
-  static size_t pool_bytes();
-  static size_t pool_in_use();
 };
 
 }  // namespace keel::datapath
