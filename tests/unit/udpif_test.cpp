@@ -130,6 +130,16 @@ struct Rig {
   hal::sim::RingPort* open(const char* name) {
     return test::add_sim_port(*backend, dp, name);
   }
+  // Datapath and Udpif started, then n misses to n destinations installed
+  // as n flows.
+  void start_with_flows(unsigned n) {
+    REQUIRE(dp.start({backend.get()}).ok());
+    udpif->start();
+    inject(n, n);
+    CHECK(wait_for(0, n) == n);
+    REQUIRE(dp.flow_count() == n);
+  }
+
   void inject(unsigned n, unsigned n_dst, unsigned first_dst = 0, void (*fill_fn)(hal::Packet*, unsigned) = fill) {
     hal::Packet* pkts[32];
     for (unsigned done = 0; done < n;) {
@@ -177,11 +187,7 @@ TEST_CASE("upcalls are translated, installed and forwarded; stats reach the rule
 
 TEST_CASE("a rule change re-translates: new actions modify the flow in place, a new mask deletes it") {
   Rig r;
-  REQUIRE(r.dp.start({r.backend.get()}).ok());
-  r.udpif->start();
-  r.inject(4, 4);
-  CHECK(r.wait_for(0, 4) == 4);
-  REQUIRE(r.dp.flow_count() == 4);
+  r.start_with_flows(4);
 
   // Same rules generation: nothing is re-translated even if xlate would now differ.
   r.out_port = 3;
@@ -309,12 +315,8 @@ TEST_CASE("mod-flows mid-stream: the rule's counters equal the packets that hit 
 
 TEST_CASE("idle flows are deleted by the revalidator; the flow limit forwards without installing") {
   Rig r;
-  REQUIRE(r.dp.start({r.backend.get()}).ok());
   r.max_idle = 100;
-  r.udpif->start();
-  r.inject(4, 4);
-  CHECK(r.wait_for(0, 4) == 4);
-  REQUIRE(r.dp.flow_count() == 4);
+  r.start_with_flows(4);
   std::this_thread::sleep_for(250ms);
   r.udpif->revalidate_now();
   CHECK(r.udpif->stats().deleted_idle == 4);
@@ -324,11 +326,7 @@ TEST_CASE("idle flows are deleted by the revalidator; the flow limit forwards wi
 
 TEST_CASE("a ukey whose flow was deleted by hand is forgotten at the next round; the others stay") {
   Rig r;
-  REQUIRE(r.dp.start({r.backend.get()}).ok());
-  r.udpif->start();
-  r.inject(4, 4);
-  CHECK(r.wait_for(0, 4) == 4);
-  REQUIRE(r.dp.flow_count() == 4);
+  r.start_with_flows(4);
   r.udpif->revalidate_now();  // every ukey seen in a dump once
   CHECK(r.udpif->stats().ukeys == 4);
   r.udpif->revalidate_now();  // every ukey of the dump seen again: nothing to sweep
