@@ -99,11 +99,22 @@ class MpmcRing {
     return n;
   }
 
-  // Approximate under concurrency; exact when quiescent.
+  // Approximate under concurrency; exact when quiescent. Counts slots a
+  // producer has claimed but not yet published, so a pop right after can
+  // still find the ring empty: use ready() for what a consumer can take.
   std::size_t size() const noexcept {
     auto t = tail_.load(std::memory_order_acquire);
     auto h = head_.load(std::memory_order_acquire);
     return t >= h ? t - h : 0;
+  }
+
+  // Elements published in order from the head: with no other consumer, that
+  // many pops succeed. O(n); for tests and diagnostics, not the fast path.
+  std::size_t ready() const noexcept {
+    const std::size_t h = head_.load(std::memory_order_acquire);
+    std::size_t n = 0;
+    while (n <= mask_ && slots_[(h + n) & mask_].seq.load(std::memory_order_acquire) == h + n + 1) ++n;
+    return n;
   }
 
  private:

@@ -82,7 +82,7 @@ class RingPort final : public Port, public SimNicPort {
 
   size_t rx_pending() const noexcept;  // injected, not yet received (all queues)
   size_t rx_pending(uint16_t q) const noexcept { return rx_rings_[q]->size(); }
-  size_t tx_pending() const noexcept { return tx_ring_.size(); }  // sent, not yet collected
+  size_t tx_pending() const noexcept { return tx_ring_.ready(); }  // sent and collectable, not yet collected
   uint32_t ring_size() const { return static_cast<uint32_t>(tx_ring_.capacity()); }
 
   LinkState link() const override;

@@ -242,3 +242,37 @@ TEST_CASE("inject and collect from other threads while the PMD forwards") {
   port.reset();
   CHECK(free_buffers(*b) == 512);
 }
+
+// tx_pending() is what a test waits on before it collects: every element it
+// counts must be there to pop, even while producers are mid-push (a slot they
+// have claimed but not yet published is not counted).
+TEST_CASE("MpmcRing::ready counts only what a consumer can pop, while producers push") {
+  keel::MpmcRing<unsigned> ring(64);
+  constexpr unsigned kPerProducer = 20000;
+  std::atomic<bool> go{false};
+  auto produce = [&](unsigned base) {
+    while (!go.load()) std::this_thread::yield();
+    for (unsigned i = 0; i < kPerProducer; ++i)
+      while (!ring.push(base + i)) std::this_thread::yield();
+  };
+  std::thread a(produce, 0u), b(produce, kPerProducer);
+  go = true;
+  unsigned popped = 0, short_pops = 0;
+  while (popped < 2 * kPerProducer) {
+    const size_t r = ring.ready();
+    for (size_t k = 0; k < r; ++k) {
+      unsigned v;
+      if (!ring.pop(v)) {
+        ++short_pops;
+        break;
+      }
+      ++popped;
+    }
+  }
+  a.join();
+  b.join();
+  CHECK(short_pops == 0);
+  CHECK(ring.ready() == 0);
+  CHECK(ring.push(7));
+  CHECK(ring.ready() == 1);
+}
