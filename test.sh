@@ -3,7 +3,7 @@
 # runs the whole test suite, one preset at a time:
 #   host     optimized native build: unit + integration tests
 #   asan     clang with ASan+UBSan: unit + integration tests, then every
-#            libFuzzer target for KEEL_FUZZ_SECONDS (default 20) each
+#            libFuzzer target for KEEL_FUZZ_SECONDS (default 12) each
 #   tsan     ThreadSanitizer: the unit tests that run threads
 #   tidy     clang-tidy over firmware/ and hal/ (tests/clang-tidy, .clang-tidy)
 #            on the host preset's compile_commands.json: any finding fails
@@ -64,7 +64,7 @@ jobs=$(nproc)
 # none depends on the load, so twice as many run at once as there are cores.
 # The fuzz targets compute for a fixed time each: one per core.
 test_jobs=$(( 2 * jobs ))
-fuzz_seconds=${KEEL_FUZZ_SECONDS:-20}
+fuzz_seconds=${KEEL_FUZZ_SECONDS:-12}
 failed=()
 build() {
   local p=$1 args=() target=()
