@@ -593,8 +593,11 @@ Status Datapath::flow_del_locked(const flow::Match& match) {
 
 Status Datapath::flow_del(const Ufid& ufid) {
   std::lock_guard lock(flow_mu_);
-  for (const FlowView& v : flow_dump_locked())
-    if (v.ufid == ufid) return flow_del_locked(v.match);
+  std::optional<flow::Match> match;
+  flow_dump_each_locked([&](const FlowView& v) {
+    if (!match && v.ufid == ufid) match = v.match;
+  });
+  if (match) return flow_del_locked(*match);
   return error(Errc::not_found, "no flow " + format_ufid(ufid));
 }
 
@@ -743,9 +746,20 @@ Status Datapath::flow_modify(unsigned pmd, const flow::Match& match, const flow:
 
 std::vector<FlowView> Datapath::flow_dump_locked() const {
   std::vector<FlowView> out;
+  flow_dump_each_locked([&](const FlowView& v) { out.push_back(v); });
+  return out;
+}
+
+void Datapath::flow_dump_each(const std::function<void(const FlowView&)>& fn) const {
+  if (offload_sync_) offload_sync_(true);  // before the mutex, as flow_dump
+  std::lock_guard lock(flow_mu_);
+  flow_dump_each_locked(fn);
+}
+
+void Datapath::flow_dump_each_locked(const std::function<void(const FlowView&)>& fn) const {
+  FlowView v;
   for (const auto& pmd : pmds_) {
     pmd->flows().for_each([&](const Megaflow& m) {
-      FlowView v;
       v.pmd = pmd->index();
       v.ufid = m.ufid;
       flow::expand(m.mask, v.match.mask);
@@ -757,7 +771,10 @@ std::vector<FlowView> Datapath::flow_dump_locked() const {
       v.pmd_core = pmd->display_core();
       const flow::DpActions* a = m.actions.load(std::memory_order_acquire);
       v.actions = a ? flow::format_dp_actions(*a) : "drop";
-      if (a) v.action_bytes.assign(a->bytes().begin(), a->bytes().end());
+      if (a)
+        v.action_bytes.assign(a->bytes().begin(), a->bytes().end());
+      else
+        v.action_bytes.clear();
       v.offload = static_cast<FlowOffload>(m.offload.load(std::memory_order_relaxed));
       v.hw_packets = m.hw_packets.load(std::memory_order_relaxed);
       v.hw_bytes = m.hw_bytes.load(std::memory_order_relaxed);
@@ -768,10 +785,9 @@ std::vector<FlowView> Datapath::flow_dump_locked() const {
       v.mask_u0 = m.mask.map.count_u0();
       v.mask_u1 = m.mask.map.count_u1();
       v.slot = m.index;
-      out.push_back(std::move(v));
+      fn(v);
     });
   }
-  return out;
 }
 
 void Datapath::flow_flush() {

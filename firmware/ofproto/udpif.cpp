@@ -989,8 +989,10 @@ uint64_t Udpif::round(bool terse, bool parallel) {
   if (terse) {
     dp_.flow_stats(c.dump);
   } else {
-    for (const datapath::FlowView& v : dp_.flow_dump())
+    // Every flow expanded and its actions formatted, one at a time.
+    dp_.flow_dump_each([&](const datapath::FlowView& v) {
       c.dump.push_back({v.pmd, v.ufid, v.packets, v.bytes, v.used_ns, v.tcp_flags, v.slot});
+    });
   }
   fault::stall(fault::Point::revalidator_slow);  // `debug fault revalidator-slow`: a slow dump (core/fault.h)
   for (uint32_t i = 0; i < c.dump.size(); ++i) c.by_shard[shard_of(c.dump[i].ufid)].push_back(i);
