@@ -181,7 +181,18 @@ Udpif::Udpif(datapath::Datapath& dp, datapath::Rcu& rcu, Translator translate, A
   r.live[&dp_].push_back(&on_megaflows_);
   r.live_udpifs[&dp_].push_back(this);
   for (unsigned i = 0; i < kMaxRevalidators; ++i) shares_.push_back(std::make_unique<Share>());
-  for (unsigned s = 0; s < kUkeyShards; ++s) shards_[s].map.reserve(65536 / kUkeyShards);
+  for (unsigned i = 0; i < kUkeyShards; ++i) shards_[i].map.max_load_factor(kUkeyLoadFactor);
+  size_shards(knobs_.flow_limit ? knobs_.flow_limit() : 200000);
+}
+
+void Udpif::size_shards(uint32_t limit) {
+  const size_t per_shard = std::max<size_t>(1024, limit / kUkeyShards);
+  for (unsigned i = 0; i < kUkeyShards; ++i) {
+    UkeyShard& sh = shards_[i];
+    std::lock_guard lock(sh.mu);
+    if (static_cast<float>(sh.map.bucket_count()) * kUkeyLoadFactor < static_cast<float>(per_shard))
+      sh.map.reserve(per_shard);
+  }
 }
 
 Udpif::~Udpif() {
@@ -1133,7 +1144,9 @@ uint32_t Udpif::adapt_flow_limit(uint32_t limit, uint32_t configured, uint64_t d
 }
 
 void Udpif::reset_flow_limit() {
-  adapted_limit_.store(knobs_.flow_limit ? knobs_.flow_limit() : 200000, std::memory_order_relaxed);
+  const uint32_t configured = knobs_.flow_limit ? knobs_.flow_limit() : 200000;
+  size_shards(configured);
+  adapted_limit_.store(configured, std::memory_order_relaxed);
 }
 
 UdpifStats Udpif::stats() const {
