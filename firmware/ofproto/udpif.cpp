@@ -186,7 +186,9 @@ Udpif::Udpif(datapath::Datapath& dp, datapath::Rcu& rcu, Translator translate, A
 }
 
 void Udpif::size_shards(uint32_t limit) {
-  const size_t per_shard = std::max<size_t>(1024, limit / kUkeyShards);
+  // At most a million flows' worth up front (32 MB): a larger limit grows
+  // the buckets by rehashing, as flows come.
+  const size_t per_shard = std::max<size_t>(1024, std::min<uint32_t>(limit, kUkeyReserveMax) / kUkeyShards);
   for (unsigned i = 0; i < kUkeyShards; ++i) {
     UkeyShard& sh = shards_[i];
     std::lock_guard lock(sh.mu);

@@ -377,8 +377,8 @@ class Udpif {
     uint64_t inserted = 0;  // ukeys a handler inserted so far (a round's sweep test, udpif.cpp)
     // Nodes from a slab pool (core/slab_allocator.h): a storm of new flows
     // takes no malloc for them.
-    // Buckets for the configured flow limit at a load factor of
-    // kUkeyLoadFactor (size_shards): a new flow's look-up mostly finds an
+    // Buckets for the configured flow limit (up to kUkeyReserveMax) at a
+    // load factor of kUkeyLoadFactor (size_shards): a new flow's look-up mostly finds an
     // empty bucket, one cache miss instead of a chain of nodes to walk, and
     // a storm never rehashes a shard (perf, flow-setup raised-limit: the
     // chain walk was 38 % of the handler's time at 1M flows).
@@ -386,8 +386,10 @@ class Udpif {
         map;
   };
   static constexpr float kUkeyLoadFactor = 0.25f;
-  // Grows every shard's buckets to hold `limit` ukeys in all at
-  // kUkeyLoadFactor (never shrinks them); 32 bytes a flow of the limit.
+  static constexpr uint32_t kUkeyReserveMax = 1'000'000;
+  // Grows every shard's buckets to hold `limit` ukeys in all (at most
+  // kUkeyReserveMax) at kUkeyLoadFactor, never shrinks them: 32 bytes a
+  // flow of the limit, allocated when the limit is set.
   void size_shards(uint32_t limit);
   static unsigned shard_of(const datapath::Ufid& u) { return static_cast<unsigned>(u.lo >> 32) % kUkeyShards; }
 
