@@ -588,10 +588,15 @@ void add_datapath_commands(CommandTree::Impl& t) {
     flow::Match ovs = f.match;
     datapath::Datapath::mask_vlans(ovs);
     ovs.apply_mask();
+    // Only the flow asked for is kept (a copy of the whole table's views
+    // is ~2 KB a flow: 2 GB at a million); printed after the dump's lock.
+    std::vector<datapath::FlowView> found;
+    t.sys.datapath().flow_dump_each([&](const datapath::FlowView& v) {
+      if (ufid ? v.ufid == *ufid : v.match == f.match || v.match == ovs) found.push_back(v);
+    });
     std::string out;
-    for (const datapath::FlowView& v : t.sys.datapath().flow_dump())
-      if (ufid ? v.ufid == *ufid : v.match == f.match || v.match == ovs)
-        print_flow(out, t.sys.datapath(), v, true, false, true, flow_reason(t.sys, v));
+    for (const datapath::FlowView& v : found)
+      print_flow(out, t.sys.datapath(), v, true, false, true, flow_reason(t.sys, v));
     if (out.empty()) t.status = error(Errc::not_found, "no such flow");
     t.print(out);
   });
@@ -635,7 +640,6 @@ void add_datapath_commands(CommandTree::Impl& t) {
     const datapath::Datapath& dp = t.sys.datapath();
     // As dpctl: names by default with -m, numbers without; the flags win.
     const bool names = t.flag_names || (t.flag_m && !t.flag_no_names);
-    auto flows = dp.flow_dump();
     // As dpctl_dump_flows(): a flow is shown when it and the filter can
     // match the same packet — the filter's values under the flow's mask and
     // the filter's own (a field the flow wildcards never excludes it).
@@ -650,6 +654,12 @@ void add_datapath_commands(CommandTree::Impl& t) {
         if ((k[i] & fm[i]) != (fk[i] & m[i])) return false;
       return true;
     };
+    // Only the views printed are kept (filtered out: never copied), and
+    // printed after the dump's lock.
+    std::vector<datapath::FlowView> flows;
+    dp.flow_dump_each([&](const datapath::FlowView& v) {
+      if (keep(v)) flows.push_back(v);
+    });
     // What the hardware counted per flow (included in packets/bytes).
     const std::vector<offload::OffloadedFlow> hw = t.sys.offload().offloaded_flows();
     auto hw_of = [&hw](const datapath::FlowView& v) -> const offload::OffloadedFlow* {
@@ -662,7 +672,6 @@ void add_datapath_commands(CommandTree::Impl& t) {
       Json j;
       j.begin_object().begin_array("flows");
       for (const auto& v : flows) {
-        if (!keep(v)) continue;
         j.begin_object()
             .field("ufid", datapath::format_ufid(v.ufid).substr(5))
             .field("pmd", v.pmd)
@@ -705,7 +714,6 @@ void add_datapath_commands(CommandTree::Impl& t) {
     std::string out;
     std::optional<unsigned> last_pmd;
     for (const auto& v : flows) {
-      if (!keep(v)) continue;
       if (!t.flag_terse && last_pmd != v.pmd) {
         out += "flow-dump from pmd on cpu core: " + std::to_string(v.pmd_core) + "\n";
         last_pmd = v.pmd;
