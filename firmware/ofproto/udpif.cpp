@@ -181,19 +181,17 @@ Udpif::Udpif(datapath::Datapath& dp, datapath::Rcu& rcu, Translator translate, A
   r.live[&dp_].push_back(&on_megaflows_);
   r.live_udpifs[&dp_].push_back(this);
   for (unsigned i = 0; i < kMaxRevalidators; ++i) shares_.push_back(std::make_unique<Share>());
-  for (unsigned i = 0; i < kUkeyShards; ++i) shards_[i].map.max_load_factor(kUkeyLoadFactor);
   size_shards(knobs_.flow_limit ? knobs_.flow_limit() : 200000);
 }
 
 void Udpif::size_shards(uint32_t limit) {
   // At most a million flows' worth up front (32 MB): a larger limit grows
-  // the buckets by rehashing, as flows come.
+  // the slot table as flows come.
   const size_t per_shard = std::max<size_t>(1024, std::min<uint32_t>(limit, kUkeyReserveMax) / kUkeyShards);
   for (unsigned i = 0; i < kUkeyShards; ++i) {
     UkeyShard& sh = shards_[i];
     std::lock_guard lock(sh.mu);
-    if (static_cast<float>(sh.map.bucket_count()) * kUkeyLoadFactor < static_cast<float>(per_shard))
-      sh.map.reserve(per_shard);
+    sh.map.reserve(per_shard);  // never shrinks
   }
 }
 
@@ -418,14 +416,8 @@ void Udpif::forget_pmd(unsigned pmd) {
   for (unsigned s = 0; s < kUkeyShards; ++s) {
     UkeyShard& sh = shards_[s];
     std::lock_guard lock(sh.mu);
-    for (auto it = sh.map.begin(); it != sh.map.end();) {
-      if (it->second.pmd != pmd) {
-        ++it;
-        continue;
-      }
-      it = sh.map.erase(it);
-      n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
-    }
+    const size_t n = sh.map.erase_if([pmd](const auto& e) { return e.value.pmd == pmd; });
+    n_ukeys_.fetch_sub(n, std::memory_order_relaxed);
   }
 }
 
@@ -625,7 +617,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   // answering misses of one megaflow (two keys, one mask), one installs.
   std::lock_guard lock(sh.mu);
   // One look-up: the ukey is made here and taken back if the install can't be.
-  const auto [it, inserted] = sh.map.try_emplace(UkeyId{u->pmd, ufid});
+  const auto [node, inserted] = sh.map.try_emplace(UkeyId{u->pmd, ufid});
   if (!inserted) {
     // An earlier miss of this megaflow was answered first (both missed
     // before its install): the install would fail, and a second ukey
@@ -644,7 +636,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   if (!t.bridge) bump(t.tnl_no_port ? hc.tnl_no_port : hc.no_bridge_drops);
   auto f = dp_.build_megaflow(m, &t.actions, ufid, &u->key);  // flow-dump shows the packet's key
   if (!f) {
-    sh.map.erase(it);
+    sh.map.erase(node);
     --sh.inserted;  // as if never inserted (under the same lock)
     bump(hc.translate_errors);
     ch.answer(u);
@@ -658,7 +650,7 @@ void Udpif::answer(datapath::UpcallChannel& ch, datapath::Upcall* u, OfflineQueu
   // install fail, the PMD counts only the followers on the flow there).
   push_stats(t.rules, 1, u->frame_length(), now);
   u->install = f.value();
-  Ukey& k = it->second;
+  Ukey& k = node->value;
   k.seq = ++sh.inserted;
   n_ukeys_.fetch_add(1, std::memory_order_relaxed);
   k.cold = std::make_unique<UkeyCold>();
@@ -831,10 +823,10 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
       for (size_t j = base; j < std::min(idx.size(), base + kChunk); ++j) {
         const datapath::FlowStats& s = c.dump[idx[j]];
         const UkeyId id{s.pmd, s.ufid};
-        auto it = sh.map.find(id);
-        if (it == sh.map.end()) continue;  // not ours (dp-flow add): left alone
+        auto* node = sh.map.find(id);
+        if (!node) continue;  // not ours (dp-flow add): left alone
         ++seen;
-        Ukey& k = it->second;
+        Ukey& k = node->value;
         pre_seen += k.seq <= before;
         k.seen_round = c.round_id;
         const uint64_t used = s.used_ns ? s.used_ns : k.created_ns;
@@ -843,7 +835,7 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
           out.to_delete.push_back({s.pmd, k.cold->match.unpack()});
           out.gone.push_back({std::move(k.cold->rules), std::max(s.packets, k.packets), std::max(s.bytes, k.bytes)});
           erased(k);
-          sh.map.erase(it);
+          sh.map.erase(node);
           n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
           ++(c.flush ? out.deleted_changed : out.deleted_idle);
           continue;
@@ -936,12 +928,13 @@ void Udpif::run_share(const RoundCtx& c, unsigned self, unsigned n, Share& out) 
     std::lock_guard lock(sh.mu);
     const uint64_t post_here = sh.inserted - before - post_erased;
     const bool all_seen = post_here <= sh.map.size() && sh.map.size() - post_here == pre_seen - pre_erased;
-    for (auto it = all_seen ? sh.map.end() : sh.map.begin(); it != sh.map.end();) {
-      const Ukey& k = it->second;
-      const bool gone = k.seen_round != c.round_id && k.created_ns < t0 &&
-                        (k.seen_round != 0 || t0 - k.created_ns > 2'000'000'000ull);
-      if (gone) n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
-      it = gone ? sh.map.erase(it) : std::next(it);
+    if (!all_seen) {
+      const size_t gone = sh.map.erase_if([&](const auto& e) {
+        const Ukey& k = e.value;
+        return k.seen_round != c.round_id && k.created_ns < t0 &&
+               (k.seen_round != 0 || t0 - k.created_ns > 2'000'000'000ull);
+      });
+      n_ukeys_.fetch_sub(gone, std::memory_order_relaxed);
     }
   }
   flush_agg();
@@ -1076,11 +1069,11 @@ uint64_t Udpif::round(bool terse, bool parallel) {
     for (size_t i = 0; i < by_age.size() - limit; ++i) {
       UkeyShard& sh = shards_[shard_of(by_age[i].second.ufid)];
       std::lock_guard lock(sh.mu);
-      auto it = sh.map.find(by_age[i].second);
-      if (it == sh.map.end()) continue;
-      to_delete.push_back({it->second.pmd, it->second.cold->match.unpack()});
-      gone.push_back({std::move(it->second.cold->rules), it->second.packets, it->second.bytes});
-      sh.map.erase(it);
+      auto* node = sh.map.find(by_age[i].second);
+      if (!node) continue;
+      to_delete.push_back({node->value.pmd, node->value.cold->match.unpack()});
+      gone.push_back({std::move(node->value.cold->rules), node->value.packets, node->value.bytes});
+      sh.map.erase(node);
       n_ukeys_.fetch_sub(1, std::memory_order_relaxed);
       ++deleted_limit;
     }

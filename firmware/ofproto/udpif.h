@@ -95,7 +95,7 @@
 // flows; stats() reads each shard from the control thread the same way).
 // A revalidator re-translates the ukeys of its share that need it after
 // its pass over the shard, outside the lock, through pointers to them: a
-// ukey node never moves (std::unordered_map), handlers only insert new
+// ukey node never moves (core/node_map.h), handlers only insert new
 // ukeys and never touch an existing one, and only the revalidator whose
 // share holds the shard changes or erases its ukeys during the round
 // (forget_pmd takes round_mu_, so never mid-round). mu_ guards the revalidators' statistics and the round sequence numbers.
@@ -122,6 +122,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/node_map.h"
 #include "core/slab_allocator.h"
 #include "core/status.h"
 #include "datapath/datapath.h"
@@ -360,9 +361,8 @@ class Udpif {
     datapath::Ufid ufid;
     bool operator==(const UkeyId&) const = default;
   };
-  // Not noexcept on purpose: libstdc++ then caches each node's hash, so a
-  // lookup walking a bucket compares cached hashes instead of touching
-  // (cache-missing) the next nodes' keys.
+  // The low bits index the shard's slot table (core/node_map.h): hi's low
+  // half is a finished murmur hash of its own.
   struct UkeyIdHash {
     size_t operator()(const UkeyId& k) const { return k.ufid.hi ^ (k.ufid.lo * 31) ^ k.pmd; }
   };
@@ -375,21 +375,17 @@ class Udpif {
   struct alignas(64) UkeyShard {
     std::mutex mu;  // map and inserted (handlers, revalidators, control; never a PMD)
     uint64_t inserted = 0;  // ukeys a handler inserted so far (a round's sweep test, udpif.cpp)
-    // Nodes from a slab pool (core/slab_allocator.h): a storm of new flows
-    // takes no malloc for them.
-    // Buckets for the configured flow limit (up to kUkeyReserveMax) at a
-    // load factor of kUkeyLoadFactor (size_shards): a new flow's look-up mostly finds an
-    // empty bucket, one cache miss instead of a chain of nodes to walk, and
-    // a storm never rehashes a shard (perf, flow-setup raised-limit: the
-    // chain walk was 38 % of the handler's time at 1M flows).
-    std::unordered_map<UkeyId, Ukey, UkeyIdHash, std::equal_to<UkeyId>, SlabAllocator<std::pair<const UkeyId, Ukey>>>
-        map;
+    // Slots for the configured flow limit (up to kUkeyReserveMax), at
+    // most half full (size_shards): a new flow's look-up reads one slot, and
+    // a storm never rehashes a shard (core/node_map.h: the chain walk of
+    // std::unordered_map was 33-38 % of the handler's time at 1M flows).
+    // Nodes from a slab pool: a storm of new flows takes no malloc for them.
+    NodeMap<UkeyId, Ukey, UkeyIdHash> map;
   };
-  static constexpr float kUkeyLoadFactor = 0.25f;
   static constexpr uint32_t kUkeyReserveMax = 1'000'000;
-  // Grows every shard's buckets to hold `limit` ukeys in all (at most
-  // kUkeyReserveMax) at kUkeyLoadFactor, never shrinks them: 32 bytes a
-  // flow of the limit, allocated when the limit is set.
+  // Grows every shard's slot table to hold `limit` ukeys in all (at most
+  // kUkeyReserveMax), never shrinks it: 32 bytes a flow of the limit,
+  // allocated when the limit is set.
   void size_shards(uint32_t limit);
   static unsigned shard_of(const datapath::Ufid& u) { return static_cast<unsigned>(u.lo >> 32) % kUkeyShards; }
 
