@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <unordered_map>
 
 #include "core/fault.h"
 #include "core/slab_pool.h"

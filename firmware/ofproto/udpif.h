@@ -119,11 +119,9 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "core/node_map.h"
-#include "core/slab_allocator.h"
 #include "core/status.h"
 #include "datapath/datapath.h"
 #include "datapath/rcu.h"
@@ -362,7 +360,7 @@ class Udpif {
     bool operator==(const UkeyId&) const = default;
   };
   // The low bits index the shard's slot table (core/node_map.h): hi's low
-  // half is a finished murmur hash of its own.
+  // half is a hash of its own, already through hash_finish's mixing.
   struct UkeyIdHash {
     size_t operator()(const UkeyId& k) const { return k.ufid.hi ^ (k.ufid.lo * 31) ^ k.pmd; }
   };
