@@ -88,6 +88,27 @@ class NodeMap {
     }
   }
 
+  // Look-ahead for a caller that will find() many keys it already knows (a
+  // revalidator's share of a dump): start loading the slot a find(k) reads
+  // first; some iterations later, the node that slot points to when its
+  // hash is k's (every cache line of it). Each find then waits for
+  // neither, where a share of 100k flows spent ~80 % of its time on those
+  // two misses. Hints only: a wrong or stale guess costs a wasted load.
+  // Always inlined: out of line, GCC finds a function that only prefetches
+  // free of side effects and drops every call to it.
+  [[gnu::always_inline]] void prefetch_slot(const K& k) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[hash_of(k) & mask_]);
+  }
+  [[gnu::always_inline]] void prefetch_node(const K& k) const {
+    if (slots_.empty()) return;
+    const uint64_t h = hash_of(k);
+    const Slot& s = slots_[h & mask_];
+    if (!s.node || s.hash != h) return;
+    const uintptr_t first = reinterpret_cast<uintptr_t>(s.node) & ~uintptr_t{63};
+    const uintptr_t last = reinterpret_cast<uintptr_t>(s.node) + sizeof(Node) - 1;
+    for (uintptr_t a = first; a <= last; a += 64) __builtin_prefetch(reinterpret_cast<const void*>(a));
+  }
+
   // n: an entry of this map.
   void erase(Node* n) {
     for (size_t i = hash_of(n->key) & mask_;; i = (i + 1) & mask_)

@@ -7,9 +7,13 @@
 // clear() on the control thread (clear() only while the owner is stopped).
 #include "datapath/flow_table.h"
 
+#include <mutex>
 #include <new>
 #include <string>
+#include <type_traits>
+#include <unordered_map>
 
+#include "core/hash.h"
 #include "core/slab_pool.h"
 #include "flow/dp_actions.h"
 
@@ -21,7 +25,66 @@ SlabPool& megaflow_pool() {
   static SlabPool* const pool = new SlabPool(sizeof(Megaflow), alignof(Megaflow));
   return *pool;
 }
+
+// The megaflows' masks, one copy of each, counted (Megaflow::set_mask).
+// Thread-safety: acquire() and release() from any thread but a PMD's (mu_).
+class MaskPool {
+ public:
+  const flow::Miniflow* acquire(const flow::Miniflow& m) {
+    const uint32_t h = hash_of(m);
+    std::lock_guard lock(mu_);
+    for (auto [it, end] = by_hash_.equal_range(h); it != end; ++it)
+      if (it->second->mask == m) {
+        ++it->second->refs;
+        return &it->second->mask;
+      }
+    auto* e = new Entry{m, 1};
+    by_hash_.emplace(h, e);
+    return &e->mask;
+  }
+  void release(const flow::Miniflow* p) noexcept {
+    // `mask` is Entry's first member (standard layout).
+    Entry* e = reinterpret_cast<Entry*>(const_cast<flow::Miniflow*>(p));
+    std::lock_guard lock(mu_);
+    if (--e->refs) return;
+    for (auto [it, end] = by_hash_.equal_range(hash_of(e->mask)); it != end; ++it)
+      if (it->second == e) {
+        by_hash_.erase(it);
+        break;
+      }
+    delete e;
+  }
+
+ private:
+  struct Entry {
+    flow::Miniflow mask;
+    size_t refs;  // under mu_
+  };
+  static_assert(std::is_standard_layout_v<Entry>);
+  static uint32_t hash_of(const flow::Miniflow& m) {
+    return hash_words64(m.values, m.n_words(), static_cast<uint32_t>(m.map.u0 ^ (m.map.u0 >> 32) ^ m.map.u1));
+  }
+  std::mutex mu_;
+  std::unordered_multimap<uint32_t, Entry*> by_hash_;  // under mu_
+};
+// Never destroyed, as the slab pool.
+MaskPool& mask_pool() {
+  static MaskPool* const pool = new MaskPool;
+  return *pool;
+}
 }  // namespace
+
+const flow::Miniflow Megaflow::kNoMask{};
+
+void Megaflow::set_mask(const flow::Miniflow& m) {
+  const flow::Miniflow* old = mask_;
+  mask_ = mask_pool().acquire(m);
+  if (old != &kNoMask) mask_pool().release(old);
+}
+
+Megaflow::~Megaflow() {
+  if (mask_ != &kNoMask) mask_pool().release(mask_);
+}
 
 void* Megaflow::operator new(std::size_t n) {
   if (n != sizeof(Megaflow)) throw std::bad_alloc();  // no class derives from Megaflow
@@ -48,7 +111,7 @@ FlowTable::~FlowTable() { clear(); }
 Megaflow* FlowTable::find(const Megaflow& f) const {
   const Dpcls* cls = dpcls(f.in_port);
   if (!cls) return nullptr;
-  DpclsRule* r = cls->find(f.mask, f.key);
+  DpclsRule* r = cls->find(f.mask(), f.key);
   return r ? static_cast<Megaflow*>(r->flow) : nullptr;
 }
 
@@ -81,7 +144,7 @@ FlowResult FlowTable::install(Megaflow* f) noexcept {
     dpcls_[f->in_port].reset(new (std::nothrow) Dpcls);
     if (!dpcls_[f->in_port]) return FlowResult::no_memory;
   }
-  DpclsRule* rule = dpcls_[f->in_port]->insert(f->mask, f->key, f);
+  DpclsRule* rule = dpcls_[f->in_port]->insert(f->mask(), f->key, f);
   if (!rule) return FlowResult::no_memory;  // not `exists`: find() said no
   f->dpcls_rule = rule;
   // A freed slot first (the lowest indexes stay in use: the SMC caches

@@ -3,7 +3,7 @@
 // and EMC point to.
 //
 // Thread-safety: a megaflow belongs to one PMD (it lives in that PMD's flow
-// table, `index` is its slot there). Key, mask, ufid, in_port, shown_key
+// table, `index` is its slot there). Key, mask(), ufid, in_port, shown_key
 // and drop_reason are immutable after install. `actions` is swapped by the owning PMD when
 // the flow is modified, between bursts (an acq_rel exchange; the PMD loads
 // it relaxed, the control thread acquire); the old list goes back to the
@@ -73,8 +73,12 @@ struct alignas(64) Megaflow {
   std::atomic<uint64_t> hw_packets{0}, hw_bytes{0};
   std::atomic<uint64_t> hw_used_ns{0};  // hal::now_ns() of the last hardware hit, 0 = never
 
-  flow::Miniflow mask;  // the subtable mask
-  flow::Miniflow key;   // masked key, in mask's map
+
+ private:
+  const flow::Miniflow* mask_ = &kNoMask;  // interned (set_mask) or kNoMask; beside the key: read with it
+
+ public:
+  flow::Miniflow key;  // masked key, in mask()'s map
   // The unmasked key that made this flow, as Open vSwitch keeps a datapath
   // flow's `struct flow` beside its mask: the upcall's packet key, or the key
   // as written for `dp-flow add`. flow-dump prints its values under the
@@ -91,6 +95,22 @@ struct alignas(64) Megaflow {
   }
   bool alive() const noexcept { return !dead.load(std::memory_order_relaxed); }
 
+  // The subtable mask. One copy is shared by every megaflow with the same
+  // mask (interned by set_mask): a mask serves thousands of flows, and its
+  // own 336 bytes were 40 % of each megaflow, in a miss storm whose upcall
+  // handler spent more time on the kernel zeroing new pages than on
+  // anything else (tests/bench/RESULTS.md). Until set_mask: no word.
+  const flow::Miniflow& mask() const noexcept { return *mask_; }
+  // Interns `m` in a process-wide pool under a mutex: any thread but a
+  // PMD's (PMDs neither build nor free flows). Before the flow is
+  // published; replaces (and lets go of) a mask set before.
+  void set_mask(const flow::Miniflow& m);
+
+  Megaflow() = default;
+  ~Megaflow();
+  Megaflow(const Megaflow&) = delete;
+  Megaflow& operator=(const Megaflow&) = delete;
+
   // Storage from one process-wide slab pool (core/slab_pool.h): a miss storm
   // that sets up a million flows takes no malloc and few page faults per
   // flow. Any thread but a PMD's (PMDs neither build nor free flows).
@@ -98,6 +118,9 @@ struct alignas(64) Megaflow {
   static void* operator new(std::size_t n, std::align_val_t);
   static void operator delete(void* p) noexcept;
   static void operator delete(void* p, std::align_val_t) noexcept;
+
+ private:
+  static const flow::Miniflow kNoMask;  // map empty
 };
 
 }  // namespace keel::datapath

@@ -806,7 +806,6 @@ void Pmd::lookup(std::span<hal::Packet* const> pkts, const packet::ParsedPacket*
       cand[m] = idx != Smc::kNone && idx < table_.capacity() ? table_.at(idx) : nullptr;
       if (cand[m]) {
         __builtin_prefetch(cand[m]);
-        __builtin_prefetch(&cand[m]->mask);
         __builtin_prefetch(&cand[m]->key);
       }
     }
@@ -814,7 +813,7 @@ void Pmd::lookup(std::span<hal::Packet* const> pkts, const packet::ParsedPacket*
       const unsigned i = emc_miss[m];
       const packet::ParsedPacket& pp = parsed[i];
       Megaflow* c = cand[m];
-      if (c && c->alive() && flow::equal_masked(pp.key, c->mask, c->key)) {
+      if (c && c->alive() && flow::equal_masked(pp.key, c->mask(), c->key)) {
         flows[i] = c;
         hits.smc |= 1u << i;
         if (emc_on && emc_->should_insert()) emc_->insert(pp.key, pp.hash, c);

@@ -90,7 +90,7 @@ bool quick_key(const uint8_t* frame, uint32_t len, SimpleQuick* out) noexcept {
 
 bool simple_flow(const Megaflow& f, SimpleKey* value, SimpleKey* mask) {
   FlowKey m, k;
-  flow::expand(f.mask, m);
+  flow::expand(f.mask(), m);
   flow::expand(f.key, k);
   if (m.in_port != 0xffffffffu || m.recirc_id != 0xffffffffu || k.recirc_id != 0) return false;
   *mask = pack(m.dl_type, m.vlans[0].tpid, m.vlans[0].tci, m.nw_frag);

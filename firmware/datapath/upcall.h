@@ -200,6 +200,9 @@ struct Upcall {
   // the PMD counts the packets on it (it finds it with its dpcls).
   bool account_existing = false;
   const flow::DpActions* actions = nullptr;     // to run on the packet; null: drop it
+  // `actions` are the `install` megaflow's (freed with it, never on their
+  // own); false: the record's own, freed when it is spent.
+  bool actions_shared = false;
   uint8_t drop_reason = 0;  // a DropReason for what `actions` send nowhere (0: kDropAction)
   // --- filled by the PMD when it executed ---
   bool install_failed = false;  // the handler frees `install`
@@ -348,6 +351,7 @@ class UpcallChannel {
       Upcall* u = us[i];
       u->install = nullptr;
       u->actions = nullptr;
+      u->actions_shared = false;
       u->install_failed = false;
       u->account_existing = false;
       u->drop_reason = 0;

@@ -43,8 +43,10 @@ MegaflowPtr megaflow(const std::string& text, void (*tweak)(flow::Match&) = null
   m.mask.recirc_id = 0xffffffffu;
   m.apply_mask();
   MegaflowPtr f(new Megaflow);
-  REQUIRE(flow::compress(m.mask, f->mask));
-  REQUIRE(flow::compress(m.key, f->mask.map, f->key));
+  flow::Miniflow mask;
+  REQUIRE(flow::compress(m.mask, mask));
+  REQUIRE(flow::compress(m.key, mask.map, f->key));
+  f->set_mask(mask);
   f->in_port = m.key.in_port;
   auto acts = flow::parse_dp_actions(dp->actions);
   REQUIRE(acts.ok());
