@@ -627,6 +627,12 @@ void Datapath::flow_stats(std::vector<FlowStats>& out) const {
   if (offload_sync_) offload_sync_(false);
   std::lock_guard lock(flow_mu_);
   out.clear();
+  // Room for every flow at once, and half as many again (the caller keeps
+  // the vector between rounds): a table that a storm grows would otherwise
+  // be copied through every doubling, round after round.
+  size_t n = 0;
+  for (const auto& pmd : pmds_) n += pmd->flows().slots_used();
+  if (n > out.capacity()) out.reserve(n + n / 2);
   for (const auto& pmd : pmds_) {
     pmd->flows().for_each([&](const Megaflow& m) {
       out.push_back({pmd->index(), m.ufid,
