@@ -73,7 +73,6 @@ struct alignas(64) Megaflow {
   std::atomic<uint64_t> hw_packets{0}, hw_bytes{0};
   std::atomic<uint64_t> hw_used_ns{0};  // hal::now_ns() of the last hardware hit, 0 = never
 
-
  private:
   const flow::Miniflow* mask_ = &kNoMask;  // interned (set_mask) or kNoMask; beside the key: read with it
 
